@@ -1,0 +1,223 @@
+package dag
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cikit/cikit"
+)
+
+// Node is one job as the graph sees it: an identity, the jobs it needs and
+// whether its failure blocks the jobs that need it.
+type Node struct {
+	ID           string
+	Needs        []string
+	AllowFailure bool
+}
+
+// Graph is an immutable, validated job graph: IDs are unique, every need
+// names a node, and there is no cycle. Nodes are addressed by their index,
+// which is their position in the slice given to NewGraph.
+type Graph struct {
+	nodes    []Node
+	index    map[string]int
+	parents  [][]int
+	children [][]int
+	order    []int // a topological order, stable with respect to node order
+}
+
+// CycleError reports a dependency cycle. Cycle lists the members in need
+// order and repeats the first at the end: a needs b needs c needs a is
+// [a b c a].
+type CycleError struct{ Cycle []string }
+
+func (e *CycleError) Error() string {
+	return "dependency cycle: " + strings.Join(e.Cycle, " -> ")
+}
+
+// ErrInvalidGraph is matched by every error NewGraph returns.
+var ErrInvalidGraph = errors.New("invalid job graph")
+
+// Is makes errors.Is(err, ErrInvalidGraph) true for a cycle.
+func (e *CycleError) Is(target error) bool { return target == ErrInvalidGraph }
+
+// NewGraph validates nodes and builds their graph. Duplicate needs are
+// collapsed. Errors match ErrInvalidGraph; a cycle is a *CycleError.
+func NewGraph(nodes []Node) (*Graph, error) {
+	g := &Graph{
+		nodes:    slices.Clone(nodes),
+		index:    make(map[string]int, len(nodes)),
+		parents:  make([][]int, len(nodes)),
+		children: make([][]int, len(nodes)),
+	}
+	for i, n := range nodes {
+		if n.ID == "" {
+			return nil, fmt.Errorf("%w: node %d has an empty ID", ErrInvalidGraph, i)
+		}
+		if _, dup := g.index[n.ID]; dup {
+			return nil, fmt.Errorf("%w: duplicate job ID %q", ErrInvalidGraph, n.ID)
+		}
+		g.index[n.ID] = i
+	}
+	for i, n := range nodes {
+		for _, need := range n.Needs {
+			p, ok := g.index[need]
+			if !ok {
+				return nil, fmt.Errorf("%w: job %q needs unknown job %q", ErrInvalidGraph, n.ID, need)
+			}
+			if slices.Contains(g.parents[i], p) {
+				continue
+			}
+			g.parents[i] = append(g.parents[i], p)
+			g.children[p] = append(g.children[p], i)
+		}
+	}
+	if cyc := g.findCycle(); cyc != nil {
+		return nil, &CycleError{Cycle: cyc}
+	}
+	g.order = g.topoOrder()
+	return g, nil
+}
+
+// findCycle returns the first cycle found by a depth-first search in node
+// order, as IDs with the first repeated at the end, or nil.
+func (g *Graph) findCycle() []string {
+	const (
+		unvisited = iota
+		onStack
+		done
+	)
+	mark := make([]int, len(g.nodes))
+	var stack []int
+	var cycle []string
+	var visit func(i int) bool
+	visit = func(i int) bool {
+		mark[i] = onStack
+		stack = append(stack, i)
+		for _, p := range g.parents[i] {
+			switch mark[p] {
+			case onStack:
+				// The stack from p to i is a chain of "needs"; p needs
+				// nothing on it yet, i needs p: the cycle in need order
+				// starts at p's position.
+				start := slices.Index(stack, p)
+				for _, n := range stack[start:] {
+					cycle = append(cycle, g.nodes[n].ID)
+				}
+				cycle = append(cycle, g.nodes[p].ID)
+				return true
+			case unvisited:
+				if visit(p) {
+					return true
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		mark[i] = done
+		return false
+	}
+	for i := range g.nodes {
+		if mark[i] == unvisited && visit(i) {
+			return cycle
+		}
+	}
+	return nil
+}
+
+// topoOrder is Kahn's algorithm, taking ready nodes in index order so the
+// result is deterministic and close to file order.
+func (g *Graph) topoOrder() []int {
+	indeg := make([]int, len(g.nodes))
+	for i := range g.nodes {
+		indeg[i] = len(g.parents[i])
+	}
+	order := make([]int, 0, len(g.nodes))
+	var ready []int
+	for i, d := range indeg {
+		if d == 0 {
+			ready = append(ready, i)
+		}
+	}
+	for len(ready) > 0 {
+		n := ready[0]
+		ready = ready[1:]
+		order = append(order, n)
+		for _, c := range g.children[n] {
+			indeg[c]--
+			if indeg[c] == 0 {
+				// Keep ready sorted by index.
+				pos, _ := slices.BinarySearch(ready, c)
+				ready = slices.Insert(ready, pos, c)
+			}
+		}
+	}
+	return order
+}
+
+// Len returns the number of nodes.
+func (g *Graph) Len() int { return len(g.nodes) }
+
+// Node returns node i.
+func (g *Graph) Node(i int) Node { return g.nodes[i] }
+
+// Index returns the index of the node with the given ID.
+func (g *Graph) Index(id string) (int, bool) {
+	i, ok := g.index[id]
+	return i, ok
+}
+
+// Parents returns the indexes of the nodes that node i needs. The slice
+// must not be modified.
+func (g *Graph) Parents(i int) []int { return g.parents[i] }
+
+// Children returns the indexes of the nodes that need node i. The slice
+// must not be modified.
+func (g *Graph) Children(i int) []int { return g.children[i] }
+
+// Order returns the nodes in a topological order: every node after all the
+// nodes it needs, ties broken by index. The slice must not be modified.
+func (g *Graph) Order() []int { return g.order }
+
+// CriticalPath returns the longest chain of needs through the graph when
+// node i takes weight(i), and that chain's total weight. It is the least
+// wall-clock time the run can take with unlimited executors. Ties go to
+// the chain found first in topological order.
+func (g *Graph) CriticalPath(weight func(i int) time.Duration) ([]int, time.Duration) {
+	if len(g.nodes) == 0 {
+		return nil, 0
+	}
+	finish := make([]time.Duration, len(g.nodes))
+	via := make([]int, len(g.nodes))
+	end := -1
+	for _, n := range g.order {
+		via[n] = -1
+		var start time.Duration
+		for _, p := range g.parents[n] {
+			if finish[p] > start || via[n] == -1 && finish[p] == start {
+				start, via[n] = finish[p], p
+			}
+		}
+		finish[n] = start + weight(n)
+		if end == -1 || finish[n] > finish[end] {
+			end = n
+		}
+	}
+	var path []int
+	for n := end; n != -1; n = via[n] {
+		path = append(path, n)
+	}
+	slices.Reverse(path)
+	return path, finish[end]
+}
+
+// FromSpecs builds the graph of compiled jobs, in their order.
+func FromSpecs(specs []*cikit.JobSpec) (*Graph, error) {
+	nodes := make([]Node, len(specs))
+	for i, s := range specs {
+		nodes[i] = Node{ID: s.ID, Needs: s.Needs, AllowFailure: s.AllowFailure}
+	}
+	return NewGraph(nodes)
+}

@@ -1,0 +1,227 @@
+package dag
+
+import (
+	"fmt"
+
+	"github.com/cikit/cikit"
+)
+
+// EventKind names what happened to a run.
+type EventKind int
+
+const (
+	// EventQueue hands a READY job to the dispatch machinery.
+	EventQueue EventKind = iota + 1
+	// EventStart records that an executor started a QUEUED job.
+	EventStart
+	// EventComplete records a RUNNING job's outcome (Event.Outcome).
+	EventComplete
+	// EventCancel cancels the run: every job that has not started ends
+	// CANCELLED; RUNNING jobs stay RUNNING until their executor reports,
+	// because only the executor can stop them.
+	EventCancel
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case EventQueue:
+		return "queue"
+	case EventStart:
+		return "start"
+	case EventComplete:
+		return "complete"
+	case EventCancel:
+		return "cancel"
+	}
+	return fmt.Sprintf("EventKind(%d)", int(k))
+}
+
+// Event is one input to Next.
+type Event struct {
+	Kind EventKind
+	// Job is the index of the job the event is about; unused by
+	// EventCancel.
+	Job int
+	// Outcome is the terminal state reported by EventComplete:
+	// JobSucceeded, JobFailed or JobCancelled.
+	Outcome cikit.JobState
+}
+
+// Change is one job's state change, caused by an event directly or as its
+// consequence.
+type Change struct {
+	Job  int
+	From cikit.JobState
+	To   cikit.JobState
+}
+
+// Initial returns the states of a new run of g: jobs that need nothing are
+// READY, all others PENDING.
+func Initial(g *Graph) []cikit.JobState {
+	states := make([]cikit.JobState, g.Len())
+	for i := range states {
+		states[i] = cikit.JobPending
+		if len(g.Parents(i)) == 0 {
+			states[i] = cikit.JobReady
+		}
+	}
+	return states
+}
+
+// Satisfied reports whether a job in state s with the given allow_failure
+// lets the jobs that need it run.
+func Satisfied(s cikit.JobState, allowFailure bool) bool {
+	return s == cikit.JobSucceeded || s == cikit.JobFailed && allowFailure
+}
+
+// Next applies ev to a run of g whose jobs are in states, and returns every
+// resulting change in the order it happens: the event's own transition
+// first, then its consequences. It does not modify states. A transition
+// the rules forbid returns a *cikit.TransitionError and no changes.
+//
+// The rules, from seed 004:
+//   - When a job finishes, every PENDING job whose needs are now all
+//     satisfied (SUCCEEDED, or FAILED with allow_failure) becomes READY.
+//   - A job that FAILED without allow_failure, or was SKIPPED, makes every
+//     PENDING job that needs it SKIPPED, transitively: its descendants can
+//     never run.
+//   - A CANCELLED job makes the PENDING jobs that need it CANCELLED.
+func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
+	if len(states) != g.Len() {
+		return nil, fmt.Errorf("dag: %d states for a graph of %d jobs", len(states), g.Len())
+	}
+	if ev.Kind == EventCancel {
+		var changes []Change
+		for _, i := range g.Order() {
+			if s := states[i]; !s.Terminal() && s != cikit.JobRunning {
+				changes = append(changes, Change{Job: i, From: s, To: cikit.JobCancelled})
+			}
+		}
+		return changes, nil
+	}
+	if ev.Job < 0 || ev.Job >= g.Len() {
+		return nil, fmt.Errorf("dag: job index %d out of range [0,%d)", ev.Job, g.Len())
+	}
+	from := states[ev.Job]
+	var to, want cikit.JobState
+	switch ev.Kind {
+	case EventQueue:
+		want, to = cikit.JobReady, cikit.JobQueued
+	case EventStart:
+		want, to = cikit.JobQueued, cikit.JobRunning
+	case EventComplete:
+		want, to = cikit.JobRunning, ev.Outcome
+		switch ev.Outcome {
+		case cikit.JobSucceeded, cikit.JobFailed, cikit.JobCancelled:
+		default:
+			return nil, &cikit.TransitionError{Job: g.Node(ev.Job).ID, From: from, To: to,
+				Reason: "a completion must report succeeded, failed or cancelled"}
+		}
+	default:
+		return nil, fmt.Errorf("dag: unknown event kind %v", ev.Kind)
+	}
+	if from != want {
+		return nil, &cikit.TransitionError{Job: g.Node(ev.Job).ID, From: from, To: to,
+			Reason: fmt.Sprintf("%s needs the job to be %s", ev.Kind, want)}
+	}
+	changes := []Change{{Job: ev.Job, From: from, To: to}}
+	if to.Terminal() {
+		changes = propagate(g, states, ev.Job, to, changes)
+	}
+	return changes, nil
+}
+
+// propagate appends the consequences of job j ending in state s. It works
+// on a private overlay of states so a job reached twice changes once.
+func propagate(g *Graph, states []cikit.JobState, j int, s cikit.JobState, changes []Change) []Change {
+	overlay := map[int]cikit.JobState{j: s}
+	state := func(i int) cikit.JobState {
+		if s, ok := overlay[i]; ok {
+			return s
+		}
+		return states[i]
+	}
+	set := func(i int, to cikit.JobState) {
+		changes = append(changes, Change{Job: i, From: state(i), To: to})
+		overlay[i] = to
+	}
+	queue := []int{j}
+	for len(queue) > 0 {
+		p := queue[0]
+		queue = queue[1:]
+		ps := state(p)
+		for _, c := range g.Children(p) {
+			if state(c) != cikit.JobPending {
+				continue
+			}
+			switch {
+			case Satisfied(ps, g.Node(p).AllowFailure):
+				if allSatisfied(g, c, state) {
+					set(c, cikit.JobReady)
+				}
+			case ps == cikit.JobCancelled:
+				set(c, cikit.JobCancelled)
+				queue = append(queue, c)
+			default: // FAILED without allow_failure, or SKIPPED
+				set(c, cikit.JobSkipped)
+				queue = append(queue, c)
+			}
+		}
+	}
+	return changes
+}
+
+func allSatisfied(g *Graph, i int, state func(int) cikit.JobState) bool {
+	for _, p := range g.Parents(i) {
+		if !Satisfied(state(p), g.Node(p).AllowFailure) {
+			return false
+		}
+	}
+	return true
+}
+
+// Apply writes changes into states.
+func Apply(states []cikit.JobState, changes []Change) {
+	for _, c := range changes {
+		states[c.Job] = c.To
+	}
+}
+
+// RunStatus aggregates job states into the run's state:
+//   - some job not terminal: RUNNING once any job was queued or finished,
+//     PENDING before;
+//   - all terminal: CANCELLED if any job was cancelled, else FAILED if a
+//     job without allow_failure failed or was skipped, else SUCCEEDED.
+func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
+	started, open, cancelled, failed := false, false, false, false
+	for i, s := range states {
+		switch s {
+		case cikit.JobPending, cikit.JobReady:
+			open = true
+		case cikit.JobQueued, cikit.JobRunning:
+			open, started = true, true
+		case cikit.JobCancelled:
+			cancelled, started = true, true
+		case cikit.JobFailed:
+			started = true
+			if !g.Node(i).AllowFailure {
+				failed = true
+			}
+		case cikit.JobSkipped:
+			started, failed = true, true
+		default:
+			started = true
+		}
+	}
+	switch {
+	case open && started:
+		return cikit.RunRunning
+	case open:
+		return cikit.RunPending
+	case cancelled:
+		return cikit.RunCancelled
+	case failed:
+		return cikit.RunFailed
+	}
+	return cikit.RunSucceeded
+}

@@ -1,0 +1,75 @@
+package cikit
+
+import "fmt"
+
+// JobState is where a job is in its life. The zero value is not a state.
+//
+// A job starts PENDING (or READY when it needs nothing), becomes READY when
+// every job it needs is satisfied, QUEUED when it is handed to the dispatch
+// machinery, RUNNING when an executor has started it, and ends in exactly one
+// terminal state: SUCCEEDED, FAILED, SKIPPED or CANCELLED.
+type JobState string
+
+const (
+	JobPending   JobState = "pending"   // waiting for the jobs it needs
+	JobReady     JobState = "ready"     // all needs satisfied; may be queued
+	JobQueued    JobState = "queued"    // waiting for an executor or runner
+	JobRunning   JobState = "running"   // an executor is running its steps
+	JobSucceeded JobState = "succeeded" // every step exited 0
+	JobFailed    JobState = "failed"    // a step failed, timed out or could not start
+	JobSkipped   JobState = "skipped"   // a job it needs failed (without allow_failure)
+	JobCancelled JobState = "cancelled" // the run was cancelled before the job finished
+)
+
+// JobStates lists every job state in lifecycle order.
+var JobStates = []JobState{JobPending, JobReady, JobQueued, JobRunning, JobSucceeded, JobFailed, JobSkipped, JobCancelled}
+
+// Terminal reports whether s is a final state: no transition leaves it.
+func (s JobState) Terminal() bool {
+	switch s {
+	case JobSucceeded, JobFailed, JobSkipped, JobCancelled:
+		return true
+	}
+	return false
+}
+
+// Active reports whether a job in state s holds, or waits for, an executor.
+func (s JobState) Active() bool { return s == JobQueued || s == JobRunning }
+
+// Valid reports whether s is one of the declared states.
+func (s JobState) Valid() bool {
+	for _, v := range JobStates {
+		if s == v {
+			return true
+		}
+	}
+	return false
+}
+
+// RunState is the aggregate state of a pipeline run. It is a pure function
+// of the states of the run's jobs (see dag.RunStatus).
+type RunState string
+
+const (
+	RunPending   RunState = "pending"   // no job has been queued yet
+	RunRunning   RunState = "running"   // some job is not terminal
+	RunSucceeded RunState = "succeeded" // every job terminal, no required failure
+	RunFailed    RunState = "failed"    // a job without allow_failure failed
+	RunCancelled RunState = "cancelled" // the run was cancelled
+)
+
+// Terminal reports whether s is a final run state.
+func (s RunState) Terminal() bool {
+	return s == RunSucceeded || s == RunFailed || s == RunCancelled
+}
+
+// UnmarshalText accepts only declared job states, so a corrupt row or a
+// hostile payload cannot smuggle an unknown state into the scheduler.
+func (s *JobState) UnmarshalText(b []byte) error {
+	v := JobState(b)
+	if !v.Valid() {
+		return fmt.Errorf("unknown job state %q", b)
+	}
+	*s = v
+	return nil
+}
