@@ -1,6 +1,10 @@
 package cikit
 
-import "time"
+import (
+	"maps"
+	"slices"
+	"time"
+)
 
 // JobSpec is one compiled job: everything a runner needs to execute it,
 // resolved at compile time so that it can be stored with the job and
@@ -49,4 +53,16 @@ func (j *JobSpec) DisplayName() string {
 		return j.Name
 	}
 	return j.ID
+}
+
+// Clone returns a deep copy of j.
+func (j *JobSpec) Clone() *JobSpec {
+	c := *j
+	c.Needs = slices.Clone(j.Needs)
+	c.Env = maps.Clone(j.Env)
+	c.Steps = slices.Clone(j.Steps)
+	for i := range c.Steps {
+		c.Steps[i].Env = maps.Clone(j.Steps[i].Env)
+	}
+	return &c
 }

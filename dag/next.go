@@ -225,3 +225,18 @@ func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
 	}
 	return cikit.RunSucceeded
 }
+
+// ConsequenceReason explains why job i was skipped or cancelled as a
+// consequence of another job, naming the first job it needs that blocks
+// it. It returns "" when no needed job blocks i.
+func ConsequenceReason(g *Graph, states []cikit.JobState, i int) string {
+	for _, p := range g.Parents(i) {
+		switch s := states[p]; {
+		case s == cikit.JobFailed && !g.Node(p).AllowFailure:
+			return fmt.Sprintf("needs %s, which failed", g.Node(p).ID)
+		case s == cikit.JobSkipped || s == cikit.JobCancelled:
+			return fmt.Sprintf("needs %s, which was %s", g.Node(p).ID, s)
+		}
+	}
+	return ""
+}

@@ -1,0 +1,231 @@
+package dag
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/cikit/cikit"
+)
+
+// MemoryConfig configures a MemoryStore. The zero value is ready to use.
+type MemoryConfig struct {
+	// Now returns the current time. Default: time.Now.
+	Now func() time.Time
+	// NewID returns a new, unique run ID. Default: a UUIDv7 string.
+	NewID func() string
+}
+
+// MemoryStore is a Store held in process memory. It serves the embedded
+// default platform, local runs and fast property tests; state is lost when
+// the process ends.
+type MemoryStore struct {
+	now   func() time.Time
+	newID func() string
+
+	mu   sync.Mutex
+	runs map[string]*memRun
+}
+
+type memRun struct {
+	run   Run
+	graph *Graph
+	jobs  []Job // indexed like graph nodes
+}
+
+// NewMemoryStore returns an empty MemoryStore.
+func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
+	s := &MemoryStore{now: cfg.Now, newID: cfg.NewID, runs: make(map[string]*memRun)}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.newID == nil {
+		s.newID = func() string { return uuid.Must(uuid.NewV7()).String() }
+	}
+	return s
+}
+
+var _ Store = (*MemoryStore)(nil)
+
+func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	g, err := FromSpecs(p.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	r := &memRun{graph: g, jobs: make([]Job, len(p.Jobs))}
+	states := Initial(g)
+	for i, spec := range p.Jobs {
+		r.jobs[i] = Job{Spec: spec.Clone(), State: states[i], Attempt: 1}
+		if states[i] == cikit.JobReady {
+			r.jobs[i].ReadyAt = now
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	id := s.newID()
+	if _, dup := s.runs[id]; dup {
+		return nil, fmt.Errorf("dag: run ID %q: %w", id, cikit.ErrConflict)
+	}
+	r.run = Run{ID: id, CreatedAt: now}
+	for i := range r.jobs {
+		r.jobs[i].RunID = id
+	}
+	r.updateRun(now)
+	s.runs[id] = r
+	run := r.run
+	return &run, nil
+}
+
+func (s *MemoryStore) RunGet(ctx context.Context, runID string) (*Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.get(runID)
+	if err != nil {
+		return nil, err
+	}
+	run := r.run
+	return &run, nil
+}
+
+func (s *MemoryStore) RunCancel(ctx context.Context, runID string) (*TransitionResult, error) {
+	return s.transition(ctx, runID, nil, Event{Kind: EventCancel}, nil)
+}
+
+func (s *MemoryStore) JobList(ctx context.Context, runID string) ([]*Job, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.get(runID)
+	if err != nil {
+		return nil, err
+	}
+	jobs := make([]*Job, len(r.jobs))
+	for i := range r.jobs {
+		jobs[i] = r.jobs[i].clone()
+	}
+	return jobs, nil
+}
+
+func (s *MemoryStore) JobQueue(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
+	return s.transition(ctx, p.RunID, p, Event{Kind: EventQueue}, nil)
+}
+
+func (s *MemoryStore) JobStart(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
+	return s.transition(ctx, p.RunID, p, Event{Kind: EventStart}, nil)
+}
+
+func (s *MemoryStore) JobComplete(ctx context.Context, p *JobCompleteParams) (*TransitionResult, error) {
+	target := &JobTransitionParams{RunID: p.RunID, JobID: p.JobID, Attempt: p.Attempt}
+	return s.transition(ctx, p.RunID, target, Event{Kind: EventComplete, Outcome: p.Outcome}, p)
+}
+
+// transition applies one event under the lock. target names the job of a
+// job event and is nil for run events; complete carries a completion's
+// details.
+func (s *MemoryStore) transition(ctx context.Context, runID string, target *JobTransitionParams, ev Event, complete *JobCompleteParams) (*TransitionResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.get(runID)
+	if err != nil {
+		return nil, err
+	}
+	if target != nil {
+		i, ok := r.graph.Index(target.JobID)
+		if !ok {
+			return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, target.JobID, cikit.ErrNotFound)
+		}
+		j := &r.jobs[i]
+		if j.Attempt != target.Attempt {
+			return nil, &cikit.TransitionError{Job: target.JobID, Attempt: target.Attempt, From: j.State,
+				Reason: fmt.Sprintf("stale attempt: the current attempt is %d", j.Attempt)}
+		}
+		if complete != nil && j.State == complete.Outcome {
+			// A redelivered completion: already applied, nothing to do.
+			run := r.run
+			return &TransitionResult{Run: &run}, nil
+		}
+		ev.Job = i
+	}
+	states := r.states()
+	changes, err := Next(r.graph, states, ev)
+	if err != nil {
+		if te, ok := err.(*cikit.TransitionError); ok && target != nil {
+			te.Attempt = target.Attempt
+		}
+		return nil, err
+	}
+	now := s.now()
+	res := &TransitionResult{Changed: make([]*Job, 0, len(changes))}
+	for k, c := range changes {
+		j := &r.jobs[c.Job]
+		j.State = c.To
+		states[c.Job] = c.To
+		switch {
+		case c.To == cikit.JobReady:
+			j.ReadyAt = now
+		case c.To == cikit.JobQueued:
+			j.QueuedAt = now
+		case c.To == cikit.JobRunning:
+			j.StartedAt = now
+		case c.To.Terminal():
+			j.FinishedAt = now
+			switch {
+			case ev.Kind == EventCancel:
+				j.Reason = "run cancelled"
+			case k == 0 && complete != nil:
+				j.ExitCode, j.Reason = complete.ExitCode, complete.Reason
+			default:
+				j.Reason = ConsequenceReason(r.graph, states, c.Job)
+			}
+		}
+		res.Changed = append(res.Changed, j.clone())
+	}
+	r.updateRun(now)
+	run := r.run
+	res.Run = &run
+	return res, nil
+}
+
+func (s *MemoryStore) get(runID string) (*memRun, error) {
+	r, ok := s.runs[runID]
+	if !ok {
+		return nil, fmt.Errorf("dag: run %q: %w", runID, cikit.ErrNotFound)
+	}
+	return r, nil
+}
+
+func (r *memRun) states() []cikit.JobState {
+	states := make([]cikit.JobState, len(r.jobs))
+	for i := range r.jobs {
+		states[i] = r.jobs[i].State
+	}
+	return states
+}
+
+func (r *memRun) updateRun(now time.Time) {
+	r.run.State = RunStatus(r.graph, r.states())
+	if r.run.State.Terminal() && r.run.FinishedAt.IsZero() {
+		r.run.FinishedAt = now
+	}
+}
+
+func (j *Job) clone() *Job {
+	c := *j
+	c.Spec = j.Spec.Clone()
+	return &c
+}
