@@ -124,10 +124,24 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 
 	results := make(chan execResult)
 	running := 0
-	done := ctx.Done()
+	done := ctx.Done() // nil once the run is cancelled
+	cancelled := false
 	var failure error
+	cancelRun := func() {
+		cancelled, done = true, nil
+		waiting = nil
+		res, err := d.cfg.Store.RunCancel(storeCtx, runID)
+		if err != nil {
+			failure = err
+			return
+		}
+		d.notify(res)
+	}
 	for {
-		for failure == nil && ctx.Err() == nil && running < d.cfg.Parallel && len(waiting) > 0 {
+		if !cancelled && ctx.Err() != nil {
+			cancelRun()
+		}
+		for failure == nil && !cancelled && running < d.cfg.Parallel && len(waiting) > 0 {
 			j := waiting[0]
 			waiting = waiting[1:]
 			res, err := d.cfg.Store.JobStart(storeCtx, &JobTransitionParams{RunID: runID, JobID: j.ID(), Attempt: j.Attempt})
@@ -150,21 +164,11 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 		select {
 		case r := <-results:
 			running--
-			if failure != nil {
-				continue // draining after a store failure
-			}
-			if err := d.complete(storeCtx, runID, r, queue); err != nil {
-				failure = err
+			if failure == nil {
+				failure = d.complete(storeCtx, runID, r, queue)
 			}
 		case <-done:
-			done = nil // cancel once; keep draining running jobs
-			res, err := d.cfg.Store.RunCancel(storeCtx, runID)
-			if err != nil {
-				failure = err
-				continue
-			}
-			d.notify(res)
-			waiting = nil
+			cancelRun()
 		}
 	}
 	if failure != nil {

@@ -1,0 +1,39 @@
+// Package dag owns the job graph of a pipeline run and the rules that move
+// its jobs from PENDING to a terminal state.
+//
+// # The graph
+//
+// A Graph is a validated set of jobs and their needs: unique IDs, no
+// unknown needs, no cycles (a cycle is a *CycleError that names its
+// members in order). It gives a topological order and the critical path
+// for any per-job durations.
+//
+// # The rules
+//
+// Next is the whole scheduling rule as a pure function of the graph, the
+// job states and one event (queue, start, complete, cancel). When a job
+// finishes, every job whose needs are all satisfied — SUCCEEDED, or FAILED
+// with allow_failure — becomes READY; a job that failed without
+// allow_failure makes all its descendants SKIPPED. RunStatus aggregates
+// job states into the run's state. Because the rules are pure, property
+// tests check them on thousands of random graphs and interleavings.
+//
+//	PENDING ──needs satisfied──► READY ──► QUEUED ──► RUNNING ──► SUCCEEDED
+//	   │                                                  ├─────► FAILED ──► descendants SKIPPED
+//	   └──a need failed──► SKIPPED                        └─────► CANCELLED
+//	   (any not-started job) ──run cancelled──► CANCELLED
+//
+// # Stores and drivers
+//
+// A Store applies the rules durably: each transition is a conditional
+// write that commits the job's change and its consequences together.
+// MemoryStore keeps runs in process memory. A Driver runs one run to its
+// end in this process on an Executor, up to Parallel jobs at once; it is
+// the scheduler loop of `cikit run`.
+//
+// # Stability
+//
+// The states and rules are stable. The Store interface will grow methods
+// (retries, leases) as the platform does; implement it by embedding a
+// provided store if you need to wrap one.
+package dag
