@@ -1,0 +1,360 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cikit/cikit"
+)
+
+// Defaults for Config.
+const (
+	DefaultShell   = "sh"
+	DefaultGrace   = 10 * time.Second
+	DefaultTimeout = time.Hour
+)
+
+// Config configures an Executor.
+type Config struct {
+	// Source is the directory copied into every job's workspace. Required.
+	Source string
+	// WorkRoot is the directory workspaces are created in. Default:
+	// os.TempDir(). It may lie inside Source; it is then not copied.
+	WorkRoot string
+	// Shell runs each step as `Shell -e -c <run>`. Default: DefaultShell.
+	Shell string
+	// Grace is how long processes get between SIGTERM and SIGKILL.
+	// Default: DefaultGrace.
+	Grace time.Duration
+	// Timeout bounds a job whose spec sets none. Default: DefaultTimeout.
+	Timeout time.Duration
+	// Env is the base environment of every step. Default: os.Environ().
+	Env []string
+	// Output returns the writer that receives a job's combined stdout and
+	// stderr, and the step headers. Writes come from one goroutine per
+	// job. Default: output is discarded.
+	Output func(spec *cikit.JobSpec) io.Writer
+	// KeepWorkspaces leaves workspaces in place after their jobs, for
+	// debugging.
+	KeepWorkspaces bool
+	// Logger receives the executor's own diagnostics. Default:
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Executor runs jobs as local processes. It is safe for concurrent use:
+// each Run has its own workspace and processes.
+type Executor struct {
+	cfg Config
+}
+
+// New validates cfg and returns an Executor.
+func New(cfg Config) (*Executor, error) {
+	if cfg.Source == "" {
+		return nil, errors.New("process: Config.Source is required")
+	}
+	src, err := filepath.Abs(cfg.Source)
+	if err != nil {
+		return nil, fmt.Errorf("process: Config.Source: %w", err)
+	}
+	if fi, err := os.Stat(src); err != nil {
+		return nil, fmt.Errorf("process: Config.Source: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("process: Config.Source %s is not a directory", src)
+	}
+	cfg.Source = src
+	if cfg.WorkRoot == "" {
+		cfg.WorkRoot = os.TempDir()
+	}
+	if cfg.WorkRoot, err = filepath.Abs(cfg.WorkRoot); err != nil {
+		return nil, fmt.Errorf("process: Config.WorkRoot: %w", err)
+	}
+	if cfg.WorkRoot == cfg.Source {
+		return nil, errors.New("process: Config.WorkRoot must not be Config.Source itself")
+	}
+	if cfg.Shell == "" {
+		cfg.Shell = DefaultShell
+	}
+	if _, err := exec.LookPath(cfg.Shell); err != nil {
+		return nil, fmt.Errorf("process: shell %q: %w", cfg.Shell, err)
+	}
+	if cfg.Grace < 0 || cfg.Timeout < 0 {
+		return nil, errors.New("process: Config.Grace and Config.Timeout must not be negative")
+	}
+	if cfg.Grace == 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = DefaultTimeout
+	}
+	if cfg.Env == nil {
+		cfg.Env = os.Environ()
+	}
+	if cfg.Output == nil {
+		cfg.Output = func(*cikit.JobSpec) io.Writer { return io.Discard }
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Executor{cfg: cfg}, nil
+}
+
+// Result is how a job's execution ended.
+type Result struct {
+	// State is JobSucceeded, JobFailed or JobCancelled.
+	State cikit.JobState
+	// ExitCode of the last step that exited; -1 if none did.
+	ExitCode int
+	// Reason explains a failure or cancellation; empty on success.
+	Reason string
+	// Steps has one entry per step that was started.
+	Steps []StepResult
+}
+
+// StepResult is how one step ended.
+type StepResult struct {
+	Name     string
+	ExitCode int // -1 if the step did not exit by itself
+	Duration time.Duration
+}
+
+// Run runs spec's steps in a fresh workspace and returns when every
+// process it started has ended. Cancelling ctx cancels the job (the result
+// is JobCancelled); exceeding the job's timeout fails it.
+func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
+	timeout := spec.Timeout
+	if timeout <= 0 {
+		timeout = e.cfg.Timeout
+	}
+	jobCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)
+	defer cancel()
+
+	ws, err := os.MkdirTemp(e.cfg.WorkRoot, "cikit-"+dirName(spec.ID)+"-")
+	if err != nil {
+		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("workspace: %v", err)}
+	}
+	if !e.cfg.KeepWorkspaces {
+		defer e.removeWorkspace(ws)
+	}
+	if err := copyTree(e.cfg.Source, ws, e.cfg.WorkRoot); err != nil {
+		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("workspace: %v", err)}
+	}
+
+	// All steps write into one pipe whose reader copies to the job's
+	// output. Children get the pipe's file itself, so Wait returns when a
+	// step's shell exits even if a background process it started still
+	// holds the pipe; the copy ends once those are killed at job end.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("output pipe: %v", err)}
+	}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(e.cfg.Output(spec), pr)
+	}()
+	var groups []int
+	defer func() {
+		// Whatever the steps left running dies with the job.
+		for _, g := range groups {
+			_ = syscall.Kill(-g, syscall.SIGKILL)
+		}
+		_ = pw.Close()
+		select {
+		case <-copied:
+		case <-time.After(2 * time.Second):
+			// A process that left its group still holds the pipe.
+			e.cfg.Logger.Warn("a process of the job outlived it and keeps its output open", "job", spec.ID)
+		}
+		_ = pr.Close()
+		<-copied
+	}()
+
+	env := append(append([]string(nil), e.cfg.Env...),
+		"CI=true", "CIKIT=true", "CIKIT_JOB_ID="+spec.ID, "CIKIT_JOB_NAME="+spec.DisplayName(), "CIKIT_WORKSPACE="+ws)
+	env = appendEnv(env, spec.Env)
+
+	res := Result{State: cikit.JobSucceeded, ExitCode: -1}
+	for i, step := range spec.Steps {
+		name := step.Name
+		if name == "" {
+			name = fmt.Sprintf("step %d", i+1)
+		}
+		fmt.Fprintf(pw, "--- %s\n", name)
+		started := time.Now()
+		code, pgid, err := e.runStep(jobCtx, ws, appendEnv(env, step.Env), step.Run, pw)
+		if pgid > 0 {
+			groups = append(groups, pgid)
+		}
+		res.Steps = append(res.Steps, StepResult{Name: name, ExitCode: code, Duration: time.Since(started)})
+		res.ExitCode = code
+		switch {
+		case jobCtx.Err() != nil && context.Cause(jobCtx) == errTimeout:
+			res.State, res.Reason = cikit.JobFailed, fmt.Sprintf("timed out after %s in step %q", timeout, name)
+		case jobCtx.Err() != nil:
+			res.State, res.Reason = cikit.JobCancelled, fmt.Sprintf("cancelled in step %q", name)
+		case err != nil:
+			res.State, res.Reason = cikit.JobFailed, fmt.Sprintf("step %q could not run: %v", name, err)
+		case code != 0:
+			res.State, res.Reason = cikit.JobFailed, fmt.Sprintf("step %q exited with code %d", name, code)
+		default:
+			continue
+		}
+		fmt.Fprintf(pw, "--- %s\n", res.Reason)
+		return res
+	}
+	return res
+}
+
+var errTimeout = errors.New("job timed out")
+
+// runStep runs one step in its own process group and returns its exit
+// code (-1 if it did not exit by itself) and the group's id.
+func (e *Executor) runStep(ctx context.Context, dir string, env []string, script string, out *os.File) (int, int, error) {
+	if err := ctx.Err(); err != nil {
+		return -1, 0, nil
+	}
+	cmd := exec.Command(e.cfg.Shell, "-e", "-c", script)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, out, out
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		return -1, 0, err
+	}
+	pgid := cmd.Process.Pid
+	exited := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		select {
+		case <-exited:
+			return
+		case <-ctx.Done():
+		}
+		_ = syscall.Kill(-pgid, syscall.SIGTERM)
+		t := time.NewTimer(e.cfg.Grace)
+		defer t.Stop()
+		select {
+		case <-exited:
+		case <-t.C:
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}()
+	err := cmd.Wait()
+	close(exited)
+	wg.Wait()
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, pgid, nil
+	case errors.As(err, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return -1, pgid, nil
+		}
+		return ee.ExitCode(), pgid, nil
+	}
+	return -1, pgid, err
+}
+
+func appendEnv(env []string, vars map[string]string) []string {
+	for k, v := range vars {
+		env = append(env, k+"="+v)
+	}
+	return env
+}
+
+// dirName makes a job ID safe for a directory name.
+func dirName(id string) string {
+	b := []byte(id)
+	for i, c := range b {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.') {
+			b[i] = '_'
+		}
+	}
+	if len(b) > 40 {
+		b = b[:40]
+	}
+	return string(b)
+}
+
+// copyTree copies the regular files, directories and symlinks below src
+// into dst, preserving permission bits, and skips skip (the work root).
+func copyTree(src, dst, skip string) error {
+	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(src, path)
+		if err != nil {
+			return err
+		}
+		if rel == "." {
+			return nil
+		}
+		if path == skip || path == dst {
+			return filepath.SkipDir
+		}
+		target := filepath.Join(dst, rel)
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		switch mode := info.Mode(); {
+		case mode.IsDir():
+			return os.Mkdir(target, mode.Perm()|0o700)
+		case mode&fs.ModeSymlink != 0:
+			link, err := os.Readlink(path)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(link, target)
+		case mode.IsRegular():
+			return copyFile(path, target, mode.Perm())
+		}
+		return nil // sockets, devices and pipes are not part of a workspace
+	})
+}
+
+func copyFile(src, dst string, perm fs.FileMode) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+// removeWorkspace removes ws, making read-only directories writable first
+// if a plain removal fails (module caches and the like).
+func (e *Executor) removeWorkspace(ws string) {
+	if err := os.RemoveAll(ws); err == nil {
+		return
+	}
+	_ = filepath.WalkDir(ws, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(path, 0o700)
+		}
+		return nil
+	})
+	if err := os.RemoveAll(ws); err != nil {
+		e.cfg.Logger.Warn("could not remove workspace", "dir", ws, "err", err)
+	}
+}

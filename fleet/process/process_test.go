@@ -1,0 +1,240 @@
+package process_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/fleet/process"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// syncBuffer is an output sink safe to read while a job writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type bundle struct {
+	src, work string
+	out       *syncBuffer
+	exec      *process.Executor
+}
+
+func setup(t *testing.T, mutate ...func(*process.Config)) *bundle {
+	t.Helper()
+	b := &bundle{src: t.TempDir(), work: t.TempDir(), out: &syncBuffer{}}
+	require.NoError(t, os.WriteFile(filepath.Join(b.src, "input.txt"), []byte("hello\n"), 0o644))
+	require.NoError(t, os.MkdirAll(filepath.Join(b.src, "sub"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(b.src, "sub", "run.sh"), []byte("#!/bin/sh\necho script ran\n"), 0o755))
+	require.NoError(t, os.Symlink("input.txt", filepath.Join(b.src, "link.txt")))
+	cfg := process.Config{
+		Source:   b.src,
+		WorkRoot: b.work,
+		Grace:    500 * time.Millisecond,
+		Env:      []string{"PATH=" + os.Getenv("PATH"), "BASE=base"},
+		Output:   func(*cikit.JobSpec) io.Writer { return b.out },
+	}
+	for _, m := range mutate {
+		m(&cfg)
+	}
+	var err error
+	b.exec, err = process.New(cfg)
+	require.NoError(t, err)
+	return b
+}
+
+func steps(runs ...string) []cikit.Step {
+	s := make([]cikit.Step, len(runs))
+	for i, r := range runs {
+		s[i] = cikit.Step{Name: strings.SplitN(r, "\n", 2)[0], Run: r}
+	}
+	return s
+}
+
+func TestRunWorkspaceIsACopy(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "build", Steps: steps(
+		"cat input.txt link.txt",
+		"./sub/run.sh",
+		"echo changed > input.txt; touch new.txt",
+		`test "$CIKIT_WORKSPACE" = "$(pwd)" && echo "ws ok"`,
+	)})
+	require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
+	require.Equal(t, 0, res.ExitCode)
+	require.Len(t, res.Steps, 4)
+	require.Equal(t, "--- cat input.txt link.txt\nhello\nhello\n--- ./sub/run.sh\nscript ran\n"+
+		"--- echo changed > input.txt; touch new.txt\n--- test \"$CIKIT_WORKSPACE\" = \"$(pwd)\" && echo \"ws ok\"\nws ok\n", b.out.String())
+
+	got, err := os.ReadFile(filepath.Join(b.src, "input.txt"))
+	require.NoError(t, err)
+	require.Equal(t, "hello\n", string(got), "the source is untouched")
+	require.NoFileExists(t, filepath.Join(b.src, "new.txt"))
+	left, err := os.ReadDir(b.work)
+	require.NoError(t, err)
+	require.Empty(t, left, "the workspace is removed after the job")
+}
+
+func TestRunEnvLayers(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	spec := &cikit.JobSpec{ID: "env", Env: map[string]string{"JOB": "job", "BASE": "job-over-base", "OVER": "job"},
+		Steps: []cikit.Step{{Name: "print", Run: `echo "$BASE $JOB $OVER $STEP $CI $CIKIT_JOB_ID"`, Env: map[string]string{"OVER": "step", "STEP": "step"}}}}
+	res := b.exec.Run(context.Background(), spec)
+	require.Equal(t, cikit.JobSucceeded, res.State)
+	require.Contains(t, b.out.String(), "job-over-base job step step true env\n")
+}
+
+func TestRunFailingStepStopsTheJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "f", Steps: steps("echo one", "false\necho not reached", "echo never")})
+	require.Equal(t, cikit.JobFailed, res.State)
+	require.Equal(t, 1, res.ExitCode)
+	require.Equal(t, `step "false" exited with code 1`, res.Reason)
+	require.Len(t, res.Steps, 2)
+	require.NotContains(t, b.out.String(), "not reached", "sh -e stops at the first failing command")
+	require.NotContains(t, b.out.String(), "never")
+
+	res = b.exec.Run(context.Background(), &cikit.JobSpec{ID: "code", Steps: steps("exit 7")})
+	require.Equal(t, 7, res.ExitCode)
+}
+
+func TestRunTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "slow", Timeout: 200 * time.Millisecond, Steps: steps("sleep 30")})
+	require.Equal(t, cikit.JobFailed, res.State)
+	require.Equal(t, -1, res.ExitCode)
+	require.Contains(t, res.Reason, "timed out after 200ms")
+}
+
+// alive reports whether pid is a live (not zombie) process.
+func alive(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return syscall.Kill(pid, 0) == nil
+	}
+	// The state follows the parenthesised command name.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(fields) > 0 && fields[0] != "Z"
+}
+
+func readPIDs(t *testing.T, dir string) []int {
+	t.Helper()
+	var pids []int
+	for _, name := range []string{"shell.pid", "child.pid"} {
+		data, err := os.ReadFile(filepath.Join(dir, name))
+		require.NoError(t, err)
+		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
+		require.NoError(t, err)
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// TestRunCancelTerminatesThenKills cancels two jobs: one whose shell traps
+// SIGTERM and exits, one that ignores SIGTERM and must be SIGKILLed after
+// the grace period. Neither leaves a process behind.
+func TestRunCancelTerminatesThenKills(t *testing.T) {
+	t.Parallel()
+	for name, script := range map[string]string{
+		"traps TERM":   `trap 'echo got TERM; exit 143' TERM; echo $$ > "$PIDS/shell.pid"; sleep 300 & echo $! > "$PIDS/child.pid"; wait`,
+		"ignores TERM": `trap '' TERM; echo $$ > "$PIDS/shell.pid"; sleep 300 & echo $! > "$PIDS/child.pid"; wait; wait`,
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			pids := t.TempDir()
+			b := setup(t)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan process.Result)
+			go func() {
+				done <- b.exec.Run(ctx, &cikit.JobSpec{ID: "c", Env: map[string]string{"PIDS": pids}, Steps: steps(script, "echo never")})
+			}()
+			require.Eventually(t, func() bool {
+				_, err := os.Stat(filepath.Join(pids, "child.pid"))
+				return err == nil
+			}, 10*time.Second, 10*time.Millisecond)
+			time.Sleep(50 * time.Millisecond) // let the pid file's write finish
+			cancel()
+			res := <-done
+			require.Equal(t, cikit.JobCancelled, res.State)
+			require.NotContains(t, b.out.String(), "never")
+			if name == "traps TERM" {
+				require.Contains(t, b.out.String(), "got TERM")
+			}
+			for _, pid := range readPIDs(t, pids) {
+				require.False(t, alive(pid), "process %d outlived the job", pid)
+			}
+		})
+	}
+}
+
+// TestRunKillsLeftoverBackgroundProcesses: a step that succeeds but leaves
+// a background process running does not leak it past the job.
+func TestRunKillsLeftoverBackgroundProcesses(t *testing.T) {
+	t.Parallel()
+	pids := t.TempDir()
+	b := setup(t)
+	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "bg", Env: map[string]string{"PIDS": pids}, Steps: steps(
+		`echo $$ > "$PIDS/shell.pid"; sleep 300 & echo $! > "$PIDS/child.pid"`,
+		`kill -0 "$(cat "$PIDS/child.pid")" && echo "still there in the next step"`,
+	)})
+	require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
+	require.Contains(t, b.out.String(), "still there in the next step", "background processes live until the job ends")
+	for _, pid := range readPIDs(t, pids) {
+		require.False(t, alive(pid), "process %d outlived the job", pid)
+	}
+}
+
+func TestNewValidates(t *testing.T) {
+	t.Parallel()
+	_, err := process.New(process.Config{})
+	require.ErrorContains(t, err, "Source is required")
+	_, err = process.New(process.Config{Source: filepath.Join(t.TempDir(), "missing")})
+	require.Error(t, err)
+	dir := t.TempDir()
+	_, err = process.New(process.Config{Source: dir, WorkRoot: dir})
+	require.ErrorContains(t, err, "must not be Config.Source")
+	_, err = process.New(process.Config{Source: dir, Shell: "no-such-shell-here"})
+	require.ErrorContains(t, err, "no-such-shell-here")
+}
+
+func TestWorkRootInsideSourceIsNotCopied(t *testing.T) {
+	t.Parallel()
+	src := t.TempDir()
+	work := filepath.Join(src, ".cikit-work")
+	require.NoError(t, os.Mkdir(work, 0o755))
+	out := &syncBuffer{}
+	e, err := process.New(process.Config{Source: src, WorkRoot: work, Output: func(*cikit.JobSpec) io.Writer { return out }})
+	require.NoError(t, err)
+	res := e.Run(context.Background(), &cikit.JobSpec{ID: "ls", Steps: steps("ls -A")})
+	require.Equal(t, cikit.JobSucceeded, res.State)
+	require.Equal(t, "--- ls -A\n", out.String())
+}
