@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/cikit/cikit/compiler"
+)
+
+func lintCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("lint", "lint [-format text|json] [file ...]\n\nWith no file, lints the pipeline file of the current directory.", stderr)
+	format := fs.String("format", "text", "output format: text (file:line:col: message [rule]) or json")
+	if code := parse(fs, args); code >= 0 {
+		return code
+	}
+	if *format != "text" && *format != "json" {
+		fmt.Fprintf(stderr, "cikit lint: -format must be text or json, got %q\n", *format)
+		return ExitInvalid
+	}
+	files := fs.Args()
+	if len(files) == 0 {
+		f, err := findPipeline(".")
+		if err != nil {
+			fmt.Fprintf(stderr, "cikit lint: %v\n", err)
+			return ExitInvalid
+		}
+		files = []string{f}
+	}
+	var all []compiler.Diagnostic
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			fmt.Fprintf(stderr, "cikit lint: %v\n", err)
+			return ExitInvalid
+		}
+		_, diags, err := compiler.CompileBytes(f, data, compiler.Options{})
+		if err != nil {
+			fmt.Fprintf(stderr, "cikit lint: %s: %v\n", f, err)
+			return ExitInvalid
+		}
+		all = append(all, diags...)
+	}
+	if *format == "json" {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		out := make([]jsonDiagnostic, len(all))
+		for i, d := range all {
+			out[i] = jsonDiagnostic(d)
+		}
+		if err := enc.Encode(out); err != nil {
+			fmt.Fprintf(stderr, "cikit lint: %v\n", err)
+			return ExitInvalid
+		}
+	} else {
+		for _, d := range all {
+			fmt.Fprintln(stdout, d)
+		}
+	}
+	if len(all) > 0 {
+		return ExitFailed
+	}
+	return ExitOK
+}
+
+type jsonDiagnostic struct {
+	File    string `json:"file"`
+	Line    int    `json:"line"`
+	Col     int    `json:"col"`
+	Rule    string `json:"rule"`
+	Message string `json:"message"`
+}
+
+// pipelineFiles are the names `run` and `lint` look for, in order.
+var pipelineFiles = []string{".cikit.yml", ".cikit.yaml"}
+
+// findPipeline returns the path, relative to dir, of dir's pipeline file.
+func findPipeline(dir string) (string, error) {
+	for _, name := range pipelineFiles {
+		if fi, err := os.Stat(dir + string(os.PathSeparator) + name); err == nil && !fi.IsDir() {
+			return name, nil
+		}
+	}
+	return "", fmt.Errorf("no pipeline file in %s (looked for %v)", dir, pipelineFiles)
+}
