@@ -1,0 +1,65 @@
+package cikit_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/cikit/cikit"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestJobStates(t *testing.T) {
+	t.Parallel()
+	terminal := map[cikit.JobState]bool{cikit.JobSucceeded: true, cikit.JobFailed: true, cikit.JobSkipped: true, cikit.JobCancelled: true}
+	for _, s := range cikit.JobStates {
+		require.True(t, s.Valid())
+		require.Equal(t, terminal[s], s.Terminal(), s)
+		require.Equal(t, s == cikit.JobQueued || s == cikit.JobRunning, s.Active(), s)
+	}
+	require.False(t, cikit.JobState("").Valid())
+	require.False(t, cikit.JobState("").Terminal())
+	for _, s := range []cikit.RunState{cikit.RunSucceeded, cikit.RunFailed, cikit.RunCancelled} {
+		require.True(t, s.Terminal())
+	}
+	require.False(t, cikit.RunRunning.Terminal())
+	require.False(t, cikit.RunPending.Terminal())
+}
+
+func TestJobStateJSON(t *testing.T) {
+	t.Parallel()
+	var s cikit.JobState
+	require.NoError(t, json.Unmarshal([]byte(`"skipped"`), &s))
+	require.Equal(t, cikit.JobSkipped, s)
+	require.ErrorContains(t, json.Unmarshal([]byte(`"exploded"`), &s), `unknown job state "exploded"`)
+	require.Equal(t, cikit.JobSkipped, s, "a refused value leaves the state alone")
+}
+
+func TestTransitionError(t *testing.T) {
+	t.Parallel()
+	err := error(&cikit.TransitionError{Job: "build", Attempt: 2, From: cikit.JobPending, To: cikit.JobRunning, Reason: "not queued"})
+	require.ErrorIs(t, err, cikit.ErrInvalidTransition)
+	require.False(t, errors.Is(err, cikit.ErrConflict))
+	require.Equal(t, `job "build" attempt 2: cannot go from pending to running: not queued`, err.Error())
+}
+
+func TestJobSpecCloneIsDeep(t *testing.T) {
+	t.Parallel()
+	orig := &cikit.JobSpec{ID: "a", Needs: []string{"b"}, Env: map[string]string{"K": "v"}, Timeout: time.Minute,
+		Steps: []cikit.Step{{Name: "s", Run: "true", Env: map[string]string{"S": "1"}}}}
+	c := orig.Clone()
+	require.Equal(t, orig, c)
+	c.Needs[0], c.Env["K"], c.Steps[0].Run, c.Steps[0].Env["S"] = "x", "x", "x", "x"
+	require.Equal(t, "b", orig.Needs[0])
+	require.Equal(t, "v", orig.Env["K"])
+	require.Equal(t, "true", orig.Steps[0].Run)
+	require.Equal(t, "1", orig.Steps[0].Env["S"])
+	require.Equal(t, "a", orig.DisplayName())
+	orig.Name = "Build"
+	require.Equal(t, "Build", orig.DisplayName())
+}
