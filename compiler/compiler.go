@@ -1,0 +1,165 @@
+package compiler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+)
+
+// Format names a pipeline file format. Each format has its own front end;
+// all of them produce the same Plan.
+type Format string
+
+// FormatNative is cikit's own format, the `.cikit.yml` file.
+const FormatNative Format = "native"
+
+// ErrUnknownFormat is matched by the error Compile and CompileBytes return
+// when Options.Format names no supported format, or when it is empty and
+// the path does not tell the format.
+var ErrUnknownFormat = errors.New("unknown pipeline format")
+
+// frontend walks the root node of a parsed YAML document (nil for an empty
+// file) and returns the jobs it declares, reporting findings on c. Formats
+// differ in their keys and defaults, not in how needs, stages and cycles
+// are checked: that is link's job, shared by all of them.
+type frontend func(c *checker, root *yaml.Node) *draft
+
+var frontends = map[Format]frontend{
+	FormatNative: compileNative,
+}
+
+// Detect returns the format of the pipeline file at path, judged by its
+// name alone, and false when the name belongs to no known format.
+//
+// Paths are slash-separated, as in a repository.
+func Detect(p string) (Format, bool) {
+	switch path.Base(p) {
+	case ".cikit.yml", ".cikit.yaml":
+		return FormatNative, true
+	}
+	return "", false
+}
+
+// Options tunes a compilation. The zero value detects the format from the
+// path.
+type Options struct {
+	// Format is the format of the file. When empty, it is detected from
+	// the path with Detect. A format that is neither given nor
+	// detectable is an error, not a diagnostic: the caller chose the
+	// file, so there is nothing its author could fix.
+	Format Format
+}
+
+// Plan is a compiled pipeline: its jobs, fully resolved, and their graph.
+// A Plan is never returned together with diagnostics, so every Plan is
+// valid: job IDs are unique, every need names a job, there is no cycle and
+// every job has at least one step.
+//
+// A Plan is not modified by the compiler after it is returned; callers
+// that modify Jobs must not rely on Graph afterwards.
+type Plan struct {
+	// File is the path the plan was compiled from, as given.
+	File string
+	// Format is the format the file was read as.
+	Format Format
+	// Stages are the declared stages, in order; nil when none.
+	Stages []string
+	// Env is the pipeline-level environment, already merged into every
+	// job's Env; nil when empty.
+	Env map[string]string
+	// Jobs are the jobs in file order. Job.Needs holds the effective
+	// needs: the explicit ones, or those implied by stage order.
+	Jobs []*cikit.JobSpec
+
+	graph *dag.Graph
+}
+
+// Graph returns the job graph of the plan. Node i of the graph is Jobs[i].
+// It is never nil for a plan returned by Compile or CompileBytes.
+func (p *Plan) Graph() *dag.Graph { return p.graph }
+
+// Job returns the job with the given ID, or nil when there is none.
+func (p *Plan) Job(id string) *cikit.JobSpec {
+	if p.graph != nil {
+		if i, ok := p.graph.Index(id); ok && i < len(p.Jobs) {
+			return p.Jobs[i]
+		}
+		return nil
+	}
+	for _, j := range p.Jobs {
+		if j.ID == id {
+			return j
+		}
+	}
+	return nil
+}
+
+// Compile reads the pipeline file at path from src and compiles it.
+//
+// Findings about the file's content are diagnostics: all of them, sorted by
+// line, column, rule and message. The plan is nil exactly when there is at
+// least one diagnostic. The error is for failures that are not the file
+// author's to fix: the file cannot be read (a missing file matches
+// fs.ErrNotExist), or its format is unknown (ErrUnknownFormat). The format
+// is settled before the file is read, so an unknown format costs no read.
+func Compile(ctx context.Context, src FileSource, path string, opts Options) (*Plan, []Diagnostic, error) {
+	format, err := resolveFormat(path, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	data, err := src.ReadFile(ctx, path)
+	if err != nil {
+		return nil, nil, fmt.Errorf("compiler: reading %s: %w", path, err)
+	}
+	opts.Format = format
+	return CompileBytes(path, data, opts)
+}
+
+// CompileBytes compiles the content of the pipeline file at path, already
+// read. It is Compile without the read, for callers that hold the bytes
+// (a lint command, a webhook that carried the file, fuzzing). It does no
+// I/O and is safe on untrusted input: it never panics, and aliases, merge
+// keys and implied needs are bounded, so that a small file cannot cost a
+// large amount of time or memory.
+func CompileBytes(path string, data []byte, opts Options) (*Plan, []Diagnostic, error) {
+	format, err := resolveFormat(path, opts)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := newChecker(path)
+	d := c.run(frontends[format], data)
+	if len(c.diags) > 0 {
+		return nil, c.sorted(), nil
+	}
+	plan := &Plan{File: path, Format: format, Stages: d.stages, Env: d.env, graph: d.graph}
+	plan.Jobs = make([]*cikit.JobSpec, len(d.jobs))
+	for i, j := range d.jobs {
+		plan.Jobs[i] = j.spec
+	}
+	if plan.graph == nil {
+		// link builds the graph whenever it reports nothing, so this is a
+		// bug in the compiler, not in the file.
+		return nil, nil, fmt.Errorf("compiler: internal error: %s compiled without diagnostics but has no job graph", path)
+	}
+	return plan, nil, nil
+}
+
+func resolveFormat(p string, opts Options) (Format, error) {
+	if opts.Format == "" {
+		f, ok := Detect(p)
+		if !ok {
+			return "", fmt.Errorf("compiler: %w: cannot tell the format of %q from its name; set Options.Format", ErrUnknownFormat, p)
+		}
+		return f, nil
+	}
+	if _, ok := frontends[opts.Format]; !ok {
+		return "", fmt.Errorf("compiler: %w %q", ErrUnknownFormat, opts.Format)
+	}
+	return opts.Format, nil
+}

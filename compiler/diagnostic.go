@@ -1,0 +1,146 @@
+package compiler
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Diagnostic is one finding about a pipeline file, positioned where its
+// author can fix it.
+type Diagnostic struct {
+	File string // the path given to Compile
+	Line int    // 1-based
+	Col  int    // 1-based, in characters
+	// Rule identifies the kind of finding, one of the Rule constants. It is
+	// stable, so tools may filter or count by it.
+	Rule string
+	// Message says what is wrong and, where it can, what would be right:
+	// the valid keys, stages or jobs, and the nearest one to what was
+	// written. Messages are for people and may be reworded.
+	Message string
+}
+
+// String formats d the way compilers do, so editors and CI logs can link
+// to the position: "file:line:col: message [rule]".
+func (d Diagnostic) String() string {
+	return fmt.Sprintf("%s:%d:%d: %s [%s]", d.File, d.Line, d.Col, d.Message, d.Rule)
+}
+
+// Rule identifiers of diagnostics.
+const (
+	RuleSyntax  = "syntax"  // the file is not valid YAML, holds several documents, or repeats a key
+	RuleAlias   = "alias"   // an alias or merge key refers to itself or expands too much
+	RuleType    = "type"    // a value has the wrong type (a list where a mapping belongs, …)
+	RuleKey     = "key"     // an unknown key
+	RuleJobs    = "jobs"    // the pipeline has no jobs
+	RuleJobID   = "job-id"  // a job ID that is not a valid identifier
+	RuleSteps   = "steps"   // a job without steps, or a step without a command
+	RuleEnv     = "env"     // an invalid environment variable name
+	RuleNeeds   = "needs"   // a need that names no job
+	RuleStage   = "stage"   // an invalid stage list, or a job in an unknown stage
+	RuleCycle   = "cycle"   // jobs that need each other, or a job that needs itself
+	RuleTimeout = "timeout" // a timeout that is not a positive duration
+	RuleLimit   = "limit"   // the plan would be too large to build
+)
+
+// Limits on the work a single file can cause. They are far above what a
+// hand-written pipeline needs and keep a hostile one cheap.
+const (
+	// maxAliasNodes bounds the nodes reachable through aliases and merge
+	// keys, summed over every use: a "billion laughs" file has few nodes
+	// but expands exponentially.
+	maxAliasNodes = 100_000
+	// maxPlanEntries bounds the env entries and needs the plan
+	// materialises. Both grow as a product (jobs × pipeline env, jobs of
+	// a stage × jobs of the previous one), not with the file's size.
+	maxPlanEntries = 500_000
+	// maxSuggestWork bounds the edit-distance work of "did you mean"
+	// hints, which is quadratic in the names compared.
+	maxSuggestWork = 20_000_000
+)
+
+// checker accumulates the diagnostics and the work of one compilation.
+type checker struct {
+	file        string
+	diags       []Diagnostic
+	sizes       map[*yaml.Node]int // subtree sizes, for charging aliases
+	aliasNodes  int
+	planEntries int
+	suggestWork int
+}
+
+// abort is panicked by a checker past a limit, to stop the walk from any
+// depth, and recovered by run. It never leaves the package.
+type abort struct{}
+
+func newChecker(file string) *checker {
+	return &checker{file: file}
+}
+
+// run parses data and applies fe and link to it. It returns a draft that
+// is complete when no diagnostic was reported.
+func (c *checker) run(fe frontend, data []byte) (d *draft) {
+	defer func() {
+		if v := recover(); v != nil {
+			if _, ok := v.(abort); !ok {
+				panic(v)
+			}
+			d = &draft{}
+		}
+	}()
+	root, ok := c.parseYAML(data)
+	if !ok {
+		return &draft{}
+	}
+	d = fe(c, root)
+	c.link(d)
+	return d
+}
+
+func (c *checker) report(line, col int, rule, format string, args ...any) {
+	c.diags = append(c.diags, Diagnostic{
+		File:    c.file,
+		Line:    max(line, 1),
+		Col:     max(col, 1),
+		Rule:    rule,
+		Message: fmt.Sprintf(format, args...),
+	})
+}
+
+// at reports a finding at node n; a node without a position (nil, or made
+// up by the compiler) reports at the top of the file.
+func (c *checker) at(n *yaml.Node, rule, format string, args ...any) {
+	line, col := 1, 1
+	if n != nil {
+		line, col = n.Line, n.Column
+	}
+	c.report(line, col, rule, format, args...)
+}
+
+// sorted returns the diagnostics in reading order. Identical findings are
+// collapsed: content shared through an alias is checked at each use but
+// written once.
+func (c *checker) sorted() []Diagnostic {
+	slices.SortFunc(c.diags, func(a, b Diagnostic) int {
+		return cmp.Or(
+			cmp.Compare(a.Line, b.Line),
+			cmp.Compare(a.Col, b.Col),
+			cmp.Compare(a.Rule, b.Rule),
+			cmp.Compare(a.Message, b.Message),
+		)
+	})
+	return slices.Compact(c.diags)
+}
+
+// chargePlan accounts for n entries the plan will hold and stops the
+// compilation past maxPlanEntries.
+func (c *checker) chargePlan(n int, at *yaml.Node) {
+	c.planEntries += n
+	if c.planEntries > maxPlanEntries {
+		c.at(at, RuleLimit, "the pipeline expands to more than %d env entries and needs; split it", maxPlanEntries)
+		panic(abort{})
+	}
+}

@@ -1,0 +1,84 @@
+package compiler_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cikit/cikit/compiler"
+)
+
+func Example() {
+	src := []byte(`
+stages: [build, test]
+jobs:
+  build:
+    steps: [go build ./...]
+  unit:
+    stage: test
+    steps: [go test ./...]
+  lint:
+    stage: test
+    needs: []          # no need to wait for the build
+    steps: [go vet ./...]
+`)
+	plan, diags, err := compiler.CompileBytes(".cikit.yml", src, compiler.Options{})
+	if err != nil {
+		panic(err)
+	}
+	for _, d := range diags {
+		fmt.Println(d)
+	}
+	for _, j := range plan.Jobs {
+		fmt.Printf("%s (stage %s) needs %v\n", j.ID, j.Stage, j.Needs)
+	}
+	// Output:
+	// build (stage build) needs []
+	// unit (stage test) needs [build]
+	// lint (stage test) needs []
+}
+
+func Example_diagnostics() {
+	src := []byte(`
+jobs:
+  build:
+    steps: [make]
+    allowed_failure: true
+  test:
+    needs: [biuld]
+    steps: [make test]
+`)
+	plan, diags, err := compiler.CompileBytes("ci/.cikit.yml", src, compiler.Options{})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("plan:", plan != nil)
+	for _, d := range diags {
+		fmt.Println(d)
+	}
+	// Output:
+	// plan: false
+	// ci/.cikit.yml:5:5: unknown key "allowed_failure" in job "build"; did you mean "allow_failure"? (valid keys: allow_failure, env, image, name, needs, stage, steps, timeout) [key]
+	// ci/.cikit.yml:7:13: job "test" needs unknown job "biuld"; did you mean "build"? [needs]
+}
+
+func ExampleCompile() {
+	// A checkout on disk; in the platform, the FileSource reads the
+	// repository at the commit being built.
+	src := compiler.DirSource("testdata/native")
+	plan, diags, err := compiler.Compile(context.Background(), src, "full.yml", compiler.Options{Format: compiler.FormatNative})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(len(diags), "diagnostics")
+	g := plan.Graph()
+	for _, i := range g.Order() {
+		j := plan.Jobs[i]
+		fmt.Printf("%s: %d steps, needs %v\n", j.DisplayName(), len(j.Steps), j.Needs)
+	}
+	// Output:
+	// 0 diagnostics
+	// Build it: 2 steps, needs []
+	// unit: 1 steps, needs [build]
+	// lint: 1 steps, needs [build]
+	// integration: 1 steps, needs [unit lint]
+}

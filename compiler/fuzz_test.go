@@ -1,0 +1,81 @@
+package compiler_test
+
+import (
+	"cmp"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/cikit/cikit/compiler"
+)
+
+// FuzzCompileNative feeds arbitrary bytes to the native front end.
+//
+// Invariant: CompileBytes never panics and returns no error for the native
+// format; the diagnostics are sorted by (line, col, rule, message), each
+// with Line >= 1, Col >= 1 and a non-empty Rule and Message; the plan is
+// nil exactly when there are diagnostics; and a plan has a valid graph
+// (one node per job, in job order, with the job's needs) and at least one
+// step in every job.
+func FuzzCompileNative(f *testing.F) {
+	files, err := filepath.Glob(filepath.Join("testdata", "native", "*.yml"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, file := range files {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(data)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		plan, diags, err := compiler.CompileBytes(".cikit.yml", data, compiler.Options{Format: compiler.FormatNative})
+		if err != nil {
+			t.Fatalf("error: %v", err)
+		}
+		if (plan == nil) == (len(diags) == 0) {
+			t.Fatalf("plan %v with %d diagnostics", plan != nil, len(diags))
+		}
+		for i, d := range diags {
+			if d.Line < 1 || d.Col < 1 || d.Rule == "" || d.Message == "" || d.File != ".cikit.yml" {
+				t.Fatalf("malformed diagnostic %#v", d)
+			}
+			if i > 0 && compareDiags(diags[i-1], d) > 0 {
+				t.Fatalf("diagnostics out of order: %s before %s", diags[i-1], d)
+			}
+		}
+		if plan == nil {
+			return
+		}
+		g := plan.Graph()
+		if g == nil || g.Len() != len(plan.Jobs) {
+			t.Fatalf("graph does not match the %d jobs", len(plan.Jobs))
+		}
+		for i, j := range plan.Jobs {
+			if len(j.Steps) == 0 {
+				t.Fatalf("job %q has no steps", j.ID)
+			}
+			n := g.Node(i)
+			if n.ID != j.ID || !slices.Equal(n.Needs, j.Needs) {
+				t.Fatalf("node %d is %+v, job is %q needing %v", i, n, j.ID, j.Needs)
+			}
+			if plan.Job(j.ID) != j {
+				t.Fatalf("Job(%q) is not the job", j.ID)
+			}
+		}
+		if len(g.Order()) != g.Len() {
+			t.Fatalf("topological order has %d of %d nodes", len(g.Order()), g.Len())
+		}
+	})
+}
+
+func compareDiags(a, b compiler.Diagnostic) int {
+	return cmp.Or(
+		cmp.Compare(a.Line, b.Line),
+		cmp.Compare(a.Col, b.Col),
+		cmp.Compare(a.Rule, b.Rule),
+		cmp.Compare(a.Message, b.Message),
+	)
+}

@@ -1,0 +1,55 @@
+package compiler
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// FileSource reads the files of a repository at one commit. It is the
+// compiler's only way to the outside world, which keeps compilation pure:
+// the same source gives the same plan, so an old commit rebuilds with the
+// pipeline it had.
+//
+// Paths are slash-separated and relative to the repository root, as in
+// "ci/.cikit.yml". ReadFile returns the whole content of the file. A missing
+// file returns an error matching fs.ErrNotExist, so that callers can tell
+// "this commit has no pipeline" from a failure to read one. Implementations
+// honour ctx cancellation where they block, and must be safe for
+// concurrent use.
+type FileSource interface {
+	ReadFile(ctx context.Context, path string) ([]byte, error)
+}
+
+// DirSource is a FileSource over a local directory: a checkout, or a test's
+// fixture directory.
+//
+// A path must be local: slash-separated and relative, without "." or ".."
+// elements. Other paths fail with an error matching fs.ErrInvalid before
+// anything is read, because pipeline files will name paths (includes) that
+// a repository's author controls. A symbolic link that leads out of the
+// directory fails as well, with the error os.Root gives for it.
+type DirSource string
+
+// ReadFile reads the file at path below the directory.
+func (d DirSource) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !fs.ValidPath(path) || path == "." {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fs.ErrInvalid}
+	}
+	local, err := filepath.Localize(path)
+	if err != nil {
+		return nil, &fs.PathError{Op: "read", Path: path, Err: fs.ErrInvalid}
+	}
+	// os.Root refuses symbolic links that lead out of the directory, which
+	// a check of the path's text cannot see.
+	root, err := os.OpenRoot(string(d))
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	return root.ReadFile(local)
+}
