@@ -9,9 +9,13 @@ import (
 // JobSpec is one compiled job: everything a runner needs to execute it,
 // resolved at compile time so that it can be stored with the job and
 // replayed later exactly as it was.
+//
+// Fields that only some pipeline formats have are zero when unused, and
+// omitted from the JSON form.
 type JobSpec struct {
-	// ID identifies the job within its run. It is the key of the job in
-	// the pipeline file ("build"), unique within the plan.
+	// ID identifies the job within its run: the key of the job in the
+	// pipeline file ("build"), or for a matrix variant the key and the
+	// variant's values ("test (linux, 20)"). Unique within the plan.
 	ID string `json:"id"`
 	// Name is the display name; it defaults to ID.
 	Name string `json:"name"`
@@ -19,32 +23,193 @@ type JobSpec struct {
 	Stage string `json:"stage,omitempty"`
 	// Needs lists the IDs of the jobs that must be satisfied before this
 	// one may run: the explicit needs plus those implied by stage order.
+	// A need of a matrix job is a need of every one of its variants.
 	Needs []string `json:"needs,omitempty"`
+	// NoArtifactsFrom lists needs whose artifacts the job does not
+	// download (GitLab's needs:artifacts:false). By default a job
+	// receives the artifacts of every job it needs.
+	NoArtifactsFrom []string `json:"no_artifacts_from,omitempty"`
 	// Image is the container image the job asks for. Executors that do
 	// not run containers record it and run on the host.
 	Image string `json:"image,omitempty"`
+	// RunsOn are the runner labels the job requires: a runner must have
+	// all of them.
+	RunsOn []string `json:"runs_on,omitempty"`
+	// Services are containers that run beside the job (databases …).
+	Services []Service `json:"services,omitempty"`
 	// Env is the job's environment: the pipeline's env overlaid by the
-	// job's own. Step env overlays it at execution time.
+	// job's own. Step env overlays it at execution time. Values may hold
+	// expressions only the runner can expand (GitHub `${{ … }}`).
 	Env map[string]string `json:"env,omitempty"`
 	// Steps run in order in one workspace; the first failing step fails
-	// the job.
+	// the job, unless it may fail (Step.ContinueOnError).
 	Steps []Step `json:"steps"`
+	// AfterSteps run after Steps whatever their outcome, and do not
+	// change it (GitLab's after_script).
+	AfterSteps []Step `json:"after_steps,omitempty"`
 	// AllowFailure lets the jobs that need this one run even when it
 	// fails, and keeps its failure out of the run's status.
 	AllowFailure bool `json:"allow_failure,omitempty"`
+	// AllowFailureExitCodes, when set, limits AllowFailure to failures
+	// with one of these exit codes.
+	AllowFailureExitCodes []int `json:"allow_failure_exit_codes,omitempty"`
+	// When says in which outcome of its needs the job runs; empty means
+	// WhenOnSuccess.
+	When When `json:"when,omitempty"`
+	// StartIn delays a job of When WhenDelayed after it becomes ready.
+	StartIn time.Duration `json:"start_in,omitempty"`
+	// If is a condition the scheduler evaluates when the job's needs are
+	// done, because the compiler could not: it refers to needs' results,
+	// job status functions or other run-time values. Empty means none.
+	If *Condition `json:"if,omitempty"`
 	// Timeout bounds the job's execution; zero means the executor's
 	// default.
 	Timeout time.Duration `json:"timeout,omitempty"`
+	// Retry is the automatic retry policy; nil means no retry.
+	Retry *Retry `json:"retry,omitempty"`
+	// Concurrency serialises jobs (and runs) sharing a group.
+	Concurrency *Concurrency `json:"concurrency,omitempty"`
+	// Caches are restored before the steps and saved after them.
+	Caches []Cache `json:"caches,omitempty"`
+	// Artifacts are uploaded after the steps.
+	Artifacts *Artifacts `json:"artifacts,omitempty"`
+	// Secrets name the secrets the job may read at execution time.
+	Secrets []string `json:"secrets,omitempty"`
+	// Environment is the deployment environment the job targets.
+	Environment *Environment `json:"environment,omitempty"`
+	// Outputs map output names to expressions the runner evaluates at job
+	// end (GitHub's jobs.<id>.outputs).
+	Outputs map[string]string `json:"outputs,omitempty"`
+	// Permissions of the job's token (GitHub's permissions), scope to
+	// "read", "write" or "none".
+	Permissions map[string]string `json:"permissions,omitempty"`
+	// Matrix holds the values of this job's matrix variant, rendered as
+	// strings (non-string values as JSON); nil for a job without matrix.
+	Matrix map[string]string `json:"matrix,omitempty"`
+	// MatrixOf is the ID of the job as written, for a matrix variant.
+	MatrixOf string `json:"matrix_of,omitempty"`
+	// Uses is a reusable workflow the job calls and that could not be
+	// expanded in place (it lives in another repository).
+	Uses string `json:"uses,omitempty"`
 }
 
 // Step is one command of a job.
 type Step struct {
+	// ID names the step for references to its outputs (GitHub's id).
+	ID string `json:"id,omitempty"`
 	// Name is the display name; it defaults to the command's first line.
 	Name string `json:"name"`
-	// Run is the shell script of the step, run with `sh -e -c`.
-	Run string `json:"run"`
+	// Run is the script of the step, run with Shell (default
+	// `sh -e -c`). Empty for a step that uses an action.
+	Run string `json:"run,omitempty"`
+	// Shell overrides the shell that runs Run ("bash", "pwsh" …).
+	Shell string `json:"shell,omitempty"`
+	// WorkingDirectory is relative to the workspace.
+	WorkingDirectory string `json:"working_directory,omitempty"`
+	// Uses references an action ("actions/checkout@v4", "./local",
+	// "docker://alpine"); With holds its inputs.
+	Uses string            `json:"uses,omitempty"`
+	With map[string]string `json:"with,omitempty"`
 	// Env overlays the job's environment for this step.
 	Env map[string]string `json:"env,omitempty"`
+	// If is the step's run-time condition; nil means success().
+	If *Condition `json:"if,omitempty"`
+	// ContinueOnError keeps the job going when the step fails.
+	ContinueOnError bool `json:"continue_on_error,omitempty"`
+	// Timeout bounds the step; zero means none beyond the job's.
+	Timeout time.Duration `json:"timeout,omitempty"`
+}
+
+// When says in which outcome of its needs a job runs.
+type When string
+
+const (
+	WhenOnSuccess When = "on_success" // all needs satisfied (the default)
+	WhenOnFailure When = "on_failure" // some need failed
+	WhenAlways    When = "always"     // whatever the needs' outcome
+	WhenManual    When = "manual"     // when a person starts it
+	WhenDelayed   When = "delayed"    // on success, after StartIn
+	WhenNever     When = "never"      // never (a rule excluded it)
+)
+
+// ConditionLang names the expression language of a Condition.
+type ConditionLang string
+
+const (
+	LangGitHub ConditionLang = "github" // GitHub Actions ${{ }} expressions
+	LangGitLab ConditionLang = "gitlab" // GitLab rules:if expressions
+)
+
+// Condition is an expression left for run time.
+type Condition struct {
+	Lang ConditionLang `json:"lang"`
+	Expr string        `json:"expr"`
+}
+
+// Service is a container that runs beside a job.
+type Service struct {
+	// Name is how the job reaches the service (host name); defaults to
+	// a name derived from the image.
+	Name    string            `json:"name"`
+	Image   string            `json:"image"`
+	Env     map[string]string `json:"env,omitempty"`
+	Ports   []string          `json:"ports,omitempty"`
+	Command []string          `json:"command,omitempty"`
+	Options string            `json:"options,omitempty"`
+}
+
+// Retry is an automatic retry policy.
+type Retry struct {
+	// Max is the number of retries after the first attempt.
+	Max int `json:"max"`
+	// When lists the failure classes retried ("always",
+	// "runner_system_failure", "script_failure" …); empty means always.
+	When []string `json:"when,omitempty"`
+}
+
+// Concurrency places a job in a concurrency group: at most one job of the
+// group runs at a time.
+type Concurrency struct {
+	Group string `json:"group"`
+	// CancelInProgress cancels the running job of the group when a new
+	// one arrives; otherwise the new one waits.
+	CancelInProgress bool `json:"cancel_in_progress,omitempty"`
+}
+
+// Cache is one cache a job restores and saves.
+type Cache struct {
+	// Key is the cache key template, e.g. `deps-{{ hash("go.sum") }}`;
+	// KeyFiles, when set, are the files whose content hash makes the key
+	// (GitLab's key:files), prefixed with KeyPrefix.
+	Key       string   `json:"key,omitempty"`
+	KeyFiles  []string `json:"key_files,omitempty"`
+	KeyPrefix string   `json:"key_prefix,omitempty"`
+	Paths     []string `json:"paths"`
+	// RestoreKeys are prefixes tried in order when the key misses.
+	RestoreKeys []string `json:"restore_keys,omitempty"`
+	// Policy is "pull-push" (default), "pull" or "push".
+	Policy string `json:"policy,omitempty"`
+	// When is "on_success" (default), "on_failure" or "always".
+	When string `json:"when,omitempty"`
+}
+
+// Artifacts are the files a job uploads.
+type Artifacts struct {
+	Name     string        `json:"name,omitempty"`
+	Paths    []string      `json:"paths"`
+	Exclude  []string      `json:"exclude,omitempty"`
+	ExpireIn time.Duration `json:"expire_in,omitempty"`
+	// When is "on_success" (default), "on_failure" or "always".
+	When string `json:"when,omitempty"`
+}
+
+// Environment is a deployment environment.
+type Environment struct {
+	Name string `json:"name"`
+	URL  string `json:"url,omitempty"`
+	// Action is "start" (default), "stop", "prepare", "verify" or
+	// "access".
+	Action string `json:"action,omitempty"`
 }
 
 // DisplayName returns the job's name, or its ID when it has none.
@@ -59,10 +224,54 @@ func (j *JobSpec) DisplayName() string {
 func (j *JobSpec) Clone() *JobSpec {
 	c := *j
 	c.Needs = slices.Clone(j.Needs)
-	c.Env = maps.Clone(j.Env)
-	c.Steps = slices.Clone(j.Steps)
-	for i := range c.Steps {
-		c.Steps[i].Env = maps.Clone(j.Steps[i].Env)
+	c.NoArtifactsFrom = slices.Clone(j.NoArtifactsFrom)
+	c.RunsOn = slices.Clone(j.RunsOn)
+	c.Services = slices.Clone(j.Services)
+	for i := range c.Services {
+		s := &c.Services[i]
+		s.Env, s.Ports, s.Command = maps.Clone(s.Env), slices.Clone(s.Ports), slices.Clone(s.Command)
 	}
+	c.Env = maps.Clone(j.Env)
+	c.Steps = cloneSteps(j.Steps)
+	c.AfterSteps = cloneSteps(j.AfterSteps)
+	c.AllowFailureExitCodes = slices.Clone(j.AllowFailureExitCodes)
+	c.If = clonePtr(j.If)
+	if j.Retry != nil {
+		r := *j.Retry
+		r.When = slices.Clone(r.When)
+		c.Retry = &r
+	}
+	c.Concurrency = clonePtr(j.Concurrency)
+	c.Caches = slices.Clone(j.Caches)
+	for i := range c.Caches {
+		k := &c.Caches[i]
+		k.KeyFiles, k.Paths, k.RestoreKeys = slices.Clone(k.KeyFiles), slices.Clone(k.Paths), slices.Clone(k.RestoreKeys)
+	}
+	if j.Artifacts != nil {
+		a := *j.Artifacts
+		a.Paths, a.Exclude = slices.Clone(a.Paths), slices.Clone(a.Exclude)
+		c.Artifacts = &a
+	}
+	c.Secrets = slices.Clone(j.Secrets)
+	c.Environment = clonePtr(j.Environment)
+	c.Outputs = maps.Clone(j.Outputs)
+	c.Permissions = maps.Clone(j.Permissions)
+	c.Matrix = maps.Clone(j.Matrix)
+	return &c
+}
+
+func cloneSteps(steps []Step) []Step {
+	c := slices.Clone(steps)
+	for i := range c {
+		c[i].Env, c[i].With, c[i].If = maps.Clone(c[i].Env), maps.Clone(c[i].With), clonePtr(c[i].If)
+	}
+	return c
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	c := *p
 	return &c
 }
