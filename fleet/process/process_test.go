@@ -9,12 +9,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"go.uber.org/goleak"
+
+	"github.com/cikit/cikit/internal/proctest"
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/fleet/process"
@@ -135,17 +137,6 @@ func TestRunTimeout(t *testing.T) {
 	require.Contains(t, res.Reason, "timed out after 200ms")
 }
 
-// alive reports whether pid is a live (not zombie) process.
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return syscall.Kill(pid, 0) == nil
-	}
-	// The state follows the parenthesised command name.
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
-}
-
 func readPIDs(t *testing.T, dir string) []int {
 	t.Helper()
 	var pids []int
@@ -190,7 +181,7 @@ func TestRunCancelTerminatesThenKills(t *testing.T) {
 				require.Contains(t, b.out.String(), "got TERM")
 			}
 			for _, pid := range readPIDs(t, pids) {
-				require.False(t, alive(pid), "process %d outlived the job", pid)
+				require.False(t, proctest.Alive(pid), "process %d outlived the job", pid)
 			}
 		})
 	}
@@ -209,7 +200,7 @@ func TestRunKillsLeftoverBackgroundProcesses(t *testing.T) {
 	require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
 	require.Contains(t, b.out.String(), "still there in the next step", "background processes live until the job ends")
 	for _, pid := range readPIDs(t, pids) {
-		require.False(t, alive(pid), "process %d outlived the job", pid)
+		require.False(t, proctest.Alive(pid), "process %d outlived the job", pid)
 	}
 }
 

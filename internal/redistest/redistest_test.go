@@ -1,15 +1,16 @@
 package redistest_test
 
 import (
-	"fmt"
 	"net"
-	"runtime"
 	"strconv"
 	"testing"
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
 	"go.uber.org/goleak"
+
+	"github.com/cikit/cikit/internal/testenv"
 
 	"github.com/cikit/cikit/internal/redistest"
 )
@@ -77,25 +78,6 @@ func TestCleanupDeletesOnlyItsKeys(t *testing.T) {
 	require.Equal(t, "v", v)
 }
 
-// verdict records how a test ended, so New's handling of an unreachable
-// server can be checked without skipping or failing the real test. Like
-// the real ones, its Fatal and Skip end the calling goroutine.
-type verdict struct {
-	testing.TB
-	ended string
-	msg   string
-}
-
-func (v *verdict) Helper() {}
-
-func (v *verdict) Fatal(args ...any) { v.end("fatal", args) }
-func (v *verdict) Skip(args ...any)  { v.end("skip", args) }
-
-func (v *verdict) end(how string, args []any) {
-	v.ended, v.msg = how, fmt.Sprint(args...)
-	runtime.Goexit()
-}
-
 func TestUnreachable(t *testing.T) {
 	// A port that was just free: nothing listens there.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -107,17 +89,11 @@ func TestUnreachable(t *testing.T) {
 	for ci, want := range map[string]string{"": "skip", "true": "fatal"} {
 		t.Run("CI="+ci, func(t *testing.T) {
 			t.Setenv("CI", ci)
-			v := &verdict{TB: t}
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				redistest.New(v)
-			}()
-			<-done
-			require.Equal(t, want, v.ended)
-			require.Contains(t, v.msg, "Redis")
-			require.Contains(t, v.msg, "CIKIT_TEST_REDIS_URL")
-			require.Contains(t, v.msg, addr)
+			v := testenv.Capture(t, func(tb testing.TB) { redistest.New(tb) })
+			require.Equal(t, want, v.Ended)
+			require.Contains(t, v.Msg, "Redis")
+			require.Contains(t, v.Msg, "CIKIT_TEST_REDIS_URL")
+			require.Contains(t, v.Msg, addr)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"testing"
 )
 
@@ -63,4 +64,41 @@ func unavailableMessage(service string, err error, ci bool) string {
 	return fmt.Sprintf("skipping: %s is unreachable: %v\n"+
 		"Set %s to a reachable instance, or run ./test.sh, which starts it.",
 		service, err, envVar)
+}
+
+// Verdict is how a function given a stand-in test ended it.
+type Verdict struct {
+	Ended string // "fatal", "skip", or "" when the function returned
+	Msg   string
+}
+
+// Capture calls f with a stand-in for t whose Fatal and Skip (and their
+// f-variants) record a Verdict and end f's goroutine, as the real ones
+// would, without failing or skipping t. It lets the harnesses' handling
+// of a missing service be tested.
+func Capture(t testing.TB, f func(testing.TB)) Verdict {
+	r := &recorder{TB: t}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f(r)
+	}()
+	<-done
+	return r.v
+}
+
+type recorder struct {
+	testing.TB
+	v Verdict
+}
+
+func (r *recorder) Helper()                           {}
+func (r *recorder) Fatal(args ...any)                 { r.end("fatal", fmt.Sprint(args...)) }
+func (r *recorder) Fatalf(format string, args ...any) { r.end("fatal", fmt.Sprintf(format, args...)) }
+func (r *recorder) Skip(args ...any)                  { r.end("skip", fmt.Sprint(args...)) }
+func (r *recorder) Skipf(format string, args ...any)  { r.end("skip", fmt.Sprintf(format, args...)) }
+
+func (r *recorder) end(how, msg string) {
+	r.v = Verdict{Ended: how, Msg: msg}
+	runtime.Goexit()
 }

@@ -3,7 +3,6 @@ package testenv
 import (
 	"errors"
 	"fmt"
-	"runtime"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -35,37 +34,9 @@ func TestInCI(t *testing.T) {
 	}
 }
 
-// recorder stands in for a test so ServiceUnavailable's verdict can be
-// observed without failing or skipping the real test. Like the real ones,
-// its Fatal and Skip end the calling goroutine.
-type recorder struct {
-	testing.TB
-	verdict string
-	msg     string
-}
-
-func (r *recorder) Helper() {}
-
-func (r *recorder) Fatal(args ...any) {
-	r.verdict, r.msg = "fatal", fmt.Sprint(args...)
-	runtime.Goexit()
-}
-
-func (r *recorder) Skip(args ...any) {
-	r.verdict, r.msg = "skip", fmt.Sprint(args...)
-	runtime.Goexit()
-}
-
-func serviceUnavailable(t *testing.T, service string, err error) *recorder {
+func serviceUnavailable(t *testing.T, service string, err error) Verdict {
 	t.Helper()
-	r := &recorder{TB: t}
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		ServiceUnavailable(r, service, err)
-	}()
-	<-done
-	return r
+	return Capture(t, func(tb testing.TB) { ServiceUnavailable(tb, service, err) })
 }
 
 func TestServiceUnavailable(t *testing.T) {
@@ -74,26 +45,26 @@ func TestServiceUnavailable(t *testing.T) {
 	t.Run("CI fails", func(t *testing.T) {
 		t.Setenv("CI", "true")
 		r := serviceUnavailable(t, PostgreSQL, dialErr)
-		require.Equal(t, "fatal", r.verdict)
-		require.Contains(t, r.msg, "PostgreSQL is required in CI")
-		require.Contains(t, r.msg, "connection refused")
-		require.Contains(t, r.msg, DatabaseURLVar)
-		require.Contains(t, r.msg, "./test.sh")
+		require.Equal(t, "fatal", r.Ended)
+		require.Contains(t, r.Msg, "PostgreSQL is required in CI")
+		require.Contains(t, r.Msg, "connection refused")
+		require.Contains(t, r.Msg, DatabaseURLVar)
+		require.Contains(t, r.Msg, "./test.sh")
 	})
 
 	t.Run("locally skips", func(t *testing.T) {
 		t.Setenv("CI", "")
 		r := serviceUnavailable(t, Redis, dialErr)
-		require.Equal(t, "skip", r.verdict)
-		require.Contains(t, r.msg, "Redis is unreachable")
-		require.Contains(t, r.msg, RedisURLVar)
-		require.Contains(t, r.msg, "./test.sh")
+		require.Equal(t, "skip", r.Ended)
+		require.Contains(t, r.Msg, "Redis is unreachable")
+		require.Contains(t, r.Msg, RedisURLVar)
+		require.Contains(t, r.Msg, "./test.sh")
 	})
 
 	t.Run("unknown service", func(t *testing.T) {
 		t.Setenv("CI", "")
 		r := serviceUnavailable(t, "Kafka", dialErr)
-		require.Equal(t, "skip", r.verdict)
-		require.Contains(t, r.msg, "Kafka is unreachable")
+		require.Equal(t, "skip", r.Ended)
+		require.Contains(t, r.Msg, "Kafka is unreachable")
 	})
 }

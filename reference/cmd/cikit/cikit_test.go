@@ -10,12 +10,14 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"go.uber.org/goleak"
+
+	"github.com/cikit/cikit/internal/proctest"
 )
 
 // binary is the cikit binary built once for all tests.
@@ -248,16 +250,6 @@ func TestRunInterrupt(t *testing.T) {
 		require.NoError(t, err)
 		pid, err := strconv.Atoi(strings.TrimSpace(string(data)))
 		require.NoError(t, err)
-		require.False(t, alive(pid), "%s %d outlived cikit", name, pid)
+		require.False(t, proctest.Alive(pid), "%s %d outlived cikit", name, pid)
 	}
-}
-
-// alive reports whether pid is a live, non-zombie process.
-func alive(pid int) bool {
-	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
-	if err != nil {
-		return syscall.Kill(pid, 0) == nil
-	}
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	return len(fields) > 0 && fields[0] != "Z"
 }

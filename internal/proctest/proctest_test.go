@@ -1,0 +1,29 @@
+package proctest_test
+
+import (
+	"os"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/cikit/cikit/internal/proctest"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestAlive(t *testing.T) {
+	t.Parallel()
+	require.True(t, proctest.Alive(os.Getpid()))
+
+	cmd := exec.Command("sleep", "60")
+	require.NoError(t, cmd.Start())
+	require.True(t, proctest.Alive(cmd.Process.Pid))
+	require.NoError(t, cmd.Process.Kill())
+	// Killed but not yet reaped: a zombie, which counts as gone.
+	require.Eventually(t, func() bool { return !proctest.Alive(cmd.Process.Pid) }, 5*time.Second, 10*time.Millisecond)
+	_ = cmd.Wait()
+	require.False(t, proctest.Alive(cmd.Process.Pid))
+}
