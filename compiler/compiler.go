@@ -54,6 +54,50 @@ type Options struct {
 	// detectable is an error, not a diagnostic: the caller chose the
 	// file, so there is nothing its author could fix.
 	Format Format
+	// MaxMatrixJobs bounds the variants one matrix (or GitLab parallel)
+	// job may expand to; more is a diagnostic. Default:
+	// DefaultMaxMatrixJobs.
+	MaxMatrixJobs int
+	// Event is what triggered the pipeline, when known. The compiler
+	// decides with it what it can at compile time: trigger filters,
+	// GitLab rules and only/except, GitHub conditions on the github
+	// context. Without it (linting, drawing a graph) every job is kept
+	// and such conditions stay in the plan for run time.
+	Event *Event
+}
+
+// Event describes what triggered a pipeline, as far as compilation needs
+// to know. Zero fields are unknown.
+type Event struct {
+	// Name is the kind of event: "push", "pull_request", "tag",
+	// "schedule", "manual" (workflow_dispatch, a web trigger),
+	// "merge_request", or a provider's own name.
+	Name string
+	// Ref is the full ref ("refs/heads/main", "refs/tags/v1.2.0");
+	// Branch and Tag are its short forms, one of them set.
+	Ref, Branch, Tag string
+	SHA              string
+	// BaseBranch is the target branch of a pull or merge request.
+	BaseBranch    string
+	DefaultBranch string
+	// ChangedFiles are the paths the push or request changes, for path
+	// filters and rules:changes; nil when unknown.
+	ChangedFiles []string
+	// Variables are the pipeline variables (GitLab's predefined and
+	// user variables, a manual run's variables).
+	Variables map[string]string
+	// Inputs are the inputs of a manual run (workflow_dispatch).
+	Inputs map[string]any
+	// Payload is the provider's event payload (GitHub's github.event).
+	Payload map[string]any
+	Actor   string
+}
+
+func (o Options) maxMatrixJobs() int {
+	if o.MaxMatrixJobs > 0 {
+		return o.MaxMatrixJobs
+	}
+	return DefaultMaxMatrixJobs
 }
 
 // Plan is a compiled pipeline: its jobs, fully resolved, and their graph.

@@ -31,6 +31,10 @@ type jobDecl struct {
 	// stage is the index of the job's stage in draft.stages, or -1 when
 	// the pipeline has no stages or the job's stage is not one of them.
 	stage int
+	// group is the job's key as written when the job is one variant of a
+	// matrix (or parallel) job; "" otherwise. A need of the group is a
+	// need of every variant.
+	group string
 }
 
 // needRef is one explicit need and where it is written.
@@ -50,9 +54,19 @@ type needRef struct {
 func (c *checker) link(d *draft) {
 	index := make(map[string]int, len(d.jobs))
 	ids := make([]string, len(d.jobs))
+	groups := map[string][]int{} // matrix job key -> its variants
+	var names []string           // what a need may name, for hints
 	for i, j := range d.jobs {
 		index[j.spec.ID] = i
 		ids[i] = j.spec.ID
+		if j.group != "" {
+			if len(groups[j.group]) == 0 {
+				names = append(names, j.group)
+			}
+			groups[j.group] = append(groups[j.group], i)
+		} else {
+			names = append(names, j.spec.ID)
+		}
 	}
 	byStage := make([][]int, len(d.stages))
 	for i, j := range d.jobs {
@@ -67,14 +81,17 @@ func (c *checker) link(d *draft) {
 		if j.hasNeeds {
 			for _, r := range j.needs {
 				i, ok := index[r.id]
+				variants := groups[r.id]
 				switch {
-				case r.id == j.spec.ID:
+				case r.id == j.spec.ID || j.group != "" && r.id == j.group:
 					c.at(r.node, RuleCycle, "job %q needs itself", r.id)
-				case !ok:
-					unknown = true
-					c.unknownNeed(j.spec.ID, r, ids)
-				default:
+				case ok:
 					needs = append(needs, i)
+				case len(variants) > 0:
+					needs = append(needs, variants...)
+				default:
+					unknown = true
+					c.unknownNeed(j.spec.ID, r, names)
 				}
 			}
 		} else {
@@ -91,6 +108,7 @@ func (c *checker) link(d *draft) {
 		c.chargePlan(len(needs), j.key)
 		needs = slices.Clone(needs)
 		slices.Sort(needs)
+		needs = slices.Compact(needs)
 		j.spec.Needs = make([]string, len(needs))
 		for k, i := range needs {
 			j.spec.Needs[k] = ids[i]
@@ -142,8 +160,9 @@ outer:
 		if !j.hasNeeds {
 			continue
 		}
+		next := d.jobs[index[cycle[k+1]]]
 		for _, r := range j.needs {
-			if r.id == cycle[k+1] {
+			if r.id == cycle[k+1] || next.group != "" && r.id == next.group {
 				pos = r.node
 				break outer
 			}
