@@ -162,21 +162,27 @@ func Compile(ctx context.Context, src FileSource, path string, opts Options) (*P
 		return nil, nil, fmt.Errorf("compiler: reading %s: %w", path, err)
 	}
 	opts.Format = format
-	return CompileBytes(path, data, opts)
+	return compile(ctx, src, path, data, opts)
 }
 
 // CompileBytes compiles the content of the pipeline file at path, already
 // read. It is Compile without the read, for callers that hold the bytes
-// (a lint command, a webhook that carried the file, fuzzing). It does no
-// I/O and is safe on untrusted input: it never panics, and aliases, merge
-// keys and implied needs are bounded, so that a small file cannot cost a
-// large amount of time or memory.
+// (a lint command, a webhook that carried the file, fuzzing). Having no
+// FileSource, it reports files the pipeline includes as unreadable. It
+// does no I/O and is safe on untrusted input: it never panics, and
+// aliases, merge keys, matrices and implied needs are bounded, so that a
+// small file cannot cost a large amount of time or memory.
 func CompileBytes(path string, data []byte, opts Options) (*Plan, []Diagnostic, error) {
+	return compile(context.Background(), nil, path, data, opts)
+}
+
+func compile(ctx context.Context, src FileSource, path string, data []byte, opts Options) (*Plan, []Diagnostic, error) {
 	format, err := resolveFormat(path, opts)
 	if err != nil {
 		return nil, nil, err
 	}
 	c := newChecker(path)
+	c.ctx, c.src, c.opts = ctx, src, opts
 	d := c.run(frontends[format], data)
 	if len(c.diags) > 0 {
 		return nil, c.sorted(), nil

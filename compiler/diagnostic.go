@@ -2,7 +2,10 @@ package compiler
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"slices"
 
 	"go.yaml.in/yaml/v3"
@@ -44,6 +47,7 @@ const (
 	RuleCycle   = "cycle"   // jobs that need each other, or a job that needs itself
 	RuleTimeout = "timeout" // a timeout that is not a positive duration
 	RuleLimit   = "limit"   // the plan would be too large to build
+	RuleInclude = "include" // a file the pipeline includes cannot be read
 )
 
 // Limits on the work a single file can cause. They are far above what a
@@ -64,7 +68,12 @@ const (
 
 // checker accumulates the diagnostics and the work of one compilation.
 type checker struct {
+	// file is the file being read: the compiled one, or one it includes
+	// while the front end reads that (see within).
 	file        string
+	ctx         context.Context
+	src         FileSource // nil when compiling bytes alone
+	opts        Options
 	diags       []Diagnostic
 	sizes       map[*yaml.Node]int // subtree sizes, for charging aliases
 	aliasNodes  int
@@ -143,4 +152,32 @@ func (c *checker) chargePlan(n int, at *yaml.Node) {
 		c.at(at, RuleLimit, "the pipeline expands to more than %d env entries and needs; split it", maxPlanEntries)
 		panic(abort{})
 	}
+}
+
+// readFile reads a file the pipeline refers to (an include, a reusable
+// workflow) through the FileSource, reporting at n when it cannot.
+func (c *checker) readFile(path string, n *yaml.Node) ([]byte, bool) {
+	if c.src == nil {
+		c.at(n, RuleInclude, "cannot read %q: the pipeline was compiled without access to the repository", path)
+		return nil, false
+	}
+	data, err := c.src.ReadFile(c.ctx, path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		c.at(n, RuleInclude, "included file %q does not exist at this commit", path)
+		return nil, false
+	case err != nil:
+		c.at(n, RuleInclude, "cannot read included file %q: %v", path, err)
+		return nil, false
+	}
+	return data, true
+}
+
+// within runs f with findings positioned in file instead of the current
+// one: for the content of an included file.
+func (c *checker) within(file string, f func()) {
+	prev := c.file
+	c.file = file
+	defer func() { c.file = prev }()
+	f()
 }
