@@ -5,11 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"maps"
+	"reflect"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
@@ -70,22 +72,64 @@ func summary(plan *compiler.Plan, diags []compiler.Diagnostic) string {
 	fmt.Fprintf(&b, "order: %s\n", strings.Join(order, ", "))
 	for _, j := range plan.Jobs {
 		fmt.Fprintf(&b, "\njob %s\n", j.ID)
-		fmt.Fprintf(&b, "  name: %q\n", j.Name)
-		fmt.Fprintf(&b, "  stage: %q\n", j.Stage)
-		fmt.Fprintf(&b, "  needs: [%s]\n", strings.Join(j.Needs, ", "))
-		fmt.Fprintf(&b, "  image: %q\n", j.Image)
-		fmt.Fprintf(&b, "  env: %s\n", envString(j.Env))
-		fmt.Fprintf(&b, "  allow_failure: %t\n", j.AllowFailure)
-		fmt.Fprintf(&b, "  timeout: %s\n", j.Timeout)
-		for _, s := range j.Steps {
-			fmt.Fprintf(&b, "  step %q: run %q", s.Name, s.Run)
-			if s.Env != nil {
-				fmt.Fprintf(&b, " env %s", envString(s.Env))
-			}
-			b.WriteString("\n")
-		}
+		render(&b, "  ", reflect.ValueOf(*j))
 	}
 	return b.String()
+}
+
+// render writes the non-zero fields of struct v, one per line, named by
+// their JSON names, so every field a front end fills shows up in the
+// golden files without the summary having to know it.
+func render(b *strings.Builder, indent string, v reflect.Value) {
+	t := v.Type()
+	for i := range t.NumField() {
+		f, fv := t.Field(i), v.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "id" || fv.IsZero() && name != "needs" && name != "steps" {
+			continue
+		}
+		fmt.Fprintf(b, "%s%s:", indent, name)
+		renderValue(b, indent, fv)
+	}
+}
+
+func renderValue(b *strings.Builder, indent string, v reflect.Value) {
+	switch {
+	case v.Type() == reflect.TypeOf(time.Duration(0)):
+		fmt.Fprintf(b, " %s\n", time.Duration(v.Int()))
+	case v.Kind() == reflect.Pointer:
+		if v.IsNil() {
+			b.WriteString(" -\n")
+			return
+		}
+		renderValue(b, indent, v.Elem())
+	case v.Kind() == reflect.Map && v.Type().Elem().Kind() == reflect.String:
+		m := make(map[string]string, v.Len())
+		for _, k := range v.MapKeys() {
+			m[k.String()] = v.MapIndex(k).String()
+		}
+		fmt.Fprintf(b, " %s\n", envString(m))
+	case v.Kind() == reflect.Slice && v.Type().Elem().Kind() == reflect.Struct:
+		b.WriteString("\n")
+		for i := range v.Len() {
+			var item strings.Builder
+			render(&item, indent+"    ", v.Index(i))
+			fmt.Fprintf(b, "%s  - %s", indent, strings.TrimPrefix(item.String(), indent+"    "))
+		}
+	case v.Kind() == reflect.Slice:
+		parts := make([]string, v.Len())
+		for i := range v.Len() {
+			parts[i] = fmt.Sprint(v.Index(i).Interface())
+		}
+		fmt.Fprintf(b, " [%s]\n", strings.Join(parts, ", "))
+	case v.Kind() == reflect.Struct:
+		b.WriteString("\n")
+		render(b, indent+"  ", v)
+	case v.Kind() == reflect.String:
+		fmt.Fprintf(b, " %q\n", v.String())
+	default:
+		fmt.Fprintf(b, " %v\n", v.Interface())
+	}
 }
 
 func envString(env map[string]string) string {
