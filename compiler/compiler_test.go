@@ -119,7 +119,7 @@ jobs:
 	want := []string{
 		`.cikit.yml:4:13: job "b" needs unknown job "nope" (jobs: b, a) [needs]`,
 		`.cikit.yml:5:5: job "b" has no steps [steps]`,
-		`.cikit.yml:7:5: unknown key "imgae" in job "a"; did you mean "image"? (valid keys: allow_failure, env, image, name, needs, stage, steps, timeout) [key]`,
+		`.cikit.yml:7:5: unknown key "imgae" in job "a"; did you mean "image"? [key]`,
 		`.cikit.yml:9:14: timeout of job "a" must be positive, got "0s" [timeout]`,
 	}
 	if diff := cmp.Diff(want, got); diff != "" {

@@ -57,7 +57,7 @@ jobs:
 	}
 	// Output:
 	// plan: false
-	// ci/.cikit.yml:5:5: unknown key "allowed_failure" in job "build"; did you mean "allow_failure"? (valid keys: allow_failure, env, image, name, needs, stage, steps, timeout) [key]
+	// ci/.cikit.yml:5:5: unknown key "allowed_failure" in job "build"; did you mean "allow_failure"? [key]
 	// ci/.cikit.yml:7:13: job "test" needs unknown job "biuld"; did you mean "build"? [needs]
 }
 

@@ -13,8 +13,9 @@ import (
 
 // Valid keys, sorted: they are listed in messages as they are.
 var (
-	nativeTopKeys  = []string{"env", "jobs", "stages"}
-	nativeJobKeys  = []string{"allow_failure", "env", "image", "name", "needs", "stage", "steps", "timeout"}
+	nativeTopKeys = []string{"env", "jobs", "stages"}
+	nativeJobKeys = []string{"allow_failure", "artifacts", "cache", "concurrency", "env", "environment", "image",
+		"matrix", "name", "needs", "retry", "runs_on", "secrets", "services", "stage", "steps", "timeout"}
 	nativeStepKeys = []string{"env", "name", "run"}
 )
 
@@ -129,7 +130,7 @@ func compileNative(c *checker, root *yaml.Node) *draft {
 		stageIndex[s] = i
 	}
 	for _, e := range entries {
-		d.jobs = append(d.jobs, c.nativeJob(e, d, declared, stageIndex))
+		d.jobs = append(d.jobs, c.nativeJob(e, d, declared, stageIndex)...)
 	}
 	return d
 }
@@ -169,9 +170,10 @@ func (c *checker) nativeStages(e *entry) (stages []string, declared bool) {
 	return stages, len(n.Content) > 0
 }
 
-// nativeJob reads one job. A job too broken to read is still returned, so
-// that the jobs needing it are not reported as well.
-func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[string]int) *jobDecl {
+// nativeJob reads one job: one jobDecl, or one per variant of its matrix.
+// A job too broken to read is still returned, so that the jobs needing it
+// are not reported as well.
+func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[string]int) []*jobDecl {
 	id := e.name
 	own := owner{job: &id}
 	if !validJobID(id) {
@@ -185,20 +187,22 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 	n := c.resolve(e.val)
 	if isNull(n) {
 		c.at(e.key, RuleSteps, "job %q has no steps", id)
-		return j
+		return []*jobDecl{j}
 	}
 	if n.Kind != yaml.MappingNode {
 		c.at(n, RuleType, "job %q must be a mapping of job keys, got %s", id, kindName(n))
-		return j
+		return []*jobDecl{j}
 	}
 	// The stage and steps are read after the loop: the stage needs the
 	// job's position in the stage list, and the steps are reported at the
 	// job's key when missing.
-	var stage, steps, stepsKey *yaml.Node
+	var stage, steps, stepsKey, matrix *yaml.Node
+	tplNodes := make([]*yaml.Node, tplCount) // where templates were written
 	for _, k := range c.entries(n) {
 		v := c.resolve(k.val)
 		switch k.name {
 		case "name":
+			tplNodes[tplName] = v
 			if s, ok := c.scalar(v, k.name, own); ok && s != "" {
 				j.spec.Name = s
 			}
@@ -207,7 +211,31 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 				stage = v
 			}
 		case "image":
+			tplNodes[tplImage] = v
 			j.spec.Image, _ = c.scalar(v, k.name, own)
+		case "matrix":
+			matrix = v
+		case "runs_on":
+			tplNodes[tplRunsOn] = v
+			j.spec.RunsOn = c.stringList(v, k.name, own)
+		case "services":
+			tplNodes[tplServices] = v
+			j.spec.Services = c.nativeServices(v, own)
+		case "concurrency":
+			tplNodes[tplConcurrency] = v
+			j.spec.Concurrency = c.nativeConcurrency(v, own)
+		case "environment":
+			tplNodes[tplEnvironment] = v
+			j.spec.Environment = c.nativeEnvironment(v, own)
+		case "cache":
+			tplNodes[tplCache] = v
+			j.spec.Caches = c.nativeCaches(v, own)
+		case "artifacts":
+			j.spec.Artifacts = c.nativeArtifacts(v, own)
+		case "retry":
+			j.spec.Retry = c.nativeRetry(v, own)
+		case "secrets":
+			j.spec.Secrets = c.nativeSecrets(v, own)
 		case "env":
 			j.spec.Env = c.env(v, own)
 		case "needs":
@@ -216,13 +244,7 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 		case "steps":
 			steps, stepsKey = v, k.key
 		case "allow_failure":
-			switch {
-			case isNull(v):
-			case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!bool":
-				j.spec.AllowFailure = strings.EqualFold(v.Value, "true")
-			default:
-				c.at(v, RuleType, `"allow_failure"%s must be true or false, got %s`, own.of(), kindName(v))
-			}
+			j.spec.AllowFailure = c.boolean(v, k.name, own)
 		case "timeout":
 			j.spec.Timeout = c.timeout(v, own)
 		default:
@@ -241,7 +263,13 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 		maps.Copy(env, j.spec.Env)
 		j.spec.Env = env
 	}
-	return j
+	if matrix != nil {
+		if m := c.nativeMatrix(matrix, own); m != nil {
+			return c.expandNative(j, m, tplNodes)
+		}
+	}
+	c.applyTemplates(j, nil, tplNodes)
+	return []*jobDecl{j}
 }
 
 // nativeStage places a job in its stage, v (nil when the job names none).
@@ -459,6 +487,12 @@ func (c *checker) env(n *yaml.Node, own owner) map[string]string {
 	return env
 }
 
+// unknownKey reports a key that is not one of valid: with the nearest
+// valid key when one is close, else with the list of them.
 func (c *checker) unknownKey(e entry, own owner, valid []string) {
-	c.at(e.key, RuleKey, "unknown key %q%s%s (valid keys: %s)", e.name, own.in(), didYouMean(c.suggest(e.name, valid)), strings.Join(valid, ", "))
+	if hint := c.suggest(e.name, valid); hint != "" {
+		c.at(e.key, RuleKey, "unknown key %q%s%s", e.name, own.in(), didYouMean(hint))
+		return
+	}
+	c.at(e.key, RuleKey, "unknown key %q%s (valid keys: %s)", e.name, own.in(), strings.Join(valid, ", "))
 }
