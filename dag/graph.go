@@ -221,3 +221,107 @@ func FromSpecs(specs []*cikit.JobSpec) (*Graph, error) {
 	}
 	return NewGraph(nodes)
 }
+
+// Levels assigns every node its depth: 0 for a node that needs nothing,
+// else one more than the deepest node it needs. Nodes of one level never
+// need each other.
+func (g *Graph) Levels() []int {
+	level := make([]int, len(g.nodes))
+	for _, n := range g.order {
+		for _, p := range g.parents[n] {
+			level[n] = max(level[n], level[p]+1)
+		}
+	}
+	return level
+}
+
+// Width returns the most jobs of the graph that can run at the same time
+// (the largest set of nodes none of which needs another, directly or
+// transitively), and one such set. With unlimited executors a run reaches
+// it at some moment only if durations line up, but no run can exceed it.
+//
+// By Dilworth's theorem the width equals the least number of chains that
+// cover the graph: n minus a maximum matching in the bipartite graph of
+// the transitive closure. It costs O(n³/64) for the closure and
+// O(n·edges) for the matching, fine for pipelines of a few thousand jobs.
+func (g *Graph) Width() (int, []int) {
+	n := len(g.nodes)
+	if n == 0 {
+		return 0, nil
+	}
+	// reach[i] has bit j set when j needs i, directly or transitively.
+	words := (n + 63) / 64
+	reach := make([][]uint64, n)
+	for k := len(g.order) - 1; k >= 0; k-- {
+		i := g.order[k]
+		reach[i] = make([]uint64, words)
+		for _, c := range g.children[i] {
+			reach[i][c/64] |= 1 << (c % 64)
+			for w := range words {
+				reach[i][w] |= reach[c][w]
+			}
+		}
+	}
+	has := func(i, j int) bool { return reach[i][j/64]&(1<<(j%64)) != 0 }
+
+	// Maximum bipartite matching (left i -> right j when i precedes j) by
+	// augmenting paths.
+	matchR := make([]int, n) // right j -> left i, or -1
+	matchL := make([]int, n)
+	for i := range matchR {
+		matchR[i], matchL[i] = -1, -1
+	}
+	var seen []bool
+	var try func(i int) bool
+	try = func(i int) bool {
+		for j := range n {
+			if !has(i, j) || seen[j] {
+				continue
+			}
+			seen[j] = true
+			if matchR[j] == -1 || try(matchR[j]) {
+				matchR[j], matchL[i] = i, j
+				return true
+			}
+		}
+		return false
+	}
+	matching := 0
+	for i := range n {
+		seen = make([]bool, n)
+		if try(i) {
+			matching++
+		}
+	}
+
+	// König: from the unmatched left vertices, alternate along
+	// non-matching then matching edges. The minimum vertex cover is the
+	// unvisited left plus the visited right; a node in neither side of
+	// the cover belongs to a maximum antichain.
+	visitL := make([]bool, n)
+	visitR := make([]bool, n)
+	var walk func(i int)
+	walk = func(i int) {
+		visitL[i] = true
+		for j := range n {
+			if has(i, j) && !visitR[j] && matchL[i] != j {
+				visitR[j] = true
+				if l := matchR[j]; l != -1 && !visitL[l] {
+					walk(l)
+				}
+			}
+		}
+	}
+	for i := range n {
+		if matchL[i] == -1 {
+			walk(i)
+		}
+	}
+	var antichain []int
+	for i := range n {
+		if visitL[i] && !visitR[i] {
+			antichain = append(antichain, i)
+		}
+	}
+	return n - matching, antichain
+}

@@ -110,3 +110,30 @@ func TestFromSpecs(t *testing.T) {
 	_, err = dag.FromSpecs([]*cikit.JobSpec{{ID: "a", Needs: []string{"zz"}}})
 	require.ErrorIs(t, err, dag.ErrInvalidGraph)
 }
+
+func TestGraphWidthAndLevels(t *testing.T) {
+	t.Parallel()
+	g, err := dag.NewGraph(nodes(
+		"build", nil,
+		"unit", []string{"build"},
+		"lint", []string{"build"},
+		"docs", nil,
+		"integration", []string{"unit", "lint"},
+	))
+	require.NoError(t, err)
+	require.Equal(t, []int{0, 1, 1, 0, 2}, g.Levels())
+	w, set := g.Width()
+	require.Equal(t, 3, w, "unit, lint and docs can run together")
+	require.Equal(t, []string{"unit", "lint", "docs"}, ids(g, set))
+
+	// A chain has width 1; an empty graph 0.
+	chain, err := dag.NewGraph(nodes("a", nil, "b", []string{"a"}, "c", []string{"b"}))
+	require.NoError(t, err)
+	w, set = chain.Width()
+	require.Equal(t, 1, w)
+	require.Len(t, set, 1)
+	empty, err := dag.NewGraph(nil)
+	require.NoError(t, err)
+	w, _ = empty.Width()
+	require.Equal(t, 0, w)
+}

@@ -18,8 +18,8 @@ import (
 // genSpecs draws a random acyclic pipeline: jobs are ranked, a job needs
 // only jobs of lower rank, and ranks are shuffled into file order so needs
 // point both forwards and backwards in the file.
-func genSpecs(t *rapid.T) []*cikit.JobSpec {
-	n := rapid.IntRange(1, 24).Draw(t, "jobs")
+func genSpecs(t *rapid.T, maxJobs int) []*cikit.JobSpec {
+	n := rapid.IntRange(1, maxJobs).Draw(t, "jobs")
 	order := rapid.Permutation(seq(n)).Draw(t, "order") // order[rank] = file position
 	specs := make([]*cikit.JobSpec, n)
 	for rank := range n {
@@ -145,7 +145,7 @@ func TestPropertyStoreRules(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
 		ctx := context.Background()
-		specs := genSpecs(t)
+		specs := genSpecs(t, 24)
 		g, err := dag.FromSpecs(specs)
 		if err != nil {
 			t.Fatalf("generator made an invalid graph: %v", err)
@@ -294,7 +294,7 @@ func must(i int, ok bool) int {
 func TestPropertyDriver(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
-		specs := genSpecs(t)
+		specs := genSpecs(t, 24)
 		g, _ := dag.FromSpecs(specs)
 		parallel := rapid.IntRange(1, 4).Draw(t, "parallel")
 		outcomes := make(map[string]cikit.JobState, len(specs))
@@ -384,4 +384,59 @@ func TestPropertyDriver(t *testing.T) {
 func TestMustHelper(t *testing.T) {
 	t.Parallel()
 	require.Panics(t, func() { must(0, false) })
+}
+
+// TestPropertyWidth checks Width against its definition on random DAGs:
+// the returned set is an antichain (no member reaches another) of the
+// returned size, and no antichain is larger — brute force over all subsets
+// of small graphs.
+func TestPropertyWidth(t *testing.T) {
+	t.Parallel()
+	rapid.Check(t, func(t *rapid.T) {
+		g, err := dag.FromSpecs(genSpecs(t, 12))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := g.Len()
+		reach := make([][]bool, n)
+		for k := len(g.Order()) - 1; k >= 0; k-- {
+			i := g.Order()[k]
+			reach[i] = make([]bool, n)
+			for _, c := range g.Children(i) {
+				reach[i][c] = true
+				for j := range n {
+					reach[i][j] = reach[i][j] || reach[c][j]
+				}
+			}
+		}
+		antichain := func(set []int) bool {
+			for _, a := range set {
+				for _, b := range set {
+					if reach[a][b] {
+						return false
+					}
+				}
+			}
+			return true
+		}
+		w, set := g.Width()
+		if len(set) != w || !antichain(set) {
+			t.Fatalf("Width returned %d and %v, not an antichain of that size", w, set)
+		}
+		best := 0
+		for mask := 0; mask < 1<<n; mask++ {
+			var s []int
+			for i := range n {
+				if mask&(1<<i) != 0 {
+					s = append(s, i)
+				}
+			}
+			if len(s) > best && antichain(s) {
+				best = len(s)
+			}
+		}
+		if w != best {
+			t.Fatalf("Width %d, brute force %d", w, best)
+		}
+	})
 }

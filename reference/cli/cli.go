@@ -26,6 +26,7 @@ func commands() []command {
 	return []command{
 		{"run", "run the pipeline of a directory locally", runCmd},
 		{"lint", "check pipeline files and print findings", lintCmd},
+		{"graph", "print a pipeline's job graph as Mermaid or DOT", graphCmd},
 		{"version", "print the version", versionCmd},
 	}
 }

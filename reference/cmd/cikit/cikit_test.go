@@ -253,3 +253,42 @@ func TestRunInterrupt(t *testing.T) {
 		require.False(t, proctest.Alive(pid), "%s %d outlived cikit", name, pid)
 	}
 }
+
+func TestGraph(t *testing.T) {
+	t.Parallel()
+	out := cikit(t, repoRoot, nil, "graph", "examples/hello/.cikit.yml")
+	require.Equal(t, 0, out.code, out.stderr)
+	require.Equal(t, `%% 5 jobs, width 3, critical path 3 jobs
+flowchart LR
+  n0["build"]
+  n1["unit"]
+  n2["lint"]
+  n3["coverage"]
+  n4["integration"]
+  n0 --> n1
+  n0 --> n2
+  n0 --> n3
+  n1 --> n4
+  n2 --> n4
+  n3 --> n4
+  classDef critical stroke:#d33,stroke-width:3px
+  class n0,n1,n4 critical
+  linkStyle 0,3 stroke:#d33,stroke-width:3px
+`, out.stdout)
+
+	// With the durations of a run, the path follows the slow jobs.
+	report := filepath.Join(t.TempDir(), "report.json")
+	require.NoError(t, os.WriteFile(report, []byte(`{"jobs": [
+		{"id": "build", "duration_ns": 1000000000}, {"id": "unit", "duration_ns": 1000000000},
+		{"id": "lint", "duration_ns": 3000000000}, {"id": "integration", "duration_ns": 1000000000}]}`), 0o644))
+	out = cikit(t, ".", nil, "graph", "-format", "dot", "-durations", report, "testdata/parallel/.cikit.yml")
+	require.Equal(t, 0, out.code, out.stderr)
+	require.Contains(t, out.stdout, "// 4 jobs, width 2, critical path 3 jobs taking 5s\n")
+	require.Contains(t, out.stdout, `  n2 [label="lint", color="#dd3333", penwidth=3];`)
+	require.Contains(t, out.stdout, `  n1 [label="unit"];`)
+	require.Contains(t, out.stdout, `  n2 -> n3 [color="#dd3333", penwidth=3];`)
+
+	out = cikit(t, ".", nil, "graph", "testdata/invalid/.cikit.yml")
+	require.Equal(t, 2, out.code)
+	require.Contains(t, out.stderr, "testdata/invalid/.cikit.yml:8:13:")
+}
