@@ -1,0 +1,499 @@
+package compiler
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/cikit/cikit"
+)
+
+// ghCall is what a called workflow is compiled with: the call that
+// expands it.
+type ghCall struct {
+	caller *ghJob
+	// variant is the caller's matrix variant, nil without matrix.
+	variant *ghVariant
+	// inputs are the values of the callee's inputs: those the caller
+	// passes, and the defaults of the others.
+	inputs map[string]any
+}
+
+// build turns one job of wf into the jobs of the plan: one, one per matrix
+// variant, or, for a job that calls a local reusable workflow, the jobs of
+// that workflow. call is the call wf is compiled for, nil at the top.
+func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
+	if j.matrix == nil {
+		return g.buildVariant(wf, j, nil, j.id, call)
+	}
+	vs, known, ok := g.variants(j.matrix, j, j.matrix.key)
+	switch {
+	case !ok:
+		// Reported; a placeholder keeps the jobs that need it from being
+		// reported as well.
+		return []*jobDecl{{spec: &cikit.JobSpec{ID: j.id, Name: j.id}, key: j.key, stage: -1}}
+	case !known:
+		decls := g.buildVariant(wf, j, nil, j.id, call)
+		for _, d := range decls {
+			d.spec.MatrixOf = cmpOr(d.spec.MatrixOf, j.id)
+			d.spec.Matrix = g.unexpandedMatrix(j.matrix)
+		}
+		return decls
+	}
+	var out []*jobDecl
+	seen := map[string]int{}
+	for i := range vs {
+		id := variantID(j.id, vs[i])
+		// Different values can render the same ("1" and 1): keep IDs
+		// unique.
+		if n := seen[id]; n > 0 {
+			seen[id] = n + 1
+			id = fmt.Sprintf("%s #%d", id, n+1)
+		} else {
+			seen[id] = 1
+		}
+		decls := g.buildVariant(wf, j, &vs[i], id, call)
+		for _, d := range decls {
+			d.group = j.id
+			if d.spec.MatrixOf == "" {
+				d.spec.MatrixOf = j.id
+				d.spec.Matrix = ghVariantStrings(vs[i])
+				g.c.chargePlan(len(d.spec.Matrix), j.key)
+			}
+		}
+		out = append(out, decls...)
+	}
+	return out
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func ghVariantStrings(v ghVariant) map[string]string {
+	out := make(map[string]string, len(v.values))
+	for k, val := range v.values {
+		out[k] = renderValue(val)
+	}
+	return out
+}
+
+// buildVariant builds job j for one variant v (nil without matrix), with
+// the given ID.
+func (g *ghCompiler) buildVariant(wf *ghWorkflow, j *ghJob, v *ghVariant, id string, call *ghCall) []*jobDecl {
+	x := &ghEval{g: g, wf: wf, job: j, variant: v, call: call}
+	name := id
+	if j.name.set() && j.name.s != "" {
+		name = x.renderName(j.name)
+	} else if v != nil {
+		// GitHub names an unnamed variant by its values too.
+		name = variantName(j.id, *v)
+	}
+	when, cond := x.jobCondition(j.cond)
+	if j.uses.set() {
+		return g.buildCall(wf, j, x, id, name, when, cond)
+	}
+	spec := &cikit.JobSpec{
+		ID:           id,
+		Name:         name,
+		Env:          mergeEnv(g.containerEnv(j), wf.env, j.env),
+		Steps:        slices.Clone(j.steps),
+		AllowFailure: j.allowFailure,
+		When:         when,
+		If:           cond,
+		Outputs:      j.outputs,
+		Permissions:  j.permissions,
+	}
+	if spec.Permissions == nil {
+		spec.Permissions = wf.permissions
+	}
+	if j.coeExpr.set() {
+		if b, known := x.bool(j.coeExpr); known {
+			spec.AllowFailure = b
+		}
+	}
+	for _, l := range j.runsOn {
+		spec.RunsOn = append(spec.RunsOn, x.render(l))
+	}
+	if j.container != nil {
+		spec.Image = x.render(j.container.image)
+	}
+	for _, s := range j.services {
+		image := x.render(s.image)
+		if image == "" {
+			// GitHub starts no service whose image is empty, which makes
+			// services conditional.
+			continue
+		}
+		svc := cikit.Service{Name: s.name, Image: image, Env: s.env, Ports: s.ports, Options: s.options}
+		if s.command != "" {
+			svc.Command = strings.Fields(s.command)
+		}
+		spec.Services = append(spec.Services, svc)
+	}
+	if j.timeout.set() {
+		spec.Timeout = x.minutes(j.timeout)
+	}
+	if j.concurrency != nil {
+		conc := *j.concurrency
+		conc.Group = x.render(ghText{conc.Group, j.concNode})
+		spec.Concurrency = &conc
+	}
+	if e := j.environment; e != nil {
+		spec.Environment = &cikit.Environment{Name: x.render(e.name)}
+		if e.url.set() {
+			spec.Environment.URL = x.render(e.url)
+		}
+	}
+	if len(wf.env) > 0 {
+		g.c.chargePlan(len(wf.env), j.key)
+	}
+	return []*jobDecl{{spec: spec, key: j.key, hasNeeds: j.hasNeeds, needs: j.needs, stage: -1}}
+}
+
+// containerEnv is the env of a job's container, which its steps see
+// under the job's own env.
+func (g *ghCompiler) containerEnv(j *ghJob) map[string]string {
+	if j.container == nil {
+		return nil
+	}
+	return j.container.env
+}
+
+// minutesDuration converts a number of minutes, as written, to a
+// duration; 0 when it is not a positive number.
+func minutesDuration(s string) time.Duration {
+	f, err := strconv.ParseFloat(strings.ReplaceAll(strings.TrimSpace(s), "_", ""), 64)
+	if err != nil || !(f > 0) || f > 1e6 {
+		return 0
+	}
+	return time.Duration(f * float64(time.Minute))
+}
+
+// buildCall builds a job that calls a reusable workflow. A workflow of
+// another repository stays one job, with Uses set and one step that names
+// the workflow and its inputs. A local one is read and expanded in place:
+// its jobs become jobs of the plan, with IDs "caller/job".
+func (g *ghCompiler) buildCall(wf *ghWorkflow, j *ghJob, x *ghEval, id, name string, when cikit.When, cond *cikit.Condition) []*jobDecl {
+	c := g.c
+	ref := j.uses.s
+	local, msg := parseCallRef(ref)
+	if msg != "" {
+		c.at(j.uses.node, RuleCall, "invalid reusable workflow %q in job %q: %s", ref, j.id, msg)
+		return []*jobDecl{{spec: &cikit.JobSpec{ID: id, Name: name}, key: j.key, stage: -1}}
+	}
+	perms := j.permissions
+	if perms == nil {
+		perms = wf.permissions
+	}
+	if local == "" {
+		with := make(map[string]string, len(j.with))
+		for _, w := range j.with {
+			with[w.name] = x.render(w.value)
+		}
+		if len(with) == 0 {
+			with = nil
+		}
+		spec := &cikit.JobSpec{
+			ID:          id,
+			Name:        name,
+			Uses:        ref,
+			Steps:       []cikit.Step{{Name: ref, Uses: ref, With: with}},
+			When:        when,
+			If:          cond,
+			Permissions: perms,
+			Concurrency: j.concurrency,
+		}
+		return []*jobDecl{{spec: spec, key: j.key, hasNeeds: j.hasNeeds, needs: j.needs, stage: -1}}
+	}
+	callee, inputs := g.callee(local, j, x)
+	if callee == nil {
+		return []*jobDecl{{spec: &cikit.JobSpec{ID: id, Name: name}, key: j.key, stage: -1}}
+	}
+	call := &ghCall{caller: j, variant: x.variant, inputs: inputs}
+	var inner []*jobDecl
+	g.stack = append(g.stack, local)
+	g.within(local, callee.data, func() {
+		for _, cj := range callee.wf.jobs {
+			inner = append(inner, g.build(callee.wf, cj, call)...)
+		}
+		// Needs and cycles inside the called workflow are its own
+		// business, reported in its file.
+		c.link(&draft{jobs: inner})
+	})
+	g.stack = g.stack[:len(g.stack)-1]
+	out := make([]*jobDecl, 0, len(inner))
+	for _, d := range inner {
+		s := d.spec
+		internal := s.Needs
+		s.ID = id + "/" + s.ID
+		s.Name = name + " / " + s.DisplayName()
+		if s.MatrixOf != "" {
+			s.MatrixOf = id + "/" + s.MatrixOf
+		}
+		s.Needs = nil
+		if s.Permissions == nil {
+			s.Permissions = perms
+		}
+		// The caller's condition decides for the whole called workflow.
+		// It is put on the jobs that start it: they need what the caller
+		// needs, which is what its condition may look at, and the other
+		// jobs follow them.
+		if len(internal) == 0 {
+			s.When, s.If = combineConditions(when, cond, s.When, s.If)
+		}
+		needs := slices.Clone(j.needs)
+		for _, n := range internal {
+			needs = append(needs, needRef{id: id + "/" + n, node: j.key})
+		}
+		out = append(out, &jobDecl{spec: s, key: j.key, hasNeeds: true, needs: needs, stage: -1, group: j.id})
+	}
+	return out
+}
+
+// combineConditions puts the condition of a call (outer) on a job of the
+// called workflow (inner). A call that never runs makes the job never run;
+// otherwise both conditions must hold, and the job reacts to the outcome
+// of its needs (the caller's) as the caller says.
+func combineConditions(outerWhen cikit.When, outer *cikit.Condition, innerWhen cikit.When, inner *cikit.Condition) (cikit.When, *cikit.Condition) {
+	switch {
+	case outerWhen == cikit.WhenNever || innerWhen == cikit.WhenNever:
+		return cikit.WhenNever, nil
+	case outer == nil:
+		if outerWhen == "" || outerWhen == cikit.WhenOnSuccess {
+			return innerWhen, inner
+		}
+		return outerWhen, inner
+	case inner == nil:
+		return outerWhen, outer
+	}
+	return outerWhen, &cikit.Condition{Lang: cikit.LangGitHub, Expr: "(" + outer.Expr + ") && (" + inner.Expr + ")"}
+}
+
+// parseCallRef checks a reusable workflow reference. local is the path of
+// a workflow of this repository ("./.github/workflows/x.yml" gives
+// ".github/workflows/x.yml"), "" for one of another repository; msg says
+// what is wrong, or is "".
+func parseCallRef(ref string) (local, msg string) {
+	if hasExpr(ref) {
+		return "", `GitHub does not evaluate expressions in "uses"`
+	}
+	ext := func(p string) bool { e := path.Ext(p); return e == ".yml" || e == ".yaml" }
+	if rest, ok := strings.CutPrefix(ref, "./"); ok {
+		switch {
+		case strings.Contains(rest, "@"):
+			return "", "a workflow of this repository takes no @ref: it is read at the same commit"
+		case !strings.HasPrefix(rest, ".github/workflows/") || strings.Contains(strings.TrimPrefix(rest, ".github/workflows/"), "/"):
+			return "", `a workflow of this repository is a file directly in .github/workflows, as in "./.github/workflows/build.yml"`
+		case !ext(rest):
+			return "", "a workflow file ends in .yml or .yaml"
+		case !fsValid(rest):
+			return "", "the path must stay inside the repository"
+		}
+		return rest, ""
+	}
+	name, version, hasVersion := strings.Cut(ref, "@")
+	parts := strings.Split(name, "/")
+	switch {
+	case len(parts) < 3 || parts[0] == "" || parts[1] == "" || strings.HasPrefix(ref, "."):
+		return "", `a reusable workflow is "./.github/workflows/file.yml" or "owner/repo/.github/workflows/file.yml@ref"`
+	case !hasVersion || version == "":
+		return "", `name a version: "owner/repo/.github/workflows/file.yml@ref" (a tag, branch or commit SHA)`
+	case !ext(name):
+		return "", "a workflow file ends in .yml or .yaml"
+	}
+	return "", ""
+}
+
+// fsValid reports whether p is a clean relative path without "..".
+func fsValid(p string) bool {
+	return p != "" && path.Clean(p) == p && !strings.HasPrefix(p, "../") && p != ".." && !strings.HasPrefix(p, "/")
+}
+
+// ghCallee is a called workflow, read once per compilation.
+type ghCallee struct {
+	wf   *ghWorkflow
+	data []byte
+}
+
+// callee reads the local workflow at p for the call in job j, and checks
+// the call against it: inputs, secrets, nesting. It returns the callee
+// (nil when it cannot be expanded; then the reason is reported) and the
+// values of its inputs.
+func (g *ghCompiler) callee(p string, j *ghJob, x *ghEval) (*ghCallee, map[string]any) {
+	c := g.c
+	if k := slices.Index(g.stack, p); k >= 0 {
+		chain := append(slices.Clone(g.stack[k:]), p)
+		c.at(j.uses.node, RuleCall, "reusable workflow %q calls itself: %s", p, strings.Join(chain, " -> "))
+		return nil, nil
+	}
+	if len(g.stack) >= ghMaxCallDepth {
+		c.at(j.uses.node, RuleCall, "calling %q nests reusable workflows more than %d levels deep (%s), more than GitHub allows", p, ghMaxCallDepth, strings.Join(append(slices.Clone(g.stack), p), " -> "))
+		return nil, nil
+	}
+	if !g.calledFiles[p] {
+		g.calledFiles[p] = true
+		if len(g.calledFiles) == ghMaxCalledWorkflows+1 {
+			c.at(j.uses.node, RuleCall, "the workflow calls more than %d distinct reusable workflows, more than GitHub allows", ghMaxCalledWorkflows)
+			return nil, nil
+		}
+	}
+	ce, ok := g.parsed[p]
+	if !ok {
+		ce = g.parse(p, j.uses.node)
+		if g.parsed == nil {
+			g.parsed = map[string]*ghCallee{}
+		}
+		g.parsed[p] = ce
+	}
+	if ce == nil {
+		return nil, nil
+	}
+	if ce.wf.call == nil {
+		c.at(j.uses.node, RuleCall, "workflow %q is not reusable: its \"on\" has no workflow_call", p)
+		return nil, nil
+	}
+	return ce, g.bindInputs(ce.wf.call, j, x, p)
+}
+
+// parse reads a called workflow; nil when it cannot be read (reported).
+func (g *ghCompiler) parse(p string, at *yaml.Node) *ghCallee {
+	c := g.c
+	data, ok := c.readFile(p, at)
+	if !ok {
+		return nil
+	}
+	ce := &ghCallee{data: data}
+	g.within(p, data, func() {
+		root, ok := c.parseYAML(data)
+		if !ok {
+			return
+		}
+		ce.wf = g.workflow(root, p, true)
+	})
+	if ce.wf == nil {
+		return nil
+	}
+	return ce
+}
+
+// within runs f with findings and positions in file, whose content is
+// data.
+func (g *ghCompiler) within(file string, data []byte, f func()) {
+	c := g.c
+	prev := c.data
+	c.data = data
+	defer func() { c.data = prev }()
+	c.within(file, f)
+}
+
+// bindInputs checks what job j passes to the reusable workflow spec
+// declares, and returns the values of its inputs: those passed, evaluated
+// where they can be, and the defaults of the others.
+func (g *ghCompiler) bindInputs(spec *ghCallSpec, j *ghJob, x *ghEval, p string) map[string]any {
+	c := g.c
+	inputs := map[string]any{}
+	var declared []string
+	for _, in := range spec.inputs {
+		declared = append(declared, in.Name)
+	}
+	passed := map[string]bool{}
+	for _, w := range j.with {
+		passed[strings.ToLower(w.name)] = true
+		in := spec.input(w.name)
+		if in == nil {
+			if len(declared) == 0 {
+				c.at(w.key, RuleCall, "input %q is not declared by reusable workflow %q, which takes no inputs", w.name, p)
+			} else {
+				c.at(w.key, RuleCall, "input %q is not declared by reusable workflow %q%s (inputs: %s)", w.name, p, didYouMean(c.suggest(w.name, declared)), list(declared))
+			}
+			continue
+		}
+		if !hasExpr(w.value.s) {
+			switch {
+			case in.Type == "boolean" && w.typ != "!!bool":
+				c.at(w.value.node, RuleCall, "input %q of %q is a boolean, and %s is not: write true or false", w.name, p, ghDescribe(w.value.node))
+				continue
+			case in.Type == "number" && w.typ != "!!int" && w.typ != "!!float":
+				c.at(w.value.node, RuleCall, "input %q of %q is a number, and %s is not", w.name, p, ghDescribe(w.value.node))
+				continue
+			}
+		}
+		if v, known := x.value(w.value); known {
+			inputs[in.Name] = typedInput(in.Type, v)
+		}
+	}
+	for _, in := range spec.inputs {
+		if passed[strings.ToLower(in.Name)] {
+			continue
+		}
+		if in.Required {
+			c.at(j.uses.node, RuleCall, "reusable workflow %q requires input %q, and job %q does not pass it", p, in.Name, j.id)
+			continue
+		}
+		def := any(in.Default)
+		if !in.HasDefault {
+			// GitHub's defaults of inputs without one.
+			switch in.Type {
+			case "boolean":
+				def = false
+			case "number":
+				def = 0.0
+			default:
+				def = ""
+			}
+		} else if hasExpr(in.Default) {
+			continue
+		}
+		inputs[in.Name] = typedInput(in.Type, def)
+	}
+	if !j.inherit {
+		var secrets []string
+		for _, s := range spec.secrets {
+			secrets = append(secrets, s.name)
+		}
+		given := map[string]bool{}
+		for _, s := range j.secrets {
+			given[strings.ToLower(s.name)] = true
+			if spec.secret(s.name) == nil {
+				if len(secrets) == 0 {
+					c.at(s.key, RuleCall, "secret %q is not declared by reusable workflow %q, which takes no secrets", s.name, p)
+				} else {
+					c.at(s.key, RuleCall, "secret %q is not declared by reusable workflow %q%s (secrets: %s)", s.name, p, didYouMean(c.suggest(s.name, secrets)), list(secrets))
+				}
+			}
+		}
+		for _, s := range spec.secrets {
+			if s.required && !given[strings.ToLower(s.name)] {
+				c.at(j.uses.node, RuleCall, "reusable workflow %q requires secret %q, and job %q does not pass it (or \"secrets: inherit\")", p, s.name, j.id)
+			}
+		}
+	}
+	return inputs
+}
+
+// typedInput converts an input value to the type the input declares, as
+// GitHub does when it passes it.
+func typedInput(typ string, v any) any {
+	s, isString := v.(string)
+	if !isString {
+		return v
+	}
+	switch typ {
+	case "boolean":
+		return strings.EqualFold(strings.TrimSpace(s), "true")
+	case "number":
+		if f, err := strconv.ParseFloat(strings.TrimSpace(s), 64); err == nil {
+			return f
+		}
+	}
+	return v
+}
