@@ -306,8 +306,8 @@ func matchFilter(patterns []string, s string) bool {
 // globTok is one element of a compiled filter pattern.
 type globTok struct {
 	kind  globKind
-	char  rune     // globChar
-	class []rune   // globClass: pairs of inclusive range bounds
+	char  rune    // globChar
+	class []rune  // globClass: pairs of inclusive range bounds
 	rep   globRep // how often the element may repeat
 }
 
