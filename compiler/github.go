@@ -102,6 +102,9 @@ type ghCompiler struct {
 	// parsed are the called workflows read so far, by path; nil for one
 	// that could not be read.
 	parsed map[string]*ghCallee
+	// order holds the key order of the objects of matrix values, by map
+	// identity: names show their values in the order written.
+	order map[uintptr]keyOrdered
 }
 
 // ghEntries returns the pairs of mapping m in order. GitHub reads no merge

@@ -220,6 +220,7 @@ func (g *ghCompiler) buildCall(wf *ghWorkflow, j *ghJob, x *ghEval, id, name str
 	}
 	call := &ghCall{caller: j, variant: x.variant, inputs: inputs}
 	var inner []*jobDecl
+	linked := false
 	g.stack = append(g.stack, local)
 	g.within(local, callee.data, func() {
 		for _, cj := range callee.wf.jobs {
@@ -227,7 +228,9 @@ func (g *ghCompiler) buildCall(wf *ghWorkflow, j *ghJob, x *ghEval, id, name str
 		}
 		// Needs and cycles inside the called workflow are its own
 		// business, reported in its file.
-		c.link(&draft{jobs: inner})
+		d := &draft{jobs: inner}
+		c.link(d)
+		linked = d.graph != nil
 	})
 	g.stack = g.stack[:len(g.stack)-1]
 	out := make([]*jobDecl, 0, len(inner))
@@ -251,8 +254,10 @@ func (g *ghCompiler) buildCall(wf *ghWorkflow, j *ghJob, x *ghEval, id, name str
 			s.When, s.If = combineConditions(when, cond, s.When, s.If)
 		}
 		needs := slices.Clone(j.needs)
-		for _, n := range internal {
-			needs = append(needs, needRef{id: id + "/" + n, node: j.key})
+		if linked {
+			for _, n := range internal {
+				needs = append(needs, needRef{id: id + "/" + n, node: j.key})
+			}
 		}
 		out = append(out, &jobDecl{spec: s, key: j.key, hasNeeds: true, needs: needs, stage: -1, group: j.id})
 	}
@@ -439,8 +444,8 @@ func (g *ghCompiler) bindInputs(spec *ghCallSpec, j *ghJob, x *ghEval, p string)
 			c.at(j.uses.node, RuleCall, "reusable workflow %q requires input %q, and job %q does not pass it", p, in.Name, j.id)
 			continue
 		}
-		def := any(in.Default)
-		if !in.HasDefault {
+		def := any(in.def)
+		if !in.hasDef {
 			// GitHub's defaults of inputs without one.
 			switch in.Type {
 			case "boolean":
@@ -450,7 +455,7 @@ func (g *ghCompiler) bindInputs(spec *ghCallSpec, j *ghJob, x *ghEval, p string)
 			default:
 				def = ""
 			}
-		} else if hasExpr(in.Default) {
+		} else if hasExpr(in.def) {
 			continue
 		}
 		inputs[in.Name] = typedInput(in.Type, def)

@@ -75,7 +75,7 @@ func (x *ghEval) minutes(t ghText) time.Duration {
 // decide at run time.
 func (x *ghEval) jobCondition(t ghText) (cikit.When, *cikit.Condition) {
 	if !t.set() {
-		return cikit.WhenOnSuccess, nil
+		return "", nil
 	}
 	s := strings.TrimSpace(t.s)
 	if isExprTemplate(s) {
@@ -83,13 +83,13 @@ func (x *ghEval) jobCondition(t ghText) (cikit.When, *cikit.Condition) {
 	}
 	switch s {
 	case "success()":
-		return cikit.WhenOnSuccess, nil
+		return "", nil
 	case "always()":
 		return cikit.WhenAlways, nil
 	case "failure()":
 		return cikit.WhenOnFailure, nil
 	}
-	return cikit.WhenOnSuccess, &cikit.Condition{Lang: cikit.LangGitHub, Expr: s}
+	return "", &cikit.Condition{Lang: cikit.LangGitHub, Expr: s}
 }
 
 // evalValue evaluates t for job j and variant v.

@@ -67,11 +67,13 @@ func (g *ghCompiler) matrix(e entry, job string) *ghMatrix {
 		c.at(e.key, RuleMatrix, "%s is empty", what)
 		return nil
 	}
+	broken := false
 	for _, me := range entries {
 		val := c.resolve(me.val)
 		switch me.name {
 		case "include", "exclude":
-			rows, expr := g.matrixRows(me, val, job)
+			rows, expr, ok := g.matrixRows(me, val, job)
+			broken = broken || !ok
 			if me.name == "include" {
 				m.include, m.includeExpr, m.hasInclude = rows, expr, true
 			} else {
@@ -85,15 +87,17 @@ func (g *ghCompiler) matrix(e entry, job string) *ghMatrix {
 			axis.expr = ghText{val.Value, val}
 		case val.Kind != yaml.SequenceNode:
 			c.at(val, RuleType, "matrix axis %q of job %q must be a list of values or a ${{ }} expression, got %s", me.name, job, ghDescribe(val))
-			return nil
+			broken = true
+			continue
 		case len(val.Content) == 0:
 			c.at(val, RuleMatrix, "matrix axis %q of job %q has no values, so the job would never run", me.name, job)
-			return nil
+			broken = true
+			continue
 		default:
 			for _, item := range val.Content {
-				value := c.ghValue(item)
+				value := g.value(item)
 				if k := slices.IndexFunc(axis.values, func(x any) bool { return reflect.DeepEqual(x, value) }); k >= 0 {
-					c.at(item, RuleMatrix, "value %s of matrix axis %q of job %q is already listed at line %d", jsonText(value), me.name, job, axis.nodes[k].Line)
+					c.at(item, RuleMatrix, "value %s of matrix axis %q of job %q is already listed at %d:%d", jsonText(value), me.name, job, axis.nodes[k].Line, axis.nodes[k].Column)
 					continue
 				}
 				axis.values = append(axis.values, value)
@@ -101,6 +105,9 @@ func (g *ghCompiler) matrix(e entry, job string) *ghMatrix {
 			}
 		}
 		m.axes = append(m.axes, axis)
+	}
+	if broken {
+		return nil
 	}
 	if len(m.axes) == 0 && !m.hasInclude {
 		c.at(e.key, RuleMatrix, "%s has neither axes nor \"include\" entries", what)
@@ -112,18 +119,19 @@ func (g *ghCompiler) matrix(e entry, job string) *ghMatrix {
 
 // matrixRows reads include or exclude: a list of mappings, or an
 // expression.
-func (g *ghCompiler) matrixRows(e entry, v *yaml.Node, job string) ([]ghRow, ghText) {
+func (g *ghCompiler) matrixRows(e entry, v *yaml.Node, job string) ([]ghRow, ghText, bool) {
 	c := g.c
 	if v.Kind == yaml.ScalarNode && !isNull(v) && isExprTemplate(v.Value) {
-		return nil, ghText{v.Value, v}
+		return nil, ghText{v.Value, v}, true
 	}
 	if isNull(v) {
-		return nil, ghText{}
+		return nil, ghText{}, true
 	}
 	if v.Kind != yaml.SequenceNode {
 		c.at(v, RuleType, "matrix %s of job %q must be a list of mappings, got %s", e.name, job, ghDescribe(v))
-		return nil, ghText{}
+		return nil, ghText{}, false
 	}
+	ok := true
 	var rows []ghRow
 	for _, item := range v.Content {
 		iv := c.resolve(item)
@@ -133,12 +141,13 @@ func (g *ghCompiler) matrixRows(e entry, v *yaml.Node, job string) ([]ghRow, ghT
 		}
 		if iv.Kind != yaml.MappingNode {
 			c.at(item, RuleType, "entries of matrix %s of job %q must be mappings of names to values, got %s", e.name, job, ghDescribe(iv))
+			ok = false
 			continue
 		}
 		row := ghRow{node: iv, values: map[string]any{}, nodes: map[string]*yaml.Node{}}
 		for _, kv := range c.ghEntries(iv, true) {
 			row.keys = append(row.keys, kv.name)
-			row.values[kv.name] = c.ghValue(kv.val)
+			row.values[kv.name] = g.value(kv.val)
 			row.nodes[kv.name] = c.resolve(kv.val)
 		}
 		if len(row.keys) == 0 {
@@ -147,7 +156,7 @@ func (g *ghCompiler) matrixRows(e entry, v *yaml.Node, job string) ([]ghRow, ghT
 		}
 		rows = append(rows, row)
 	}
-	return rows, ghText{}
+	return rows, ghText{}, ok
 }
 
 // checkExclude reports exclude entries that name no axis, which GitHub
@@ -225,21 +234,27 @@ func holdsExpr(v any) bool {
 	return false
 }
 
-// ghValue converts a YAML value to the JSON-like form of matrix values:
-// nil, bool, float64, string, []any, map[string]any.
-func (c *checker) ghValue(n *yaml.Node) any {
+// value converts a YAML value to the JSON-like form of matrix values:
+// nil, bool, float64, string, []any, map[string]any. The order of an
+// object's keys is kept aside, for names.
+func (g *ghCompiler) value(n *yaml.Node) any {
+	c := g.c
 	n = c.resolve(n)
 	switch n.Kind {
 	case yaml.MappingNode:
-		m := map[string]any{}
-		for _, e := range c.ghEntries(n, true) {
-			m[e.name] = c.ghValue(e.val)
+		entries := c.ghEntries(n, true)
+		m := make(map[string]any, len(entries))
+		keys := make([]string, 0, len(entries))
+		for _, e := range entries {
+			m[e.name] = g.value(e.val)
+			keys = append(keys, e.name)
 		}
+		g.setOrder(m, keys)
 		return m
 	case yaml.SequenceNode:
 		out := make([]any, len(n.Content))
 		for i, item := range n.Content {
-			out[i] = c.ghValue(item)
+			out[i] = g.value(item)
 		}
 		return out
 	}
@@ -268,9 +283,9 @@ func jsonText(v any) string {
 
 // ghVariant is one combination of a job's matrix, ready for naming.
 type ghVariant struct {
-	keys     []string
-	values   map[string]any
-	nameKeys []string // the keys whose values name it
+	keys   []string
+	values map[string]any
+	parts  []string // the values its name shows
 }
 
 // variants expands m into its combinations with GitHub's semantics, once
@@ -296,7 +311,7 @@ func (g *ghCompiler) variants(m *ghMatrix, j *ghJob, at *yaml.Node) (vs []ghVari
 	}
 	out := make([]ghVariant, len(expanded))
 	for i, v := range expanded {
-		out[i] = ghVariant{keys: v.keys, values: v.values, nameKeys: nameKeys(decl, v)}
+		out[i] = ghVariant{keys: v.keys, values: v.values, parts: g.variantParts(v.values, nameKeys(decl, v))}
 	}
 	return out, true, true
 }
@@ -444,6 +459,9 @@ func variantOf(obj map[string]any) variant {
 // evalNested evaluates the expressions in a literal matrix value, where
 // they can be evaluated now; others stay as written, for the run.
 func (g *ghCompiler) evalNested(v any, j *ghJob) any {
+	if !holdsExpr(v) {
+		return v
+	}
 	switch v := v.(type) {
 	case string:
 		if !hasExpr(v) {
@@ -464,6 +482,9 @@ func (g *ghCompiler) evalNested(v any, j *ghJob) any {
 		for k, x := range v {
 			out[k] = g.evalNested(x, j)
 		}
+		if o, ok := g.order[reflect.ValueOf(v).Pointer()]; ok {
+			g.setOrder(out, o.keys)
+		}
 		return out
 	}
 	return v
@@ -473,23 +494,23 @@ func (g *ghCompiler) evalNested(v any, j *ghJob) any {
 // values in parentheses, "test (ubuntu-latest, 20)". The parentheses stay
 // when no value is shown, so that a variant's ID never equals its job's.
 func variantID(base string, v ghVariant) string {
-	return base + " (" + strings.Join(variantParts(v), ", ") + ")"
+	return base + " (" + strings.Join(v.parts, ", ") + ")"
 }
 
 // variantName is the display name of a variant of a job named base; like
 // GitHub, it shows no parentheses when no value is shown.
 func variantName(base string, v ghVariant) string {
-	parts := variantParts(v)
-	if len(parts) == 0 {
+	if len(v.parts) == 0 {
 		return base
 	}
-	return base + " (" + strings.Join(parts, ", ") + ")"
+	return base + " (" + strings.Join(v.parts, ", ") + ")"
 }
 
 // variantParts renders the values GitHub shows in a variant's name: those
-// of its name keys, each flattened to its strings, numbers and booleans.
-// Empty strings and nulls are not shown.
-func variantParts(v ghVariant) []string {
+// of its name keys, each flattened to its strings, numbers and booleans,
+// objects in the order their keys were written. Empty strings and nulls
+// are not shown.
+func (g *ghCompiler) variantParts(values map[string]any, keys []string) []string {
 	var parts []string
 	var walk func(x any)
 	walk = func(x any) {
@@ -500,7 +521,7 @@ func variantParts(v ghVariant) []string {
 				walk(e)
 			}
 		case map[string]any:
-			for _, k := range sortedKeys(x) {
+			for _, k := range g.keyOrder(x) {
 				walk(x[k])
 			}
 		default:
@@ -509,10 +530,35 @@ func variantParts(v ghVariant) []string {
 			}
 		}
 	}
-	for _, k := range v.nameKeys {
-		walk(v.values[k])
+	for _, k := range keys {
+		walk(values[k])
 	}
 	return parts
+}
+
+// keyOrdered is the key order of one object. It holds the object, so
+// that its address, the key of the table, is not reused while the table
+// lives.
+type keyOrdered struct {
+	m    map[string]any
+	keys []string
+}
+
+func (g *ghCompiler) setOrder(m map[string]any, keys []string) {
+	if g.order == nil {
+		g.order = map[uintptr]keyOrdered{}
+	}
+	g.order[reflect.ValueOf(m).Pointer()] = keyOrdered{m, keys}
+}
+
+// keyOrder returns the keys of an object in the order they were written,
+// for objects read from the file, and sorted for others (the results of
+// expressions).
+func (g *ghCompiler) keyOrder(m map[string]any) []string {
+	if o, ok := g.order[reflect.ValueOf(m).Pointer()]; ok && len(o.keys) == len(m) {
+		return o.keys
+	}
+	return sortedKeys(m)
 }
 
 // nameKeys are the keys whose values name a variant. GitHub names a
@@ -646,5 +692,5 @@ func (g *ghCompiler) unexpandedMatrix(m *ghMatrix) map[string]string {
 	if m.expr.set() {
 		return map[string]string{"*": m.expr.s}
 	}
-	return map[string]string{"*": jsonText(g.c.ghValue(m.node))}
+	return map[string]string{"*": jsonText(g.value(m.node))}
 }

@@ -578,6 +578,8 @@ func (g *ghCompiler) dispatchInputs(config *yaml.Node) []Input {
 type ghInput struct {
 	Input
 	key         *yaml.Node
+	def         string // the default as written
+	hasDef      bool
 	defaultNode *yaml.Node
 }
 
@@ -619,7 +621,7 @@ func (g *ghCompiler) input(e entry, dispatch bool) ghInput {
 				c.at(v, RuleType, "the default of input %q must be a string, number or boolean, got %s", e.name, kindName(v))
 				continue
 			}
-			in.Default, in.HasDefault, in.defaultNode = v.Value, !isNull(v), v
+			in.def, in.hasDef, in.defaultNode = v.Value, !isNull(v), v
 		case "type":
 			ty, ok := c.ghNonEmpty(ie.val, fmt.Sprintf("the type of input %q", e.name))
 			if !ok {
@@ -650,13 +652,17 @@ func (g *ghCompiler) input(e entry, dispatch bool) ghInput {
 	if dispatch {
 		g.checkChoice(&in, optionsKey, optionNodes)
 	}
-	if in.HasDefault && !hasExpr(in.Default) {
+	if in.hasDef && !hasExpr(in.def) {
 		g.checkDefault(&in, where)
 	}
-	if !dispatch && in.Required && in.HasDefault {
-		c.at(in.defaultNode, RuleInput, "input %q of workflow_call is required, so its default %q is never used; drop one of them", e.name, in.Default)
+	if !dispatch && in.Required && in.hasDef {
+		c.at(in.defaultNode, RuleInput, "input %q of workflow_call is required, so its default %q is never used; drop one of them", e.name, in.def)
 	}
 	_ = requiredNode
+	if in.hasDef {
+		def := in.def
+		in.Input.Default = &def
+	}
 	return in
 }
 
@@ -681,8 +687,8 @@ func (g *ghCompiler) checkChoice(in *ghInput, optionsKey *yaml.Node, nodes []*ya
 		}
 		seen[o] = true
 	}
-	if in.HasDefault && !seen[in.Default] {
-		c.at(in.defaultNode, RuleInput, "the default %q of choice input %q is not one of its options (%s)%s", in.Default, in.Name, strings.Join(in.Options, ", "), didYouMean(c.suggest(in.Default, in.Options)))
+	if in.hasDef && !seen[in.def] {
+		c.at(in.defaultNode, RuleInput, "the default %q of choice input %q is not one of its options (%s)%s", in.def, in.Name, strings.Join(in.Options, ", "), didYouMean(c.suggest(in.def, in.Options)))
 	}
 }
 
@@ -691,12 +697,12 @@ func (g *ghCompiler) checkChoice(in *ghInput, optionsKey *yaml.Node, nodes []*ya
 func (g *ghCompiler) checkDefault(in *ghInput, where string) {
 	switch in.Type {
 	case "boolean":
-		if d := strings.ToLower(in.Default); d != "true" && d != "false" {
-			g.c.at(in.defaultNode, RuleInput, "the default %q of boolean input %q of %s must be true or false", in.Default, in.Name, where)
+		if d := strings.ToLower(in.def); d != "true" && d != "false" {
+			g.c.at(in.defaultNode, RuleInput, "the default %q of boolean input %q of %s must be true or false", in.def, in.Name, where)
 		}
 	case "number":
-		if _, err := strconv.ParseFloat(strings.TrimSpace(in.Default), 64); err != nil {
-			g.c.at(in.defaultNode, RuleInput, "the default %q of number input %q of %s is not a number", in.Default, in.Name, where)
+		if _, err := strconv.ParseFloat(strings.TrimSpace(in.def), 64); err != nil {
+			g.c.at(in.defaultNode, RuleInput, "the default %q of number input %q of %s is not a number", in.def, in.Name, where)
 		}
 	}
 }

@@ -20,7 +20,7 @@ import (
 // is the node's own position plus the offset.
 func (c *checker) scalarPos(n *yaml.Node, off int) (line, col int) {
 	line, col = n.Line, n.Column
-	if off <= 0 || n.Line <= 0 {
+	if n.Line <= 0 || off <= 0 && n.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle|yaml.LiteralStyle|yaml.FoldedStyle) == 0 {
 		return line, col
 	}
 	start := lineStart(c.data, n.Line)
@@ -51,6 +51,10 @@ func (c *checker) scalarPos(n *yaml.Node, off int) (line, col int) {
 	src := c.data
 	double := n.Style&yaml.DoubleQuotedStyle != 0
 	v := 0
+	// Skip the indentation of a block scalar's first line.
+	for n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) != 0 && i < len(src) && (src[i] == ' ' || src[i] == '\t') && (len(val) == 0 || val[0] != src[i]) {
+		i++
+	}
 	for v < off && i < len(src) {
 		if double && src[i] == '\\' && i+1 < len(src) {
 			// An escape stands for the bytes it decodes to.

@@ -2,8 +2,10 @@ package compiler_test
 
 import (
 	"cmp"
+	"context"
 	"flag"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -21,35 +23,68 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden .out files from the compiler's output")
 
-// TestGolden compiles every testdata/native/*.yml and compares a summary of
-// the plan, or the diagnostics, with the .out file next to it.
+// goldenDirs are the directories of golden files and the format of each.
+var goldenDirs = []struct {
+	dir    string
+	format compiler.Format
+	// path is the path the files are compiled as, from their base name.
+	path func(base string) string
+	// source reads them, and the files they refer to, from the directory.
+	source func(dir string) compiler.FileSource
+}{
+	{"native", compiler.FormatNative,
+		func(base string) string { return base },
+		func(dir string) compiler.FileSource { return compiler.DirSource(dir) }},
+	{"github", compiler.FormatGitHub,
+		func(base string) string { return ".github/workflows/" + base },
+		func(dir string) compiler.FileSource { return workflowSource(dir) }},
+}
+
+// TestGolden compiles every testdata/<format>/*.yml and compares a summary
+// of the plan, or the diagnostics, with the .out file next to it. GitHub
+// workflows are compiled as .github/workflows/<name>, and the workflows
+// they call are read from the same directory.
 func TestGolden(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob(filepath.Join("testdata", "native", "*.yml"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	for _, file := range files {
-		name := filepath.Base(file)
-		t.Run(strings.TrimSuffix(name, ".yml"), func(t *testing.T) {
-			t.Parallel()
-			data, err := os.ReadFile(file)
-			require.NoError(t, err)
-			plan, diags, err := compiler.CompileBytes(name, data, compiler.Options{Format: compiler.FormatNative})
-			require.NoError(t, err)
-			got := summary(plan, diags)
+	for _, gd := range goldenDirs {
+		files, err := filepath.Glob(filepath.Join("testdata", gd.dir, "*.yml"))
+		require.NoError(t, err)
+		require.NotEmpty(t, files)
+		src := gd.source(filepath.Join("testdata", gd.dir))
+		for _, file := range files {
+			name := filepath.Base(file)
+			t.Run(gd.dir+"/"+strings.TrimSuffix(name, ".yml"), func(t *testing.T) {
+				t.Parallel()
+				plan, diags, err := compiler.Compile(context.Background(), src, gd.path(name), compiler.Options{Format: gd.format})
+				require.NoError(t, err)
+				got := summary(plan, diags)
 
-			out := strings.TrimSuffix(file, ".yml") + ".out"
-			if *update {
-				require.NoError(t, os.WriteFile(out, []byte(got), 0o644))
-				return
-			}
-			want, err := os.ReadFile(out)
-			require.NoError(t, err, "run go test -update to create it")
-			if diff := gocmp.Diff(string(want), got); diff != "" {
-				t.Errorf("%s (-want +got):\n%s", out, diff)
-			}
-		})
+				out := strings.TrimSuffix(file, ".yml") + ".out"
+				if *update {
+					require.NoError(t, os.WriteFile(out, []byte(got), 0o644))
+					return
+				}
+				want, err := os.ReadFile(out)
+				require.NoError(t, err, "run go test -update to create it")
+				if diff := gocmp.Diff(string(want), got); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", out, diff)
+				}
+			})
+		}
 	}
+}
+
+// workflowSource reads .github/workflows/<name> from dir: the called
+// workflows of golden and real-file tests, which live flat in one
+// directory.
+type workflowSource string
+
+func (w workflowSource) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	name, ok := strings.CutPrefix(p, ".github/workflows/")
+	if !ok || strings.Contains(name, "/") {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: fs.ErrNotExist}
+	}
+	return compiler.DirSource(w).ReadFile(ctx, name)
 }
 
 // summary renders a compilation result for a person to check: the plan
@@ -61,6 +96,16 @@ func summary(plan *compiler.Plan, diags []compiler.Diagnostic) string {
 			fmt.Fprintln(&b, d)
 		}
 		return b.String()
+	}
+	if plan.Name != "" {
+		fmt.Fprintf(&b, "name: %q\n", plan.Name)
+	}
+	for _, t := range plan.Triggers {
+		fmt.Fprintf(&b, "trigger %s\n", t.Event)
+		render(&b, "  ", reflect.ValueOf(t))
+	}
+	if plan.Concurrency != nil {
+		fmt.Fprintf(&b, "concurrency: %q cancel-in-progress=%t\n", plan.Concurrency.Group, plan.Concurrency.CancelInProgress)
 	}
 	fmt.Fprintf(&b, "stages: %s\n", cmp.Or(strings.Join(plan.Stages, ", "), "-"))
 	fmt.Fprintf(&b, "env: %s\n", envString(plan.Env))
@@ -85,7 +130,10 @@ func render(b *strings.Builder, indent string, v reflect.Value) {
 	for i := range t.NumField() {
 		f, fv := t.Field(i), v.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "id" || fv.IsZero() && name != "needs" && name != "steps" {
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		if name == "id" || name == "event" || fv.IsZero() && name != "needs" && name != "steps" {
 			continue
 		}
 		fmt.Fprintf(b, "%s%s:", indent, name)

@@ -18,51 +18,52 @@ type Trigger struct {
 	// "pull_request", "schedule", "manual" (GitHub's workflow_dispatch),
 	// or a provider's own name ("pull_request_target", "release",
 	// "workflow_call", "workflow_run" …).
-	Event string
+	Event string `json:"event"`
 	// Types are the activity types that trigger ("opened", "closed" …);
 	// nil means all of them. For GitHub's pull_request and
 	// pull_request_target it holds the default types when none are
 	// written.
-	Types []string
+	Types []string `json:"types,omitempty"`
 	// Branches and BranchesIgnore filter the branch: the pushed branch,
 	// the base branch of a pull request, the head branch of a workflow
 	// run. At most one of them is set.
-	Branches, BranchesIgnore []string
+	Branches       []string `json:"branches,omitempty"`
+	BranchesIgnore []string `json:"branches_ignore,omitempty"`
 	// Tags and TagsIgnore filter the pushed tag. At most one is set.
-	Tags, TagsIgnore []string
+	Tags       []string `json:"tags,omitempty"`
+	TagsIgnore []string `json:"tags_ignore,omitempty"`
 	// Paths and PathsIgnore filter the changed files. At most one is set.
-	Paths, PathsIgnore []string
+	Paths       []string `json:"paths,omitempty"`
+	PathsIgnore []string `json:"paths_ignore,omitempty"`
 	// Workflows names the workflows whose runs trigger (workflow_run).
-	Workflows []string
+	Workflows []string `json:"workflows,omitempty"`
 	// Schedules are the cron schedules of a "schedule" trigger.
-	Schedules []Schedule
+	Schedules []Schedule `json:"schedules,omitempty"`
 	// Inputs are the inputs a manual run (or a call) takes, in file
 	// order.
-	Inputs []Input
+	Inputs []Input `json:"inputs,omitempty"`
 }
 
 // Schedule is one cron schedule.
 type Schedule struct {
 	// Cron has five fields: minute, hour, day of month, month, day of
 	// week (POSIX cron).
-	Cron string
+	Cron string `json:"cron"`
 	// Timezone is an IANA time zone name; "" means UTC.
-	Timezone string
+	Timezone string `json:"timezone,omitempty"`
 }
 
 // Input is an input of a manual run or of a reusable workflow.
 type Input struct {
-	Name        string
-	Description string
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
 	// Type is "string", "boolean", "number", "choice" or "environment".
-	Type     string
-	Required bool
-	// Default is the default as written ("" when none); HasDefault tells
-	// an empty default from none.
-	Default    string
-	HasDefault bool
+	Type     string `json:"type"`
+	Required bool   `json:"required,omitempty"`
+	// Default is the default as written; nil when there is none.
+	Default *string `json:"default,omitempty"`
 	// Options are the choices of a "choice" input.
-	Options []string
+	Options []string `json:"options,omitempty"`
 }
 
 // Triggered reports whether ev starts the pipeline, and why or why not in
