@@ -1,0 +1,161 @@
+package compiler_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	gocmp "github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/compiler"
+	"github.com/cikit/cikit/internal/testenv"
+)
+
+// sharedTestdataVar names the directory of the shared real-world files
+// when it is not ../shared/testdata beside the repository root (a
+// checkout in another place, a worktree).
+const sharedTestdataVar = "CIKIT_SHARED_TESTDATA"
+
+// sharedTestdata returns the directory sub of the shared real-world files,
+// or skips the test when it is absent; in CI it fails instead, so that a
+// green run means the files were compiled.
+func sharedTestdata(t *testing.T, sub string) string {
+	t.Helper()
+	dir := os.Getenv(sharedTestdataVar)
+	if dir == "" {
+		dir = filepath.Join("..", "..", "shared", "testdata") // the package is one level below the root
+	}
+	dir = filepath.Join(dir, sub)
+	if _, err := os.Stat(dir); err != nil {
+		msg := fmt.Sprintf("the shared real-world files are not here (%v); set %s to the shared testdata directory", err, sharedTestdataVar)
+		if testenv.InCI() {
+			t.Fatal(msg)
+		}
+		t.Skip(msg)
+	}
+	return dir
+}
+
+// realWorkflows serves the workflows of the shared collection, where
+// .github/workflows/NAME of repository OWNER/REPO is the file
+// OWNER__REPO__NAME.
+type realWorkflows struct {
+	dir  string
+	repo string // OWNER__REPO
+}
+
+func (r realWorkflows) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	name, ok := strings.CutPrefix(p, ".github/workflows/")
+	if !ok || strings.Contains(name, "/") {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: fs.ErrNotExist}
+	}
+	return compiler.DirSource(r.dir).ReadFile(ctx, r.repo+"__"+name)
+}
+
+// realFindings are the diagnostics the real files get, by file name. Each
+// is a true finding: GitHub rejects the file, the file cannot do what it
+// says, or (for the moby files) the collection lacks a file the workflow
+// calls. Every other file compiles without diagnostics.
+var realFindings = map[string][]string{
+	// The collection holds .dco.yml and .test-prepare.yml of moby/moby but
+	// not .windows.yml, which both Windows workflows call; with the
+	// repository at hand it would be read. The finding is the clear
+	// message a missing called workflow gets.
+	"moby__moby__windows-2022.yml": {
+		`33:11: included file ".github/workflows/.windows.yml" does not exist at this commit [include]`,
+	},
+	"moby__moby__windows-2025.yml": {
+		`28:11: included file ".github/workflows/.windows.yml" does not exist at this commit [include]`,
+	},
+}
+
+// TestRealWorkflows compiles every workflow of the shared collection of
+// real GitHub workflows and checks that it compiles without diagnostics,
+// or with exactly the true findings of realFindings. It also records, in
+// testdata/github_real_matrix.golden, how many variants each matrix job of
+// each file expands to.
+//
+// Counts checked by hand against the files and GitHub's semantics:
+//
+//   - psf/requests run-tests build, 24: 8 Python versions × 3 systems;
+//     both excludes name "macos-latest" and remove 3.8 and 3.9 on
+//     "macOS-latest", because GitHub compares ignoring case (22); the two
+//     macos-13 includes fit no combination and add a job each.
+//   - fastapi test, 14: 8 Python versions × 2 pydantic versions, less the
+//     two excluded pydantic-v1 combinations of 3.14 and 3.14t.
+//   - go-gorm tests postgres, 12: 4 images × 3 Go versions × 1 platform.
+//   - opencontainers/runc test, 21: of 3×2×2×2×2×2 = 96, criu-dev is left
+//     only with Go 1.21.x, not rootless, no race, dmz "" and not on the
+//     arm64 runner (2); runc_nodmz only on ubuntu-22.04 with Go 1.21.x,
+//     not rootless, no race and criu "" (1); of the rest, 8 on each Ubuntu
+//     and 2 on arm64 (Go 1.21.x, no race) (18).
+//   - opencontainers/runc cross-i386, 2: its one axis; the variant whose
+//     value is "" is named "cross-i386", as GitHub shows no empty value.
+func TestRealWorkflows(t *testing.T) {
+	t.Parallel()
+	dir := sharedTestdata(t, "gha")
+	var files []string
+	for _, ext := range []string{"*.yml", "*.yaml"} {
+		m, err := filepath.Glob(filepath.Join(dir, ext))
+		require.NoError(t, err)
+		files = append(files, m...)
+	}
+	slices.Sort(files)
+	require.NotEmpty(t, files)
+	var counts strings.Builder
+	for _, file := range files {
+		base := filepath.Base(file)
+		parts := strings.SplitN(base, "__", 3)
+		require.Len(t, parts, 3, "file %s is not named OWNER__REPO__NAME", base)
+		path := ".github/workflows/" + parts[2]
+		src := realWorkflows{dir: dir, repo: parts[0] + "__" + parts[1]}
+		plan, diags, err := compiler.Compile(context.Background(), src, path, compiler.Options{})
+		require.NoError(t, err, base)
+		var got []string
+		for _, d := range diags {
+			require.Equal(t, path, d.File, "%s: a finding in another file: %s", base, d)
+			got = append(got, fmt.Sprintf("%d:%d: %s [%s]", d.Line, d.Col, d.Message, d.Rule))
+		}
+		if diff := gocmp.Diff(realFindings[base], got); diff != "" {
+			t.Errorf("%s: findings (-want +got):\n%s", base, diff)
+		}
+		if plan == nil {
+			continue
+		}
+		variants := map[string]int{}
+		var order []string
+		for _, j := range plan.Jobs {
+			if j.MatrixOf == "" {
+				continue
+			}
+			if variants[j.MatrixOf] == 0 {
+				order = append(order, j.MatrixOf)
+			}
+			variants[j.MatrixOf]++
+		}
+		for _, job := range order {
+			n := fmt.Sprint(variants[job])
+			if _, unexpanded := plan.Jobs[slices.IndexFunc(plan.Jobs, func(j *cikit.JobSpec) bool { return j.MatrixOf == job })].Matrix["*"]; unexpanded {
+				n = "unexpanded (run-time matrix)"
+			}
+			fmt.Fprintf(&counts, "%s %s: %s\n", base, job, n)
+		}
+	}
+	golden := filepath.Join("testdata", "github_real_matrix.golden")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(counts.String()), 0o644))
+		return
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err, "run go test -update to create it")
+	if diff := gocmp.Diff(string(want), counts.String()); diff != "" {
+		t.Errorf("%s (-want +got):\n%s", golden, diff)
+	}
+}
