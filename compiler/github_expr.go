@@ -77,6 +77,12 @@ func (x *ghEval) jobCondition(t ghText) (cikit.When, *cikit.Condition) {
 	if !t.set() {
 		return "", nil
 	}
+	if v, isConst := x.g.constantCondition(t); isConst {
+		if !v {
+			return cikit.WhenNever, nil
+		}
+		return "", nil
+	}
 	s := strings.TrimSpace(t.s)
 	if isExprTemplate(s) {
 		s = strings.TrimSpace(s[3 : len(s)-2])
@@ -100,6 +106,7 @@ func (g *ghCompiler) evalValue(t ghText, j *ghJob, v *ghVariant) (any, bool) {
 
 // stepCondition reads a step's if:.
 func (g *ghCompiler) stepCondition(t ghText, where string) *cikit.Condition {
+	g.constantCondition(t)
 	s := strings.TrimSpace(t.s)
 	if isExprTemplate(s) {
 		s = strings.TrimSpace(s[3 : len(s)-2])
@@ -111,4 +118,24 @@ func (g *ghCompiler) stepCondition(t ghText, where string) *cikit.Condition {
 }
 
 // snapshotIf checks the condition of a snapshot.
-func (g *ghCompiler) snapshotIf(t ghText) {}
+func (g *ghCompiler) snapshotIf(t ghText) {
+	if t.set() {
+		g.constantCondition(t)
+	}
+}
+
+// constantCondition reports a condition that is always true or always
+// false, which is a mistake or a leftover: the if: does nothing, or its
+// job or step never runs.
+func (g *ghCompiler) constantCondition(t ghText) (value, isConst bool) {
+	s := strings.TrimSpace(t.s)
+	switch s {
+	case "true":
+		g.c.at(t.node, RuleIfCond, "condition %q is always true; remove the if:", t.s)
+		return true, true
+	case "false":
+		g.c.at(t.node, RuleIfCond, "condition %q is always false, so this never runs; remove it, or the if:", t.s)
+		return false, true
+	}
+	return false, false
+}
