@@ -113,7 +113,11 @@ type ghCompiler struct {
 // are for job IDs, env, matrix, inputs and other user-named keys.
 func (c *checker) ghEntries(m *yaml.Node, fold bool) []entry {
 	out := make([]entry, 0, len(m.Content)/2)
+	// Mappings are small: a scan finds duplicates faster than a map.
 	var seen map[string]*yaml.Node
+	if len(m.Content) > 32 {
+		seen = make(map[string]*yaml.Node, len(m.Content)/2)
+	}
 	for i := 0; i+1 < len(m.Content); i += 2 {
 		key := m.Content[i]
 		k := c.resolve(key)
@@ -125,14 +129,25 @@ func (c *checker) ghEntries(m *yaml.Node, fold bool) []entry {
 			c.at(key, RuleType, "mapping keys must be strings, got %s", kindName(k))
 			continue
 		}
-		id := k.Value
-		if fold {
-			id = strings.ToLower(id)
+		var first *yaml.Node
+		if seen != nil {
+			id := k.Value
+			if fold {
+				id = strings.ToLower(id)
+			}
+			first = seen[id]
+			if first == nil {
+				seen[id] = k
+			}
+		} else {
+			for _, e := range out {
+				if e.name == k.Value || fold && strings.EqualFold(e.name, k.Value) {
+					first = c.resolve(e.key)
+					break
+				}
+			}
 		}
-		if seen == nil {
-			seen = make(map[string]*yaml.Node, len(m.Content)/2)
-		}
-		if first, dup := seen[id]; dup {
+		if first != nil {
 			note := ""
 			if fold && first.Value != k.Value {
 				note = " (keys here ignore case)"
@@ -140,7 +155,6 @@ func (c *checker) ghEntries(m *yaml.Node, fold bool) []entry {
 			c.at(key, RuleSyntax, "key %q is already defined at line %d%s", k.Value, first.Line, note)
 			continue
 		}
-		seen[id] = k
 		out = append(out, entry{key: key, name: k.Value, val: m.Content[i+1]})
 	}
 	return out

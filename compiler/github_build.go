@@ -45,8 +45,8 @@ func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 		}
 		return decls
 	}
-	var out []*jobDecl
-	seen := map[string]int{}
+	out := make([]*jobDecl, 0, len(vs))
+	seen := make(map[string]int, len(vs))
 	for i := range vs {
 		id := variantID(j.id, vs[i])
 		// Different values can render the same ("1" and 1): keep IDs
@@ -62,7 +62,7 @@ func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 			d.group = j.id
 			if d.spec.MatrixOf == "" {
 				d.spec.MatrixOf = j.id
-				d.spec.Matrix = ghVariantStrings(vs[i])
+				d.spec.Matrix = vs[i].strings
 				g.c.chargePlan(len(d.spec.Matrix), j.key)
 			}
 		}
@@ -76,14 +76,6 @@ func cmpOr(a, b string) string {
 		return a
 	}
 	return b
-}
-
-func ghVariantStrings(v ghVariant) map[string]string {
-	out := make(map[string]string, len(v.values))
-	for k, val := range v.values {
-		out[k] = renderValue(val)
-	}
-	return out
 }
 
 // buildVariant builds job j for one variant v (nil without matrix), with
@@ -101,11 +93,23 @@ func (g *ghCompiler) buildVariant(wf *ghWorkflow, j *ghJob, v *ghVariant, id str
 	if j.uses.set() {
 		return g.buildCall(wf, j, x, id, name, when, cond)
 	}
+	if j.mergedEnv == nil {
+		// Variants share what does not vary: env and steps are the same
+		// for all of them.
+		j.mergedEnv = mergeEnv(g.containerEnv(j), wf.env, j.env)
+		if j.mergedEnv == nil {
+			j.mergedEnv = map[string]string{}
+		}
+	}
+	env := j.mergedEnv
+	if len(env) == 0 {
+		env = nil
+	}
 	spec := &cikit.JobSpec{
 		ID:           id,
 		Name:         name,
-		Env:          mergeEnv(g.containerEnv(j), wf.env, j.env),
-		Steps:        slices.Clone(j.steps),
+		Env:          env,
+		Steps:        j.steps,
 		AllowFailure: j.allowFailure,
 		When:         when,
 		If:           cond,
@@ -140,7 +144,11 @@ func (g *ghCompiler) buildVariant(wf *ghWorkflow, j *ghJob, v *ghVariant, id str
 		spec.Services = append(spec.Services, svc)
 	}
 	if j.timeout.set() {
-		spec.Timeout = x.minutes(j.timeout)
+		if !hasExpr(j.timeout.s) {
+			spec.Timeout = minutesDuration(j.timeout.s)
+		} else {
+			spec.Timeout = x.minutes(j.timeout)
+		}
 	}
 	if j.concurrency != nil {
 		conc := *j.concurrency

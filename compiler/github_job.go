@@ -45,6 +45,10 @@ type ghJob struct {
 	with    []ghWith
 	secrets []ghWith
 	inherit bool // secrets: inherit
+
+	// mergedEnv is the env of the job's specs, shared by its variants;
+	// nil until the first is built.
+	mergedEnv map[string]string
 }
 
 // ghText is a string value as written and the node it comes from.

@@ -283,9 +283,10 @@ func jsonText(v any) string {
 
 // ghVariant is one combination of a job's matrix, ready for naming.
 type ghVariant struct {
-	keys   []string
-	values map[string]any
-	parts  []string // the values its name shows
+	keys    []string
+	values  map[string]any
+	parts   []string          // the values its name shows
+	strings map[string]string // the values as text, for JobSpec.Matrix
 }
 
 // variants expands m into its combinations with GitHub's semantics, once
@@ -311,7 +312,11 @@ func (g *ghCompiler) variants(m *ghMatrix, j *ghJob, at *yaml.Node) (vs []ghVari
 	}
 	out := make([]ghVariant, len(expanded))
 	for i, v := range expanded {
-		out[i] = ghVariant{keys: v.keys, values: v.values, parts: g.variantParts(v.values, nameKeys(decl, v))}
+		strs := make(map[string]string, len(v.values))
+		for k, val := range v.values {
+			strs[k] = renderValue(val)
+		}
+		out[i] = ghVariant{keys: v.keys, values: v.values, strings: strs, parts: g.variantParts(v.values, strs, nameKeys(decl, v))}
 	}
 	return out, true, true
 }
@@ -510,8 +515,8 @@ func variantName(base string, v ghVariant) string {
 // of its name keys, each flattened to its strings, numbers and booleans,
 // objects in the order their keys were written. Empty strings and nulls
 // are not shown.
-func (g *ghCompiler) variantParts(values map[string]any, keys []string) []string {
-	var parts []string
+func (g *ghCompiler) variantParts(values map[string]any, strs map[string]string, keys []string) []string {
+	parts := make([]string, 0, len(keys))
 	var walk func(x any)
 	walk = func(x any) {
 		switch x := x.(type) {
@@ -531,7 +536,14 @@ func (g *ghCompiler) variantParts(values map[string]any, keys []string) []string
 		}
 	}
 	for _, k := range keys {
-		walk(values[k])
+		switch values[k].(type) {
+		case []any, map[string]any:
+			walk(values[k])
+		default:
+			if s := strs[k]; s != "" {
+				parts = append(parts, s)
+			}
+		}
 	}
 	return parts
 }
