@@ -32,7 +32,7 @@ func (c *checker) nativeIf(v *yaml.Node, own owner) *parsedIf {
 	body, shift := src, 0
 	if t := strings.TrimSpace(src); strings.HasPrefix(t, "${{") && strings.HasSuffix(t, "}}") {
 		shift = strings.Index(src, "${{") + 3
-		body = src[shift : strings.LastIndex(src, "}}")]
+		body = src[shift:strings.LastIndex(src, "}}")]
 	}
 	n, err := expr.ParseGitHub(body)
 	if err != nil {
