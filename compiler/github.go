@@ -25,7 +25,6 @@ const (
 	RuleRunsOn      = "runs-on"       // a job without runner labels
 	RuleStepID      = "step-id"       // an invalid or repeated step ID
 	RuleCall        = "workflow-call" // a reusable workflow call that cannot work
-	RuleExpression  = "expression"    // an invalid ${{ }} expression, or one naming what does not exist
 	RuleIfCond      = "if-cond"       // a condition that is always true or always false
 )
 
@@ -105,6 +104,10 @@ type ghCompiler struct {
 	// order holds the key order of the objects of matrix values, by map
 	// identity: names show their values in the order written.
 	order map[uintptr]keyOrdered
+	// templates are the parsed expression templates, by the node they are
+	// written at: each is parsed and checked once, and evaluated for each
+	// matrix variant.
+	templates map[*yaml.Node]*ghTemplate
 }
 
 // ghEntries returns the pairs of mapping m in order. GitHub reads no merge
@@ -292,6 +295,7 @@ type ghWorkflow struct {
 	permissions map[string]string
 	jobs        []*ghJob
 	jobIndex    map[string]*ghJob // by lower-case ID
+	uses        []ghUse           // the expressions of the workflow's own keys
 }
 
 // ghDefaults are the defaults of run steps.
@@ -321,16 +325,20 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 		case "name":
 			wf.name, _ = c.ghString(e.val, `"name"`)
 		case "run-name":
-			c.ghNonEmpty(e.val, `"run-name"`)
+			if s, ok := c.ghNonEmpty(e.val, `"run-name"`); ok {
+				g.use(&wf.uses, ghText{s, c.resolve(e.val)}, ghAtWorkflow, 0)
+			}
 		case "on":
 			on = &e
 		case "env":
 			wf.env = c.ghEnv(e.val, "the workflow")
+			g.useMap(&wf.uses, e.val, ghAtWorkflowEn, 0)
 		case "defaults":
 			wf.defaults = c.ghDefaultsOf(e, "the workflow")
 		case "concurrency":
 			concurrency = e.val
 			wf.concurrency = c.ghConcurrency(e, "the workflow")
+			g.useConcurrency(&wf.uses, e.val, ghAtWorkflow)
 		case "permissions":
 			permissions = e.val
 			wf.permissions = c.ghPermissions(e.val)
@@ -346,12 +354,35 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 	} else {
 		g.on(wf, *on)
 	}
+	if wf.call != nil {
+		for _, in := range wf.call.inputs {
+			if in.defaultNode != nil {
+				g.use(&wf.uses, ghText{in.def, in.defaultNode}, ghAtWorkflow, 0)
+			}
+		}
+		for _, o := range wf.call.outputs {
+			if o.node != nil {
+				g.use(&wf.uses, ghText{o.value, o.node}, ghAtCallOutput, 0)
+			}
+		}
+	}
 	if jobs == nil {
 		c.at(root, RuleJobs, `no jobs: the workflow has no "jobs" key`)
 		return wf
 	}
 	g.jobs(wf, *jobs)
+	g.checkUses(wf)
 	return wf
+}
+
+// useConcurrency registers the expressions of a concurrency value.
+func (g *ghCompiler) useConcurrency(uses *[]ghUse, v *yaml.Node, where *ghWhere) {
+	v = g.c.resolve(v)
+	if v.Kind == yaml.ScalarNode {
+		g.use(uses, ghText{v.Value, v}, where, 0)
+		return
+	}
+	g.useMap(uses, v, where, 0)
 }
 
 // ghEnv reads an env mapping. Names may be anything a process

@@ -11,6 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/compiler/expr"
 )
 
 // ghCall is what a called workflow is compiled with: the call that
@@ -20,8 +21,11 @@ type ghCall struct {
 	// variant is the caller's matrix variant, nil without matrix.
 	variant *ghVariant
 	// inputs are the values of the callee's inputs: those the caller
-	// passes, and the defaults of the others.
+	// passes, and the defaults of the others; Unknown for those the run
+	// computes.
 	inputs map[string]any
+	// binding rewrites the callee's expressions for the caller's run.
+	binding *ghBinding
 }
 
 // build turns one job of wf into the jobs of the plan: one, one per matrix
@@ -31,7 +35,7 @@ func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 	if j.matrix == nil {
 		return g.buildVariant(wf, j, nil, j.id, call)
 	}
-	vs, known, ok := g.variants(j.matrix, j, j.matrix.key)
+	vs, known, ok := g.variants(j.matrix, j, j.matrix.key, call)
 	switch {
 	case !ok:
 		// Reported; a placeholder keeps the jobs that need it from being
@@ -164,7 +168,42 @@ func (g *ghCompiler) buildVariant(wf *ghWorkflow, j *ghJob, v *ghVariant, id str
 	if len(wf.env) > 0 {
 		g.c.chargePlan(len(wf.env), j.key)
 	}
+	if b := g.outputsBinding(wf, j); b != nil {
+		b.apply(spec)
+	}
+	spec.Secrets = secretsOf(spec)
 	return []*jobDecl{{spec: spec, key: j.key, hasNeeds: j.hasNeeds, needs: j.needs, stage: -1}}
+}
+
+// outputsBinding is the rewriting of the outputs of the local reusable
+// workflows job j needs, which are expanded in place: nil when it needs
+// none. A caller with a matrix has several expansions, and its outputs
+// are left as written.
+func (g *ghCompiler) outputsBinding(wf *ghWorkflow, j *ghJob) *ghBinding {
+	var b *ghBinding
+	for _, n := range j.needs {
+		callee := wf.jobIndex[strings.ToLower(n.id)]
+		if callee == nil || !callee.uses.set() || callee.matrix != nil {
+			continue
+		}
+		local, _ := parseCallRef(callee.uses.s)
+		ce := g.parsed[local]
+		if local == "" || ce == nil || ce.wf.call == nil {
+			continue
+		}
+		inner := &ghBinding{prefix: callee.id + "/"}
+		outs := map[string]expr.Node{}
+		for _, o := range ce.wf.call.outputs {
+			if tm, ok := g.templates[o.node]; ok && tm.ok && tm.single() {
+				outs[strings.ToLower(o.name)] = inner.transform(tm.segs[0].x)
+			}
+		}
+		if b == nil {
+			b = &ghBinding{outputs: map[string]map[string]expr.Node{}}
+		}
+		b.outputs[strings.ToLower(callee.id)] = outs
+	}
+	return b
 }
 
 // containerEnv is the env of a job's container, which its steps see
@@ -220,13 +259,23 @@ func (g *ghCompiler) buildCall(wf *ghWorkflow, j *ghJob, x *ghEval, id, name str
 			Permissions: perms,
 			Concurrency: j.concurrency,
 		}
+		// The secrets the called workflow may read: those passed, or all
+		// of them with "secrets: inherit".
+		if j.inherit {
+			spec.Secrets = []string{"*"}
+		} else {
+			env := make(map[string]string, len(j.secrets))
+			for _, sec := range j.secrets {
+				env[sec.name] = sec.value.s
+			}
+			spec.Secrets = secretsOf(&cikit.JobSpec{Env: env})
+		}
 		return []*jobDecl{{spec: spec, key: j.key, hasNeeds: j.hasNeeds, needs: j.needs, stage: -1}}
 	}
-	callee, inputs := g.callee(local, j, x)
+	callee, call := g.callee(local, j, x, id)
 	if callee == nil {
 		return []*jobDecl{{spec: &cikit.JobSpec{ID: id, Name: name}, key: j.key, stage: -1}}
 	}
-	call := &ghCall{caller: j, variant: x.variant, inputs: inputs}
 	var inner []*jobDecl
 	linked := false
 	g.stack = append(g.stack, local)
@@ -245,6 +294,8 @@ func (g *ghCompiler) buildCall(wf *ghWorkflow, j *ghJob, x *ghEval, id, name str
 	for _, d := range inner {
 		s := d.spec
 		internal := s.Needs
+		call.binding.apply(s)
+		s.Secrets = secretsOf(s)
 		s.ID = id + "/" + s.ID
 		s.Name = name + " / " + s.DisplayName()
 		if s.MatrixOf != "" {
@@ -341,7 +392,7 @@ type ghCallee struct {
 // the call against it: inputs, secrets, nesting. It returns the callee
 // (nil when it cannot be expanded; then the reason is reported) and the
 // values of its inputs.
-func (g *ghCompiler) callee(p string, j *ghJob, x *ghEval) (*ghCallee, map[string]any) {
+func (g *ghCompiler) callee(p string, j *ghJob, x *ghEval, id string) (*ghCallee, *ghCall) {
 	c := g.c
 	if k := slices.Index(g.stack, p); k >= 0 {
 		chain := append(slices.Clone(g.stack[k:]), p)
@@ -374,7 +425,7 @@ func (g *ghCompiler) callee(p string, j *ghJob, x *ghEval) (*ghCallee, map[strin
 		c.at(j.uses.node, RuleCall, "workflow %q is not reusable: its \"on\" has no workflow_call", p)
 		return nil, nil
 	}
-	return ce, g.bindInputs(ce.wf.call, j, x, p)
+	return ce, g.bindCall(ce.wf.call, j, x, p, id)
 }
 
 // parse reads a called workflow; nil when it cannot be read (reported).
@@ -408,12 +459,16 @@ func (g *ghCompiler) within(file string, data []byte, f func()) {
 	c.within(file, f)
 }
 
-// bindInputs checks what job j passes to the reusable workflow spec
-// declares, and returns the values of its inputs: those passed, evaluated
-// where they can be, and the defaults of the others.
-func (g *ghCompiler) bindInputs(spec *ghCallSpec, j *ghJob, x *ghEval, p string) map[string]any {
+// bindCall checks what job j passes to the reusable workflow spec
+// declares, and returns the call the workflow is compiled for: the values
+// of its inputs (those passed, evaluated where they can be, and the
+// defaults of the others) and how its expressions read in the caller's
+// run. id is the ID of the caller's variant.
+func (g *ghCompiler) bindCall(spec *ghCallSpec, j *ghJob, x *ghEval, p, id string) *ghCall {
 	c := g.c
-	inputs := map[string]any{}
+	call := &ghCall{caller: j, variant: x.variant, inputs: map[string]any{}}
+	b := &ghBinding{prefix: id + "/", inputs: map[string]expr.Node{}}
+	call.binding = b
 	var declared []string
 	for _, in := range spec.inputs {
 		declared = append(declared, in.Name)
@@ -441,7 +496,14 @@ func (g *ghCompiler) bindInputs(spec *ghCallSpec, j *ghJob, x *ghEval, p string)
 			}
 		}
 		if v, known := x.value(w.value); known {
-			inputs[in.Name] = typedInput(in.Type, v)
+			v = typedInput(in.Type, v)
+			call.inputs[in.Name] = v
+			b.inputs[strings.ToLower(in.Name)] = literalOf(v)
+			continue
+		}
+		call.inputs[in.Name] = expr.Unknown
+		if n := x.callerExpr(w.value); n != nil {
+			b.inputs[strings.ToLower(in.Name)] = n
 		}
 	}
 	for _, in := range spec.inputs {
@@ -452,45 +514,91 @@ func (g *ghCompiler) bindInputs(spec *ghCallSpec, j *ghJob, x *ghEval, p string)
 			c.at(j.uses.node, RuleCall, "reusable workflow %q requires input %q, and job %q does not pass it", p, in.Name, j.id)
 			continue
 		}
-		def := any(in.def)
-		if !in.hasDef {
-			// GitHub's defaults of inputs without one.
-			switch in.Type {
-			case "boolean":
-				def = false
-			case "number":
-				def = 0.0
-			default:
-				def = ""
+		var def any
+		switch {
+		case in.hasDef && hasExpr(in.def):
+			// A default computed from the caller's github context: the
+			// same in the caller's run.
+			call.inputs[in.Name] = expr.Unknown
+			if tm := g.parseTemplate(in.def, in.defaultNode, false); tm.ok && tm.single() {
+				b.inputs[strings.ToLower(in.Name)] = tm.segs[0].x
 			}
-		} else if hasExpr(in.def) {
+			continue
+		case in.hasDef:
+			def = typedInput(in.Type, in.def)
+		case in.Type == "boolean":
+			def = false // GitHub's defaults of inputs without one
+		case in.Type == "number":
+			def = 0.0
+		default:
+			def = ""
+		}
+		call.inputs[in.Name] = def
+		b.inputs[strings.ToLower(in.Name)] = literalOf(def)
+	}
+	if j.inherit {
+		return call
+	}
+	// Without inherit the called workflow sees only the secrets passed
+	// to it (and GITHUB_TOKEN); any other reads as empty.
+	b.secrets = map[string]expr.Node{}
+	var secrets []string
+	for _, s := range spec.secrets {
+		secrets = append(secrets, s.name)
+	}
+	given := map[string]bool{}
+	for _, s := range j.secrets {
+		given[strings.ToLower(s.name)] = true
+		if spec.secret(s.name) == nil {
+			if len(secrets) == 0 {
+				c.at(s.key, RuleCall, "secret %q is not declared by reusable workflow %q, which takes no secrets", s.name, p)
+			} else {
+				c.at(s.key, RuleCall, "secret %q is not declared by reusable workflow %q%s (secrets: %s)", s.name, p, didYouMean(c.suggest(s.name, secrets)), list(secrets))
+			}
 			continue
 		}
-		inputs[in.Name] = typedInput(in.Type, def)
-	}
-	if !j.inherit {
-		var secrets []string
-		for _, s := range spec.secrets {
-			secrets = append(secrets, s.name)
-		}
-		given := map[string]bool{}
-		for _, s := range j.secrets {
-			given[strings.ToLower(s.name)] = true
-			if spec.secret(s.name) == nil {
-				if len(secrets) == 0 {
-					c.at(s.key, RuleCall, "secret %q is not declared by reusable workflow %q, which takes no secrets", s.name, p)
-				} else {
-					c.at(s.key, RuleCall, "secret %q is not declared by reusable workflow %q%s (secrets: %s)", s.name, p, didYouMean(c.suggest(s.name, secrets)), list(secrets))
-				}
-			}
-		}
-		for _, s := range spec.secrets {
-			if s.required && !given[strings.ToLower(s.name)] {
-				c.at(j.uses.node, RuleCall, "reusable workflow %q requires secret %q, and job %q does not pass it (or \"secrets: inherit\")", p, s.name, j.id)
-			}
+		if n := x.callerExpr(s.value); n != nil {
+			b.secrets[strings.ToLower(s.name)] = n
 		}
 	}
-	return inputs
+	for _, s := range spec.secrets {
+		if s.required && !given[strings.ToLower(s.name)] {
+			c.at(j.uses.node, RuleCall, "reusable workflow %q requires secret %q, and job %q does not pass it (or \"secrets: inherit\")", p, s.name, j.id)
+		}
+	}
+	return call
+}
+
+// callerExpr is the expression that stands, in the run of the top
+// workflow, for a value written in the caller: its expression rewritten
+// by the caller's own call, if it is called; a template with text around
+// its expressions becomes a format(). nil when it does not parse
+// (reported).
+func (x *ghEval) callerExpr(t ghText) expr.Node {
+	tm := x.g.parseTemplate(t.s, t.node, false)
+	if !tm.ok {
+		return nil
+	}
+	rewrite := func(n expr.Node) expr.Node {
+		if x.call != nil {
+			return x.call.binding.transform(n)
+		}
+		return n
+	}
+	if tm.single() {
+		return rewrite(tm.segs[0].x)
+	}
+	var pattern strings.Builder
+	var args []expr.Node
+	for _, seg := range tm.segs {
+		if seg.x == nil {
+			pattern.WriteString(strings.NewReplacer("{", "{{", "}", "}}").Replace(seg.text))
+			continue
+		}
+		fmt.Fprintf(&pattern, "{%d}", len(args))
+		args = append(args, rewrite(seg.x))
+	}
+	return &expr.Call{Name: "format", Args: append([]expr.Node{&expr.Literal{Value: pattern.String()}}, args...)}
 }
 
 // typedInput converts an input value to the type the input declares, as

@@ -49,6 +49,9 @@ type ghJob struct {
 	// mergedEnv is the env of the job's specs, shared by its variants;
 	// nil until the first is built.
 	mergedEnv map[string]string
+
+	exprs   []ghUse  // the job's expressions, checked once every job is known
+	stepIDs []string // the id of each step, "" for a step without one
 }
 
 // ghText is a string value as written and the node it comes from.
@@ -167,52 +170,94 @@ func (g *ghCompiler) job(wf *ghWorkflow, e entry) *ghJob {
 		case "name":
 			if s, ok := c.ghString(val, `"name"`); ok {
 				j.name = ghText{s, val}
+				g.use(&j.exprs, j.name, ghAtJob, 0)
 			}
 		case "needs":
 			j.hasNeeds = true
 			j.needs = g.needs(val, j.id)
 		case "if":
 			j.cond = g.condText(val, where)
+			if g.useCond(&j.exprs, j.cond, ghAtJobIf, 0) != nil {
+				g.constantCondition(j.cond)
+			}
 		case "runs-on":
 			hasRunsOn = true
 			j.runsOn = g.runsOn(val, j.id)
+			if val.Kind == yaml.ScalarNode {
+				g.use(&j.exprs, ghText{val.Value, val}, ghAtJob, 0)
+			} else {
+				for _, l := range j.runsOn {
+					g.use(&j.exprs, l, ghAtJob, 0)
+				}
+			}
 		case "permissions":
 			j.permissions = c.ghPermissions(val)
 		case "environment":
 			j.environment = g.environment(k, j.id)
+			if e := j.environment; e != nil {
+				g.use(&j.exprs, e.name, ghAtJob, 0)
+				g.use(&j.exprs, e.url, ghAtEnvURL, 0)
+			}
 		case "concurrency":
 			j.concurrency = c.ghConcurrency(k, where)
 			j.concNode = val
+			if val.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(val.Content); i += 2 {
+					if c.resolve(val.Content[i]).Value == "group" {
+						j.concNode = c.resolve(val.Content[i+1])
+					}
+				}
+			}
+			g.useConcurrency(&j.exprs, val, ghAtJob)
 		case "outputs":
 			j.outputs = g.outputs(val, j.id)
+			g.useMap(&j.exprs, val, ghAtOutputs, 0)
 		case "env":
 			j.env = c.ghEnv(val, where)
+			g.useMap(&j.exprs, val, ghAtJobEnv, 0)
 		case "defaults":
 			j.defaults = c.ghDefaultsOf(k, where)
+			if run := c.resolve(val); run.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(run.Content); i += 2 {
+					g.useMap(&j.exprs, run.Content[i+1], ghAtDefaults, 0)
+				}
+			}
 		case "steps":
 			stepsNode, stepsKey = val, k.key
 		case "timeout-minutes":
 			j.timeout = g.minutes(val, "timeout-minutes", where)
+			g.use(&j.exprs, j.timeout, ghAtJob, 0)
 		case "strategy":
 			g.strategy(j, k)
+			g.useAll(&j.exprs, val, ghAtStrategy, 0)
 		case "continue-on-error":
 			var expr string
 			j.allowFailure, expr, _ = c.ghBool(val, `"continue-on-error"`)
 			if expr != "" {
 				j.coeExpr = ghText{expr, val}
+				g.use(&j.exprs, j.coeExpr, ghAtJob, 0)
 			}
 		case "container":
 			j.container = g.container(k, j.id)
+			g.useContainer(&j.exprs, val)
 		case "services":
 			j.services = g.services(val, j.id)
+			if val.Kind == yaml.MappingNode {
+				for i := 0; i+1 < len(val.Content); i += 2 {
+					g.useContainer(&j.exprs, c.resolve(val.Content[i+1]))
+				}
+			}
 		case "snapshot":
-			g.snapshot(k, j.id)
+			g.snapshot(k, j)
 		case "uses":
 			if s, ok := c.ghNonEmpty(val, `"uses"`); ok {
 				j.uses = ghText{s, val}
 			}
 		case "with":
 			j.with = g.withs(val, `"with"`)
+			for _, w := range j.with {
+				g.use(&j.exprs, w.value, ghAtJob, 0)
+			}
 		case "secrets":
 			if val.Kind == yaml.ScalarNode && !isNull(val) {
 				if val.Value == "inherit" {
@@ -222,6 +267,9 @@ func (g *ghCompiler) job(wf *ghWorkflow, e entry) *ghJob {
 				}
 			} else {
 				j.secrets = g.withs(val, `"secrets"`)
+				for _, w := range j.secrets {
+					g.use(&j.exprs, w.value, ghAtJobEnv, 0)
+				}
 			}
 		default:
 			c.ghUnknownKey(k, where, ghJobKeys)
@@ -565,10 +613,10 @@ func (g *ghCompiler) services(v *yaml.Node, job string) []ghService {
 
 // snapshot checks snapshot: an image name, or {image-name, version, if}.
 // cikit builds no runner images, so nothing of it is kept.
-func (g *ghCompiler) snapshot(e entry, job string) {
+func (g *ghCompiler) snapshot(e entry, j *ghJob) {
 	c := g.c
 	v := c.resolve(e.val)
-	what := fmt.Sprintf(`"snapshot" of job %q`, job)
+	what := fmt.Sprintf(`"snapshot" of job %q`, j.id)
 	if v.Kind == yaml.ScalarNode {
 		c.ghNonEmpty(v, what)
 		return
@@ -588,7 +636,10 @@ func (g *ghCompiler) snapshot(e entry, job string) {
 				c.ghCheckGlob(se.val, true)
 			}
 		case "if":
-			g.snapshotIf(g.condText(se.val, what))
+			t := g.condText(se.val, what)
+			if g.useCond(&j.exprs, t, ghAtSnapshotIf, 0) != nil {
+				g.constantCondition(t)
+			}
 		default:
 			c.ghUnknownKey(se, what, ghSnapshotKeys)
 		}
@@ -612,7 +663,9 @@ func (g *ghCompiler) steps(key, v *yaml.Node, j *ghJob) []cikit.Step {
 	ids := map[string]*yaml.Node{}
 	steps := make([]cikit.Step, 0, len(v.Content))
 	for i, item := range v.Content {
-		if s, ok := g.step(item, i+1, j, ids); ok {
+		s, ok := g.step(item, i+1, j, ids)
+		j.stepIDs = append(j.stepIDs, s.ID)
+		if ok {
 			steps = append(steps, s)
 		}
 	}
@@ -661,6 +714,14 @@ func (g *ghCompiler) step(item *yaml.Node, n int, j *ghJob, ids map[string]*yaml
 	}
 	for _, e := range entries {
 		val := c.resolve(e.val)
+		switch e.name {
+		case "name", "run", "working-directory", "continue-on-error", "timeout-minutes":
+			if val.Kind == yaml.ScalarNode {
+				g.use(&j.exprs, ghText{val.Value, val}, ghAtStep, n)
+			}
+		case "with", "env":
+			g.useMap(&j.exprs, val, ghAtStep, n)
+		}
 		switch {
 		case !contains(valid, e.name):
 			if contains(ghStepKeys, e.name) {
@@ -690,7 +751,10 @@ func (g *ghCompiler) step(item *yaml.Node, n int, j *ghJob, ids map[string]*yaml
 			s.Name, _ = c.ghString(val, `"name"`)
 		case e.name == "if":
 			if t := g.condText(val, where); t.set() {
-				s.If = g.stepCondition(t, where)
+				if g.useCond(&j.exprs, t, ghAtStepIf, n) != nil {
+					g.constantCondition(t)
+				}
+				s.If = g.stepCondition(t)
 			}
 		case e.name == "run":
 			text, isText := c.ghString(val, `"run"`)
@@ -717,7 +781,13 @@ func (g *ghCompiler) step(item *yaml.Node, n int, j *ghJob, ids map[string]*yaml
 		case e.name == "env":
 			s.Env = c.ghEnv(val, where)
 		case e.name == "continue-on-error":
-			s.ContinueOnError, _, _ = c.ghBool(val, `"continue-on-error"`)
+			var coe string
+			s.ContinueOnError, coe, _ = c.ghBool(val, `"continue-on-error"`)
+			if coe != "" {
+				// Known only when the step runs: kept, with the step
+				// marked as allowed to fail only when it is constant.
+				s.ContinueOnError = false
+			}
 		case e.name == "timeout-minutes":
 			t := g.minutes(val, "timeout-minutes", where)
 			if t.set() && !hasExpr(t.s) {
@@ -847,4 +917,47 @@ func mergeEnv(envs ...map[string]string) map[string]string {
 		maps.Copy(out, e)
 	}
 	return out
+}
+
+// useAll registers every string of a value: the strategy, whose matrix
+// values may hold expressions at any depth.
+func (g *ghCompiler) useAll(uses *[]ghUse, v *yaml.Node, where *ghWhere, step int) {
+	v = g.c.resolve(v)
+	switch v.Kind {
+	case yaml.ScalarNode:
+		g.use(uses, ghText{v.Value, v}, where, step)
+	case yaml.SequenceNode:
+		for _, item := range v.Content {
+			g.useAll(uses, item, where, step)
+		}
+	case yaml.MappingNode:
+		for i := 1; i < len(v.Content); i += 2 {
+			g.useAll(uses, v.Content[i], where, step)
+		}
+	}
+}
+
+// useContainer registers the expressions of a container or service: its
+// image, env and credentials.
+func (g *ghCompiler) useContainer(uses *[]ghUse, v *yaml.Node) {
+	c := g.c
+	v = c.resolve(v)
+	if v.Kind == yaml.ScalarNode {
+		g.use(uses, ghText{v.Value, v}, ghAtJob, 0)
+		return
+	}
+	if v.Kind != yaml.MappingNode {
+		return
+	}
+	for i := 0; i+1 < len(v.Content); i += 2 {
+		val := c.resolve(v.Content[i+1])
+		switch c.resolve(v.Content[i]).Value {
+		case "image":
+			g.use(uses, ghText{val.Value, val}, ghAtJob, 0)
+		case "env":
+			g.useMap(uses, val, ghAtServiceEnv, 0)
+		case "credentials":
+			g.useAll(uses, val, ghAtCredential, 0)
+		}
+	}
 }

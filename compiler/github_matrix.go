@@ -294,8 +294,8 @@ type ghVariant struct {
 // expression that only the run can evaluate (the outputs of a job it
 // needs, say): then the job is kept as one, with its matrix unexpanded.
 // ok is false when the expansion is reported (too large, or empty).
-func (g *ghCompiler) variants(m *ghMatrix, j *ghJob, at *yaml.Node) (vs []ghVariant, known, ok bool) {
-	decl, known := g.resolveMatrix(m, j)
+func (g *ghCompiler) variants(m *ghMatrix, j *ghJob, at *yaml.Node, call *ghCall) (vs []ghVariant, known, ok bool) {
+	decl, known := g.resolveMatrix(m, j, call)
 	if !known {
 		return nil, false, true
 	}
@@ -323,9 +323,9 @@ func (g *ghCompiler) variants(m *ghMatrix, j *ghJob, at *yaml.Node) (vs []ghVari
 
 // resolveMatrix turns m into a matrixDecl, evaluating the expressions in
 // it that can be evaluated now. known is false when one cannot.
-func (g *ghCompiler) resolveMatrix(m *ghMatrix, j *ghJob) (*matrixDecl, bool) {
+func (g *ghCompiler) resolveMatrix(m *ghMatrix, j *ghJob, call *ghCall) (*matrixDecl, bool) {
 	if m.expr.set() {
-		v, known := g.evalValue(m.expr, j, nil)
+		v, known := g.evalValue(m.expr, j, call)
 		if !known {
 			return nil, false
 		}
@@ -340,7 +340,7 @@ func (g *ghCompiler) resolveMatrix(m *ghMatrix, j *ghJob) (*matrixDecl, bool) {
 	for _, a := range m.axes {
 		values := a.values
 		if a.expr.set() {
-			v, known := g.evalValue(a.expr, j, nil)
+			v, known := g.evalValue(a.expr, j, call)
 			if !known {
 				return nil, false
 			}
@@ -353,13 +353,13 @@ func (g *ghCompiler) resolveMatrix(m *ghMatrix, j *ghJob) (*matrixDecl, bool) {
 		}
 		resolved := make([]any, len(values))
 		for i, v := range values {
-			resolved[i] = g.evalNested(v, j)
+			resolved[i] = g.evalNested(v, j, call)
 		}
 		decl.axes = append(decl.axes, matrixAxis{name: a.name, values: resolved})
 	}
 	rows := func(rows []ghRow, expr ghText, which string) ([]variant, bool) {
 		if expr.set() {
-			v, known := g.evalValue(expr, j, nil)
+			v, known := g.evalValue(expr, j, call)
 			if !known {
 				return nil, false
 			}
@@ -382,7 +382,7 @@ func (g *ghCompiler) resolveMatrix(m *ghMatrix, j *ghJob) (*matrixDecl, bool) {
 		var out []variant
 		for _, r := range rows {
 			if r.expr.set() {
-				v, known := g.evalValue(r.expr, j, nil)
+				v, known := g.evalValue(r.expr, j, call)
 				if !known {
 					return nil, false
 				}
@@ -396,7 +396,7 @@ func (g *ghCompiler) resolveMatrix(m *ghMatrix, j *ghJob) (*matrixDecl, bool) {
 			}
 			vals := make(map[string]any, len(r.values))
 			for k, v := range r.values {
-				vals[k] = g.evalNested(v, j)
+				vals[k] = g.evalNested(v, j, call)
 			}
 			out = append(out, variant{keys: r.keys, values: vals})
 		}
@@ -463,7 +463,7 @@ func variantOf(obj map[string]any) variant {
 
 // evalNested evaluates the expressions in a literal matrix value, where
 // they can be evaluated now; others stay as written, for the run.
-func (g *ghCompiler) evalNested(v any, j *ghJob) any {
+func (g *ghCompiler) evalNested(v any, j *ghJob, call *ghCall) any {
 	if !holdsExpr(v) {
 		return v
 	}
@@ -472,20 +472,20 @@ func (g *ghCompiler) evalNested(v any, j *ghJob) any {
 		if !hasExpr(v) {
 			return v
 		}
-		if out, known := g.evalValue(ghText{v, nil}, j, nil); known {
+		if out, known := g.evalValue(ghText{v, nil}, j, call); known {
 			return out
 		}
 		return v
 	case []any:
 		out := make([]any, len(v))
 		for i, x := range v {
-			out[i] = g.evalNested(x, j)
+			out[i] = g.evalNested(x, j, call)
 		}
 		return out
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, x := range v {
-			out[k] = g.evalNested(x, j)
+			out[k] = g.evalNested(x, j, call)
 		}
 		if o, ok := g.order[reflect.ValueOf(v).Pointer()]; ok {
 			g.setOrder(out, o.keys)

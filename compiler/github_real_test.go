@@ -13,7 +13,6 @@ import (
 	gocmp "github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/compiler"
 	"github.com/cikit/cikit/internal/testenv"
 )
@@ -64,6 +63,23 @@ func (r realWorkflows) ReadFile(ctx context.Context, p string) ([]byte, error) {
 // says, or (for the moby files) the collection lacks a file the workflow
 // calls. Every other file compiles without diagnostics.
 var realFindings = map[string][]string{
+	// A string in double quotes: GitHub's expressions quote strings with
+	// single quotes, and GitHub rejects the workflow.
+	"go-gitea__gitea__cron-licenses.yml": {
+		`9:30: invalid expression: unexpected '"': strings in expressions are in single quotes, as in 'text' [expression]`,
+	},
+	// The job has no matrix, so matrix.go is always empty: the step is
+	// named "Set up Go " (the version is in env.LATEST_GO_VERSION). A
+	// leftover of a matrix job; actionlint reports it too.
+	"labstack__echo__checks.yml": {
+		`26:29: matrix.go refers to the matrix, and job "check" has none [expression]`,
+	},
+	// The same in the Windows job, which has no matrix: the cache key and
+	// its restore key get an empty Go version.
+	"spf13__cobra__test.yml": {
+		`93:35: matrix.go refers to the matrix, and job "test-win" has none [expression]`,
+		`94:44: matrix.go refers to the matrix, and job "test-win" has none [expression]`,
+	},
 	// The job is disabled with "if: false" (the comment above it says the
 	// tests do not pass). The job can never run: actionlint reports such
 	// constant conditions too, and the finding tells the author to remove
@@ -85,26 +101,8 @@ var realFindings = map[string][]string{
 
 // TestRealWorkflows compiles every workflow of the shared collection of
 // real GitHub workflows and checks that it compiles without diagnostics,
-// or with exactly the true findings of realFindings. It also records, in
-// testdata/github_real_matrix.golden, how many variants each matrix job of
-// each file expands to.
-//
-// Counts checked by hand against the files and GitHub's semantics:
-//
-//   - psf/requests run-tests build, 24: 8 Python versions × 3 systems;
-//     both excludes name "macos-latest" and remove 3.8 and 3.9 on
-//     "macOS-latest", because GitHub compares ignoring case (22); the two
-//     macos-13 includes fit no combination and add a job each.
-//   - fastapi test, 14: 8 Python versions × 2 pydantic versions, less the
-//     two excluded pydantic-v1 combinations of 3.14 and 3.14t.
-//   - go-gorm tests postgres, 12: 4 images × 3 Go versions × 1 platform.
-//   - opencontainers/runc test, 21: of 3×2×2×2×2×2 = 96, criu-dev is left
-//     only with Go 1.21.x, not rootless, no race, dmz "" and not on the
-//     arm64 runner (2); runc_nodmz only on ubuntu-22.04 with Go 1.21.x,
-//     not rootless, no race and criu "" (1); of the rest, 8 on each Ubuntu
-//     and 2 on arm64 (Go 1.21.x, no race) (18).
-//   - opencontainers/runc cross-i386, 2: its one axis; the variant whose
-//     value is "" is named "cross-i386", as GitHub shows no empty value.
+// or with exactly the true findings of realFindings. (The sizes of their
+// matrices are checked by TestRealMatrixSizes.)
 func TestRealWorkflows(t *testing.T) {
 	t.Parallel()
 	dir := sharedTestdata(t, "gha")
@@ -116,14 +114,13 @@ func TestRealWorkflows(t *testing.T) {
 	}
 	slices.Sort(files)
 	require.NotEmpty(t, files)
-	var counts strings.Builder
 	for _, file := range files {
 		base := filepath.Base(file)
 		parts := strings.SplitN(base, "__", 3)
 		require.Len(t, parts, 3, "file %s is not named OWNER__REPO__NAME", base)
 		path := ".github/workflows/" + parts[2]
 		src := realWorkflows{dir: dir, repo: parts[0] + "__" + parts[1]}
-		plan, diags, err := compiler.Compile(context.Background(), src, path, compiler.Options{})
+		_, diags, err := compiler.Compile(context.Background(), src, path, compiler.Options{})
 		require.NoError(t, err, base)
 		var got []string
 		for _, d := range diags {
@@ -133,36 +130,5 @@ func TestRealWorkflows(t *testing.T) {
 		if diff := gocmp.Diff(realFindings[base], got); diff != "" {
 			t.Errorf("%s: findings (-want +got):\n%s", base, diff)
 		}
-		if plan == nil {
-			continue
-		}
-		variants := map[string]int{}
-		var order []string
-		for _, j := range plan.Jobs {
-			if j.MatrixOf == "" {
-				continue
-			}
-			if variants[j.MatrixOf] == 0 {
-				order = append(order, j.MatrixOf)
-			}
-			variants[j.MatrixOf]++
-		}
-		for _, job := range order {
-			n := fmt.Sprint(variants[job])
-			if _, unexpanded := plan.Jobs[slices.IndexFunc(plan.Jobs, func(j *cikit.JobSpec) bool { return j.MatrixOf == job })].Matrix["*"]; unexpanded {
-				n = "unexpanded (run-time matrix)"
-			}
-			fmt.Fprintf(&counts, "%s %s: %s\n", base, job, n)
-		}
-	}
-	golden := filepath.Join("testdata", "github_real_matrix.golden")
-	if *update {
-		require.NoError(t, os.WriteFile(golden, []byte(counts.String()), 0o644))
-		return
-	}
-	want, err := os.ReadFile(golden)
-	require.NoError(t, err, "run go test -update to create it")
-	if diff := gocmp.Diff(string(want), counts.String()); diff != "" {
-		t.Errorf("%s (-want +got):\n%s", golden, diff)
 	}
 }
