@@ -671,14 +671,35 @@ func (x *ghEval) evalError(tm *ghTemplate, seg ghSeg, err error) {
 	x.g.c.report(line, col, RuleExpr, "%s", msg)
 }
 
-// render returns the text of t with its expressions evaluated, or as
-// written when one of them can only be evaluated at run time.
+// render returns the text of t with the expressions that can be
+// evaluated now replaced by their values, and the others as written, for
+// the run: "test-${{ matrix.os }}-${{ github.ref }}" is
+// "test-linux-${{ github.ref }}" without the event.
 func (x *ghEval) render(t ghText) string {
 	v, known := x.eval(t)
-	if !known {
+	if known {
+		return expr.ToString(v)
+	}
+	tm := x.g.parseTemplate(t.s, t.node, false)
+	if !tm.ok || tm.single() {
 		return t.s
 	}
-	return expr.ToString(v)
+	env := x.environment()
+	var b strings.Builder
+	for _, seg := range tm.segs {
+		if seg.x == nil {
+			b.WriteString(seg.text)
+			continue
+		}
+		if v, err := expr.EvalGitHub(seg.x, env); err == nil && v != expr.Unknown {
+			b.WriteString(expr.ToString(v))
+			continue
+		}
+		b.WriteString("${{")
+		b.WriteString(seg.text)
+		b.WriteString("}}")
+	}
+	return b.String()
 }
 
 // renderName renders a job's name for a variant. A name without
@@ -1112,6 +1133,9 @@ func (b *ghBinding) apply(s *cikit.JobSpec) {
 	if s.Services != nil {
 		s.Services = services
 	}
+	if m, ok := s.Matrix["*"]; ok {
+		s.Matrix = map[string]string{"*": b.rewriteMatrix(m)}
+	}
 	steps := make([]cikit.Step, len(s.Steps))
 	for i, st := range s.Steps {
 		st.Name, st.Run, st.WorkingDirectory = rw(st.Name), rw(st.Run), rw(st.WorkingDirectory)
@@ -1122,6 +1146,33 @@ func (b *ghBinding) apply(s *cikit.JobSpec) {
 		steps[i] = st
 	}
 	s.Steps = steps
+}
+
+// rewriteMatrix rewrites a matrix left for the run: one expression, or
+// the matrix as written in JSON, whose strings are rewritten one by one so
+// that the JSON stays valid.
+func (b *ghBinding) rewriteMatrix(m string) string {
+	var v any
+	if err := json.Unmarshal([]byte(m), &v); err != nil {
+		return b.rewrite(m, false)
+	}
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			return b.rewrite(x, false)
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		case map[string]any:
+			for k := range x {
+				x[k] = walk(x[k])
+			}
+		}
+		return v
+	}
+	return jsonText(walk(v))
 }
 
 // secretsOf lists the secrets a job reads: the names of the secrets
