@@ -81,7 +81,12 @@ func compileGitHub(c *checker, root *yaml.Node) *draft {
 	}
 	d.name = wf.name
 	d.triggers = wf.triggers
-	d.concurrency = wf.concurrency
+	if wf.concurrency != nil {
+		conc := *wf.concurrency
+		x := &ghEval{g: g, wf: wf}
+		conc.Group = x.render(ghText{conc.Group, wf.concNode})
+		d.concurrency = &conc
+	}
 	d.env = wf.env
 	for _, j := range wf.jobs {
 		d.jobs = append(d.jobs, g.build(wf, j, nil)...)
@@ -292,6 +297,7 @@ type ghWorkflow struct {
 	env         map[string]string
 	defaults    ghDefaults
 	concurrency *cikit.Concurrency
+	concNode    *yaml.Node // the concurrency group as written
 	permissions map[string]string
 	jobs        []*ghJob
 	jobIndex    map[string]*ghJob // by lower-case ID
@@ -338,6 +344,7 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 		case "concurrency":
 			concurrency = e.val
 			wf.concurrency = c.ghConcurrency(e, "the workflow")
+			wf.concNode = c.groupNode(e.val)
 			g.useConcurrency(&wf.uses, e.val, ghAtWorkflow)
 		case "permissions":
 			permissions = e.val
@@ -373,6 +380,20 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 	g.jobs(wf, *jobs)
 	g.checkUses(wf)
 	return wf
+}
+
+// groupNode returns the node of a concurrency group: the value, or its
+// "group" key's value.
+func (c *checker) groupNode(v *yaml.Node) *yaml.Node {
+	v = c.resolve(v)
+	if v.Kind == yaml.MappingNode {
+		for i := 0; i+1 < len(v.Content); i += 2 {
+			if c.resolve(v.Content[i]).Value == "group" {
+				return c.resolve(v.Content[i+1])
+			}
+		}
+	}
+	return v
 }
 
 // useConcurrency registers the expressions of a concurrency value.

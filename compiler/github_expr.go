@@ -764,13 +764,14 @@ func (x *ghEval) jobCondition(t ghText) (cikit.When, *cikit.Condition) {
 	if n == nil {
 		return "", nil
 	}
-	v, err := expr.EvalGitHub(n, x.environment())
+	truth, err := condTruth(n, x.environment())
 	if err != nil {
-		x.evalError(x.g.parseTemplate(t.s, t.node, true), x.g.parseTemplate(t.s, t.node, true).segs[0], err)
+		tm := x.g.parseTemplate(t.s, t.node, true)
+		x.evalError(tm, tm.segs[0], err)
 		return "", nil
 	}
 	status := expr.UsesStatus(n)
-	switch expr.Condition(v) {
+	switch truth {
 	case expr.False:
 		return cikit.WhenNever, nil
 	case expr.True:
@@ -787,6 +788,57 @@ func (x *ghEval) jobCondition(t ghText) (cikit.When, *cikit.Condition) {
 		}
 	}
 	return when, &cikit.Condition{Lang: cikit.LangGitHub, Expr: src}
+}
+
+// condTruth evaluates n as a condition: only whether it is true matters,
+// which can be known when its value is not. a && b is a when a is falsy,
+// else b, so it is true exactly when both are, whatever a is when it is
+// false; likewise for || and !. This is Kleene's logic over GitHub's
+// truthiness: failure() && github.event_name == 'push' is false for a
+// pull request although failure() is not known yet.
+func condTruth(n expr.Node, env *expr.GitHubEnv) (expr.Tri, error) {
+	switch x := n.(type) {
+	case *expr.Binary:
+		if x.Op != expr.OpAnd && x.Op != expr.OpOr {
+			break
+		}
+		decides := expr.False // the value of a left operand that decides
+		if x.Op == expr.OpOr {
+			decides = expr.True
+		}
+		l, err := condTruth(x.X, env)
+		if err != nil || l == decides {
+			return l, err // the right operand is not evaluated
+		}
+		r, err := condTruth(x.Y, env)
+		if err != nil {
+			if l == expr.Unknown {
+				return expr.Unknown, nil // at run time it may not be evaluated
+			}
+			return expr.Unknown, err
+		}
+		switch {
+		case r == decides:
+			return r, nil
+		case l == expr.Unknown || r == expr.Unknown:
+			return expr.Unknown, nil
+		}
+		return r, nil
+	case *expr.Not:
+		v, err := condTruth(x.X, env)
+		switch v {
+		case expr.True:
+			return expr.False, err
+		case expr.False:
+			return expr.True, err
+		}
+		return v, err
+	}
+	v, err := expr.EvalGitHub(n, env)
+	if err != nil {
+		return expr.Unknown, err
+	}
+	return expr.Condition(v), nil
 }
 
 // statusWhen is how a job whose condition is n reacts to the outcome of

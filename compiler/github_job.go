@@ -200,14 +200,7 @@ func (g *ghCompiler) job(wf *ghWorkflow, e entry) *ghJob {
 			}
 		case "concurrency":
 			j.concurrency = c.ghConcurrency(k, where)
-			j.concNode = val
-			if val.Kind == yaml.MappingNode {
-				for i := 0; i+1 < len(val.Content); i += 2 {
-					if c.resolve(val.Content[i]).Value == "group" {
-						j.concNode = c.resolve(val.Content[i+1])
-					}
-				}
-			}
+			j.concNode = c.groupNode(val)
 			g.useConcurrency(&j.exprs, val, ghAtJob)
 		case "outputs":
 			j.outputs = g.outputs(val, j.id)
