@@ -9,6 +9,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/compiler/expr"
 )
 
 // FormatGitHub is GitHub Actions' workflow format: the files in a
@@ -113,6 +114,10 @@ type ghCompiler struct {
 	// written at: each is parsed and checked once, and evaluated for each
 	// matrix variant.
 	templates map[*yaml.Node]*ghTemplate
+	// envs are the evaluation environments by workflow and call, and
+	// github the github context of Options.Event: made once.
+	envs   map[ghEnvKey]*expr.GitHubEnv
+	github map[string]any
 }
 
 // ghEntries returns the pairs of mapping m in order. GitHub reads no merge

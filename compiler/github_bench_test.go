@@ -86,7 +86,7 @@ jobs:
           go-version: ${{ matrix.go }}
       - run: go test -race ./...
         env:
-          COVER: ${{ matrix.coverage }}
+          COVER: ${{ matrix.os }}-cover
       - if: failure()
         run: echo failed
   report:

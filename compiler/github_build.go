@@ -51,7 +51,12 @@ func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 	}
 	out := make([]*jobDecl, 0, len(vs))
 	seen := make(map[string]int, len(vs))
+	// The variants are built one after the other and keep nothing of the
+	// evaluation environment: they share one, whose matrix is set for
+	// each.
+	shared := (&ghEval{g: g, wf: wf, job: j, variant: &vs[0], call: call}).environment()
 	for i := range vs {
+		shared.Contexts["matrix"] = vs[i].values
 		id := variantID(j.id, vs[i])
 		// Different values can render the same ("1" and 1): keep IDs
 		// unique.
@@ -61,7 +66,7 @@ func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 		} else {
 			seen[id] = 1
 		}
-		decls := g.buildVariant(wf, j, &vs[i], id, call)
+		decls := g.buildVariantEnv(wf, j, &vs[i], id, call, shared)
 		for _, d := range decls {
 			d.group = j.id
 			if d.spec.MatrixOf == "" {
@@ -85,7 +90,13 @@ func cmpOr(a, b string) string {
 // buildVariant builds job j for one variant v (nil without matrix), with
 // the given ID.
 func (g *ghCompiler) buildVariant(wf *ghWorkflow, j *ghJob, v *ghVariant, id string, call *ghCall) []*jobDecl {
-	x := &ghEval{g: g, wf: wf, job: j, variant: v, call: call}
+	return g.buildVariantEnv(wf, j, v, id, call, nil)
+}
+
+// buildVariantEnv is buildVariant with the evaluation environment of the
+// variant, when it is made already.
+func (g *ghCompiler) buildVariantEnv(wf *ghWorkflow, j *ghJob, v *ghVariant, id string, call *ghCall, shared *expr.GitHubEnv) []*jobDecl {
+	x := &ghEval{g: g, wf: wf, job: j, variant: v, call: call, env: shared}
 	name := id
 	if j.name.set() && j.name.s != "" {
 		name = x.renderName(j.name)
@@ -170,8 +181,19 @@ func (g *ghCompiler) buildVariant(wf *ghWorkflow, j *ghJob, v *ghVariant, id str
 	}
 	if b := g.outputsBinding(wf, j); b != nil {
 		b.apply(spec)
+		spec.Secrets = secretsOf(spec)
+	} else {
+		// What is read of secrets is the same in every variant.
+		if j.secretNames == nil {
+			j.secretNames = secretsOf(spec)
+			if j.secretNames == nil {
+				j.secretNames = []string{}
+			}
+		}
+		if len(j.secretNames) > 0 {
+			spec.Secrets = j.secretNames
+		}
 	}
-	spec.Secrets = secretsOf(spec)
 	return []*jobDecl{{spec: spec, key: j.key, hasNeeds: j.hasNeeds, needs: j.needs, stage: -1}}
 }
 

@@ -503,29 +503,48 @@ func (x *ghEval) environment() *expr.GitHubEnv {
 	if x.env != nil {
 		return x.env
 	}
-	env := &expr.GitHubEnv{
-		Contexts: map[string]any{},
-		Unknown:  map[string]bool{"needs": true, "steps": true, "job": true, "jobs": true, "runner": true, "secrets": true, "env": true, "strategy": true},
-	}
+	base := x.g.baseEnv(x.wf, x.call)
+	env := &expr.GitHubEnv{Contexts: make(map[string]any, len(base.Contexts)+1), Unknown: base.Unknown}
+	maps.Copy(env.Contexts, base.Contexts)
 	switch {
 	case x.variant != nil:
 		env.Contexts["matrix"] = x.variant.values
 	case x.job != nil && x.job.matrix != nil:
+		env.Unknown = maps.Clone(base.Unknown)
 		env.Unknown["matrix"] = true
 	default:
 		env.Contexts["matrix"] = map[string]any{}
 	}
-	ev := x.g.c.opts.Event
+	x.env = env
+	return env
+}
+
+// baseEnv is what every job of wf compiled for call knows, the matrix
+// aside; made once per workflow and call. Its maps are shared: copy them
+// before changing them.
+func (g *ghCompiler) baseEnv(wf *ghWorkflow, call *ghCall) *expr.GitHubEnv {
+	key := ghEnvKey{wf, call}
+	if env, ok := g.envs[key]; ok {
+		return env
+	}
+	env := &expr.GitHubEnv{
+		Contexts: map[string]any{},
+		Unknown:  map[string]bool{"needs": true, "steps": true, "job": true, "jobs": true, "runner": true, "secrets": true, "env": true, "strategy": true},
+	}
+	ev := g.c.opts.Event
 	switch {
-	case x.call != nil:
-		env.Contexts["inputs"] = x.call.inputs
-	case ev != nil:
-		env.Contexts["inputs"] = x.wf.eventInputs(ev)
+	case call != nil:
+		env.Contexts["inputs"] = call.inputs
+	case ev != nil && wf != nil:
+		env.Contexts["inputs"] = wf.eventInputs(ev)
 	default:
 		env.Unknown["inputs"] = true
 	}
 	if ev != nil {
-		env.Contexts["github"] = ghGithubContext(ev)
+		if g.github == nil {
+			g.github = ghGithubContext(ev)
+		}
+		env.Contexts["github"] = g.github
 		if ev.Variables != nil {
 			env.Contexts["vars"] = anyMap(ev.Variables)
 		} else {
@@ -534,8 +553,16 @@ func (x *ghEval) environment() *expr.GitHubEnv {
 	} else {
 		env.Unknown["github"], env.Unknown["vars"] = true, true
 	}
-	x.env = env
+	if g.envs == nil {
+		g.envs = map[ghEnvKey]*expr.GitHubEnv{}
+	}
+	g.envs[key] = env
 	return env
+}
+
+type ghEnvKey struct {
+	wf   *ghWorkflow
+	call *ghCall
 }
 
 // eventInputs is the inputs context of a run of the workflow for ev: the
@@ -630,7 +657,7 @@ func (x *ghEval) eval(t ghText) (v any, known bool) {
 	}
 	env := x.environment()
 	if tm.single() {
-		v, err := expr.EvalGitHub(tm.segs[0].x, env)
+		v, err := x.evalExpr(tm.segs[0].x, env)
 		if err != nil {
 			x.evalError(tm, tm.segs[0], err)
 			return nil, false
@@ -638,12 +665,13 @@ func (x *ghEval) eval(t ghText) (v any, known bool) {
 		return v, v != expr.Unknown
 	}
 	var b strings.Builder
+	b.Grow(len(t.s))
 	for _, seg := range tm.segs {
 		if seg.x == nil {
 			b.WriteString(seg.text)
 			continue
 		}
-		v, err := expr.EvalGitHub(seg.x, env)
+		v, err := x.evalExpr(seg.x, env)
 		if err != nil {
 			x.evalError(tm, seg, err)
 			return nil, false
@@ -651,9 +679,29 @@ func (x *ghEval) eval(t ghText) (v any, known bool) {
 		if v == expr.Unknown {
 			return nil, false
 		}
-		b.WriteString(expr.ToString(v))
+		if s, ok := v.(string); ok {
+			b.WriteString(s)
+		} else {
+			b.WriteString(expr.ToString(v))
+		}
 	}
 	return b.String(), true
+}
+
+// evalExpr evaluates n, reading matrix.NAME, the commonest expression,
+// straight from the variant.
+func (x *ghEval) evalExpr(n expr.Node, env *expr.GitHubEnv) (any, error) {
+	if p, ok := n.(*expr.Property); ok && x.variant != nil {
+		if ctx, ok := p.X.(*expr.Context); ok && strings.EqualFold(ctx.Name, "matrix") {
+			if v, ok := x.variant.values[p.Name]; ok {
+				switch v.(type) {
+				case string, bool, float64, nil:
+					return v, nil
+				}
+			}
+		}
+	}
+	return expr.EvalGitHub(n, env)
 }
 
 // evalError reports an expression that fails with what is known now: it
@@ -927,6 +975,7 @@ func (g *ghCompiler) evalValue(t ghText, j *ghJob, call *ghCall) (any, bool) {
 	x.environment()
 	// The matrix is being computed: it is not known yet.
 	delete(x.env.Contexts, "matrix")
+	x.env.Unknown = maps.Clone(x.env.Unknown)
 	x.env.Unknown["matrix"] = true
 	return x.eval(t)
 }

@@ -311,12 +311,17 @@ func (g *ghCompiler) variants(m *ghMatrix, j *ghJob, at *yaml.Node, call *ghCall
 		return nil, true, false
 	}
 	out := make([]ghVariant, len(expanded))
+	axisKeys := nameKeys(decl, variant{})
 	for i, v := range expanded {
 		strs := make(map[string]string, len(v.values))
 		for k, val := range v.values {
 			strs[k] = renderValue(val)
 		}
-		out[i] = ghVariant{keys: v.keys, values: v.values, strings: strs, parts: g.variantParts(v.values, strs, nameKeys(decl, v))}
+		keys := axisKeys
+		if v.included {
+			keys = nameKeys(decl, v)
+		}
+		out[i] = ghVariant{keys: v.keys, values: v.values, strings: strs, parts: g.variantParts(v.values, strs, keys)}
 	}
 	return out, true, true
 }
