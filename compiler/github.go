@@ -83,10 +83,8 @@ func compileGitHub(c *checker, root *yaml.Node) *draft {
 	d.name = wf.name
 	d.triggers = wf.triggers
 	if wf.concurrency != nil {
-		conc := *wf.concurrency
 		x := &ghEval{g: g, wf: wf}
-		conc.Group = x.render(ghText{conc.Group, wf.concNode})
-		d.concurrency = &conc
+		d.concurrency = x.concurrency(wf.concurrency, wf.concNode, wf.concCancel)
 	}
 	d.env = wf.env
 	for _, j := range wf.jobs {
@@ -303,6 +301,7 @@ type ghWorkflow struct {
 	defaults    ghDefaults
 	concurrency *cikit.Concurrency
 	concNode    *yaml.Node // the concurrency group as written
+	concCancel  ghText     // cancel-in-progress, when an expression
 	permissions map[string]string
 	jobs        []*ghJob
 	jobIndex    map[string]*ghJob // by lower-case ID
@@ -348,7 +347,7 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 			wf.defaults = c.ghDefaultsOf(e, "the workflow")
 		case "concurrency":
 			concurrency = e.val
-			wf.concurrency = c.ghConcurrency(e, "the workflow")
+			wf.concurrency, wf.concCancel = c.ghConcurrency(e, "the workflow")
 			wf.concNode = c.groupNode(e.val)
 			g.useConcurrency(&wf.uses, e.val, ghAtWorkflow)
 		case "permissions":
@@ -479,21 +478,22 @@ func (c *checker) ghDefaultsOf(e entry, where string) ghDefaults {
 }
 
 // ghConcurrency reads a concurrency group: a group name, or a mapping with
-// group, cancel-in-progress and queue.
-func (c *checker) ghConcurrency(e entry, where string) *cikit.Concurrency {
+// group, cancel-in-progress and queue. cancel is cancel-in-progress when it
+// is an expression.
+func (c *checker) ghConcurrency(e entry, where string) (conc *cikit.Concurrency, cancel ghText) {
 	v := c.resolve(e.val)
 	if v.Kind == yaml.ScalarNode {
 		group, ok := c.ghNonEmpty(v, fmt.Sprintf(`"concurrency" of %s`, where))
 		if !ok {
-			return nil
+			return nil, cancel
 		}
-		return &cikit.Concurrency{Group: group}
+		return &cikit.Concurrency{Group: group}, cancel
 	}
 	entries, ok := c.ghMapping(v, fmt.Sprintf(`"concurrency" of %s`, where), false)
 	if !ok {
-		return nil
+		return nil, cancel
 	}
-	conc := &cikit.Concurrency{}
+	conc = &cikit.Concurrency{}
 	var cancelNode, queueNode *yaml.Node
 	hasGroup, queueMax := false, false
 	for _, ce := range entries {
@@ -506,6 +506,9 @@ func (c *checker) ghConcurrency(e entry, where string) *cikit.Concurrency {
 			conc.CancelInProgress, expr, _ = c.ghBool(ce.val, `"cancel-in-progress"`)
 			if expr == "" && conc.CancelInProgress {
 				cancelNode = ce.val
+			}
+			if expr != "" {
+				cancel = ghText{expr, c.resolve(ce.val)}
 			}
 		case "queue":
 			q, ok := c.ghString(ce.val, `"concurrency.queue"`)
@@ -528,12 +531,12 @@ func (c *checker) ghConcurrency(e entry, where string) *cikit.Concurrency {
 	}
 	if !hasGroup {
 		c.at(e.key, RuleValue, `"concurrency" of %s has no "group"`, where)
-		return nil
+		return nil, cancel
 	}
 	if conc.Group == "" {
-		return nil
+		return nil, cancel
 	}
-	return conc
+	return conc, cancel
 }
 
 // ghPermissionScopes are the scopes of GITHUB_TOKEN and the levels each

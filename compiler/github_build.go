@@ -166,9 +166,7 @@ func (g *ghCompiler) buildVariantEnv(wf *ghWorkflow, j *ghJob, v *ghVariant, id 
 		}
 	}
 	if j.concurrency != nil {
-		conc := *j.concurrency
-		conc.Group = x.render(ghText{conc.Group, j.concNode})
-		spec.Concurrency = &conc
+		spec.Concurrency = x.concurrency(j.concurrency, j.concNode, j.concCancel)
 	}
 	if e := j.environment; e != nil {
 		spec.Environment = &cikit.Environment{Name: x.render(e.name)}
@@ -279,7 +277,9 @@ func (g *ghCompiler) buildCall(wf *ghWorkflow, j *ghJob, x *ghEval, id, name str
 			When:        when,
 			If:          cond,
 			Permissions: perms,
-			Concurrency: j.concurrency,
+		}
+		if j.concurrency != nil {
+			spec.Concurrency = x.concurrency(j.concurrency, j.concNode, j.concCancel)
 		}
 		// The secrets the called workflow may read: those passed, or all
 		// of them with "secrets: inherit".

@@ -759,6 +759,19 @@ func (x *ghEval) renderName(t ghText) string {
 	return x.render(t)
 }
 
+// concurrency renders a concurrency group for the variant: its group
+// with what is known, and cancel-in-progress when it is an expression
+// that can be evaluated (false, the safe side, when it cannot: a job then
+// waits for the one before it instead of cancelling it).
+func (x *ghEval) concurrency(c *cikit.Concurrency, group *yaml.Node, cancel ghText) *cikit.Concurrency {
+	out := *c
+	out.Group = x.render(ghText{c.Group, group})
+	if cancel.set() {
+		out.CancelInProgress, _ = x.bool(cancel)
+	}
+	return &out
+}
+
 // value evaluates t to a value; known is false when it depends on the
 // run.
 func (x *ghEval) value(t ghText) (any, bool) { return x.eval(t) }

@@ -39,6 +39,7 @@ type ghJob struct {
 	environment *ghEnvironment
 	concurrency *cikit.Concurrency
 	concNode    *yaml.Node
+	concCancel  ghText // cancel-in-progress, when an expression
 	outputs     map[string]string
 
 	uses    ghText // a reusable workflow
@@ -201,7 +202,7 @@ func (g *ghCompiler) job(wf *ghWorkflow, e entry) *ghJob {
 				g.use(&j.exprs, e.url, ghAtEnvURL, 0)
 			}
 		case "concurrency":
-			j.concurrency = c.ghConcurrency(k, where)
+			j.concurrency, j.concCancel = c.ghConcurrency(k, where)
 			j.concNode = c.groupNode(val)
 			g.useConcurrency(&j.exprs, val, ghAtJob)
 		case "outputs":

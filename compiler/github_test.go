@@ -263,3 +263,41 @@ func (s fstestSource) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	}
 	return fsys.ReadFile(p)
 }
+
+// TestGitHubConcurrencyWithEvent checks that a cancel-in-progress given
+// by an expression is decided with the event, per job and for the run,
+// and is false while it cannot be.
+func TestGitHubConcurrencyWithEvent(t *testing.T) {
+	t.Parallel()
+	const src = `
+on: push
+concurrency:
+  group: ci-${{ github.ref }}
+  cancel-in-progress: ${{ github.ref != 'refs/heads/main' }}
+jobs:
+  deploy:
+    strategy:
+      matrix:
+        env: [staging, prod]
+    concurrency:
+      group: deploy-${{ matrix.env }}
+      cancel-in-progress: ${{ matrix.env == 'staging' }}
+    runs-on: ubuntu-latest
+    steps: [{run: make}]
+`
+	for _, tt := range []struct {
+		ref    string
+		cancel bool
+	}{{"", false}, {"refs/heads/main", false}, {"refs/heads/dev", true}} {
+		var ev *compiler.Event
+		if tt.ref != "" {
+			ev = &compiler.Event{Name: "push", Ref: tt.ref}
+		}
+		plan, diags, err := compiler.CompileBytes(".github/workflows/ci.yml", []byte(src), compiler.Options{Event: ev})
+		require.NoError(t, err)
+		require.Empty(t, diags)
+		require.Equal(t, tt.cancel, plan.Concurrency.CancelInProgress, tt.ref)
+		require.Equal(t, &cikit.Concurrency{Group: "deploy-staging", CancelInProgress: true}, plan.Job("deploy (staging)").Concurrency)
+		require.Equal(t, &cikit.Concurrency{Group: "deploy-prod"}, plan.Job("deploy (prod)").Concurrency)
+	}
+}
