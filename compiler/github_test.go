@@ -2,6 +2,7 @@ package compiler_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/fstest"
 
@@ -299,5 +300,30 @@ jobs:
 		require.Equal(t, tt.cancel, plan.Concurrency.CancelInProgress, tt.ref)
 		require.Equal(t, &cikit.Concurrency{Group: "deploy-staging", CancelInProgress: true}, plan.Job("deploy (staging)").Concurrency)
 		require.Equal(t, &cikit.Concurrency{Group: "deploy-prod"}, plan.Job("deploy (prod)").Concurrency)
+	}
+}
+
+// TestGitHubCalledWorkflowsLimit checks GitHub's limit of 20 distinct
+// reusable workflows called from one workflow, nested calls included.
+func TestGitHubCalledWorkflowsLimit(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{20, 21} {
+		src := fstestSource{}
+		top := "on: push\njobs:\n"
+		for i := range n {
+			top += fmt.Sprintf("  call%d:\n    uses: ./.github/workflows/w%d.yml\n", i, i)
+			src[fmt.Sprintf(".github/workflows/w%d.yml", i)] = "on: workflow_call\njobs:\n  a:\n    runs-on: x\n    steps: [{run: echo}]\n"
+		}
+		src[".github/workflows/ci.yml"] = top
+		plan, diags, err := compiler.Compile(context.Background(), src, ".github/workflows/ci.yml", compiler.Options{})
+		require.NoError(t, err)
+		if n == 20 {
+			require.Empty(t, diags)
+			require.Len(t, plan.Jobs, 20)
+			continue
+		}
+		require.Len(t, diags, 1)
+		require.Equal(t, "the workflow calls more than 20 distinct reusable workflows, more than GitHub allows", diags[0].Message)
+		require.Equal(t, 43, diags[0].Line, "at the 21st call")
 	}
 }
