@@ -324,6 +324,6 @@ func TestGitHubCalledWorkflowsLimit(t *testing.T) {
 		}
 		require.Len(t, diags, 1)
 		require.Equal(t, "the workflow calls more than 20 distinct reusable workflows, more than GitHub allows", diags[0].Message)
-		require.Equal(t, 43, diags[0].Line, "at the 21st call")
+		require.Equal(t, 44, diags[0].Line, "at the uses: of the 21st call")
 	}
 }
