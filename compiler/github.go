@@ -329,7 +329,6 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 	}
 	wf := &ghWorkflow{file: file, jobIndex: map[string]*ghJob{}}
 	var on, jobs *entry
-	var concurrency, permissions *yaml.Node
 	for _, e := range c.ghEntries(root, false) {
 		switch e.name {
 		case "name":
@@ -346,12 +345,10 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 		case "defaults":
 			wf.defaults = c.ghDefaultsOf(e, "the workflow")
 		case "concurrency":
-			concurrency = e.val
 			wf.concurrency, wf.concCancel = c.ghConcurrency(e, "the workflow")
 			wf.concNode = c.groupNode(e.val)
 			g.useConcurrency(&wf.uses, e.val, ghAtWorkflow)
 		case "permissions":
-			permissions = e.val
 			wf.permissions = c.ghPermissions(e.val)
 		case "jobs":
 			jobs = &e
@@ -359,7 +356,6 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 			c.ghUnknownKey(e, "the workflow", ghTopKeys)
 		}
 	}
-	_, _ = concurrency, permissions
 	if on == nil {
 		c.at(root, RuleEvent, `the workflow has no "on" key, so nothing triggers it; add one such as "on: push"`)
 	} else {

@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"cmp"
 	"fmt"
 	"path"
 	"slices"
@@ -44,7 +45,7 @@ func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 	case !known:
 		decls := g.buildVariant(wf, j, nil, j.id, call)
 		for _, d := range decls {
-			d.spec.MatrixOf = cmpOr(d.spec.MatrixOf, j.id)
+			d.spec.MatrixOf = cmp.Or(d.spec.MatrixOf, j.id)
 			d.spec.Matrix = g.unexpandedMatrix(j.matrix)
 		}
 		return decls
@@ -78,13 +79,6 @@ func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 		out = append(out, decls...)
 	}
 	return out
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // buildVariant builds job j for one variant v (nil without matrix), with

@@ -3,6 +3,7 @@ package compiler
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -271,10 +272,10 @@ func (g *ghCompiler) job(wf *ghWorkflow, e entry) *ghJob {
 			c.ghUnknownKey(k, where, ghJobKeys)
 			continue
 		}
-		if contains(ghStepsOnlyKeys, k.name) && stepsOnly == nil {
+		if slices.Contains(ghStepsOnlyKeys, k.name) && stepsOnly == nil {
 			stepsOnly = &k
 		}
-		if contains(ghCallOnlyKeys, k.name) && callOnly == nil && k.name != "uses" {
+		if slices.Contains(ghCallOnlyKeys, k.name) && callOnly == nil && k.name != "uses" {
 			callOnly = &k
 		}
 	}
@@ -296,15 +297,6 @@ func (g *ghCompiler) job(wf *ghWorkflow, e entry) *ghJob {
 		j.steps = g.steps(stepsKey, stepsNode, j)
 	}
 	return j
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // needs reads a needs value: one job ID or a list of them. A repeated ID
@@ -719,8 +711,8 @@ func (g *ghCompiler) step(item *yaml.Node, n int, j *ghJob, ids map[string]*yaml
 			g.useMap(&j.exprs, val, ghAtStep, n)
 		}
 		switch {
-		case !contains(valid, e.name):
-			if contains(ghStepKeys, e.name) {
+		case !slices.Contains(valid, e.name):
+			if slices.Contains(ghStepKeys, e.name) {
 				kind := `a step that runs a command ("run")`
 				if run == nil {
 					kind = `a step that uses an action ("uses")`

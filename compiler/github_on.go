@@ -603,7 +603,7 @@ func (g *ghCompiler) input(e entry, dispatch bool) ghInput {
 		return in
 	}
 	var optionNodes []*yaml.Node
-	var optionsKey, requiredNode *yaml.Node
+	var optionsKey *yaml.Node
 	for _, ie := range entries {
 		switch ie.name {
 		case "description":
@@ -614,7 +614,6 @@ func (g *ghCompiler) input(e entry, dispatch bool) ghInput {
 			if expr != "" {
 				c.at(c.resolve(ie.val), RuleInput, `"required" of input %q must be true or false; it cannot be computed`, e.name)
 			}
-			requiredNode = ie.key
 		case "default":
 			v := c.resolve(ie.val)
 			if v.Kind != yaml.ScalarNode {
@@ -658,7 +657,6 @@ func (g *ghCompiler) input(e entry, dispatch bool) ghInput {
 	if !dispatch && in.Required && in.hasDef {
 		c.at(in.defaultNode, RuleInput, "input %q of workflow_call is required, so its default %q is never used; drop one of them", e.name, in.def)
 	}
-	_ = requiredNode
 	if in.hasDef {
 		def := in.def
 		in.Input.Default = &def
