@@ -32,6 +32,7 @@ type frontend func(c *checker, root *yaml.Node) *draft
 
 var frontends = map[Format]frontend{
 	FormatNative: compileNative,
+	FormatGitLab: compileGitLab,
 }
 
 // Detect returns the format of the pipeline file at path, judged by its
@@ -42,6 +43,8 @@ func Detect(p string) (Format, bool) {
 	switch path.Base(p) {
 	case ".cikit.yml", ".cikit.yaml":
 		return FormatNative, true
+	case ".gitlab-ci.yml", ".gitlab-ci.yaml":
+		return FormatGitLab, true
 	}
 	return "", false
 }

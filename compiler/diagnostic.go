@@ -70,10 +70,14 @@ const (
 type checker struct {
 	// file is the file being read: the compiled one, or one it includes
 	// while the front end reads that (see within).
-	file        string
-	ctx         context.Context
-	src         FileSource // nil when compiling bytes alone
-	opts        Options
+	file string
+	ctx  context.Context
+	src  FileSource // nil when compiling bytes alone
+	opts Options
+	// nodeFiles names the file of nodes read from other files than the
+	// compiled one (included files), so that findings about them, also
+	// those of link, name the file they are written in.
+	nodeFiles   map[*yaml.Node]string
 	diags       []Diagnostic
 	sizes       map[*yaml.Node]int // subtree sizes, for charging aliases
 	aliasNodes  int
@@ -125,6 +129,10 @@ func (c *checker) at(n *yaml.Node, rule, format string, args ...any) {
 	line, col := 1, 1
 	if n != nil {
 		line, col = n.Line, n.Column
+		if f, ok := c.nodeFiles[n]; ok {
+			c.within(f, func() { c.report(line, col, rule, format, args...) })
+			return
+		}
 	}
 	c.report(line, col, rule, format, args...)
 }
