@@ -150,7 +150,8 @@ func (p *Plan) Job(id string) *cikit.JobSpec {
 // Compile reads the pipeline file at path from src and compiles it.
 //
 // Findings about the file's content are diagnostics: all of them, sorted by
-// line, column, rule and message. The plan is nil exactly when there is at
+// file (findings in the files it includes name those), line, column, rule
+// and message. The plan is nil exactly when there is at
 // least one diagnostic. The error is for failures that are not the file
 // author's to fix: the file cannot be read (a missing file matches
 // fs.ErrNotExist), or its format is unknown (ErrUnknownFormat). The format

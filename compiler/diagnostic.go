@@ -137,12 +137,14 @@ func (c *checker) at(n *yaml.Node, rule, format string, args ...any) {
 	c.report(line, col, rule, format, args...)
 }
 
-// sorted returns the diagnostics in reading order. Identical findings are
+// sorted returns the diagnostics in reading order, file by file (an
+// included file has findings of its own). Identical findings are
 // collapsed: content shared through an alias is checked at each use but
 // written once.
 func (c *checker) sorted() []Diagnostic {
 	slices.SortFunc(c.diags, func(a, b Diagnostic) int {
 		return cmp.Or(
+			cmp.Compare(a.File, b.File),
 			cmp.Compare(a.Line, b.Line),
 			cmp.Compare(a.Col, b.Col),
 			cmp.Compare(a.Rule, b.Rule),

@@ -331,9 +331,8 @@ func (g *glFront) strList(v *glv, key string) []string {
 	if v.isNull() {
 		return nil
 	}
-	items := g.seqOf(v, false)
-	out := make([]string, 0, len(items))
-	for _, it := range items {
+	var out []string
+	for _, it := range g.seqOf(v, false) {
 		if it.kind != glScalar {
 			g.gat(it, RuleType, "%q must be a string or a list of strings, got %s", key, it.what())
 			continue

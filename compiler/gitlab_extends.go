@@ -53,14 +53,17 @@ func (g *glFront) include(item *glv) *glv {
 	var otherKind string
 	var inputs *glv
 	var rules []*glRule
-	switch item.kind {
-	case glScalar:
+	switch {
+	case item.kind == glScalar && item.tag() != "!!str":
+		g.gat(item, RuleType, "an include must be a path or a mapping such as {local: path}, got %s", item.what())
+		return nil
+	case item.kind == glScalar:
 		if strings.HasPrefix(item.text, "https://") || strings.HasPrefix(item.text, "http://") {
 			other, otherKind = item, "remote"
 		} else {
 			local = item
 		}
-	case glMap:
+	case item.kind == glMap:
 		for _, k := range item.keys {
 			switch k.name {
 			case "local":
@@ -256,19 +259,7 @@ func (g *glFront) interpolate(v *glv, inputs map[string]*glv) *glv {
 			}
 		}
 		out := *v
-		out.text = inputRef.ReplaceAllStringFunc(v.text, func(ref string) string {
-			m := inputRef.FindStringSubmatch(ref)
-			in, ok := inputs[m[1]]
-			if !ok {
-				g.gat(v, RuleValue, "unknown input %q", m[1])
-				return ref
-			}
-			if in.kind != glScalar && !in.isNull() {
-				g.gat(v, RuleType, "input %q is a %s and cannot be part of a string", m[1], in.what())
-				return ref
-			}
-			return applyInputFuncs(in.text, m[2])
-		})
+		out.text = g.interpolateText(v, v.text, inputs)
 		return &out
 	case glSeq, glRef:
 		out := *v
@@ -281,11 +272,33 @@ func (g *glFront) interpolate(v *glv, inputs map[string]*glv) *glv {
 		out := *v
 		out.keys = make([]glEntry, len(v.keys))
 		for i, k := range v.keys {
-			out.keys[i] = glEntry{name: k.name, key: k.key, val: g.interpolate(k.val, inputs)}
+			name := k.name
+			if strings.Contains(name, "$[[") {
+				name = g.interpolateText(&glv{kind: glScalar, n: k.key}, name, inputs)
+			}
+			out.keys[i] = glEntry{name: name, key: k.key, val: g.interpolate(k.val, inputs)}
 		}
 		return &out
 	}
 	return v
+}
+
+// interpolateText replaces the input references within text s, written
+// at v, by the inputs' text.
+func (g *glFront) interpolateText(v *glv, s string, inputs map[string]*glv) string {
+	return inputRef.ReplaceAllStringFunc(s, func(ref string) string {
+		m := inputRef.FindStringSubmatch(ref)
+		in, ok := inputs[m[1]]
+		if !ok {
+			g.gat(v, RuleValue, "unknown input %q", m[1])
+			return ref
+		}
+		if in.kind != glScalar && !in.isNull() {
+			g.gat(v, RuleType, "input %q is a %s and cannot be part of a string", m[1], in.what())
+			return ref
+		}
+		return applyInputFuncs(in.text, m[2])
+	})
 }
 
 // applyInputFuncs applies the functions of an interpolation, such as
@@ -366,7 +379,7 @@ func (g *glFront) extendedFrom(name string, chain []string) *glv {
 			g.unknownName(p, RuleExtends, "extends unknown job %q", pname, g.templateNames())
 			continue
 		case pv.kind != glMap:
-			g.gat(p, RuleExtends, "extends %q, which is not a job (a mapping of job keys) but %s", pname, pv.what())
+			g.gat(p, RuleExtends, "extends %q, which is not a job but a value of type %s", pname, pv.what())
 			continue
 		}
 		result = g.deepMerge(pv, result)
@@ -449,7 +462,7 @@ func (g *glFront) derefIn(v *glv, chain []string) *glv {
 // resolveRef returns the value a !reference tag names: [job, key, …],
 // looked up in the job with its extends merged in.
 func (g *glFront) resolveRef(r *glv, chain []string) *glv {
-	null := &glv{kind: glNull, n: r.n}
+	null := &glv{kind: glBad, n: r.n}
 	path := make([]string, 0, len(r.items))
 	for _, it := range r.items {
 		s, ok := g.text(it)
@@ -484,7 +497,7 @@ func (g *glFront) resolveRef(r *glv, chain []string) *glv {
 	}
 	for i, k := range path[1:] {
 		if v.kind != glMap {
-			g.gat(r.items[i+1], RuleReference, "!reference [%s]: %s is %s, which has no key %q", strings.Join(path, ", "), strings.Join(path[:i+1], "."), v.what(), k)
+			g.gat(r.items[i+1], RuleReference, "!reference [%s]: %s is a %s, which has no key %q", strings.Join(path, ", "), strings.Join(path[:i+1], "."), v.what(), k)
 			return null
 		}
 		next := v.get(k)

@@ -83,6 +83,11 @@ func (g *glFront) job(e *glEntry) *glJob {
 		}
 		return nil
 	}
+	if hint := g.suggest(name, glTopKeys); hint != "" && !slices.ContainsFunc(v.keys, func(k glEntry) bool { return slices.Contains(glJobKeys, k.name) }) {
+		// A mapping without a single job key, named like a keyword.
+		g.at(e.key, RuleKey, "unknown top-level key %q; did you mean %q?", name, hint)
+		return nil
+	}
 	v = g.deref(v)
 	inheritDefault, inheritVars := g.inherit(v.get("inherit"))
 	v = g.withDefaults(v, inheritDefault)
@@ -188,6 +193,9 @@ type glReader struct {
 	j               *glJob
 	vars            *glVarsDecl
 	script, trigger *glEntry
+	// scriptClean records that the script holds only commands, so that
+	// an empty one is worth a finding of its own.
+	scriptClean bool
 	stage           *glv
 	when            cikit.When
 	whenNode        *glv
@@ -205,9 +213,11 @@ func (r *glReader) key(k glEntry) {
 	case "script":
 		r.script = &k
 		s.Steps = append(s.Steps, g.script(v, k.name)...)
+		r.scriptClean = g.cleanScript(v)
 	case "run":
 		r.script = &k
 		s.Steps = append(s.Steps, g.runSteps(v)...)
+		r.scriptClean = !hasBad(v)
 	case "before_script":
 		s.Steps = append(g.script(v, k.name), s.Steps...)
 	case "after_script":
@@ -303,7 +313,7 @@ func (r *glReader) check(e *glEntry) {
 		g.at(r.script.key, RuleKey, "job %q has both %s and trigger: a trigger job starts another pipeline and runs no script", j.name, r.script.name)
 	case r.trigger == nil && r.script == nil:
 		g.at(e.key, RuleSteps, "job %q has no script: a job needs script, run or trigger", j.name)
-	case r.trigger == nil && len(j.spec.Steps) == 0:
+	case r.trigger == nil && len(j.spec.Steps) == 0 && r.scriptClean:
 		g.at(r.script.key, RuleSteps, "job %q has an empty script", j.name)
 	}
 	if r.rulesSet {
@@ -411,8 +421,12 @@ func (g *glFront) script(v *glv, key string) []cikit.Step {
 	}
 	var steps []cikit.Step
 	for _, item := range g.seqOf(v, true) {
-		if item.kind != glScalar || item.tag() != "!!str" {
+		switch {
+		case item.kind == glScalar && item.tag() != "!!str":
 			g.gat(item, RuleType, "the commands of %q must be strings, got %s; quote it", key, item.what())
+			continue
+		case item.kind != glScalar:
+			g.gat(item, RuleType, "the commands of %q must be strings, got %s", key, item.what())
 			continue
 		}
 		if strings.TrimSpace(item.text) == "" {
@@ -421,6 +435,20 @@ func (g *glFront) script(v *glv, key string) []cikit.Step {
 		steps = append(steps, cikit.Step{Name: firstLine(item.text), Run: item.text})
 	}
 	return steps
+}
+
+// cleanScript reports whether a script holds only strings: when it holds
+// other values, or broken references, those are reported instead.
+func (g *glFront) cleanScript(v *glv) bool {
+	if hasBad(v) {
+		return false
+	}
+	for _, it := range g.seqOf(v, true) {
+		if it.kind != glScalar || it.tag() != "!!str" {
+			return false
+		}
+	}
+	return true
 }
 
 // runSteps reads run, GitLab's steps: each a mapping with a name and a
@@ -1048,8 +1076,15 @@ func (g *glFront) rules(v *glv, kind ruleKind) []*glRule {
 			continue
 		}
 		r := &glRule{node: item}
-		for _, k := range item.keys {
+		var startIn *glEntry
+		for i, k := range item.keys {
+			if k.name == "start_in" {
+				startIn = &item.keys[i]
+			}
 			g.ruleKey(r, k, kind)
+		}
+		if startIn != nil && kind == ruleJob && r.when != cikit.WhenDelayed {
+			g.at(startIn.key, RuleValue, "start_in needs when: delayed in the same rule")
 		}
 		out = append(out, r)
 	}

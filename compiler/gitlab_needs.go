@@ -274,6 +274,10 @@ func (g *glFront) need(item *glv) (glNeed, bool) {
 // reported unless optional.
 func (g *glFront) targets(j *glJob, name string, at *glv, byName map[string]*glJob, names []string, key string, optional bool) ([]string, bool) {
 	t := byName[name]
+	verb := "needs"
+	if key == "dependencies" {
+		verb = "depends on"
+	}
 	switch {
 	case t == nil && optional:
 		return nil, false
@@ -285,7 +289,7 @@ func (g *glFront) targets(j *glJob, name string, at *glv, byName map[string]*glJ
 		if g.incomplete {
 			return nil, false
 		}
-		msg := "job " + strconv.Quote(j.name) + " " + key + " unknown job " + strconv.Quote(name) + didYouMean(hint)
+		msg := "job " + strconv.Quote(j.name) + " " + verb + " unknown job " + strconv.Quote(name) + didYouMean(hint)
 		if hint == "" {
 			msg += " (jobs: " + list(names) + ")"
 		}
@@ -297,10 +301,10 @@ func (g *glFront) targets(j *glJob, name string, at *glv, byName map[string]*glJ
 	case !t.in && optional:
 		return nil, false
 	case !t.in:
-		g.gat(at, RuleNeeds, "job %q %s %q, which is not in the pipeline for this event: its rules or only/except leave it out", j.name, key, name)
+		g.gat(at, RuleNeeds, "job %q %s %q, which is not in the pipeline for this event: its rules or only/except leave it out", j.name, verb, name)
 		return nil, false
 	case t.stage > j.stage && j.stage >= 0:
-		g.gat(at, RuleNeeds, "job %q (stage %s) %s %q of the later stage %s", j.name, g.stages[j.stage], key, name, g.stages[t.stage])
+		g.gat(at, RuleNeeds, "job %q (stage %s) %s %q of the later stage %s", j.name, g.stages[j.stage], verb, name, g.stages[t.stage])
 		return nil, false
 	}
 	ids := make([]string, len(t.decls))

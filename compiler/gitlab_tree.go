@@ -1,6 +1,7 @@
 package compiler
 
 import (
+	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
@@ -22,6 +23,9 @@ const (
 	glSeq
 	glMap
 	glRef // a !reference tag: items are the path, as scalars
+	// glBad stands for a value that could not be resolved (a broken
+	// !reference), already reported: readers take it as not set.
+	glBad
 )
 
 // glv is one value of the configuration. Values are never modified once
@@ -84,7 +88,7 @@ func (v *glv) without(names ...string) *glv {
 	return &out
 }
 
-func (v *glv) isNull() bool { return v == nil || v.kind == glNull }
+func (v *glv) isNull() bool { return v == nil || v.kind == glNull || v.kind == glBad }
 
 // tag is the YAML tag of a scalar ("!!str", "!!int" …).
 func (v *glv) tag() string { return v.n.ShortTag() }
@@ -233,11 +237,25 @@ func (g *glFront) deepMerge(base, over *glv) *glv {
 	return out
 }
 
+func isBad(v *glv) bool { return v.kind == glBad }
+
+// hasBad reports whether v is or lists (in nested lists) a value that
+// could not be resolved.
+func hasBad(v *glv) bool {
+	if v == nil {
+		return false
+	}
+	if v.kind == glSeq {
+		return slices.ContainsFunc(v.items, hasBad)
+	}
+	return v.kind == glBad
+}
+
 // seqOf returns the items of a list, or v alone for a scalar or mapping:
 // many GitLab keys take one value or a list of them. Nested lists are
 // flattened when flat is set (scripts and rules may nest lists, which
 // !reference produces), up to GitLab's ten levels.
-func (c *checker) seqOf(v *glv, flat bool) []*glv {
+func (g *glFront) seqOf(v *glv, flat bool) []*glv {
 	if v.isNull() {
 		return nil
 	}
@@ -245,7 +263,10 @@ func (c *checker) seqOf(v *glv, flat bool) []*glv {
 		return []*glv{v}
 	}
 	if !flat {
-		return v.items
+		if !slices.ContainsFunc(v.items, isBad) {
+			return v.items
+		}
+		return slices.DeleteFunc(slices.Clone(v.items), isBad)
 	}
 	var out []*glv
 	var walk func(items []*glv, level int)
@@ -253,13 +274,15 @@ func (c *checker) seqOf(v *glv, flat bool) []*glv {
 		for _, it := range items {
 			if it.kind == glSeq {
 				if level >= 10 {
-					c.gat(it, RuleType, "lists nest more than 10 levels deep")
+					g.gat(it, RuleType, "lists nest more than 10 levels deep")
 					continue
 				}
 				walk(it.items, level+1)
 				continue
 			}
-			out = append(out, it)
+			if !isBad(it) {
+				out = append(out, it)
+			}
 		}
 	}
 	walk(v.items, 1)
