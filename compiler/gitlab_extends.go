@@ -376,7 +376,7 @@ func (g *glFront) extendedFrom(name string, chain []string) *glv {
 		pv := g.extendedFrom(pname, chain)
 		switch {
 		case pv == nil:
-			g.unknownName(p, RuleExtends, "extends unknown job %q", pname, g.templateNames())
+			g.unknownName(p, RuleExtends, "extends unknown job %q", pname, slices.DeleteFunc(g.templateNames(), func(n string) bool { return n == name }))
 			continue
 		case pv.kind != glMap:
 			g.gat(p, RuleExtends, "extends %q, which is not a job but a value of type %s", pname, pv.what())

@@ -195,16 +195,16 @@ type glReader struct {
 	script, trigger *glEntry
 	// scriptClean records that the script holds only commands, so that
 	// an empty one is worth a finding of its own.
-	scriptClean bool
-	stage           *glv
-	when            cikit.When
-	whenNode        *glv
-	allowFailure    *bool
-	exitCodes       []int
-	startIn         *glv
-	rules           []*glRule
-	rulesSet        bool
-	only, except    *glPolicy
+	scriptClean  bool
+	stage        *glv
+	when         cikit.When
+	whenNode     *glv
+	allowFailure *bool
+	exitCodes    []int
+	startIn      *glv
+	rules        []*glRule
+	rulesSet     bool
+	only, except *glPolicy
 }
 
 func (r *glReader) key(k glEntry) {
