@@ -610,6 +610,11 @@ type glValue struct {
 	s    string
 	b    bool
 	re   *regexp.Regexp
+	// Of an unknown value, what is known: whether it is present
+	// (triUnknown when that is unknown too), and whether it is a boolean,
+	// as comparisons give.
+	presence tri
+	boolean  bool
 }
 
 // truthy is Ruby's truth, used by && and ||: all but nil and false.
@@ -628,14 +633,22 @@ func (x glValue) present() bool {
 	return true
 }
 
+// isBoolean reports whether x is a boolean, known or not.
+func (x glValue) isBoolean() bool {
+	return x.kind == gvBool || x.kind == gvUnknown && x.boolean
+}
+
 func (x glValue) tri() tri {
 	if x.kind == gvUnknown {
-		return triUnknown
+		return x.presence
 	}
 	return triOf(x.present())
 }
 
-var unknownValue = glValue{kind: gvUnknown}
+var (
+	unknownValue = glValue{kind: gvUnknown, presence: triUnknown}
+	unknownBool  = glValue{kind: gvUnknown, presence: triUnknown, boolean: true}
+)
 
 func boolValue(b bool) glValue { return glValue{kind: gvBool, b: b} }
 
@@ -688,7 +701,10 @@ func (e *glInput) eval(v *glVars) tri { return e.value(v).tri() }
 func (e *glNot) value(v *glVars) glValue {
 	x := e.x.value(v)
 	if x.kind == gvUnknown {
-		return unknownValue
+		if x.presence != triUnknown {
+			return boolValue(x.presence == triFalse)
+		}
+		return unknownBool
 	}
 	return boolValue(!x.present())
 }
@@ -698,30 +714,40 @@ func (e *glBinary) value(v *glVars) glValue {
 	x := e.x.value(v)
 	switch e.op {
 	case "&&":
-		if x.kind == gvUnknown {
-			// Either operand may be the result; when the right one is
-			// known to be absent, so is the result.
-			if y := e.y.value(v); y.kind != gvUnknown && !y.present() {
-				return glValue{}
+		if x.kind != gvUnknown {
+			if !x.truthy() {
+				return x
 			}
-			return unknownValue
+			return e.y.value(v)
 		}
-		if !x.truthy() {
-			return x
+		// The result is x when x is false or nil, else y: absent when y
+		// is absent, unknown otherwise.
+		y := e.y.value(v)
+		out := glValue{kind: gvUnknown, presence: triUnknown, boolean: x.boolean && y.isBoolean()}
+		if y.tri() == triFalse {
+			out.presence = triFalse
 		}
-		return e.y.value(v)
+		return out
 	case "||":
-		if x.kind == gvUnknown {
-			return unknownValue
+		if x.kind != gvUnknown {
+			if x.truthy() {
+				return x
+			}
+			return e.y.value(v)
 		}
-		if x.truthy() {
-			return x
+		// The result is x when x is truthy, else y. A boolean x is
+		// present when truthy, so a present y makes the result present;
+		// any other x may be a truthy blank string.
+		y := e.y.value(v)
+		out := glValue{kind: gvUnknown, presence: triUnknown, boolean: x.boolean && y.isBoolean()}
+		if x.boolean && y.tri() == triTrue {
+			out.presence = triTrue
 		}
-		return e.y.value(v)
+		return out
 	}
 	y := e.y.value(v)
 	if x.kind == gvUnknown || y.kind == gvUnknown {
-		return unknownValue
+		return unknownBool
 	}
 	switch e.op {
 	case "==":
@@ -729,9 +755,9 @@ func (e *glBinary) value(v *glVars) glValue {
 	case "!=":
 		return boolValue(!valuesEqual(x, y))
 	case "=~":
-		return boolValue(matches(x, y, false))
+		return boolValue(matches(x, y))
 	case "!~":
-		return boolValue(!matches(x, y, true))
+		return boolValue(!matches(x, y))
 	}
 	return unknownValue
 }
@@ -753,12 +779,12 @@ func valuesEqual(x, y glValue) bool {
 }
 
 // matches is =~: the right side is a /pattern/, or a variable holding
-// one; a nil right side matches nothing (for !~, nothing fails to match).
-func matches(x, y glValue, negated bool) bool {
+// one; a nil right side matches nothing.
+func matches(x, y glValue) bool {
 	re := y.re
 	switch y.kind {
 	case gvNull:
-		return negated
+		return false
 	case gvString:
 		r, ok := refRegexp(y.s)
 		if !ok || r == nil {
