@@ -114,3 +114,47 @@ func BenchmarkCompileGitLab50(b *testing.B) {
 		})
 	}
 }
+
+// matrixPipeline is a pipeline whose matrix job expands to axes[0] ×
+// axes[1] jobs, between a build job and a report job that needs them all.
+func matrixPipeline(a, b int) []byte {
+	var s strings.Builder
+	s.WriteString("env: {GOFLAGS: -mod=mod}\njobs:\n  build:\n    image: golang:1.26\n    steps: [go build ./...]\n")
+	s.WriteString("  test:\n    needs: [build]\n    image: 'golang:{{ matrix.go }}'\n    runs_on: ['{{ matrix.os }}']\n    matrix:\n      os: [")
+	for i := range a {
+		if i > 0 {
+			s.WriteString(", ")
+		}
+		fmt.Fprintf(&s, "os%d", i)
+	}
+	s.WriteString("]\n      go: [")
+	for i := range b {
+		if i > 0 {
+			s.WriteString(", ")
+		}
+		fmt.Fprintf(&s, "'1.%d'", 20+i)
+	}
+	s.WriteString("]\n    cache: {key: 'mod-{{ matrix.os }}-{{ hash(\"go.sum\") }}', paths: [/go/pkg/mod]}\n")
+	s.WriteString("    steps:\n      - go test -race ./...\n  report:\n    needs: [test]\n    steps: [make report]\n")
+	return []byte(s.String())
+}
+
+func benchmarkMatrix(b *testing.B, x, y, jobs int) {
+	data := matrixPipeline(x, y)
+	plan, diags, err := compiler.CompileBytes(".cikit.yml", data, compiler.Options{})
+	if err != nil || len(diags) > 0 || len(plan.Jobs) != jobs {
+		b.Fatalf("bad benchmark pipeline: %v %v %d jobs", err, diags, len(plan.Jobs))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		_, _, _ = compiler.CompileBytes(".cikit.yml", data, compiler.Options{})
+	}
+}
+
+// BenchmarkCompileNativeMatrix50 compiles a pipeline of 50 jobs, 48 of
+// them a 6 × 8 matrix.
+func BenchmarkCompileNativeMatrix50(b *testing.B) { benchmarkMatrix(b, 6, 8, 50) }
+
+// BenchmarkCompileNativeMatrix256 compiles a matrix at the default limit:
+// 16 × 16 variants plus two jobs.
+func BenchmarkCompileNativeMatrix256(b *testing.B) { benchmarkMatrix(b, 16, 16, 258) }

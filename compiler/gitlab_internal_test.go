@@ -7,6 +7,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/compiler/expr"
 )
 
 func TestParseGitLabDuration(t *testing.T) {
@@ -81,89 +84,92 @@ func vars(kv ...string) *glVars {
 	return v
 }
 
-func TestGitLabExpressions(t *testing.T) {
+// cond parses a condition for the tests.
+func cond(t require.TestingT, s string) *glCond {
+	e, err := expr.ParseGitLab(s)
+	require.NoError(t, err, s)
+	return &glCond{text: s, expr: e}
+}
+
+// TestGitLabVariables checks what conditions see of a known pipeline: the
+// event's variables, the predefined ones its fields give, predefined ones
+// known to be unset for the kind of pipeline, unknown other predefined
+// ones, and unset user variables.
+func TestGitLabVariables(t *testing.T) {
 	t.Parallel()
 	known := vars("A", "x", "EMPTY", "", "RE", "/^ma/", "V", "v1.2.3")
-	for expr, want := range map[string]tri{
+	for s, want := range map[string]tri{
 		`$A == "x"`:                   triTrue,
-		`$A == 'x'`:                   triTrue,
-		`$A != "x"`:                   triFalse,
-		`$A`:                          triTrue,
 		`$EMPTY`:                      triFalse,
 		`$UNSET`:                      triFalse,
 		`$UNSET == null`:              triTrue,
-		`$A == null`:                  triFalse,
-		`!$UNSET`:                     triTrue,
 		`$CI_COMMIT_BRANCH == "main"`: triTrue,
 		`$CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH`: triTrue,
-		`$CI_COMMIT_TAG`:                         triFalse,
-		`$CI_MERGE_REQUEST_IID`:                  triFalse,
-		`$CI_PIPELINE_SOURCE == "push"`:          triTrue,
-		`$CI_PROJECT_PATH == "a/b"`:              triUnknown,
-		`$CI_PROJECT_PATH == "a/b" && $A == "y"`: triFalse,
-		`$CI_PROJECT_PATH == "a/b" || $A == "x"`: triTrue,
-		`$CI_PROJECT_PATH == "a/b" || $A == "y"`: triUnknown,
-		`$V =~ /^v\d+\.\d+\.\d+$/`:               triTrue,
-		`$V =~ /^V/i`:                            triTrue,
-		`$V !~ /^v/`:                             triFalse,
-		`$CI_COMMIT_BRANCH =~ $RE`:               triTrue,
-		`$A =~ $UNSET`:                           triFalse,
-		`$A !~ $UNSET`:                           triTrue,
-		`($A == "x" || $A == "y") && $V`:         triTrue,
-		`$A == "x" && ($V == "no" || $EMPTY)`:    triFalse,
-		// Ruby's &&: "" is truthy, so the result is the right operand.
-		`$EMPTY && $A`:    triTrue,
-		`true`:            triTrue,
-		`false || $A`:     triTrue,
-		`$[[ inputs.x ]]`: triUnknown,
+		`$CI_COMMIT_REF_NAME == "main"`:           triTrue,
+		`$CI_COMMIT_TAG`:                          triFalse,
+		`$CI_MERGE_REQUEST_IID`:                   triFalse,
+		`$CI_PIPELINE_SOURCE == "push"`:           triTrue,
+		`$CI_PROJECT_PATH == "a/b"`:               triUnknown,
+		`$CI_PROJECT_PATH == "a/b" && $A == "y"`:  triFalse,
+		`$CI_PROJECT_PATH == "a/b" || $A == "x"`:  triTrue,
+		`$CI_PROJECT_PATH == "a/b" || $A == "y"`:  triUnknown,
+		`$V =~ /^v\d+\.\d+\.\d+$/`:                triTrue,
+		`$CI_COMMIT_BRANCH =~ $RE`:                triTrue,
 	} {
-		e, err := parseGitLabExpr(expr)
-		require.NoError(t, err, expr)
-		require.Equal(t, want, e.eval(known), expr)
+		require.Equal(t, want, cond(t, s).eval(known), s)
 	}
+	file := known.with(map[string]string{"UNSET": "from the file", "A": "overridden"})
+	require.Equal(t, triTrue, cond(t, `$UNSET`).eval(file), "the file's variables count")
+	require.Equal(t, triTrue, cond(t, `$A == "x"`).eval(file), "the event's win")
+
 	lint := newGLVars(nil)
-	for _, expr := range []string{`$A == "x"`, `$CI_COMMIT_TAG`, `"a" == "a" && $A`} {
-		e, err := parseGitLabExpr(expr)
-		require.NoError(t, err)
-		require.Equal(t, triUnknown, e.eval(lint), expr)
+	for _, s := range []string{`$A == "x"`, `$CI_COMMIT_TAG`, `$UNSET == null`} {
+		require.Equal(t, triUnknown, cond(t, s).eval(lint), s)
 	}
-	e, err := parseGitLabExpr(`"a" == "b" && $A`)
-	require.NoError(t, err)
-	require.Equal(t, triFalse, e.eval(lint), "known without variables")
-	for _, bad := range []string{``, `$A ==`, `== "x"`, `$A = "x"`, `($A`, `$A)`, `"open`, `/(/`, `$`, `$A == "x" $B`, `$[[ input.x ]]`} {
-		_, err := parseGitLabExpr(bad)
-		require.Error(t, err, bad)
-	}
-	_, err = parseGitLabExpr(strings.Repeat("$A && ", 60) + "$A")
-	require.ErrorContains(t, err, "tokens")
+	require.Equal(t, triFalse, cond(t, `"a" == "b" && $A`).eval(lint), "known without variables")
+
+	mr := newGLVars(&Event{Name: "merge_request", Branch: "feature", BaseBranch: "main"})
+	require.Equal(t, triTrue, cond(t, `$CI_PIPELINE_SOURCE == "merge_request_event" && $CI_MERGE_REQUEST_TARGET_BRANCH_NAME == "main"`).eval(mr))
+	require.Equal(t, triFalse, cond(t, `$CI_COMMIT_BRANCH`).eval(mr), "no branch in merge request pipelines")
+	require.Equal(t, triUnknown, cond(t, `$CI_MERGE_REQUEST_IID`).eval(mr))
+	tag := newGLVars(&Event{Name: "push", Ref: "refs/tags/v1.0"})
+	require.Equal(t, triTrue, cond(t, `$CI_COMMIT_TAG == "v1.0" && $CI_COMMIT_BRANCH == null`).eval(tag))
 }
 
-// TestGitLabThreeValuedSoundness checks the SAFETY property of the
-// three-valued evaluation: when an expression evaluates to true or false
-// with some variables unknown, it evaluates to the same with any values
-// (or none) for them. Unknown is always allowed: it only keeps a job.
+// TestGitLabThreeValuedSoundness checks the SAFETY properties of deciding
+// with unknowns, for any values (or none) the unknown variables turn out
+// to have: a condition that is true or false with unknowns is the same
+// with their values; rules that leave a job out with unknowns leave it
+// out with their values (a job that could run is never dropped); and a
+// run-time condition left in the job decides alone whether the rules
+// include it.
 func TestGitLabThreeValuedSoundness(t *testing.T) {
 	t.Parallel()
 	// Predefined names: the event does not tell them, so they are unknown
 	// unless set or known to be unset.
 	names := []string{"CI_A", "CI_B", "CI_C"}
 	values := []string{"", "x", "y", "/x/", "main"}
+	g := &glFront{checker: newChecker("t")}
 	rapid.Check(t, func(t *rapid.T) {
-		expr := genExpr(t, names, values, 3)
-		e, err := parseGitLabExpr(expr)
-		if err != nil {
-			t.Fatalf("generated %q does not parse: %v", expr, err)
+		var rules []*glRule
+		for range rapid.IntRange(1, 3).Draw(t, "rules") {
+			r := &glRule{cond: cond(t, genExpr(t, names, values, 3))}
+			if rapid.Bool().Draw(t, "never") {
+				r.when = cikit.WhenNever
+			}
+			rules = append(rules, r)
 		}
 		partial, full := vars(), vars()
 		for _, n := range names {
 			state := rapid.IntRange(0, 2).Draw(t, "state "+n) // unknown, unset, set
 			val := rapid.SampledFrom(values).Draw(t, "value "+n)
-			if state == 0 {
+			switch state {
+			case 0:
 				// Any completion of the unknown.
 				state = rapid.IntRange(1, 2).Draw(t, "completion "+n)
-			} else if state == 1 {
+			case 1:
 				partial.null[n] = true
-			} else {
+			default:
 				partial.given[n] = val
 			}
 			if state == 1 {
@@ -172,37 +178,43 @@ func TestGitLabThreeValuedSoundness(t *testing.T) {
 				full.given[n] = val
 			}
 		}
-		got := e.eval(partial)
-		if got == triUnknown {
-			return
+		for _, r := range rules {
+			if got := r.cond.eval(partial); got != triUnknown && got != r.cond.eval(full) {
+				t.Fatalf("%q: %v with unknowns, %v with them known", r.cond.text, got, r.cond.eval(full))
+			}
 		}
-		if want := e.eval(full); want != got {
-			t.Fatalf("%q: %v with unknowns, %v with them known", expr, got, want)
+		got, want := g.decideRules(rules, partial), g.decideRules(rules, full)
+		if !got.in && want.in {
+			t.Fatalf("rules exclude the job with unknowns, but include it when they are known")
+		}
+		if got.cond != nil {
+			c := &glCond{text: got.cond.Expr, expr: got.rule.cond.expr}
+			if (c.eval(full) == triTrue) != want.in {
+				t.Fatalf("the run-time condition %q does not decide alone: it is %v, the rules say in=%v", c.text, c.eval(full), want.in)
+			}
 		}
 	})
 }
 
 func genExpr(t *rapid.T, names, values []string, depth int) string {
 	operand := func() string {
-		switch rapid.IntRange(0, 3).Draw(t, "operand") {
+		switch rapid.IntRange(0, 2).Draw(t, "operand") {
 		case 0:
 			return "$" + rapid.SampledFrom(names).Draw(t, "name")
 		case 1:
 			return `"` + rapid.SampledFrom(values).Draw(t, "string") + `"`
-		case 2:
-			return "null"
 		}
-		return "/" + rapid.SampledFrom([]string{"x", "^m", "a|y"}).Draw(t, "regexp") + "/"
+		return "null"
 	}
 	if depth == 0 || rapid.Bool().Draw(t, "leaf") {
-		x := operand()
-		if rapid.Bool().Draw(t, "compare") {
-			x += " " + rapid.SampledFrom([]string{"==", "!=", "=~", "!~"}).Draw(t, "cmp") + " " + operand()
+		switch rapid.IntRange(0, 2).Draw(t, "kind") {
+		case 0:
+			return "$" + rapid.SampledFrom(names).Draw(t, "name")
+		case 1:
+			return operand() + " " + rapid.SampledFrom([]string{"==", "!="}).Draw(t, "cmp") + " " + operand()
 		}
-		if rapid.IntRange(0, 4).Draw(t, "not") == 0 {
-			x = "!(" + x + ")"
-		}
-		return x
+		return "$" + rapid.SampledFrom(names).Draw(t, "name") + " " + rapid.SampledFrom([]string{"=~", "!~"}).Draw(t, "match") + " " +
+			rapid.SampledFrom([]string{"/xx|y/", "/^ma/", "$CI_A"}).Draw(t, "pattern")
 	}
 	op := rapid.SampledFrom([]string{"&&", "||"}).Draw(t, "logic")
 	return "(" + genExpr(t, names, values, depth-1) + ") " + op + " (" + genExpr(t, names, values, depth-1) + ")"

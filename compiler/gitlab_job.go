@@ -1,14 +1,17 @@
 package compiler
 
 import (
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/compiler/expr"
 )
 
 // glJob is one job of the pipeline as read, before its parallel copies.
@@ -1172,12 +1175,46 @@ func (g *glFront) condition(v *glv) *glCond {
 	if !ok {
 		return nil
 	}
-	e, err := parseGitLabExpr(s)
+	e, err := expr.ParseGitLab(s)
 	if err != nil {
-		g.gat(v, RuleExpression, "invalid expression %q: %v", s, err)
+		msg, col := err.Error(), v.n.Column
+		var se *expr.SyntaxError
+		if errors.As(err, &se) {
+			msg = se.Msg
+			col += exprColumn(v.n, s, se.Offset)
+		}
+		report := func() { g.report(v.n.Line, col, RuleExpression, "invalid expression %q: %s", s, msg) }
+		if f, ok := g.nodeFiles[v.n]; ok {
+			g.within(f, report)
+		} else {
+			report()
+		}
 		return nil
 	}
 	return &glCond{text: s, node: v, expr: e}
+}
+
+// exprColumn returns how many columns after the start of scalar n the
+// byte offset off of its value s is, when the value is written as it
+// reads (a plain scalar, or a quoted one without escapes); 0 otherwise.
+func exprColumn(n *yaml.Node, s string, off int) int {
+	if off < 0 || off > len(s) || strings.ContainsRune(s, '\n') {
+		return 0
+	}
+	runes := utf8.RuneCountInString(s[:off])
+	switch n.Style {
+	case 0:
+		return runes
+	case yaml.DoubleQuotedStyle:
+		if !strings.ContainsAny(s, "\\\"") {
+			return runes + 1
+		}
+	case yaml.SingleQuotedStyle:
+		if !strings.Contains(s, "'") {
+			return runes + 1
+		}
+	}
+	return 0
 }
 
 // glPolicyKeys are the keys of only and except in their mapping form.

@@ -2,7 +2,6 @@ package compiler
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
 	"regexp"
 	"regexp/syntax"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/compiler/expr"
 )
 
 // GitLab decides at pipeline creation which jobs a pipeline has: rules,
@@ -449,14 +449,27 @@ type glRule struct {
 type glCond struct {
 	text string
 	node *glv
-	expr glExpr
+	expr expr.Node
+}
+
+// eval evaluates the condition with what vars know. A variable holding a
+// regular expression that does not compile makes it false, as in GitLab.
+func (c *glCond) eval(vars *glVars) tri {
+	t, err := expr.EvalGitLabPartial(c.expr, vars.lookup)
+	switch {
+	case err != nil || t == expr.False:
+		return triFalse
+	case t == expr.True:
+		return triTrue
+	}
+	return triUnknown
 }
 
 // match decides whether the rule's clauses all hold.
 func (g *glFront) ruleMatch(r *glRule, vars *glVars) tri {
 	t := triTrue
 	if r.cond != nil {
-		t = t.and(r.cond.expr.eval(vars))
+		t = t.and(r.cond.eval(vars))
 	}
 	if r.changesSet {
 		t = t.and(vars.changesMatch(r.changes, r.compareTo))
@@ -501,7 +514,7 @@ func (g *glFront) decideRules(rules []*glRule, vars *glVars) glDecision {
 		// The run-time condition is exact when only this rule's if is
 		// unknown, every rule before it is known not to match, and no
 		// later rule could include the job.
-		exact := r.cond != nil && r.cond.expr.eval(vars) == triUnknown &&
+		exact := r.cond != nil && r.cond.eval(vars) == triUnknown &&
 			(!r.changesSet || vars.changesMatch(r.changes, r.compareTo) == triTrue) &&
 			(!r.existsSet || !r.existsRemote && g.existsMatch(r.exists, vars) == triTrue)
 		for _, prev := range rules[:i] {
@@ -540,7 +553,7 @@ func (p *glPolicy) conditions(g *glFront, vars *glVars) []tri {
 	if p.variables != nil {
 		t := triFalse
 		for _, c := range p.variables {
-			t = t.or(c.expr.eval(vars))
+			t = t.or(c.eval(vars))
 		}
 		out = append(out, t)
 	}
@@ -575,447 +588,11 @@ func (g *glFront) decideOnlyExcept(only, except *glPolicy, vars *glVars, hasWork
 	return in
 }
 
-// GitLab's CI/CD expressions, for rules:if and only/except:variables.
-//
-//	expr    = or
-//	or      = and { "||" and }
-//	and     = cmp { "&&" cmp }
-//	cmp     = unary [ ("==" | "!=" | "=~" | "!~") unary ]
-//	unary   = "!" unary | primary
-//	primary = "(" expr ")" | $VAR | "string" | 'string' | /regexp/flags
-//	        | null | true | false | $[[ inputs.name ]]
-//
-// Values follow GitLab's Ruby semantics: a variable is its string or nil
-// when unset; && and || return one of their operands; a condition holds
-// when its value is present (not nil, not false, not a blank string).
-
-// glExpr is a parsed expression.
-type glExpr interface {
-	value(v *glVars) glValue
-	eval(v *glVars) tri
-}
-
-type glValueKind uint8
-
-const (
-	gvNull glValueKind = iota
-	gvBool
-	gvString
-	gvRegexp
-	gvUnknown
-)
-
-type glValue struct {
-	kind glValueKind
-	s    string
-	b    bool
-	re   *regexp.Regexp
-	// Of an unknown value, what is known: whether it is present
-	// (triUnknown when that is unknown too), and whether it is a boolean,
-	// as comparisons give.
-	presence tri
-	boolean  bool
-}
-
-// truthy is Ruby's truth, used by && and ||: all but nil and false.
-func (x glValue) truthy() bool { return !(x.kind == gvNull || x.kind == gvBool && !x.b) }
-
-// present is Rails' present?, what decides a condition.
-func (x glValue) present() bool {
-	switch x.kind {
-	case gvNull:
-		return false
-	case gvBool:
-		return x.b
-	case gvString:
-		return strings.TrimSpace(x.s) != ""
-	}
-	return true
-}
-
-// isBoolean reports whether x is a boolean, known or not.
-func (x glValue) isBoolean() bool {
-	return x.kind == gvBool || x.kind == gvUnknown && x.boolean
-}
-
-func (x glValue) tri() tri {
-	if x.kind == gvUnknown {
-		return x.presence
-	}
-	return triOf(x.present())
-}
-
-var (
-	unknownValue = glValue{kind: gvUnknown, presence: triUnknown}
-	unknownBool  = glValue{kind: gvUnknown, presence: triUnknown, boolean: true}
-)
-
-func boolValue(b bool) glValue { return glValue{kind: gvBool, b: b} }
-
-type (
-	glLit    struct{ v glValue }
-	glVarRef struct{ name string }
-	glInput  struct{ name string }
-	glNot    struct{ x glExpr }
-	glBinary struct {
-		op   string
-		x, y glExpr
-	}
-)
-
-func (e *glLit) value(*glVars) glValue { return e.v }
-func (e *glLit) eval(v *glVars) tri    { return e.value(v).tri() }
-
-func (e *glVarRef) value(v *glVars) glValue {
-	s, ok, known := v.lookup(e.name)
-	switch {
-	case !known:
-		return unknownValue
-	case !ok:
-		return glValue{}
-	}
-	return glValue{kind: gvString, s: s}
-}
-func (e *glVarRef) eval(v *glVars) tri { return e.value(v).tri() }
-
-func (e *glInput) value(v *glVars) glValue {
-	if v.event == nil {
-		return unknownValue
-	}
-	in, ok := v.event.Inputs[e.name]
-	if !ok {
-		return unknownValue
-	}
-	switch in := in.(type) {
-	case nil:
-		return glValue{}
-	case bool:
-		return boolValue(in)
-	case string:
-		return glValue{kind: gvString, s: in}
-	}
-	return glValue{kind: gvString, s: fmt.Sprint(in)}
-}
-func (e *glInput) eval(v *glVars) tri { return e.value(v).tri() }
-
-func (e *glNot) value(v *glVars) glValue {
-	x := e.x.value(v)
-	if x.kind == gvUnknown {
-		if x.presence != triUnknown {
-			return boolValue(x.presence == triFalse)
-		}
-		return unknownBool
-	}
-	return boolValue(!x.present())
-}
-func (e *glNot) eval(v *glVars) tri { return e.value(v).tri() }
-
-func (e *glBinary) value(v *glVars) glValue {
-	x := e.x.value(v)
-	switch e.op {
-	case "&&":
-		if x.kind != gvUnknown {
-			if !x.truthy() {
-				return x
-			}
-			return e.y.value(v)
-		}
-		// The result is x when x is false or nil, else y: absent when y
-		// is absent, unknown otherwise.
-		y := e.y.value(v)
-		out := glValue{kind: gvUnknown, presence: triUnknown, boolean: x.boolean && y.isBoolean()}
-		if y.tri() == triFalse {
-			out.presence = triFalse
-		}
-		return out
-	case "||":
-		if x.kind != gvUnknown {
-			if x.truthy() {
-				return x
-			}
-			return e.y.value(v)
-		}
-		// The result is x when x is truthy, else y. A boolean x is
-		// present when truthy, so a present y makes the result present;
-		// any other x may be a truthy blank string.
-		y := e.y.value(v)
-		out := glValue{kind: gvUnknown, presence: triUnknown, boolean: x.boolean && y.isBoolean()}
-		if x.boolean && y.tri() == triTrue {
-			out.presence = triTrue
-		}
-		return out
-	}
-	y := e.y.value(v)
-	if x.kind == gvUnknown || y.kind == gvUnknown {
-		return unknownBool
-	}
-	switch e.op {
-	case "==":
-		return boolValue(valuesEqual(x, y))
-	case "!=":
-		return boolValue(!valuesEqual(x, y))
-	case "=~":
-		return boolValue(matches(x, y))
-	case "!~":
-		return boolValue(!matches(x, y))
-	}
-	return unknownValue
-}
-func (e *glBinary) eval(v *glVars) tri { return e.value(v).tri() }
-
-func valuesEqual(x, y glValue) bool {
-	if x.kind != y.kind {
-		return false
-	}
-	switch x.kind {
-	case gvString:
-		return x.s == y.s
-	case gvBool:
-		return x.b == y.b
-	case gvRegexp:
-		return x.re.String() == y.re.String()
-	}
-	return true
-}
-
-// matches is =~: the right side is a /pattern/, or a variable holding
-// one; a nil right side matches nothing.
-func matches(x, y glValue) bool {
-	re := y.re
-	switch y.kind {
-	case gvNull:
-		return false
-	case gvString:
-		r, ok := refRegexp(y.s)
-		if !ok || r == nil {
-			return false
-		}
-		re = r
-	case gvRegexp:
-	default:
-		return false
-	}
-	text := x.s
-	if x.kind == gvBool {
-		text = fmt.Sprint(x.b)
-	}
-	return re.MatchString(text)
-}
-
-// maxExprTokens is GitLab's limit on the tokens of an expression.
-const maxExprTokens = 100
-
-type glToken struct {
-	kind string // "(", ")", "op", "!", "val"
-	text string
-	val  glExpr
-}
-
-// parseGitLabExpr parses an expression; the error says what is wrong in
-// a sentence.
-func parseGitLabExpr(s string) (glExpr, error) {
-	toks, err := lexGitLabExpr(s)
-	if err != nil {
-		return nil, err
-	}
-	if len(toks) == 0 {
-		return nil, errors.New("the expression is empty")
-	}
-	p := &glParser{toks: toks}
-	e, err := p.or()
-	if err != nil {
-		return nil, err
-	}
-	if p.i < len(p.toks) {
-		return nil, fmt.Errorf("unexpected %q", p.toks[p.i].text)
-	}
-	return e, nil
-}
-
-var (
-	inputLexeme   = regexp.MustCompile(`^\$\[\[\s*inputs\.(\w+)\s*\]\]`)
-	varLexeme     = regexp.MustCompile(`^\$(\w+)`)
-	patternLexeme = regexp.MustCompile(`^/((?:[^/\\]|\\.)+)/([ismU]*)`)
-	wordLexeme    = regexp.MustCompile(`^(null|true|false)\b`)
-)
-
-func lexGitLabExpr(s string) ([]glToken, error) {
-	var toks []glToken
-	rest := s
-	for {
-		rest = strings.TrimLeft(rest, " \t\r\n")
-		if rest == "" {
-			return toks, nil
-		}
-		if len(toks) >= maxExprTokens {
-			return nil, fmt.Errorf("the expression has more than %d tokens", maxExprTokens)
-		}
-		var t glToken
-		n := 0
-		switch {
-		case rest[0] == '(' || rest[0] == ')':
-			t, n = glToken{kind: rest[:1], text: rest[:1]}, 1
-		case strings.HasPrefix(rest, "$[["):
-			m := inputLexeme.FindStringSubmatch(rest)
-			if m == nil {
-				return nil, fmt.Errorf("invalid input reference at %q: write $[[ inputs.name ]]", clip(rest))
-			}
-			t, n = glToken{kind: "val", text: m[0], val: &glInput{name: m[1]}}, len(m[0])
-		case rest[0] == '$':
-			m := varLexeme.FindStringSubmatch(rest)
-			if m == nil {
-				return nil, fmt.Errorf("invalid variable at %q: write $NAME", clip(rest))
-			}
-			t, n = glToken{kind: "val", text: m[0], val: &glVarRef{name: m[1]}}, len(m[0])
-		case rest[0] == '"' || rest[0] == '\'':
-			end := strings.IndexByte(rest[1:], rest[0])
-			if end < 0 {
-				return nil, fmt.Errorf("unterminated string %s", clip(rest))
-			}
-			t, n = glToken{kind: "val", text: rest[:end+2], val: &glLit{glValue{kind: gvString, s: rest[1 : end+1]}}}, end+2
-		case rest[0] == '/':
-			m := patternLexeme.FindStringSubmatch(rest)
-			if m == nil {
-				return nil, fmt.Errorf("unterminated regular expression %s", clip(rest))
-			}
-			re, err := rubyRegexp(m[1], m[2])
-			if err != nil {
-				return nil, fmt.Errorf("invalid regular expression %s: %v", m[0], regexpProblem(err))
-			}
-			t, n = glToken{kind: "val", text: m[0], val: &glLit{glValue{kind: gvRegexp, re: re}}}, len(m[0])
-		case wordLexeme.MatchString(rest):
-			w := wordLexeme.FindString(rest)
-			v := glValue{}
-			if w != "null" {
-				v = boolValue(w == "true")
-			}
-			t, n = glToken{kind: "val", text: w, val: &glLit{v}}, len(w)
-		default:
-			op := ""
-			for _, o := range []string{"==", "!=", "=~", "!~", "&&", "||"} {
-				if strings.HasPrefix(rest, o) {
-					op = o
-					break
-				}
-			}
-			switch {
-			case op != "":
-				t, n = glToken{kind: "op", text: op}, 2
-			case rest[0] == '!':
-				t, n = glToken{kind: "!", text: "!"}, 1
-			default:
-				return nil, fmt.Errorf("unexpected %q: expressions compare $VARIABLES with \"strings\", /regexps/ or null, joined by && and ||", clip(rest))
-			}
-		}
-		toks = append(toks, t)
-		rest = rest[n:]
-	}
-}
-
+// regexpProblem is what is wrong with a regular expression, in words.
 func regexpProblem(err error) string {
 	var re *syntax.Error
 	if errors.As(err, &re) {
 		return string(re.Code)
 	}
 	return err.Error()
-}
-
-// clip shortens the rest of an expression for a message.
-func clip(s string) string {
-	if r := []rune(s); len(r) > 20 {
-		return string(r[:20]) + "…"
-	}
-	return s
-}
-
-type glParser struct {
-	toks  []glToken
-	i     int
-	depth int
-}
-
-func (p *glParser) peek(kind, text string) bool {
-	return p.i < len(p.toks) && p.toks[p.i].kind == kind && (text == "" || p.toks[p.i].text == text)
-}
-
-func (p *glParser) or() (glExpr, error) {
-	x, err := p.and()
-	for err == nil && p.peek("op", "||") {
-		p.i++
-		var y glExpr
-		if y, err = p.and(); err == nil {
-			x = &glBinary{op: "||", x: x, y: y}
-		}
-	}
-	return x, err
-}
-
-func (p *glParser) and() (glExpr, error) {
-	x, err := p.cmp()
-	for err == nil && p.peek("op", "&&") {
-		p.i++
-		var y glExpr
-		if y, err = p.cmp(); err == nil {
-			x = &glBinary{op: "&&", x: x, y: y}
-		}
-	}
-	return x, err
-}
-
-func (p *glParser) cmp() (glExpr, error) {
-	x, err := p.unary()
-	if err != nil {
-		return nil, err
-	}
-	for p.peek("op", "") && p.toks[p.i].text != "&&" && p.toks[p.i].text != "||" {
-		op := p.toks[p.i].text
-		p.i++
-		y, err := p.unary()
-		if err != nil {
-			return nil, err
-		}
-		x = &glBinary{op: op, x: x, y: y}
-	}
-	return x, nil
-}
-
-func (p *glParser) unary() (glExpr, error) {
-	if p.peek("!", "") {
-		p.i++
-		x, err := p.unary()
-		if err != nil {
-			return nil, err
-		}
-		return &glNot{x: x}, nil
-	}
-	return p.primary()
-}
-
-func (p *glParser) primary() (glExpr, error) {
-	if p.i >= len(p.toks) {
-		return nil, errors.New("the expression ends where a value is expected")
-	}
-	t := p.toks[p.i]
-	switch t.kind {
-	case "val":
-		p.i++
-		return t.val, nil
-	case "(":
-		p.i++
-		p.depth++
-		if p.depth > maxExprTokens {
-			return nil, errors.New("parentheses nest too deep")
-		}
-		x, err := p.or()
-		if err != nil {
-			return nil, err
-		}
-		if !p.peek(")", "") {
-			return nil, errors.New("a parenthesis is not closed")
-		}
-		p.i++
-		p.depth--
-		return x, nil
-	}
-	return nil, fmt.Errorf("unexpected %q where a value is expected", t.text)
 }

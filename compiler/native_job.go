@@ -167,7 +167,10 @@ func (c *checker) expandNative(j *jobDecl, m *matrixDecl, vals []*yaml.Node) []*
 	out := make([]*jobDecl, 0, len(variants))
 	for _, v := range variants {
 		values := v.strings()
-		spec := j.spec.Clone()
+		// Variants share what no template changes (steps, services
+		// without templates …): a plan is read-only, and stores copy
+		// what they keep. applyTemplates copies before it rewrites.
+		spec := *j.spec
 		spec.ID = v.name(j.spec.ID)
 		spec.MatrixOf = j.spec.ID
 		spec.Matrix = values
@@ -175,12 +178,11 @@ func (c *checker) expandNative(j *jobDecl, m *matrixDecl, vals []*yaml.Node) []*
 			spec.Name = spec.ID
 		}
 		c.chargePlan(len(values), j.key)
-		if spec.Env == nil {
-			spec.Env = make(map[string]string, len(values))
-		}
+		spec.Env = make(map[string]string, len(j.spec.Env)+len(values))
+		maps.Copy(spec.Env, j.spec.Env)
 		maps.Copy(spec.Env, values)
 		vj := *j
-		vj.spec = spec
+		vj.spec = &spec
 		vj.group = j.spec.ID
 		c.applyTemplates(&vj, values, vals)
 		out = append(out, &vj)
@@ -201,25 +203,49 @@ func (c *checker) applyTemplates(j *jobDecl, values map[string]string, vals []*y
 	s := j.spec
 	s.Name = c.template(at(tplName), s.Name, values, false)
 	s.Image = c.template(at(tplImage), s.Image, values, false)
-	for i := range s.RunsOn {
-		s.RunsOn[i] = c.template(at(tplRunsOn), s.RunsOn[i], values, false)
-	}
-	for i := range s.Services {
-		s.Services[i].Image = c.template(at(tplServices), s.Services[i].Image, values, false)
-	}
-	if s.Concurrency != nil {
-		s.Concurrency.Group = c.template(at(tplConcurrency), s.Concurrency.Group, values, false)
-	}
-	if s.Environment != nil {
-		s.Environment.Name = c.template(at(tplEnvironment), s.Environment.Name, values, false)
-	}
-	for i := range s.Caches {
-		k := &s.Caches[i]
-		k.Key = c.template(at(tplCache), k.Key, values, true)
-		for r := range k.RestoreKeys {
-			k.RestoreKeys[r] = c.template(at(tplCache), k.RestoreKeys[r], values, true)
+	if hasTemplate(s.RunsOn, func(l string) string { return l }) {
+		s.RunsOn = slices.Clone(s.RunsOn)
+		for i := range s.RunsOn {
+			s.RunsOn[i] = c.template(at(tplRunsOn), s.RunsOn[i], values, false)
 		}
 	}
+	if hasTemplate(s.Services, func(sv cikit.Service) string { return sv.Image }) {
+		s.Services = slices.Clone(s.Services)
+		for i := range s.Services {
+			s.Services[i].Image = c.template(at(tplServices), s.Services[i].Image, values, false)
+		}
+	}
+	if s.Concurrency != nil && strings.Contains(s.Concurrency.Group, "{{") {
+		conc := *s.Concurrency
+		conc.Group = c.template(at(tplConcurrency), conc.Group, values, false)
+		s.Concurrency = &conc
+	}
+	if s.Environment != nil && strings.Contains(s.Environment.Name, "{{") {
+		env := *s.Environment
+		env.Name = c.template(at(tplEnvironment), env.Name, values, false)
+		s.Environment = &env
+	}
+	if hasTemplate(s.Caches, func(k cikit.Cache) string { return k.Key + strings.Join(k.RestoreKeys, "") }) {
+		s.Caches = slices.Clone(s.Caches)
+		for i := range s.Caches {
+			k := &s.Caches[i]
+			k.Key = c.template(at(tplCache), k.Key, values, true)
+			k.RestoreKeys = slices.Clone(k.RestoreKeys)
+			for r := range k.RestoreKeys {
+				k.RestoreKeys[r] = c.template(at(tplCache), k.RestoreKeys[r], values, true)
+			}
+		}
+	}
+}
+
+// hasTemplate reports whether any element's text holds "{{".
+func hasTemplate[T any](items []T, text func(T) string) bool {
+	for _, it := range items {
+		if strings.Contains(text(it), "{{") {
+			return true
+		}
+	}
+	return false
 }
 
 // Indexes of the template-bearing fields in the vals of applyTemplates.

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -126,6 +127,8 @@ type StepResult struct {
 	Name     string
 	ExitCode int // -1 if the step did not exit by itself
 	Duration time.Duration
+	// Skipped is set for a step the executor cannot run (an action).
+	Skipped bool
 }
 
 // Run runs spec's steps in a fresh workspace and returns when every
@@ -185,33 +188,60 @@ func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
 	env = appendEnv(env, spec.Env)
 
 	res := Result{State: cikit.JobSucceeded, ExitCode: -1}
-	for i, step := range spec.Steps {
+	steps := append(append([]cikit.Step(nil), spec.Steps...), spec.AfterSteps...)
+	for i, step := range steps {
+		after := i >= len(spec.Steps)
 		name := step.Name
 		if name == "" {
 			name = fmt.Sprintf("step %d", i+1)
 		}
+		if res.State != cikit.JobSucceeded && !after {
+			continue // an earlier step failed; only after-steps still run
+		}
+		if step.Uses != "" {
+			fmt.Fprintf(pw, "--- %s: uses %s; actions are not run by the local executor, skipped\n", name, step.Uses)
+			res.Steps = append(res.Steps, StepResult{Name: name, ExitCode: -1, Skipped: true})
+			continue
+		}
 		fmt.Fprintf(pw, "--- %s\n", name)
 		started := time.Now()
-		code, pgid, err := e.runStep(jobCtx, ws, appendEnv(env, step.Env), step.Run, pw)
+		code, pgid, err := e.runStep(jobCtx, ws, appendEnv(env, step.Env), step, pw)
 		if pgid > 0 {
 			groups = append(groups, pgid)
 		}
 		res.Steps = append(res.Steps, StepResult{Name: name, ExitCode: code, Duration: time.Since(started)})
-		res.ExitCode = code
+		var reason string
 		switch {
 		case jobCtx.Err() != nil && context.Cause(jobCtx) == errTimeout:
-			res.State, res.Reason = cikit.JobFailed, fmt.Sprintf("timed out after %s in step %q", timeout, name)
+			res.State, res.ExitCode = cikit.JobFailed, code
+			res.Reason = fmt.Sprintf("timed out after %s in step %q", timeout, name)
 		case jobCtx.Err() != nil:
-			res.State, res.Reason = cikit.JobCancelled, fmt.Sprintf("cancelled in step %q", name)
+			res.State, res.ExitCode = cikit.JobCancelled, code
+			res.Reason = fmt.Sprintf("cancelled in step %q", name)
 		case err != nil:
-			res.State, res.Reason = cikit.JobFailed, fmt.Sprintf("step %q could not run: %v", name, err)
+			reason = fmt.Sprintf("step %q: %v", name, err)
 		case code != 0:
-			res.State, res.Reason = cikit.JobFailed, fmt.Sprintf("step %q exited with code %d", name, code)
-		default:
-			continue
+			reason = fmt.Sprintf("step %q exited with code %d", name, code)
 		}
-		fmt.Fprintf(pw, "--- %s\n", res.Reason)
-		return res
+		if jobCtx.Err() != nil {
+			fmt.Fprintf(pw, "--- %s\n", res.Reason)
+			return res // cancelled or timed out: nothing more runs
+		}
+		switch {
+		case reason == "":
+			if !after {
+				res.ExitCode = code
+			}
+		case step.ContinueOnError:
+			fmt.Fprintf(pw, "--- %s; continuing (continue on error)\n", reason)
+		case after:
+			// An after-step's failure is reported but changes nothing:
+			// the job's outcome is its steps'.
+			fmt.Fprintf(pw, "--- %s (after-step; the job's outcome stands)\n", reason)
+		default:
+			res.State, res.ExitCode, res.Reason = cikit.JobFailed, code, reason
+			fmt.Fprintf(pw, "--- %s\n", reason)
+		}
 	}
 	return res
 }
@@ -220,11 +250,27 @@ var errTimeout = errors.New("job timed out")
 
 // runStep runs one step in its own process group and returns its exit
 // code (-1 if it did not exit by itself) and the group's id.
-func (e *Executor) runStep(ctx context.Context, dir string, env []string, script string, out *os.File) (int, int, error) {
+func (e *Executor) runStep(ctx context.Context, ws string, env []string, step cikit.Step, out *os.File) (int, int, error) {
 	if err := ctx.Err(); err != nil {
 		return -1, 0, nil
 	}
-	cmd := exec.Command(e.cfg.Shell, "-e", "-c", script)
+	if step.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, step.Timeout)
+		defer cancel()
+	}
+	dir := ws
+	if step.WorkingDirectory != "" {
+		dir = filepath.Join(ws, step.WorkingDirectory)
+		if rel, err := filepath.Rel(ws, dir); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
+			return -1, 0, fmt.Errorf("working directory %q is outside the workspace", step.WorkingDirectory)
+		}
+	}
+	name, args, err := e.shellCommand(step, ws)
+	if err != nil {
+		return -1, 0, err
+	}
+	cmd := exec.Command(name, args...)
 	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, out, out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -250,9 +296,12 @@ func (e *Executor) runStep(ctx context.Context, dir string, env []string, script
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		}
 	}()
-	err := cmd.Wait()
+	err = cmd.Wait()
 	close(exited)
 	wg.Wait()
+	if step.Timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) != errTimeout {
+		return -1, pgid, fmt.Errorf("timed out after %s", step.Timeout)
+	}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
@@ -271,6 +320,35 @@ func appendEnv(env []string, vars map[string]string) []string {
 		env = append(env, k+"="+v)
 	}
 	return env
+}
+
+// shellCommand returns the command line that runs a step's script: the
+// executor's shell with -e -c by default; for a named shell the flags
+// GitHub uses (bash gets pipefail); a shell with {0} runs the script from
+// a file, as GitHub's custom shells do.
+func (e *Executor) shellCommand(step cikit.Step, ws string) (string, []string, error) {
+	switch shell := strings.TrimSpace(step.Shell); {
+	case shell == "":
+		return e.cfg.Shell, []string{"-e", "-c", step.Run}, nil
+	case shell == "sh":
+		return "sh", []string{"-e", "-c", step.Run}, nil
+	case shell == "bash":
+		return "bash", []string{"--noprofile", "--norc", "-eo", "pipefail", "-c", step.Run}, nil
+	case strings.Contains(shell, "{0}"):
+		f, err := os.CreateTemp(ws, ".cikit-step-*")
+		if err != nil {
+			return "", nil, err
+		}
+		_, werr := f.WriteString(step.Run)
+		if err := errors.Join(werr, f.Close()); err != nil {
+			return "", nil, err
+		}
+		fields := strings.Fields(strings.ReplaceAll(shell, "{0}", f.Name()))
+		return fields[0], fields[1:], nil
+	default:
+		fields := strings.Fields(shell)
+		return fields[0], append(fields[1:], "-c", step.Run), nil
+	}
 }
 
 // dirName makes a job ID safe for a directory name.

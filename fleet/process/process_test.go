@@ -229,3 +229,45 @@ func TestWorkRootInsideSourceIsNotCopied(t *testing.T) {
 	require.Equal(t, cikit.JobSucceeded, res.State)
 	require.Equal(t, "--- ls -A\n", out.String())
 }
+
+func TestRunStepOptions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "opts", Steps: []cikit.Step{
+		{Name: "checkout", Uses: "actions/checkout@v4"},
+		{Name: "flaky", Run: "exit 3", ContinueOnError: true},
+		{Name: "in sub", Run: "pwd | sed 's#.*/##'", WorkingDirectory: "sub"},
+		{Name: "pipefail", Run: "false | true", Shell: "bash"},
+		{Name: "never", Run: "echo never"},
+	}, AfterSteps: []cikit.Step{
+		{Name: "cleanup", Run: "echo cleaning up; exit 9"},
+		{Name: "report", Run: "echo reported"},
+	}})
+	require.Equal(t, cikit.JobFailed, res.State, b.out.String())
+	require.Equal(t, `step "pipefail" exited with code 1`, res.Reason, "bash runs with pipefail")
+	require.Equal(t, 1, res.ExitCode, "after-steps do not change the exit code")
+	out := b.out.String()
+	require.Contains(t, out, "--- checkout: uses actions/checkout@v4; actions are not run by the local executor, skipped\n")
+	require.Contains(t, out, `--- step "flaky" exited with code 3; continuing (continue on error)`)
+	require.Contains(t, out, "--- in sub\nsub\n")
+	require.NotContains(t, out, "never")
+	require.Contains(t, out, "cleaning up\n--- step \"cleanup\" exited with code 9 (after-step; the job's outcome stands)\n--- report\nreported\n")
+	require.True(t, res.Steps[0].Skipped)
+	require.Len(t, res.Steps, 6)
+}
+
+func TestRunShellsAndTimeouts(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "shells", Steps: []cikit.Step{
+		{Name: "custom", Run: "echo from a file: $0", Shell: "sh {0}"},
+		{Name: "slow", Run: "sleep 30", Timeout: 100 * time.Millisecond},
+	}})
+	require.Equal(t, cikit.JobFailed, res.State)
+	require.Equal(t, `step "slow": timed out after 100ms`, res.Reason)
+	require.Regexp(t, `from a file: .*/\.cikit-step-\d+\n`, b.out.String())
+
+	res = b.exec.Run(context.Background(), &cikit.JobSpec{ID: "escape", Steps: []cikit.Step{{Name: "out", Run: "true", WorkingDirectory: "../.."}}})
+	require.Equal(t, cikit.JobFailed, res.State)
+	require.Contains(t, res.Reason, "outside the workspace")
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/cikit/cikit/compiler"
 )
@@ -73,15 +75,31 @@ type jsonDiagnostic struct {
 	Message string `json:"message"`
 }
 
-// pipelineFiles are the names `run` and `lint` look for, in order.
-var pipelineFiles = []string{".cikit.yml", ".cikit.yaml"}
+// pipelineFiles are the names `run`, `lint` and `graph` look for, in
+// order, before GitHub workflows.
+var pipelineFiles = []string{".cikit.yml", ".cikit.yaml", ".gitlab-ci.yml", ".gitlab-ci.yaml"}
 
-// findPipeline returns the path, relative to dir, of dir's pipeline file.
+// findPipeline returns the path, relative to dir and slash-separated, of
+// dir's pipeline file: the first of pipelineFiles, else the only workflow
+// under .github/workflows.
 func findPipeline(dir string) (string, error) {
 	for _, name := range pipelineFiles {
-		if fi, err := os.Stat(dir + string(os.PathSeparator) + name); err == nil && !fi.IsDir() {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && !fi.IsDir() {
 			return name, nil
 		}
 	}
-	return "", fmt.Errorf("no pipeline file in %s (looked for %v)", dir, pipelineFiles)
+	var workflows []string
+	for _, pattern := range []string{"*.yml", "*.yaml"} {
+		m, _ := filepath.Glob(filepath.Join(dir, ".github", "workflows", pattern))
+		for _, f := range m {
+			workflows = append(workflows, ".github/workflows/"+filepath.Base(f))
+		}
+	}
+	switch len(workflows) {
+	case 0:
+		return "", fmt.Errorf("no pipeline file in %s (looked for %s and .github/workflows/*.yml)", dir, strings.Join(pipelineFiles, ", "))
+	case 1:
+		return workflows[0], nil
+	}
+	return "", fmt.Errorf("%s has %d workflows (%s); choose one with -file", dir, len(workflows), strings.Join(workflows, ", "))
 }
