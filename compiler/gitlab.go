@@ -48,8 +48,18 @@ type glFront struct {
 	// merged in; extending marks those being merged, to find loops.
 	extended  map[string]*glv
 	extending map[string]bool
-	// derefs counts !reference resolutions, bounded like aliases.
-	derefs int
+	// extDepth is how many levels of extends a key has below it, and
+	// extDeepest its parent with the most, for messages.
+	extDepth   map[string]int
+	extDeepest map[string]string
+	// derefs counts !reference resolutions, bounded like aliases;
+	// derefed remembers the values already resolved, which extends and
+	// default share between many jobs.
+	derefs  int
+	derefed map[*glv]*glv
+	// readWork counts the entries read into jobs (steps, paths, tags …):
+	// extends lets a small file give many jobs a large template.
+	readWork int
 	// incomplete is set when a local include could not be read: names
 	// the pipeline refers to may be defined there, so their absence is
 	// not reported again. offline lists the includes a pure compiler
@@ -88,6 +98,8 @@ func compileGitLab(c *checker, root *yaml.Node) *draft {
 	}
 	g.extended = map[string]*glv{}
 	g.extending = map[string]bool{}
+	g.extDepth = map[string]int{}
+	g.extDeepest = map[string]string{}
 
 	g.readStages()
 	g.readGlobals()
@@ -118,6 +130,12 @@ func compileGitLab(c *checker, root *yaml.Node) *draft {
 		default:
 			g.report(1, 1, RuleJobs, "no jobs: the pipeline defines only hidden jobs (names starting with \".\") and keywords; a job is a top-level key with a script")
 		}
+		return d
+	}
+	if !slices.ContainsFunc(jobs, func(j *glJob) bool {
+		return j.in && j.stage != 0 && j.stage != len(g.stages)-1
+	}) {
+		g.report(1, 1, RuleJobs, "the pipeline has only .pre and .post jobs, and GitLab does not run such a pipeline")
 		return d
 	}
 	d.jobs = g.finish(jobs)

@@ -348,9 +348,11 @@ func (g *glFront) extendedFrom(name string, chain []string) *glv {
 	}
 	chain = append(chain, name)
 	result := v.without("extends")
-	if len(chain) > maxExtendsDepth {
-		g.gat(ext.val, RuleExtends, "extends nest more than %d levels deep: %s", maxExtendsDepth, strings.Join(chain, " → "))
+	if len(chain) > maxExtendsDepth+1 {
+		// Deeper than any valid chain: stop here, the job that
+		// exceeds the limit is reported below.
 		g.extended[name] = result
+		g.extDepth[name] = extendsTooDeep
 		return result
 	}
 	g.extending[name] = true
@@ -361,6 +363,7 @@ func (g *glFront) extendedFrom(name string, chain []string) *glv {
 	} else if !ext.val.isNull() {
 		parents = []*glv{ext.val}
 	}
+	depth, deepest := 1, ""
 	for i := len(parents) - 1; i >= 0; i-- {
 		p := parents[i]
 		pname, ok := g.text(p)
@@ -383,10 +386,28 @@ func (g *glFront) extendedFrom(name string, chain []string) *glv {
 			continue
 		}
 		result = g.deepMerge(pv, result)
+		if d := g.extDepth[pname]; d+1 > depth {
+			depth, deepest = d+1, pname
+		}
+	}
+	switch {
+	case depth > extendsTooDeep:
+		depth = extendsTooDeep
+	case depth == extendsTooDeep:
+		path := []string{name}
+		for n := deepest; n != "" && len(path) <= maxExtendsDepth+1; n = g.extDeepest[n] {
+			path = append(path, n)
+		}
+		g.gat(ext.val, RuleExtends, "extends nest more than %d levels deep: %s", maxExtendsDepth, strings.Join(path, " → "))
 	}
 	g.extended[name] = result
+	g.extDepth[name], g.extDeepest[name] = depth, deepest
 	return result
 }
+
+// extendsTooDeep is the depth of extends past GitLab's limit; deeper ones
+// count as this deep, so that only the first job past it is reported.
+const extendsTooDeep = maxExtendsDepth + 1
 
 // templateNames are the names extends and !reference may use.
 func (g *glFront) templateNames() []string {
@@ -423,7 +444,26 @@ func (g *glFront) deref(v *glv) *glv {
 	return g.derefIn(v, nil)
 }
 
+// derefIn resolves the tags of v, chain being the references being
+// resolved (for loops). Outside references, values resolve the same
+// wherever they are, so the result is remembered: extends and default
+// share values between many jobs.
 func (g *glFront) derefIn(v *glv, chain []string) *glv {
+	if chain != nil {
+		return g.derefWalk(v, chain)
+	}
+	if r, ok := g.derefed[v]; ok {
+		return r
+	}
+	r := g.derefWalk(v, nil)
+	if g.derefed == nil {
+		g.derefed = make(map[*glv]*glv)
+	}
+	g.derefed[v] = r
+	return r
+}
+
+func (g *glFront) derefWalk(v *glv, chain []string) *glv {
 	switch v.kind {
 	case glRef:
 		return g.resolveRef(v, chain)

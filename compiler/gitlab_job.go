@@ -100,6 +100,7 @@ func (g *glFront) job(e *glEntry) *glJob {
 		r.key(k)
 	}
 	r.check(e)
+	g.chargeRead(j.spec, e.key)
 
 	globals := g.globals
 	if inheritVars != nil {
@@ -114,6 +115,27 @@ func (g *glFront) job(e *glEntry) *glJob {
 		j.spec.Env = vars.env()
 	}
 	return j
+}
+
+// maxReadWork bounds the steps, paths, tags and other list entries the
+// jobs of a pipeline hold, copies of parallel jobs counted.
+const maxReadWork = maxPlanEntries
+
+// chargeRead accounts for the list entries of a job read, or copied for
+// parallel, and stops the compilation past maxReadWork.
+func (g *glFront) chargeRead(s *cikit.JobSpec, at *yaml.Node) {
+	n := len(s.Steps) + len(s.AfterSteps) + len(s.RunsOn) + len(s.Services) + len(s.Secrets)
+	for _, c := range s.Caches {
+		n += 1 + len(c.Paths) + len(c.KeyFiles) + len(c.RestoreKeys)
+	}
+	if s.Artifacts != nil {
+		n += len(s.Artifacts.Paths) + len(s.Artifacts.Exclude)
+	}
+	g.readWork += n
+	if g.readWork > maxReadWork {
+		g.at(at, RuleLimit, "the jobs hold more than %d steps, paths and other entries; the pipeline is too large", maxReadWork)
+		panic(abort{})
+	}
 }
 
 // inherit reads inherit: which default keys and global variables the job

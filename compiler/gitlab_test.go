@@ -239,3 +239,73 @@ deploy:
 		})
 	}
 }
+
+// TestGitLabLimits checks that small hostile files stay cheap: extends
+// and !reference multiply content without aliases, so the GitLab front
+// end bounds what jobs read as well.
+func TestGitLabLimits(t *testing.T) {
+	t.Parallel()
+	compile := func(t *testing.T, src string) []compiler.Diagnostic {
+		t.Helper()
+		plan, diags, err := compiler.CompileBytes(".gitlab-ci.yml", []byte(src), compiler.Options{})
+		require.NoError(t, err)
+		require.Nil(t, plan)
+		return diags
+	}
+	t.Run("extends", func(t *testing.T) {
+		t.Parallel()
+		var b strings.Builder
+		b.WriteString(".t:\n  script:\n")
+		for i := range 2000 {
+			fmt.Fprintf(&b, "    - echo %d\n", i)
+		}
+		for i := range 1000 {
+			fmt.Fprintf(&b, "j%d: {extends: .t}\n", i)
+		}
+		diags := compile(t, b.String())
+		require.Len(t, diags, 1)
+		require.Equal(t, compiler.RuleLimit, diags[0].Rule)
+	})
+	t.Run("references", func(t *testing.T) {
+		t.Parallel()
+		// Each level references the one before twice: 2^30 values.
+		var b strings.Builder
+		b.WriteString(".l0: {script: [x]}\n")
+		for i := 1; i <= 30; i++ {
+			fmt.Fprintf(&b, ".l%d: {script: [!reference [.l%d, script], !reference [.l%d, script]]}\n", i, i-1, i-1)
+		}
+		b.WriteString("job: {script: !reference [.l30, script]}\n")
+		diags := compile(t, b.String())
+		require.NotEmpty(t, diags)
+		for _, d := range diags {
+			require.Contains(t, []string{compiler.RuleLimit, compiler.RuleReference}, d.Rule, d.String())
+		}
+	})
+	t.Run("extends depth", func(t *testing.T) {
+		t.Parallel()
+		var b strings.Builder
+		b.WriteString(".e0: {script: [x]}\n")
+		for i := 1; i <= 12; i++ {
+			fmt.Fprintf(&b, ".e%d: {extends: .e%d}\n", i, i-1)
+		}
+		b.WriteString("job: {extends: .e12}\n")
+		diags := compile(t, b.String())
+		require.Len(t, diags, 1)
+		require.Equal(t, compiler.RuleExtends, diags[0].Rule)
+		require.Contains(t, diags[0].Message, "more than 10 levels")
+	})
+	t.Run("parallel", func(t *testing.T) {
+		t.Parallel()
+		var b strings.Builder
+		b.WriteString(".t:\n  parallel: 200\n  script:\n")
+		for i := range 100 {
+			fmt.Fprintf(&b, "    - echo %d\n", i)
+		}
+		for i := range 200 {
+			fmt.Fprintf(&b, "j%d: {extends: .t}\n", i)
+		}
+		diags := compile(t, b.String())
+		require.Len(t, diags, 1)
+		require.Equal(t, compiler.RuleLimit, diags[0].Rule)
+	})
+}

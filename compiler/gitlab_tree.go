@@ -221,18 +221,17 @@ func (g *glFront) deepMerge(base, over *glv) *glv {
 	}
 	out := &glv{kind: glMap, n: over.n, keys: make([]glEntry, 0, len(base.keys)+len(over.keys))}
 	out.keys = append(out.keys, base.keys...)
+	index := make(map[string]int, len(base.keys))
+	for i, e := range base.keys {
+		index[e.name] = i
+	}
 	for _, e := range over.keys {
-		replaced := false
-		for i := range out.keys {
-			if out.keys[i].name == e.name {
-				out.keys[i] = glEntry{name: e.name, key: e.key, val: g.deepMerge(out.keys[i].val, e.val)}
-				replaced = true
-				break
-			}
+		if i, ok := index[e.name]; ok {
+			out.keys[i] = glEntry{name: e.name, key: e.key, val: g.deepMerge(out.keys[i].val, e.val)}
+			continue
 		}
-		if !replaced {
-			out.keys = append(out.keys, e)
-		}
+		index[e.name] = len(out.keys)
+		out.keys = append(out.keys, e)
 	}
 	return out
 }
