@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cikit/cikit/compiler/expr"
 )
 
 // FormatGitLab is GitLab CI's format, the `.gitlab-ci.yml` file.
@@ -57,6 +59,9 @@ type glFront struct {
 	// default share between many jobs.
 	derefs  int
 	derefed map[*glv]*glv
+	// parsed remembers the conditions parsed: templates share them
+	// between many jobs.
+	parsed map[string]expr.Node
 	// readWork counts the entries read into jobs (steps, paths, tags …):
 	// extends lets a small file give many jobs a large template.
 	readWork int
@@ -247,9 +252,11 @@ func (g *glFront) readWorkflow() bool {
 	for i, k := range v.keys {
 		switch k.name {
 		case "rules":
-			g.workflowRules = true
-			rulesEntry = &v.keys[i]
 			rules = g.rules(k.val, ruleWorkflow)
+			if k.val.kind == glSeq {
+				g.workflowRules = true
+				rulesEntry = &v.keys[i]
+			}
 		case "name", "auto_cancel":
 			// The pipeline's display name and auto-cancel policy belong
 			// to the platform's run records, not to the jobs.

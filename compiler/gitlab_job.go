@@ -75,6 +75,10 @@ func (g *glFront) job(e *glEntry) *glJob {
 		spec: &cikit.JobSpec{ID: name, Name: name}}
 	v := g.extendedValue(name)
 	if v.isNull() {
+		if hint := g.suggest(name, glTopKeys); hint != "" {
+			g.at(e.key, RuleKey, "unknown top-level key %q; did you mean %q?", name, hint)
+			return nil
+		}
 		g.at(e.key, RuleSteps, "job %q has no script: a job needs script, run or trigger", name)
 		return j
 	}
@@ -160,11 +164,16 @@ func (g *glFront) inherit(v *glv) (defaults, vars func(string) bool) {
 			g.gat(v, RuleType, "inherit:%s must be true, false or a list of names, got %s", key, v.what())
 			return nil
 		}
-		names := g.strList(v, "inherit:"+key)
-		for i, n := range names {
-			if valid != nil && !slices.Contains(valid, n) {
-				g.gat(v.items[i], RuleValue, "inherit:default names %q, which is not a default key%s (keys: %s)", n, didYouMean(g.suggest(n, valid)), list(valid))
+		var names []string
+		for _, it := range v.items {
+			n, ok := g.str(it, "inherit:"+key)
+			if !ok {
+				continue
 			}
+			if valid != nil && !slices.Contains(valid, n) {
+				g.gat(it, RuleValue, "inherit:default names %q, which is not a default key%s (keys: %s)", n, didYouMean(g.suggest(n, valid)), list(valid))
+			}
+			names = append(names, n)
 		}
 		return func(s string) bool { return slices.Contains(names, s) }
 	}
@@ -277,11 +286,14 @@ func (r *glReader) key(k glEntry) {
 	case "start_in":
 		r.startIn = v
 	case "needs":
-		r.j.needsSet = true
-		r.j.needs = g.seqOf(v, true)
-		if v.kind == glScalar {
+		switch {
+		case v.isNull():
+		case v.kind == glScalar:
 			g.gat(v, RuleType, `"needs" must be a list of jobs, got %s`, v.what())
-			r.j.needs = nil
+			r.j.needsSet = true
+		default:
+			r.j.needsSet = true
+			r.j.needs = g.seqOf(v, true)
 		}
 	case "dependencies":
 		if !v.isNull() {
@@ -293,7 +305,9 @@ func (r *glReader) key(k glEntry) {
 			}
 		}
 	case "rules":
-		r.rulesSet = !v.isNull()
+		// Rules that are not a list are reported, and then ignored
+		// rather than taken as rules that never match.
+		r.rulesSet = v.kind == glSeq
 		r.rules = g.rules(v, ruleJob)
 	case "only":
 		r.only = g.policy(v, "only")
@@ -1197,6 +1211,9 @@ func (g *glFront) condition(v *glv) *glCond {
 	if !ok {
 		return nil
 	}
+	if e, ok := g.parsed[s]; ok {
+		return &glCond{text: s, node: v, expr: e}
+	}
 	e, err := expr.ParseGitLab(s)
 	if err != nil {
 		msg, col := err.Error(), v.n.Column
@@ -1213,6 +1230,10 @@ func (g *glFront) condition(v *glv) *glCond {
 		}
 		return nil
 	}
+	if g.parsed == nil {
+		g.parsed = make(map[string]expr.Node)
+	}
+	g.parsed[s] = e
 	return &glCond{text: s, node: v, expr: e}
 }
 
