@@ -112,7 +112,7 @@ func (g *glFront) include(item *glv) *glv {
 	expanded, known := g.vars.expand(p)
 	switch {
 	case !known:
-		g.gat(local, RuleInclude, "cannot resolve the variables of included file %q without the pipeline's event", p)
+		g.gat(local, RuleInclude, "cannot resolve the variables of included file %q: their values are not known when the pipeline compiles", p)
 		g.incomplete = true
 		return nil
 	case isGlob(expanded):
