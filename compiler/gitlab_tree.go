@@ -118,13 +118,14 @@ func (c *checker) gat(v *glv, rule, format string, args ...any) {
 // recorded in c.nodeFiles, so findings about them name their file. memo
 // shares the conversion of nodes reached through several aliases.
 type glTree struct {
-	c    *checker
-	file string // "" for the compiled file
-	memo map[*yaml.Node]*glv
+	c          *checker
+	file       string // "" for the compiled file
+	memo       map[*yaml.Node]*glv
+	converting map[*yaml.Node]bool // mappings being converted, for loops
 }
 
 func (c *checker) glConvert(n *yaml.Node, file string) *glv {
-	t := &glTree{c: c, file: file, memo: make(map[*yaml.Node]*glv)}
+	t := &glTree{c: c, file: file, memo: make(map[*yaml.Node]*glv), converting: make(map[*yaml.Node]bool)}
 	if n == nil {
 		return &glv{kind: glNull, n: nullNode}
 	}
@@ -172,19 +173,70 @@ func (t *glTree) conv(n *yaml.Node, depth int) *glv {
 		if tag := r.ShortTag(); strings.HasPrefix(tag, "!") && !strings.HasPrefix(tag, "!!") {
 			t.c.at(r, RuleType, "unknown YAML tag %q: GitLab knows only !reference", tag)
 		}
-		es := t.c.entries(r)
-		v.keys = make([]glEntry, len(es))
-		for i, e := range es {
-			if t.file != "" {
-				t.c.nodeFile(e.key, t.file)
-			}
-			v.keys[i] = glEntry{name: e.name, key: e.key, val: t.conv(e.val, depth+1)}
+		if t.converting[r] {
+			t.c.at(n, RuleAlias, "merge key includes the mapping it is in")
+			return &glv{kind: glNull, n: r}
 		}
+		t.converting[r] = true
+		v.keys = t.mapping(r, depth)
+		delete(t.converting, r)
 	default:
 		v.kind = glNull
 	}
 	t.memo[r] = v
 	return v
+}
+
+// mapping converts the pairs of mapping m with merge keys resolved as
+// GitLab's YAML library (Ruby's Psych) resolves them, which is not quite
+// YAML 1.1: pairs apply in order, each "<<" writing the keys of its
+// mappings over those already there, and each key over what came before
+// it. A mapping with two merge keys, as real files write them, thus gets
+// the later one's values; in a list of mappings, the earlier wins. A key
+// written twice is reported, as for every format.
+func (t *glTree) mapping(m *yaml.Node, depth int) []glEntry {
+	var keys []glEntry
+	index := make(map[string]int, len(m.Content)/2)
+	set := func(e glEntry) {
+		if i, ok := index[e.name]; ok {
+			keys[i] = e
+			return
+		}
+		index[e.name] = len(keys)
+		keys = append(keys, e)
+	}
+	written := make(map[string]*yaml.Node, len(m.Content)/2)
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		keyNode, valNode := m.Content[i], m.Content[i+1]
+		k := t.c.resolve(keyNode)
+		if isMergeKey(k) {
+			sources := t.c.mergeSources(valNode)
+			for j := len(sources) - 1; j >= 0; j-- {
+				if sources[j] == m {
+					t.c.at(keyNode, RuleAlias, "merge key includes the mapping it is in")
+					continue
+				}
+				for _, e := range t.conv(sources[j], depth+1).keys {
+					set(e)
+				}
+			}
+			continue
+		}
+		if k.Kind != yaml.ScalarNode {
+			t.c.at(keyNode, RuleType, "mapping keys must be strings, got %s", kindName(k))
+			continue
+		}
+		if first, dup := written[k.Value]; dup {
+			t.c.at(keyNode, RuleSyntax, "key %q is already defined at line %d", k.Value, first.Line)
+			continue
+		}
+		written[k.Value] = keyNode
+		if t.file != "" {
+			t.c.nodeFile(keyNode, t.file)
+		}
+		set(glEntry{name: k.Value, key: keyNode, val: t.conv(valNode, depth+1)})
+	}
+	return keys
 }
 
 // nodeFile records that node n belongs to file, for findings about it.
