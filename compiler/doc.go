@@ -80,6 +80,11 @@
 // file's variables can be overridden when a pipeline is created), and
 // workflow:rules are not applied; with one, a workflow that does not run
 // is a diagnostic (rule "workflow"), since a plan cannot be empty.
+// changes compares Event.ChangedFiles with the patterns (unknown when
+// they are nil); exists asks the FileSource for plain paths, with or
+// without an event, and counts patterns as unknown, since a FileSource
+// does not list directories. YAML merge keys resolve as in GitLab's YAML
+// library: in order, a later "<<" overriding what came before.
 //
 // Includes of other kinds than local (remote, template, project,
 // component) cannot be read by a compiler that reads only the commit's
