@@ -90,10 +90,12 @@ func (g *glFront) job(e *glEntry) *glJob {
 		}
 		return nil
 	}
-	if hint := g.suggest(name, glTopKeys); hint != "" && !slices.ContainsFunc(v.keys, func(k glEntry) bool { return slices.Contains(glJobKeys, k.name) }) {
-		// A mapping without a single job key, named like a keyword.
-		g.at(e.key, RuleKey, "unknown top-level key %q; did you mean %q?", name, hint)
-		return nil
+	if !slices.ContainsFunc(v.keys, func(k glEntry) bool { return slices.Contains(glJobKeys, k.name) }) {
+		if hint := g.suggest(name, glTopKeys); hint != "" {
+			// A mapping without a single job key, named like a keyword.
+			g.at(e.key, RuleKey, "unknown top-level key %q; did you mean %q?", name, hint)
+			return nil
+		}
 	}
 	v = g.deref(v)
 	inheritDefault, inheritVars := g.inherit(v.get("inherit"))
