@@ -322,3 +322,40 @@ func TestBillionLaughsLists(t *testing.T) {
 		require.Equal(t, compiler.RuleType, d.Rule, d.String())
 	}
 }
+
+// TestNativeIfWithEvent: with the event known, a condition on the github
+// context is decided when compiling; a part that needs the run stays.
+func TestNativeIfWithEvent(t *testing.T) {
+	t.Parallel()
+	src := []byte(`jobs:
+  build:
+    steps: [make]
+  release:
+    needs: [build]
+    if: github.ref == 'refs/heads/main' && needs.build.result == 'success'
+    steps: [make release]
+  tag-only:
+    if: startsWith(github.ref, 'refs/tags/')
+    steps: [make dist]
+`)
+	compile := func(ev *compiler.Event) *compiler.Plan {
+		plan, diags, err := compiler.CompileBytes(".cikit.yml", src, compiler.Options{Event: ev})
+		require.NoError(t, err)
+		require.Empty(t, diags)
+		return plan
+	}
+	main := compile(&compiler.Event{Name: "push", Ref: "refs/heads/main", Branch: "main"})
+	require.Equal(t, &cikit.Condition{Lang: cikit.LangGitHub, Expr: "github.ref == 'refs/heads/main' && needs.build.result == 'success'"}, main.Job("release").If)
+	require.Equal(t, cikit.WhenNever, main.Job("tag-only").When)
+
+	feature := compile(&compiler.Event{Name: "push", Ref: "refs/heads/feature", Branch: "feature"})
+	require.Equal(t, cikit.WhenNever, feature.Job("release").When, "false && anything is false")
+	require.Nil(t, feature.Job("release").If)
+
+	tag := compile(&compiler.Event{Name: "push", Ref: "refs/tags/v1.0.0", Tag: "v1.0.0"})
+	require.Empty(t, tag.Job("tag-only").When)
+	require.Nil(t, tag.Job("tag-only").If)
+
+	lint := compile(nil)
+	require.NotNil(t, lint.Job("tag-only").If, "without an event the condition stays for run time")
+}

@@ -14,7 +14,7 @@ import (
 // Valid keys, sorted: they are listed in messages as they are.
 var (
 	nativeTopKeys = []string{"env", "jobs", "stages"}
-	nativeJobKeys = []string{"allow_failure", "artifacts", "cache", "concurrency", "env", "environment", "image",
+	nativeJobKeys = []string{"allow_failure", "artifacts", "cache", "concurrency", "env", "environment", "if", "image",
 		"matrix", "name", "needs", "retry", "runs_on", "secrets", "services", "stage", "steps", "timeout"}
 	nativeStepKeys = []string{"env", "name", "run"}
 )
@@ -197,6 +197,7 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 	// job's position in the stage list, and the steps are reported at the
 	// job's key when missing.
 	var stage, steps, stepsKey, matrix *yaml.Node
+	var cond *parsedIf
 	tplNodes := make([]*yaml.Node, tplCount) // where templates were written
 	for _, k := range c.entries(n) {
 		v := c.resolve(k.val)
@@ -215,6 +216,8 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 			j.spec.Image, _ = c.scalar(v, k.name, own)
 		case "matrix":
 			matrix = v
+		case "if":
+			cond = c.nativeIf(v, own)
 		case "runs_on":
 			tplNodes[tplRunsOn] = v
 			j.spec.RunsOn = c.stringList(v, k.name, own)
@@ -263,13 +266,18 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 		maps.Copy(env, j.spec.Env)
 		j.spec.Env = env
 	}
+	jobs := []*jobDecl{j}
 	if matrix != nil {
 		if m := c.nativeMatrix(matrix, own); m != nil {
-			return c.expandNative(j, m, tplNodes)
+			jobs = c.expandNative(j, m, tplNodes)
 		}
+	} else {
+		c.applyTemplates(j, nil, tplNodes)
 	}
-	c.applyTemplates(j, nil, tplNodes)
-	return []*jobDecl{j}
+	for _, vj := range jobs {
+		c.decideIf(vj, cond, own)
+	}
+	return jobs
 }
 
 // nativeStage places a job in its stage, v (nil when the job names none).
