@@ -41,6 +41,80 @@ func BenchmarkCompileNative50(b *testing.B) {
 	}
 }
 
+// pipelineGitLab50 is a 50-job .gitlab-ci.yml shaped like the real ones
+// of testdata: five stages, hidden templates reached through extends and
+// anchors, default keys, rules on variables, a parallel job and needs
+// across the stage barrier.
+func pipelineGitLab50() []byte {
+	var b strings.Builder
+	b.WriteString(`stages: [prepare, build, test, package, deploy]
+variables: {GOFLAGS: -mod=mod, CI_DEBUG: "false"}
+default:
+  image: golang:1.26
+  tags: [docker]
+  retry: {max: 1, when: [runner_system_failure]}
+.build: &build
+  before_script: [go version, go env]
+  script:
+    - go build ./...
+    - |
+      go vet ./...
+      go test -short ./...
+  cache: {key: {files: [go.sum]}, paths: [.go/]}
+  artifacts: {paths: [bin/], expire_in: 1 week}
+.rules:
+  rules:
+    - if: $CI_PIPELINE_SOURCE == "merge_request_event"
+    - if: $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH
+    - if: $CI_COMMIT_TAG
+      when: manual
+`)
+	stages := []string{"prepare", "build", "test", "package", "deploy"}
+	for s, stage := range stages {
+		for j := range 10 {
+			fmt.Fprintf(&b, "%s-%d:\n  stage: %s\n", stage, j, stage)
+			switch {
+			case j%3 == 0:
+				b.WriteString("  <<: *build\n")
+			case j%3 == 1:
+				b.WriteString("  extends: [.build, .rules]\n")
+			default:
+				fmt.Fprintf(&b, "  script: [make %s-%d]\n  rules: !reference [.rules, rules]\n", stage, j)
+			}
+			fmt.Fprintf(&b, "  variables: {SHARD: \"%d\"}\n", j)
+			if s > 1 && j == 9 {
+				fmt.Fprintf(&b, "  needs: [%s-0, {job: %s-1, artifacts: false}]\n", stages[s-1], stages[s-1])
+			}
+			if s == 2 && j == 8 {
+				b.WriteString("  parallel: 1\n")
+			}
+		}
+	}
+	return []byte(b.String())
+}
+
+func BenchmarkCompileGitLab50(b *testing.B) {
+	data := pipelineGitLab50()
+	event := &compiler.Event{Name: "push", Branch: "main", DefaultBranch: "main"}
+	for _, bc := range []struct {
+		name  string
+		event *compiler.Event
+	}{{"lint", nil}, {"push", event}} {
+		b.Run(bc.name, func(b *testing.B) {
+			opts := compiler.Options{Event: bc.event}
+			plan, diags, err := compiler.CompileBytes(".gitlab-ci.yml", data, opts)
+			if err != nil || len(diags) > 0 || len(plan.Jobs) != 50 {
+				b.Fatalf("bad benchmark pipeline: %v %v", err, diags)
+			}
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _, _ = compiler.CompileBytes(".gitlab-ci.yml", data, opts)
+			}
+		})
+	}
+}
+
 // matrixPipeline is a pipeline whose matrix job expands to axes[0] ×
 // axes[1] jobs, between a build job and a report job that needs them all.
 func matrixPipeline(a, b int) []byte {

@@ -141,7 +141,10 @@ func TestDetect(t *testing.T) {
 		"sub/dir/.cikit.yml":    compiler.FormatNative,
 		"cikit.yml":             "",
 		".cikit.yml.bak":        "",
-		".gitlab-ci.yml":        "",
+		".gitlab-ci.yml":        compiler.FormatGitLab,
+		".gitlab-ci.yaml":       compiler.FormatGitLab,
+		"sub/.gitlab-ci.yml":    compiler.FormatGitLab,
+		"gitlab-ci.yml":         "",
 		".github/workflows/a.y": "",
 		"":                      "",
 	} {

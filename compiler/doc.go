@@ -12,8 +12,9 @@
 // the pipeline it had.
 //
 // Each file format has a front end; all produce the same Plan. This
-// version reads the native format (FormatNative). Formats are chosen by
-// Options.Format or detected from the file name with Detect.
+// version reads the native format (FormatNative) and GitLab CI's
+// (FormatGitLab). Formats are chosen by Options.Format or detected from
+// the file name with Detect.
 //
 // # The native format
 //
@@ -48,6 +49,56 @@
 // a null value is the empty string. Aliases and merge keys (`<<: *base`,
 // `<<: [*a, *b]`) are resolved by the compiler, within a fixed budget, so
 // a small file cannot expand into a large one.
+//
+// # The GitLab format
+//
+// A `.gitlab-ci.yml` file compiles as GitLab would create the pipeline:
+// included local files are merged in (the including file wins, mapping
+// by mapping), then extends (multi-level, GitLab's deep merge), then
+// !reference tags, then default (with inherit), and rules, only/except
+// and workflow:rules decide which jobs the pipeline has. Stages are
+// barriers, .pre and .post always exist, and a job without needs gets,
+// as in GitLab, the artifacts of every earlier job that uploads some, or
+// of those its dependencies name: its Needs list them all. parallel and
+// parallel:matrix jobs become one job per copy, named as GitLab names
+// them ("test 1/3", "deploy: [aws, app1]"); a need of the job is a need
+// of every copy. A trigger job has no steps and names the pipeline it
+// starts in Uses.
+//
+// Decisions use Options.Event. Event.Variables are taken as the
+// pipeline's variables (project, group, schedule, manual ones): a
+// variable that is neither there, nor in the file, nor predefined is
+// unset, as GitLab sees it; the predefined variables the event's fields
+// give (CI_PIPELINE_SOURCE, CI_COMMIT_BRANCH, CI_COMMIT_TAG,
+// CI_COMMIT_REF_NAME, CI_DEFAULT_BRANCH, CI_MERGE_REQUEST_* …) are
+// derived when Variables do not set them, and other predefined variables
+// are unknown. Logic is three-valued: a condition that depends on
+// something unknown keeps the job, with the attributes of the first rule
+// that may match, so that a lint or a graph shows every job that could
+// run; when one unknown if: alone decides whether the job runs, it stays
+// in JobSpec.If for run time. Without an event nothing is known (the
+// file's variables can be overridden when a pipeline is created), and
+// workflow:rules are not applied; with one, a workflow that does not run
+// is a diagnostic (rule "workflow"), since a plan cannot be empty.
+// changes compares Event.ChangedFiles with the patterns (unknown when
+// they are nil); exists asks the FileSource for plain paths, with or
+// without an event, and counts patterns as unknown, since a FileSource
+// does not list directories. YAML merge keys resolve as in GitLab's YAML
+// library: in order, a later "<<" overriding what came before.
+//
+// Includes of other kinds than local (remote, template, project,
+// component) cannot be read by a compiler that reads only the commit's
+// files: they are left out without a finding, and a name that may come
+// from them (an extends parent, a need, a !reference) is reported saying
+// so. A local include that does not exist is a finding, and the names it
+// would have defined are then not reported again.
+//
+// Keys GitLab knows but JobSpec does not carry are accepted and ignored:
+// artifacts:reports, coverage, interruptible, hooks, id_tokens, identity,
+// pages, release, dast_configuration, manual_confirmation, environment
+// details beyond name, url and action, image and service entrypoints.
+// Cross-pipeline and cross-project needs order nothing in this pipeline
+// and are accepted without an edge.
 //
 // # Diagnostics
 //

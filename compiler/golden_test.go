@@ -2,6 +2,7 @@ package compiler_test
 
 import (
 	"cmp"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"maps"
@@ -21,35 +22,94 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden .out files from the compiler's output")
 
-// TestGolden compiles every testdata/native/*.yml and compares a summary of
-// the plan, or the diagnostics, with the .out file next to it.
+// goldenDirs are the directories of golden files and the format of their
+// files. Every file compiles through Compile over a DirSource of its
+// directory, so that the files it includes are read from beside it (from
+// subdirectories, which the glob does not visit).
+var goldenDirs = []struct {
+	dir    string
+	format compiler.Format
+}{
+	{"native", compiler.FormatNative},
+	{"gitlab", compiler.FormatGitLab},
+}
+
+// TestGolden compiles every testdata/<dir>/*.yml and compares a summary of
+// the plan, or the diagnostics, with the .out file next to it. A line
+// "# event: {…}" in a file, the JSON of a compiler.Event, compiles it for
+// that event instead of without one; several such lines compile it once
+// for each, one section of the .out file each.
 func TestGolden(t *testing.T) {
 	t.Parallel()
-	files, err := filepath.Glob(filepath.Join("testdata", "native", "*.yml"))
-	require.NoError(t, err)
-	require.NotEmpty(t, files)
-	for _, file := range files {
-		name := filepath.Base(file)
-		t.Run(strings.TrimSuffix(name, ".yml"), func(t *testing.T) {
-			t.Parallel()
-			data, err := os.ReadFile(file)
-			require.NoError(t, err)
-			plan, diags, err := compiler.CompileBytes(name, data, compiler.Options{Format: compiler.FormatNative})
-			require.NoError(t, err)
-			got := summary(plan, diags)
+	for _, gd := range goldenDirs {
+		dir := filepath.Join("testdata", gd.dir)
+		files, err := filepath.Glob(filepath.Join(dir, "*.yml"))
+		require.NoError(t, err)
+		require.NotEmpty(t, files)
+		for _, file := range files {
+			name := filepath.Base(file)
+			t.Run(gd.dir+"/"+strings.TrimSuffix(name, ".yml"), func(t *testing.T) {
+				t.Parallel()
+				data, err := os.ReadFile(file)
+				require.NoError(t, err)
+				var got strings.Builder
+				events := goldenEvents(t, data)
+				for _, ev := range events {
+					if len(events) > 1 {
+						fmt.Fprintf(&got, "=== event %s\n", ev.line)
+					}
+					opts := compiler.Options{Format: gd.format, Event: ev.event}
+					plan, diags, err := compiler.Compile(t.Context(), compiler.DirSource(dir), name, opts)
+					require.NoError(t, err)
+					got.WriteString(summary(plan, diags))
+				}
 
-			out := strings.TrimSuffix(file, ".yml") + ".out"
-			if *update {
-				require.NoError(t, os.WriteFile(out, []byte(got), 0o644))
-				return
-			}
-			want, err := os.ReadFile(out)
-			require.NoError(t, err, "run go test -update to create it")
-			if diff := gocmp.Diff(string(want), got); diff != "" {
-				t.Errorf("%s (-want +got):\n%s", out, diff)
-			}
-		})
+				out := strings.TrimSuffix(file, ".yml") + ".out"
+				if *update {
+					require.NoError(t, os.WriteFile(out, []byte(got.String()), 0o644))
+					return
+				}
+				want, err := os.ReadFile(out)
+				require.NoError(t, err, "run go test -update to create it")
+				if diff := gocmp.Diff(string(want), got.String()); diff != "" {
+					t.Errorf("%s (-want +got):\n%s", out, diff)
+				}
+			})
+		}
 	}
+}
+
+// goldenEvent is an event a golden file is compiled for, and the line
+// that asks for it.
+type goldenEvent struct {
+	line  string
+	event *compiler.Event
+}
+
+// goldenEvents returns the events a golden file asks to be compiled for;
+// "# event: none" (and a file without event lines) means no event.
+func goldenEvents(t *testing.T, data []byte) []goldenEvent {
+	t.Helper()
+	var events []goldenEvent
+	for line := range strings.Lines(string(data)) {
+		js, ok := strings.CutPrefix(strings.TrimSpace(line), "# event: ")
+		if !ok {
+			continue
+		}
+		if js == "none" {
+			events = append(events, goldenEvent{line: js})
+			continue
+		}
+		ev := &compiler.Event{}
+		dec := json.NewDecoder(strings.NewReader(js))
+		dec.DisallowUnknownFields()
+		require.NoError(t, dec.Decode(ev), "event line %q", js)
+		events = append(events, goldenEvent{line: js, event: ev})
+	}
+	if events == nil {
+		events = []goldenEvent{{line: "none"}}
+	}
+	return events
 }
 
 // summary renders a compilation result for a person to check: the plan
