@@ -33,6 +33,7 @@ type frontend func(c *checker, root *yaml.Node) *draft
 var frontends = map[Format]frontend{
 	FormatNative: compileNative,
 	FormatGitLab: compileGitLab,
+	FormatGitHub: compileGitHub,
 }
 
 // Detect returns the format of the pipeline file at path, judged by its
@@ -45,6 +46,9 @@ func Detect(p string) (Format, bool) {
 		return FormatNative, true
 	case ".gitlab-ci.yml", ".gitlab-ci.yaml":
 		return FormatGitLab, true
+	}
+	if isGitHubWorkflowPath(p) {
+		return FormatGitHub, true
 	}
 	return "", false
 }
@@ -116,6 +120,15 @@ type Plan struct {
 	File string
 	// Format is the format the file was read as.
 	Format Format
+	// Name is the pipeline's display name (GitHub's workflow name); ""
+	// when it has none.
+	Name string
+	// Triggers are the events that start the pipeline, in file order; nil
+	// when the file declares none. See Triggered.
+	Triggers []Trigger
+	// Concurrency places whole runs of the pipeline in a concurrency
+	// group (GitHub's workflow-level concurrency); nil when none.
+	Concurrency *cikit.Concurrency
 	// Stages are the declared stages, in order; nil when none.
 	Stages []string
 	// Env is the pipeline-level environment, already merged into every
@@ -192,7 +205,7 @@ func compile(ctx context.Context, src FileSource, path string, data []byte, opts
 	if len(c.diags) > 0 {
 		return nil, c.sorted(), nil
 	}
-	plan := &Plan{File: path, Format: format, Stages: d.stages, Env: d.env, graph: d.graph}
+	plan := &Plan{File: path, Format: format, Name: d.name, Triggers: d.triggers, Concurrency: d.concurrency, Stages: d.stages, Env: d.env, graph: d.graph}
 	plan.Jobs = make([]*cikit.JobSpec, len(d.jobs))
 	for i, j := range d.jobs {
 		plan.Jobs[i] = j.spec

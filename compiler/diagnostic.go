@@ -71,6 +71,7 @@ type checker struct {
 	// file is the file being read: the compiled one, or one it includes
 	// while the front end reads that (see within).
 	file string
+	data []byte // the content of file, for positions inside scalars
 	ctx  context.Context
 	src  FileSource // nil when compiling bytes alone
 	opts Options
@@ -104,6 +105,7 @@ func (c *checker) run(fe frontend, data []byte) (d *draft) {
 			d = &draft{}
 		}
 	}()
+	c.data = data
 	root, ok := c.parseYAML(data)
 	if !ok {
 		return &draft{}

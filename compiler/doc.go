@@ -12,9 +12,9 @@
 // the pipeline it had.
 //
 // Each file format has a front end; all produce the same Plan. This
-// version reads the native format (FormatNative) and GitLab CI's
-// (FormatGitLab). Formats are chosen by Options.Format or detected from
-// the file name with Detect.
+// version reads the native format (FormatNative), GitHub Actions
+// workflows (FormatGitHub) and GitLab CI's (FormatGitLab). Formats are
+// chosen by Options.Format or detected from the file name with Detect.
 //
 // # The native format
 //
@@ -99,6 +99,70 @@
 // details beyond name, url and action, image and service entrypoints.
 // Cross-pipeline and cross-project needs order nothing in this pipeline
 // and are accepted without an edge.
+//
+// # GitHub Actions workflows
+//
+// A .yml or .yaml file directly in .github/workflows is a workflow, read
+// with GitHub's workflow syntax: name, run-name, on, env, defaults,
+// concurrency, permissions and jobs, with every key of a job and a step.
+// Each ${{ }} is parsed and checked where it is written: the contexts
+// GitHub makes available there, the functions, and what it reads of
+// matrix, needs, steps, inputs and jobs.
+//
+// A matrix expands with the semantics of GitHub's own matrix builder:
+// include and exclude entries compare with ==, which ignores case and
+// converts numbers and strings; a variant is named and identified by its
+// job and the values of its axes, "test (ubuntu-latest, 20)" (the values
+// an include adds are not shown, as on GitHub), and MatrixOf names the job
+// it comes from. Expressions the compiler can evaluate (fromJSON of a
+// constant, inputs with known values) are; a matrix computed from what
+// only the run knows, such as a job's outputs, is not expanded: the job
+// stays one, with MatrixOf set and Matrix holding the single key "*", the
+// matrix as written in JSON, for the scheduler to expand when the data is
+// there. Fields that take expressions (name, runs-on, the container and
+// service images, timeout-minutes, continue-on-error, concurrency,
+// environment) are evaluated for each variant, what cannot be evaluated
+// yet kept as written.
+//
+// A job's if: becomes When and If. GitHub adds success() to a condition
+// that calls no status function; so no condition, or success(), is
+// WhenOnSuccess (When left empty); always() is WhenAlways and failure()
+// WhenOnFailure; a condition that also reads something else keeps the
+// expression in If, with When from its status function (a top-level
+// conjunct of success(), failure() or always(); WhenAlways when status
+// functions are used otherwise, for the scheduler to decide). With
+// Options.Event the compiler decides what the event tells: a condition
+// that is then false makes the job WhenNever. The job stays in the plan,
+// so the jobs that need it react as they do on GitHub: skipped, unless
+// their own condition (always(), say) lets them run. A condition that is
+// then true is dropped. Fields of the github context that the event does
+// not give (github.repository, say) stay for the run.
+//
+// A job that calls a reusable workflow of this repository
+// (uses: ./.github/workflows/x.yml, read through the FileSource) is
+// expanded in place: the called workflow's jobs become jobs "caller/job"
+// (nested calls "caller/inner/job", matrix callers "caller (v)/job"),
+// named "caller name / job name". They need what the caller needs, and a
+// need of the caller means all of them. The caller's condition is put on
+// the jobs that start the called workflow. The called workflow's
+// expressions are rewritten for the caller's run, where they are
+// evaluated: inputs become what the caller passes (a constant is written
+// in), secrets what it maps (others read as empty, unless "secrets:
+// inherit"), needs.job and jobs.job become needs['caller/job'], and
+// needs.caller.outputs.x in the caller's workflow becomes the called
+// workflow's output. GitHub's limits hold: four levels of workflows, 20
+// distinct reusable workflows, no cycles. A reusable workflow of another
+// repository stays one job with Uses set and one step that names it with
+// its inputs.
+//
+// The events of on: are the plan's Triggers, in a format-neutral form
+// (workflow_dispatch is the event "manual"); Plan.Triggered decides
+// whether an event starts the pipeline, with GitHub's filter patterns.
+// Keys a JobSpec has no place for are checked and not kept: container
+// credentials, ports, volumes and options, a service's volumes and
+// entrypoint, strategy fail-fast and max-parallel, run-name, the queue of
+// a concurrency group, snapshot. GitHub reads no YAML merge keys, so they
+// are reported; anchors and aliases are read.
 //
 // # Diagnostics
 //

@@ -60,7 +60,7 @@ func TestGlobMatch(t *testing.T) {
 		{"a/[bc]/d", "a/c/d", true},
 		{"[", "[", false},
 	} {
-		require.Equal(t, tc.want, globMatch(tc.pattern, tc.name), "%s ~ %s", tc.pattern, tc.name)
+		require.Equal(t, tc.want, gitlabGlobMatch(tc.pattern, tc.name), "%s ~ %s", tc.pattern, tc.name)
 	}
 	require.Len(t, expandBraces(strings.Repeat("{a,b}", 20), maxGlobAlternatives), maxGlobAlternatives)
 }

@@ -262,7 +262,7 @@ func (v *glVars) changesMatch(patterns []string, compareTo bool) tri {
 			continue
 		}
 		for _, f := range v.event.ChangedFiles {
-			if globMatch(p, f) {
+			if gitlabGlobMatch(p, f) {
 				return triTrue
 			}
 		}

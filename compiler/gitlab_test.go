@@ -19,32 +19,6 @@ import (
 	"github.com/cikit/cikit/internal/testenv"
 )
 
-// SharedTestdataVar names the directory of the real pipeline files the
-// project is tested against, when it is not ../shared/testdata beside the
-// repository (a git worktree kept elsewhere, for instance).
-const SharedTestdataVar = "CIKIT_SHARED_TESTDATA"
-
-// sharedTestdata returns the directory sub of the shared real files. When
-// it is absent the test is skipped, or fails in CI, where every test must
-// run.
-func sharedTestdata(t *testing.T, sub string) string {
-	t.Helper()
-	root := os.Getenv(SharedTestdataVar)
-	if root == "" {
-		root = filepath.Join("..", "..", "shared", "testdata")
-	}
-	dir := filepath.Join(root, sub)
-	if _, err := os.Stat(dir); err != nil {
-		msg := fmt.Sprintf("the real %s files are not at %s (%v); they are kept beside the repository in ../shared/testdata, or where %s points",
-			sub, dir, err, SharedTestdataVar)
-		if testenv.InCI() {
-			t.Fatal(msg)
-		}
-		t.Skip("skipping: " + msg)
-	}
-	return dir
-}
-
 // realGitLabFindings are the findings expected in the real .gitlab-ci.yml
 // files, by file; files not listed compile without any. Every one is a
 // true finding: these files include local files of their repositories that
@@ -102,7 +76,7 @@ var realGitLabFindings = map[string][]string{
 //     enable-dnn-debug-float; .autoconf is a template.
 func TestGitLabRealFiles(t *testing.T) {
 	t.Parallel()
-	dir := sharedTestdata(t, "gitlab")
+	dir := testenv.SharedTestdata(t, "gitlab")
 	files, err := filepath.Glob(filepath.Join(dir, "*.yml"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)

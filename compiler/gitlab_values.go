@@ -109,11 +109,11 @@ func glServiceName(image string) string {
 // maxGlobAlternatives bounds the patterns a glob's braces expand to.
 const maxGlobAlternatives = 256
 
-// globMatch reports whether a repository path matches a GitLab path
+// gitlabGlobMatch reports whether a repository path matches a GitLab path
 // pattern (rules:changes, only:changes): Ruby's File.fnmatch with
 // FNM_PATHNAME, FNM_DOTMATCH and FNM_EXTGLOB, so "*" stays within a
 // directory, "**/" spans any number of them and "{a,b}" are alternatives.
-func globMatch(pattern, name string) bool {
+func gitlabGlobMatch(pattern, name string) bool {
 	for _, p := range expandBraces(pattern, maxGlobAlternatives) {
 		if matchSegments(strings.Split(p, "/"), strings.Split(name, "/")) {
 			return true

@@ -2,9 +2,11 @@ package compiler_test
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -22,30 +24,42 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden .out files from the compiler's output")
 
-// goldenDirs are the directories of golden files and the format of their
-// files. Every file compiles through Compile over a DirSource of its
-// directory, so that the files it includes are read from beside it (from
-// subdirectories, which the glob does not visit).
+// goldenDirs are the directories of golden files and the format of each.
+// Every file compiles through Compile over a FileSource of its directory,
+// so that the files it includes or calls are read from beside it.
 var goldenDirs = []struct {
 	dir    string
 	format compiler.Format
+	// path is the path the files are compiled as, from their base name.
+	path func(base string) string
+	// source reads them, and the files they refer to, from the directory.
+	source func(dir string) compiler.FileSource
 }{
-	{"native", compiler.FormatNative},
-	{"gitlab", compiler.FormatGitLab},
+	{"native", compiler.FormatNative,
+		func(base string) string { return base },
+		func(dir string) compiler.FileSource { return compiler.DirSource(dir) }},
+	{"gitlab", compiler.FormatGitLab,
+		func(base string) string { return base },
+		func(dir string) compiler.FileSource { return compiler.DirSource(dir) }},
+	{"github", compiler.FormatGitHub,
+		func(base string) string { return ".github/workflows/" + base },
+		func(dir string) compiler.FileSource { return workflowSource(dir) }},
 }
 
-// TestGolden compiles every testdata/<dir>/*.yml and compares a summary of
-// the plan, or the diagnostics, with the .out file next to it. A line
-// "# event: {…}" in a file, the JSON of a compiler.Event, compiles it for
-// that event instead of without one; several such lines compile it once
-// for each, one section of the .out file each.
+// TestGolden compiles every testdata/<format>/*.yml and compares a summary
+// of the plan, or the diagnostics, with the .out file next to it. GitHub
+// workflows are compiled as .github/workflows/<name>, and the workflows
+// they call are read from the same directory. A line "# event: {…}" in a
+// file, the JSON of a compiler.Event, compiles it for that event instead
+// of without one; several such lines compile it once for each, one
+// section of the .out file each.
 func TestGolden(t *testing.T) {
 	t.Parallel()
 	for _, gd := range goldenDirs {
-		dir := filepath.Join("testdata", gd.dir)
-		files, err := filepath.Glob(filepath.Join(dir, "*.yml"))
+		files, err := filepath.Glob(filepath.Join("testdata", gd.dir, "*.yml"))
 		require.NoError(t, err)
 		require.NotEmpty(t, files)
+		src := gd.source(filepath.Join("testdata", gd.dir))
 		for _, file := range files {
 			name := filepath.Base(file)
 			t.Run(gd.dir+"/"+strings.TrimSuffix(name, ".yml"), func(t *testing.T) {
@@ -59,7 +73,7 @@ func TestGolden(t *testing.T) {
 						fmt.Fprintf(&got, "=== event %s\n", ev.line)
 					}
 					opts := compiler.Options{Format: gd.format, Event: ev.event}
-					plan, diags, err := compiler.Compile(t.Context(), compiler.DirSource(dir), name, opts)
+					plan, diags, err := compiler.Compile(t.Context(), src, gd.path(name), opts)
 					require.NoError(t, err)
 					got.WriteString(summary(plan, diags))
 				}
@@ -112,6 +126,19 @@ func goldenEvents(t *testing.T, data []byte) []goldenEvent {
 	return events
 }
 
+// workflowSource reads .github/workflows/<name> from dir: the called
+// workflows of golden and real-file tests, which live flat in one
+// directory.
+type workflowSource string
+
+func (w workflowSource) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	name, ok := strings.CutPrefix(p, ".github/workflows/")
+	if !ok || strings.Contains(name, "/") {
+		return nil, &fs.PathError{Op: "read", Path: p, Err: fs.ErrNotExist}
+	}
+	return compiler.DirSource(w).ReadFile(ctx, name)
+}
+
 // summary renders a compilation result for a person to check: the plan
 // field by field, or the diagnostics as a compiler prints them.
 func summary(plan *compiler.Plan, diags []compiler.Diagnostic) string {
@@ -121,6 +148,16 @@ func summary(plan *compiler.Plan, diags []compiler.Diagnostic) string {
 			fmt.Fprintln(&b, d)
 		}
 		return b.String()
+	}
+	if plan.Name != "" {
+		fmt.Fprintf(&b, "name: %q\n", plan.Name)
+	}
+	for _, t := range plan.Triggers {
+		fmt.Fprintf(&b, "trigger %s\n", t.Event)
+		render(&b, "  ", reflect.ValueOf(t))
+	}
+	if plan.Concurrency != nil {
+		fmt.Fprintf(&b, "concurrency: %q cancel-in-progress=%t\n", plan.Concurrency.Group, plan.Concurrency.CancelInProgress)
 	}
 	fmt.Fprintf(&b, "stages: %s\n", cmp.Or(strings.Join(plan.Stages, ", "), "-"))
 	fmt.Fprintf(&b, "env: %s\n", envString(plan.Env))
@@ -145,7 +182,10 @@ func render(b *strings.Builder, indent string, v reflect.Value) {
 	for i := range t.NumField() {
 		f, fv := t.Field(i), v.Field(i)
 		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "id" || fv.IsZero() && name != "needs" && name != "steps" {
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		if name == "id" || name == "event" || fv.IsZero() && name != "needs" && name != "steps" {
 			continue
 		}
 		fmt.Fprintf(b, "%s%s:", indent, name)

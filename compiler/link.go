@@ -13,10 +13,13 @@ import (
 // draft is what a front end hands to link: the jobs of a file, with the
 // positions link needs to report on their needs.
 type draft struct {
-	stages []string // declared stages, in order
-	env    map[string]string
-	jobs   []*jobDecl // in file order, IDs unique
-	graph  *dag.Graph // set by link when the needs are sound
+	name        string    // the pipeline's display name
+	triggers    []Trigger // what starts the pipeline
+	concurrency *cikit.Concurrency
+	stages      []string // declared stages, in order
+	env         map[string]string
+	jobs        []*jobDecl // in file order, IDs unique
+	graph       *dag.Graph // set by link when the needs are sound
 }
 
 // jobDecl is one job of a draft. Its spec is complete except for Needs,

@@ -19,6 +19,11 @@ type matrixDecl struct {
 	axes    []matrixAxis
 	include []variant
 	exclude []variant
+	// match decides whether the value of an include or exclude entry
+	// (pattern) matches a combination's value; nil is valueMatches.
+	// GitHub compares with its expression language's ==, which ignores
+	// case and converts between numbers and strings.
+	match func(pattern, v any) bool
 }
 
 type matrixAxis struct {
@@ -30,6 +35,9 @@ type matrixAxis struct {
 type variant struct {
 	keys   []string
 	values map[string]any
+	// included marks a combination made by an include entry that fit no
+	// combination of the axes.
+	included bool
 }
 
 // maxSize bounds the number of variants expand returns, without expanding:
@@ -105,10 +113,14 @@ func (m *matrixDecl) expand() []variant {
 	for _, a := range m.axes {
 		isAxis[a.name] = true
 	}
+	match := m.match
+	if match == nil {
+		match = func(pattern, v any) bool { return reflect.DeepEqual(pattern, v) }
+	}
 	for _, inc := range m.include {
 		added := false
 		for i := range out[:original] {
-			if !fits(inc, out[i], isAxis) {
+			if !fits(inc, out[i], isAxis, match) {
 				continue
 			}
 			added = true
@@ -127,7 +139,7 @@ func (m *matrixDecl) expand() []variant {
 			}
 		}
 		if !added {
-			out = append(out, variant{keys: append([]string(nil), inc.keys...), values: maps.Clone(inc.values)})
+			out = append(out, variant{keys: append([]string(nil), inc.keys...), values: maps.Clone(inc.values), included: true})
 		}
 	}
 	return out
@@ -135,9 +147,9 @@ func (m *matrixDecl) expand() []variant {
 
 // fits reports whether include entry inc may be added to combination v:
 // it agrees with v on every axis key it names.
-func fits(inc, v variant, isAxis map[string]bool) bool {
+func fits(inc, v variant, isAxis map[string]bool, match func(pattern, v any) bool) bool {
 	for _, k := range inc.keys {
-		if isAxis[k] && !reflect.DeepEqual(inc.values[k], v.values[k]) {
+		if isAxis[k] && !match(inc.values[k], v.values[k]) {
 			return false
 		}
 	}
@@ -145,17 +157,21 @@ func fits(inc, v variant, isAxis map[string]bool) bool {
 }
 
 func (m *matrixDecl) excluded(v variant) bool {
+	match := m.match
+	if match == nil {
+		match = valueMatches
+	}
 	for _, ex := range m.exclude {
-		if matchesSubset(ex, v) {
+		if matchesSubset(ex, v, match) {
 			return true
 		}
 	}
 	return false
 }
 
-func matchesSubset(ex, v variant) bool {
+func matchesSubset(ex, v variant, match func(pattern, v any) bool) bool {
 	for _, k := range ex.keys {
-		if !valueMatches(ex.values[k], v.values[k]) {
+		if !match(ex.values[k], v.values[k]) {
 			return false
 		}
 	}
