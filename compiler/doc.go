@@ -39,6 +39,38 @@
 //	    allow_failure: true        # dependents run even if it fails
 //	    steps: [go test ./...]
 //
+// Beyond these, a job may have:
+//
+//	matrix:                        # one job per combination, "test (linux, 1.26)"
+//	  os: [linux, macos]           # values are also env vars of the variant
+//	  go: ["1.25", "1.26"]
+//	  include: [{os: windows, go: "1.26"}]   # GitHub's include/exclude semantics
+//	  exclude: [{os: macos, go: "1.25"}]
+//	if: github.ref == 'refs/heads/main'      # GitHub expression language
+//	runs_on: [linux, "{{ matrix.os }}"]      # runner labels; {{ matrix.x }} templates
+//	services: [postgres:16, {name: cache, image: redis:7, ports: ["6379"]}]
+//	concurrency: {group: deploy, cancel_in_progress: true}
+//	retry: {max: 2, when: [infrastructure, timeout]}
+//	cache: {key: 'mod-{{ hash("go.sum") }}', paths: [/go/pkg/mod], restore_keys: [mod-]}
+//	artifacts: {paths: [dist/], expire_in: 7d}
+//	environment: {name: production, url: https://example.com}
+//	secrets: [DEPLOY_TOKEN]
+//
+// and the pipeline may say what triggers it, with GitHub's filter
+// patterns ("**" crosses directories, "!" excludes):
+//
+//	on:
+//	  push: {branches: [main], paths: ["**", "!docs/**"]}
+//	  pull_request: {branches: [main], types: [opened, synchronize]}
+//	  tag: {tags: ["v*"]}
+//	  schedule: ["0 3 * * 1-5"]
+//	  manual: {inputs: {target: {type: choice, options: [staging, prod]}}}
+//
+// A condition that depends only on what is known when compiling (the
+// event, the matrix, env) is decided then: false makes the job When
+// never; always() and failure() set When; the rest stays in JobSpec.If.
+// hash() in cache keys stays for the runner, which hashes the files.
+//
 // Stages are barriers: a job without a needs key needs every job of the
 // nearest earlier stage that has jobs. A job with a needs key, even
 // `needs: []`, needs exactly what it names and may start before the
