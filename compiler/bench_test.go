@@ -1,11 +1,14 @@
 package compiler_test
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cikit/cikit/compiler"
+	"github.com/cikit/cikit/internal/testenv"
 )
 
 // pipeline50 is a 50-job pipeline shaped like a real monorepo's: five
@@ -158,3 +161,49 @@ func BenchmarkCompileNativeMatrix50(b *testing.B) { benchmarkMatrix(b, 6, 8, 50)
 // BenchmarkCompileNativeMatrix256 compiles a matrix at the default limit:
 // 16 × 16 variants plus two jobs.
 func BenchmarkCompileNativeMatrix256(b *testing.B) { benchmarkMatrix(b, 16, 16, 258) }
+
+// BenchmarkCorpus compiles every real file of the shared collection — the
+// GitHub workflows (with the workflows they call) and the GitLab files
+// (with their local includes) — once per iteration, and reports files and
+// jobs compiled per second.
+func BenchmarkCorpus(b *testing.B) {
+	type input struct {
+		src  compiler.FileSource
+		path string
+		opts compiler.Options
+	}
+	var inputs []input
+	gha := testenv.SharedTestdata(b, "gha")
+	for _, ext := range []string{"*.yml", "*.yaml"} {
+		files, _ := filepath.Glob(filepath.Join(gha, ext))
+		for _, f := range files {
+			parts := strings.SplitN(filepath.Base(f), "__", 3)
+			inputs = append(inputs, input{realWorkflows{dir: gha, repo: parts[0] + "__" + parts[1]}, ".github/workflows/" + parts[2], compiler.Options{}})
+		}
+	}
+	gitlab := testenv.SharedTestdata(b, "gitlab")
+	files, _ := filepath.Glob(filepath.Join(gitlab, "*.yml"))
+	for _, f := range files {
+		inputs = append(inputs, input{compiler.DirSource(gitlab), filepath.Base(f), compiler.Options{Format: compiler.FormatGitLab}})
+	}
+	ctx := context.Background()
+	jobs := 0
+	for _, in := range inputs {
+		plan, _, err := compiler.Compile(ctx, in.src, in.path, in.opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if plan != nil {
+			jobs += len(plan.Jobs)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, in := range inputs {
+			_, _, _ = compiler.Compile(ctx, in.src, in.path, in.opts)
+		}
+	}
+	perOp := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(len(inputs))/perOp, "files/s")
+	b.ReportMetric(float64(jobs)/perOp, "jobs/s")
+}
