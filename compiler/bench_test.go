@@ -1,11 +1,14 @@
 package compiler_test
 
 import (
+	"context"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/cikit/cikit/compiler"
+	"github.com/cikit/cikit/internal/testenv"
 )
 
 // pipeline50 is a 50-job pipeline shaped like a real monorepo's: five
@@ -38,6 +41,80 @@ func BenchmarkCompileNative50(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_, _, _ = compiler.CompileBytes(".cikit.yml", data, compiler.Options{})
+	}
+}
+
+// pipelineGitLab50 is a 50-job .gitlab-ci.yml shaped like the real ones
+// of testdata: five stages, hidden templates reached through extends and
+// anchors, default keys, rules on variables, a parallel job and needs
+// across the stage barrier.
+func pipelineGitLab50() []byte {
+	var b strings.Builder
+	b.WriteString(`stages: [prepare, build, test, package, deploy]
+variables: {GOFLAGS: -mod=mod, CI_DEBUG: "false"}
+default:
+  image: golang:1.26
+  tags: [docker]
+  retry: {max: 1, when: [runner_system_failure]}
+.build: &build
+  before_script: [go version, go env]
+  script:
+    - go build ./...
+    - |
+      go vet ./...
+      go test -short ./...
+  cache: {key: {files: [go.sum]}, paths: [.go/]}
+  artifacts: {paths: [bin/], expire_in: 1 week}
+.rules:
+  rules:
+    - if: $CI_PIPELINE_SOURCE == "merge_request_event"
+    - if: $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH
+    - if: $CI_COMMIT_TAG
+      when: manual
+`)
+	stages := []string{"prepare", "build", "test", "package", "deploy"}
+	for s, stage := range stages {
+		for j := range 10 {
+			fmt.Fprintf(&b, "%s-%d:\n  stage: %s\n", stage, j, stage)
+			switch {
+			case j%3 == 0:
+				b.WriteString("  <<: *build\n")
+			case j%3 == 1:
+				b.WriteString("  extends: [.build, .rules]\n")
+			default:
+				fmt.Fprintf(&b, "  script: [make %s-%d]\n  rules: !reference [.rules, rules]\n", stage, j)
+			}
+			fmt.Fprintf(&b, "  variables: {SHARD: \"%d\"}\n", j)
+			if s > 1 && j == 9 {
+				fmt.Fprintf(&b, "  needs: [%s-0, {job: %s-1, artifacts: false}]\n", stages[s-1], stages[s-1])
+			}
+			if s == 2 && j == 8 {
+				b.WriteString("  parallel: 1\n")
+			}
+		}
+	}
+	return []byte(b.String())
+}
+
+func BenchmarkCompileGitLab50(b *testing.B) {
+	data := pipelineGitLab50()
+	event := &compiler.Event{Name: "push", Branch: "main", DefaultBranch: "main"}
+	for _, bc := range []struct {
+		name  string
+		event *compiler.Event
+	}{{"lint", nil}, {"push", event}} {
+		b.Run(bc.name, func(b *testing.B) {
+			opts := compiler.Options{Event: bc.event}
+			plan, diags, err := compiler.CompileBytes(".gitlab-ci.yml", data, opts)
+			if err != nil || len(diags) > 0 || len(plan.Jobs) != 50 {
+				b.Fatalf("bad benchmark pipeline: %v %v", err, diags)
+			}
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				_, _, _ = compiler.CompileBytes(".gitlab-ci.yml", data, opts)
+			}
+		})
 	}
 }
 
@@ -84,3 +161,49 @@ func BenchmarkCompileNativeMatrix50(b *testing.B) { benchmarkMatrix(b, 6, 8, 50)
 // BenchmarkCompileNativeMatrix256 compiles a matrix at the default limit:
 // 16 × 16 variants plus two jobs.
 func BenchmarkCompileNativeMatrix256(b *testing.B) { benchmarkMatrix(b, 16, 16, 258) }
+
+// BenchmarkCorpus compiles every real file of the shared collection — the
+// GitHub workflows (with the workflows they call) and the GitLab files
+// (with their local includes) — once per iteration, and reports files and
+// jobs compiled per second.
+func BenchmarkCorpus(b *testing.B) {
+	type input struct {
+		src  compiler.FileSource
+		path string
+		opts compiler.Options
+	}
+	var inputs []input
+	gha := testenv.SharedTestdata(b, "gha")
+	for _, ext := range []string{"*.yml", "*.yaml"} {
+		files, _ := filepath.Glob(filepath.Join(gha, ext))
+		for _, f := range files {
+			parts := strings.SplitN(filepath.Base(f), "__", 3)
+			inputs = append(inputs, input{realWorkflows{dir: gha, repo: parts[0] + "__" + parts[1]}, ".github/workflows/" + parts[2], compiler.Options{}})
+		}
+	}
+	gitlab := testenv.SharedTestdata(b, "gitlab")
+	files, _ := filepath.Glob(filepath.Join(gitlab, "*.yml"))
+	for _, f := range files {
+		inputs = append(inputs, input{compiler.DirSource(gitlab), filepath.Base(f), compiler.Options{Format: compiler.FormatGitLab}})
+	}
+	ctx := context.Background()
+	jobs := 0
+	for _, in := range inputs {
+		plan, _, err := compiler.Compile(ctx, in.src, in.path, in.opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if plan != nil {
+			jobs += len(plan.Jobs)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, in := range inputs {
+			_, _, _ = compiler.Compile(ctx, in.src, in.path, in.opts)
+		}
+	}
+	perOp := b.Elapsed().Seconds() / float64(b.N)
+	b.ReportMetric(float64(len(inputs))/perOp, "files/s")
+	b.ReportMetric(float64(jobs)/perOp, "jobs/s")
+}

@@ -32,6 +32,7 @@ type frontend func(c *checker, root *yaml.Node) *draft
 
 var frontends = map[Format]frontend{
 	FormatNative: compileNative,
+	FormatGitLab: compileGitLab,
 	FormatGitHub: compileGitHub,
 }
 
@@ -43,6 +44,8 @@ func Detect(p string) (Format, bool) {
 	switch path.Base(p) {
 	case ".cikit.yml", ".cikit.yaml":
 		return FormatNative, true
+	case ".gitlab-ci.yml", ".gitlab-ci.yaml":
+		return FormatGitLab, true
 	}
 	if isGitHubWorkflowPath(p) {
 		return FormatGitHub, true
@@ -107,7 +110,8 @@ func (o Options) maxMatrixJobs() int {
 // Plan is a compiled pipeline: its jobs, fully resolved, and their graph.
 // A Plan is never returned together with diagnostics, so every Plan is
 // valid: job IDs are unique, every need names a job, there is no cycle and
-// every job has at least one step.
+// every job has at least one step, or starts another pipeline (Uses, as a
+// GitLab trigger job does).
 //
 // A Plan is not modified by the compiler after it is returned; callers
 // that modify Jobs must not rely on Graph afterwards.
@@ -160,7 +164,8 @@ func (p *Plan) Job(id string) *cikit.JobSpec {
 // Compile reads the pipeline file at path from src and compiles it.
 //
 // Findings about the file's content are diagnostics: all of them, sorted by
-// line, column, rule and message. The plan is nil exactly when there is at
+// file (findings in the files it includes name those), line, column, rule
+// and message. The plan is nil exactly when there is at
 // least one diagnostic. The error is for failures that are not the file
 // author's to fix: the file cannot be read (a missing file matches
 // fs.ErrNotExist), or its format is unknown (ErrUnknownFormat). The format

@@ -141,7 +141,10 @@ func TestDetect(t *testing.T) {
 		"sub/dir/.cikit.yml":    compiler.FormatNative,
 		"cikit.yml":             "",
 		".cikit.yml.bak":        "",
-		".gitlab-ci.yml":        "",
+		".gitlab-ci.yml":        compiler.FormatGitLab,
+		".gitlab-ci.yaml":       compiler.FormatGitLab,
+		"sub/.gitlab-ci.yml":    compiler.FormatGitLab,
+		"gitlab-ci.yml":         "",
 		".github/workflows/a.y": "",
 		"":                      "",
 	} {
@@ -355,4 +358,34 @@ func TestNativeIfWithEvent(t *testing.T) {
 
 	lint := compile(nil)
 	require.NotNil(t, lint.Job("tag-only").If, "without an event the condition stays for run time")
+}
+
+// TestNativeTriggered: the native triggers decide with GitHub's filter
+// semantics which events start the pipeline.
+func TestNativeTriggered(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("testdata/native/on.yml")
+	require.NoError(t, err)
+	plan, diags, err := compiler.CompileBytes(".cikit.yml", data, compiler.Options{})
+	require.NoError(t, err)
+	require.Empty(t, diags)
+	for _, tc := range []struct {
+		ev   compiler.Event
+		want bool
+	}{
+		{compiler.Event{Name: "push", Branch: "main", ChangedFiles: []string{"cmd/main.go"}}, true},
+		{compiler.Event{Name: "push", Branch: "main", ChangedFiles: []string{"docs/intro.md", "README.md"}}, false},
+		{compiler.Event{Name: "push", Branch: "release/1.2", ChangedFiles: []string{"go.mod"}}, true},
+		{compiler.Event{Name: "push", Branch: "feature/x", ChangedFiles: []string{"go.mod"}}, false},
+		{compiler.Event{Name: "push", Tag: "v1.2.3"}, true},
+		{compiler.Event{Name: "push", Tag: "nightly"}, false},
+		{compiler.Event{Name: "pull_request", BaseBranch: "main"}, true},
+		{compiler.Event{Name: "pull_request", BaseBranch: "develop"}, false},
+		{compiler.Event{Name: "schedule"}, true},
+		{compiler.Event{Name: "manual"}, true},
+	} {
+		ok, reason := plan.Triggered(&tc.ev)
+		require.Equal(t, tc.want, ok, "%+v: %s", tc.ev, reason)
+		require.NotEmpty(t, reason)
+	}
 }

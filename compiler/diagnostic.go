@@ -70,11 +70,15 @@ const (
 type checker struct {
 	// file is the file being read: the compiled one, or one it includes
 	// while the front end reads that (see within).
-	file        string
-	data        []byte // the content of file, for positions inside scalars
-	ctx         context.Context
-	src         FileSource // nil when compiling bytes alone
-	opts        Options
+	file string
+	data []byte // the content of file, for positions inside scalars
+	ctx  context.Context
+	src  FileSource // nil when compiling bytes alone
+	opts Options
+	// nodeFiles names the file of nodes read from other files than the
+	// compiled one (included files), so that findings about them, also
+	// those of link, name the file they are written in.
+	nodeFiles   map[*yaml.Node]string
 	diags       []Diagnostic
 	sizes       map[*yaml.Node]int // subtree sizes, for charging aliases
 	aliasNodes  int
@@ -127,16 +131,22 @@ func (c *checker) at(n *yaml.Node, rule, format string, args ...any) {
 	line, col := 1, 1
 	if n != nil {
 		line, col = n.Line, n.Column
+		if f, ok := c.nodeFiles[n]; ok {
+			c.within(f, func() { c.report(line, col, rule, format, args...) })
+			return
+		}
 	}
 	c.report(line, col, rule, format, args...)
 }
 
-// sorted returns the diagnostics in reading order. Identical findings are
+// sorted returns the diagnostics in reading order, file by file (an
+// included file has findings of its own). Identical findings are
 // collapsed: content shared through an alias is checked at each use but
 // written once.
 func (c *checker) sorted() []Diagnostic {
 	slices.SortFunc(c.diags, func(a, b Diagnostic) int {
 		return cmp.Or(
+			cmp.Compare(a.File, b.File),
 			cmp.Compare(a.Line, b.Line),
 			cmp.Compare(a.Col, b.Col),
 			cmp.Compare(a.Rule, b.Rule),

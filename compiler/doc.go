@@ -12,9 +12,9 @@
 // the pipeline it had.
 //
 // Each file format has a front end; all produce the same Plan. This
-// version reads the native format (FormatNative) and GitHub Actions
-// workflows (FormatGitHub). Formats are chosen by Options.Format or
-// detected from the file name with Detect.
+// version reads the native format (FormatNative), GitHub Actions
+// workflows (FormatGitHub) and GitLab CI's (FormatGitLab). Formats are
+// chosen by Options.Format or detected from the file name with Detect.
 //
 // # The native format
 //
@@ -39,6 +39,38 @@
 //	    allow_failure: true        # dependents run even if it fails
 //	    steps: [go test ./...]
 //
+// Beyond these, a job may have:
+//
+//	matrix:                        # one job per combination, "test (linux, 1.26)"
+//	  os: [linux, macos]           # values are also env vars of the variant
+//	  go: ["1.25", "1.26"]
+//	  include: [{os: windows, go: "1.26"}]   # GitHub's include/exclude semantics
+//	  exclude: [{os: macos, go: "1.25"}]
+//	if: github.ref == 'refs/heads/main'      # GitHub expression language
+//	runs_on: [linux, "{{ matrix.os }}"]      # runner labels; {{ matrix.x }} templates
+//	services: [postgres:16, {name: cache, image: redis:7, ports: ["6379"]}]
+//	concurrency: {group: deploy, cancel_in_progress: true}
+//	retry: {max: 2, when: [infrastructure, timeout]}
+//	cache: {key: 'mod-{{ hash("go.sum") }}', paths: [/go/pkg/mod], restore_keys: [mod-]}
+//	artifacts: {paths: [dist/], expire_in: 7d}
+//	environment: {name: production, url: https://example.com}
+//	secrets: [DEPLOY_TOKEN]
+//
+// and the pipeline may say what triggers it, with GitHub's filter
+// patterns ("**" crosses directories, "!" excludes):
+//
+//	on:
+//	  push: {branches: [main], paths: ["**", "!docs/**"]}
+//	  pull_request: {branches: [main], types: [opened, synchronize]}
+//	  tag: {tags: ["v*"]}
+//	  schedule: ["0 3 * * 1-5"]
+//	  manual: {inputs: {target: {type: choice, options: [staging, prod]}}}
+//
+// A condition that depends only on what is known when compiling (the
+// event, the matrix, env) is decided then: false makes the job When
+// never; always() and failure() set When; the rest stays in JobSpec.If.
+// hash() in cache keys stays for the runner, which hashes the files.
+//
 // Stages are barriers: a job without a needs key needs every job of the
 // nearest earlier stage that has jobs. A job with a needs key, even
 // `needs: []`, needs exactly what it names and may start before the
@@ -49,6 +81,56 @@
 // a null value is the empty string. Aliases and merge keys (`<<: *base`,
 // `<<: [*a, *b]`) are resolved by the compiler, within a fixed budget, so
 // a small file cannot expand into a large one.
+//
+// # The GitLab format
+//
+// A `.gitlab-ci.yml` file compiles as GitLab would create the pipeline:
+// included local files are merged in (the including file wins, mapping
+// by mapping), then extends (multi-level, GitLab's deep merge), then
+// !reference tags, then default (with inherit), and rules, only/except
+// and workflow:rules decide which jobs the pipeline has. Stages are
+// barriers, .pre and .post always exist, and a job without needs gets,
+// as in GitLab, the artifacts of every earlier job that uploads some, or
+// of those its dependencies name: its Needs list them all. parallel and
+// parallel:matrix jobs become one job per copy, named as GitLab names
+// them ("test 1/3", "deploy: [aws, app1]"); a need of the job is a need
+// of every copy. A trigger job has no steps and names the pipeline it
+// starts in Uses.
+//
+// Decisions use Options.Event. Event.Variables are taken as the
+// pipeline's variables (project, group, schedule, manual ones): a
+// variable that is neither there, nor in the file, nor predefined is
+// unset, as GitLab sees it; the predefined variables the event's fields
+// give (CI_PIPELINE_SOURCE, CI_COMMIT_BRANCH, CI_COMMIT_TAG,
+// CI_COMMIT_REF_NAME, CI_DEFAULT_BRANCH, CI_MERGE_REQUEST_* …) are
+// derived when Variables do not set them, and other predefined variables
+// are unknown. Logic is three-valued: a condition that depends on
+// something unknown keeps the job, with the attributes of the first rule
+// that may match, so that a lint or a graph shows every job that could
+// run; when one unknown if: alone decides whether the job runs, it stays
+// in JobSpec.If for run time. Without an event nothing is known (the
+// file's variables can be overridden when a pipeline is created), and
+// workflow:rules are not applied; with one, a workflow that does not run
+// is a diagnostic (rule "workflow"), since a plan cannot be empty.
+// changes compares Event.ChangedFiles with the patterns (unknown when
+// they are nil); exists asks the FileSource for plain paths, with or
+// without an event, and counts patterns as unknown, since a FileSource
+// does not list directories. YAML merge keys resolve as in GitLab's YAML
+// library: in order, a later "<<" overriding what came before.
+//
+// Includes of other kinds than local (remote, template, project,
+// component) cannot be read by a compiler that reads only the commit's
+// files: they are left out without a finding, and a name that may come
+// from them (an extends parent, a need, a !reference) is reported saying
+// so. A local include that does not exist is a finding, and the names it
+// would have defined are then not reported again.
+//
+// Keys GitLab knows but JobSpec does not carry are accepted and ignored:
+// artifacts:reports, coverage, interruptible, hooks, id_tokens, identity,
+// pages, release, dast_configuration, manual_confirmation, environment
+// details beyond name, url and action, image and service entrypoints.
+// Cross-pipeline and cross-project needs order nothing in this pipeline
+// and are accepted without an edge.
 //
 // # GitHub Actions workflows
 //

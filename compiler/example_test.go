@@ -1,8 +1,10 @@
 package compiler_test
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/cikit/cikit/compiler"
 )
@@ -81,4 +83,44 @@ func ExampleCompile() {
 	// unit: 1 steps, needs [build]
 	// lint: 1 steps, needs [build]
 	// integration: 1 steps, needs [unit lint]
+}
+
+// A .gitlab-ci.yml compiles for the event that triggers the pipeline:
+// rules and only/except decide which jobs it has. Without an event (a
+// lint) every job that could run is kept.
+func Example_gitLab() {
+	src := []byte(`
+stages: [build, deploy]
+build:
+  stage: build
+  script: make
+deploy:
+  stage: deploy
+  script: make deploy
+  rules:
+    - if: $CI_COMMIT_TAG
+      when: manual
+    - if: $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH
+`)
+	for _, ev := range []*compiler.Event{
+		nil,
+		{Name: "push", Branch: "main", DefaultBranch: "main"},
+		{Name: "push", Branch: "feature", DefaultBranch: "main"},
+		{Name: "tag", Tag: "v1.0.0", DefaultBranch: "main"},
+	} {
+		plan, _, err := compiler.CompileBytes(".gitlab-ci.yml", src, compiler.Options{Event: ev})
+		if err != nil {
+			panic(err)
+		}
+		var jobs []string
+		for _, j := range plan.Jobs {
+			jobs = append(jobs, fmt.Sprintf("%s(%s)", j.ID, cmp.Or(string(j.When), "on_success")))
+		}
+		fmt.Println(strings.Join(jobs, " "))
+	}
+	// Output:
+	// build(on_success) deploy(manual)
+	// build(on_success) deploy(on_success)
+	// build(on_success)
+	// build(on_success) deploy(manual)
 }

@@ -2,6 +2,7 @@ package compiler_test
 
 import (
 	"cmp"
+	"context"
 	"os"
 	"path/filepath"
 	"slices"
@@ -78,4 +79,96 @@ func compareDiags(a, b compiler.Diagnostic) int {
 		cmp.Compare(a.Rule, b.Rule),
 		cmp.Compare(a.Message, b.Message),
 	)
+}
+
+// FuzzCompileGitLab feeds arbitrary bytes to the GitLab front end, as the
+// main file of a repository that holds the golden files (so includes,
+// extends, !reference and exists are exercised), without an event and
+// with one.
+//
+// Invariant: Compile never panics and returns no error; the diagnostics
+// are sorted by (file, line, col, rule, message), each with Line >= 1,
+// Col >= 1 and a non-empty Rule, Message and File; the plan is nil exactly
+// when there are diagnostics; and a plan has unique job IDs, a graph with
+// one node per job, in job order, with the job's needs, and something to
+// run in every job (steps, or another pipeline in Uses).
+func FuzzCompileGitLab(f *testing.F) {
+	dir := filepath.Join("testdata", "gitlab")
+	for _, pattern := range []string{"*.yml", "include/*.yml"} {
+		files, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, file := range files {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data, false)
+			f.Add(data, true)
+		}
+	}
+	src := compiler.DirSource(dir)
+	event := &compiler.Event{Name: "push", Branch: "main", DefaultBranch: "main", ChangedFiles: []string{"src/main.go"}}
+	f.Fuzz(func(t *testing.T, data []byte, withEvent bool) {
+		opts := compiler.Options{Format: compiler.FormatGitLab}
+		if withEvent {
+			opts.Event = event
+		}
+		plan, diags, err := compiler.Compile(t.Context(), fuzzSource{src, data}, fuzzMain, opts)
+		if err != nil {
+			t.Fatalf("error: %v", err)
+		}
+		if (plan == nil) == (len(diags) == 0) {
+			t.Fatalf("plan %v with %d diagnostics", plan != nil, len(diags))
+		}
+		for i, d := range diags {
+			if d.Line < 1 || d.Col < 1 || d.Rule == "" || d.Message == "" || d.File == "" {
+				t.Fatalf("malformed diagnostic %#v", d)
+			}
+			if i > 0 && cmp.Or(cmp.Compare(diags[i-1].File, d.File), compareDiags(diags[i-1], d)) > 0 {
+				t.Fatalf("diagnostics out of order: %s before %s", diags[i-1], d)
+			}
+		}
+		if plan == nil {
+			return
+		}
+		g := plan.Graph()
+		if g == nil || g.Len() != len(plan.Jobs) {
+			t.Fatalf("graph does not match the %d jobs", len(plan.Jobs))
+		}
+		for i, j := range plan.Jobs {
+			if len(j.Steps) == 0 && j.Uses == "" {
+				t.Fatalf("job %q has nothing to run", j.ID)
+			}
+			n := g.Node(i)
+			if n.ID != j.ID || !slices.Equal(n.Needs, j.Needs) {
+				t.Fatalf("node %d is %+v, job is %q needing %v", i, n, j.ID, j.Needs)
+			}
+			if plan.Job(j.ID) != j {
+				t.Fatalf("Job(%q) is not the job", j.ID)
+			}
+		}
+		if len(g.Order()) != g.Len() {
+			t.Fatalf("topological order has %d of %d nodes", len(g.Order()), g.Len())
+		}
+	})
+}
+
+// fuzzMain is the name of the fuzzed main file: a name the golden
+// directory does not have, so that the fuzzer's bytes are what is read.
+const fuzzMain = ".gitlab-ci.yml"
+
+// fuzzSource serves the fuzzed bytes as the main file and the golden
+// directory's files as the rest of the repository.
+type fuzzSource struct {
+	compiler.FileSource
+	main []byte
+}
+
+func (s fuzzSource) ReadFile(ctx context.Context, path string) ([]byte, error) {
+	if path == fuzzMain {
+		return s.main, nil
+	}
+	return s.FileSource.ReadFile(ctx, path)
 }

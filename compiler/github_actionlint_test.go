@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit/compiler"
+	"github.com/cikit/cikit/internal/testenv"
 )
 
 // actionlintLines says, for each of actionlint's error examples, on which
@@ -86,7 +87,7 @@ var actionlintOut = regexp.MustCompile(`^/?test\\?\.yaml:(\d+):(\d+): `)
 // listed in actionlintLines with the reason.
 func TestActionlintExamples(t *testing.T) {
 	t.Parallel()
-	dir := sharedTestdata(t, "actionlint")
+	dir := testenv.SharedTestdata(t, "actionlint")
 	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	require.NoError(t, err)
 	require.NotEmpty(t, files)

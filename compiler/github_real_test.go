@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -16,31 +15,6 @@ import (
 	"github.com/cikit/cikit/compiler"
 	"github.com/cikit/cikit/internal/testenv"
 )
-
-// sharedTestdataVar names the directory of the shared real-world files
-// when it is not ../shared/testdata beside the repository root (a
-// checkout in another place, a worktree).
-const sharedTestdataVar = "CIKIT_SHARED_TESTDATA"
-
-// sharedTestdata returns the directory sub of the shared real-world files,
-// or skips the test when it is absent; in CI it fails instead, so that a
-// green run means the files were compiled.
-func sharedTestdata(t *testing.T, sub string) string {
-	t.Helper()
-	dir := os.Getenv(sharedTestdataVar)
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "testdata") // the package is one level below the root
-	}
-	dir = filepath.Join(dir, sub)
-	if _, err := os.Stat(dir); err != nil {
-		msg := fmt.Sprintf("the shared real-world files are not here (%v); set %s to the shared testdata directory", err, sharedTestdataVar)
-		if testenv.InCI() {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
-	return dir
-}
 
 // realWorkflows serves the workflows of the shared collection, where
 // .github/workflows/NAME of repository OWNER/REPO is the file
@@ -105,7 +79,7 @@ var realFindings = map[string][]string{
 // matrices are checked by TestRealMatrixSizes.)
 func TestRealWorkflows(t *testing.T) {
 	t.Parallel()
-	dir := sharedTestdata(t, "gha")
+	dir := testenv.SharedTestdata(t, "gha")
 	var files []string
 	for _, ext := range []string{"*.yml", "*.yaml"} {
 		m, err := filepath.Glob(filepath.Join(dir, ext))

@@ -3,6 +3,7 @@ package compiler_test
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io/fs"
@@ -24,6 +25,8 @@ import (
 var update = flag.Bool("update", false, "rewrite the golden .out files from the compiler's output")
 
 // goldenDirs are the directories of golden files and the format of each.
+// Every file compiles through Compile over a FileSource of its directory,
+// so that the files it includes or calls are read from beside it.
 var goldenDirs = []struct {
 	dir    string
 	format compiler.Format
@@ -35,6 +38,9 @@ var goldenDirs = []struct {
 	{"native", compiler.FormatNative,
 		func(base string) string { return base },
 		func(dir string) compiler.FileSource { return compiler.DirSource(dir) }},
+	{"gitlab", compiler.FormatGitLab,
+		func(base string) string { return base },
+		func(dir string) compiler.FileSource { return compiler.DirSource(dir) }},
 	{"github", compiler.FormatGitHub,
 		func(base string) string { return ".github/workflows/" + base },
 		func(dir string) compiler.FileSource { return workflowSource(dir) }},
@@ -43,7 +49,10 @@ var goldenDirs = []struct {
 // TestGolden compiles every testdata/<format>/*.yml and compares a summary
 // of the plan, or the diagnostics, with the .out file next to it. GitHub
 // workflows are compiled as .github/workflows/<name>, and the workflows
-// they call are read from the same directory.
+// they call are read from the same directory. A line "# event: {…}" in a
+// file, the JSON of a compiler.Event, compiles it for that event instead
+// of without one; several such lines compile it once for each, one
+// section of the .out file each.
 func TestGolden(t *testing.T) {
 	t.Parallel()
 	for _, gd := range goldenDirs {
@@ -55,23 +64,66 @@ func TestGolden(t *testing.T) {
 			name := filepath.Base(file)
 			t.Run(gd.dir+"/"+strings.TrimSuffix(name, ".yml"), func(t *testing.T) {
 				t.Parallel()
-				plan, diags, err := compiler.Compile(context.Background(), src, gd.path(name), compiler.Options{Format: gd.format})
+				data, err := os.ReadFile(file)
 				require.NoError(t, err)
-				got := summary(plan, diags)
+				var got strings.Builder
+				events := goldenEvents(t, data)
+				for _, ev := range events {
+					if len(events) > 1 {
+						fmt.Fprintf(&got, "=== event %s\n", ev.line)
+					}
+					opts := compiler.Options{Format: gd.format, Event: ev.event}
+					plan, diags, err := compiler.Compile(t.Context(), src, gd.path(name), opts)
+					require.NoError(t, err)
+					got.WriteString(summary(plan, diags))
+				}
 
 				out := strings.TrimSuffix(file, ".yml") + ".out"
 				if *update {
-					require.NoError(t, os.WriteFile(out, []byte(got), 0o644))
+					require.NoError(t, os.WriteFile(out, []byte(got.String()), 0o644))
 					return
 				}
 				want, err := os.ReadFile(out)
 				require.NoError(t, err, "run go test -update to create it")
-				if diff := gocmp.Diff(string(want), got); diff != "" {
+				if diff := gocmp.Diff(string(want), got.String()); diff != "" {
 					t.Errorf("%s (-want +got):\n%s", out, diff)
 				}
 			})
 		}
 	}
+}
+
+// goldenEvent is an event a golden file is compiled for, and the line
+// that asks for it.
+type goldenEvent struct {
+	line  string
+	event *compiler.Event
+}
+
+// goldenEvents returns the events a golden file asks to be compiled for;
+// "# event: none" (and a file without event lines) means no event.
+func goldenEvents(t *testing.T, data []byte) []goldenEvent {
+	t.Helper()
+	var events []goldenEvent
+	for line := range strings.Lines(string(data)) {
+		js, ok := strings.CutPrefix(strings.TrimSpace(line), "# event: ")
+		if !ok {
+			continue
+		}
+		if js == "none" {
+			events = append(events, goldenEvent{line: js})
+			continue
+		}
+		ev := &compiler.Event{}
+		dec := json.NewDecoder(strings.NewReader(js))
+		dec.DisallowUnknownFields()
+		require.NoError(t, dec.Decode(ev), "event line %q", js)
+		events = append(events, goldenEvent{line: js, event: ev})
+	}
+	if events == nil {
+		events = []goldenEvent{{line: "none"}}
+	}
+	return events
 }
 
 // workflowSource reads .github/workflows/<name> from dir: the called

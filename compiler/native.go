@@ -97,6 +97,10 @@ func compileNative(c *checker, root *yaml.Node) *draft {
 			env = &e
 		case "jobs":
 			jobs = &e
+		case "name":
+			d.name, _ = c.scalar(c.resolve(e.val), "name", owner{})
+		case "on":
+			d.triggers = c.nativeOn(e.val)
 		default:
 			c.unknownKey(e, owner{}, nativeTopKeys)
 		}

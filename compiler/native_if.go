@@ -145,15 +145,8 @@ func anyMap(m map[string]string) map[string]any {
 	return out
 }
 
-// atOffset reports at byte offset off of scalar n's value: exactly for a
-// plain or quoted scalar on one line, at the scalar otherwise.
+// atOffset reports at byte offset off of scalar n's value.
 func (c *checker) atOffset(n *yaml.Node, off int, rule, format string, args ...any) {
-	line, col := n.Line, n.Column
-	if n.Style&(yaml.LiteralStyle|yaml.FoldedStyle) == 0 && !strings.Contains(n.Value, "\n") && off >= 0 && off <= len(n.Value) {
-		col += len([]rune(n.Value[:off]))
-		if n.Style&(yaml.DoubleQuotedStyle|yaml.SingleQuotedStyle) != 0 {
-			col++ // the opening quote
-		}
-	}
+	line, col := c.scalarPos(n, off)
 	c.report(line, col, rule, format, args...)
 }

@@ -48,9 +48,23 @@ type Config struct {
 	// KeepWorkspaces leaves workspaces in place after their jobs, for
 	// debugging.
 	KeepWorkspaces bool
+	// Expander evaluates the run-time expressions of a pipeline format
+	// (GitHub's ${{ }}) in steps and decides steps' conditions. nil: text
+	// runs as written, and after a failing step only after-steps run.
+	Expander Expander
 	// Logger receives the executor's own diagnostics. Default:
 	// slog.Default().
 	Logger *slog.Logger
+}
+
+// Expander evaluates what a pipeline format leaves to run time.
+type Expander interface {
+	// Expand returns s, a script, env value or working directory of a
+	// step of spec, with its expressions evaluated.
+	Expand(spec *cikit.JobSpec, s string) (string, error)
+	// StepRuns reports whether step runs, given whether an earlier step
+	// of the job failed.
+	StepRuns(spec *cikit.JobSpec, step *cikit.Step, failed bool) (bool, error)
 }
 
 // Executor runs jobs as local processes. It is safe for concurrent use:
@@ -185,7 +199,18 @@ func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
 
 	env := append(append([]string(nil), e.cfg.Env...),
 		"CI=true", "CIKIT=true", "CIKIT_JOB_ID="+spec.ID, "CIKIT_JOB_NAME="+spec.DisplayName(), "CIKIT_WORKSPACE="+ws)
-	env = appendEnv(env, spec.Env)
+	jobEnv := spec.Env
+	if e.cfg.Expander != nil && len(spec.Env) > 0 {
+		jobEnv = make(map[string]string, len(spec.Env))
+		for k, v := range spec.Env {
+			x, err := e.cfg.Expander.Expand(spec, v)
+			if err != nil {
+				return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("env %s: %v", k, err)}
+			}
+			jobEnv[k] = x
+		}
+	}
+	env = appendEnv(env, jobEnv)
 
 	res := Result{State: cikit.JobSucceeded, ExitCode: -1}
 	steps := append(append([]cikit.Step(nil), spec.Steps...), spec.AfterSteps...)
@@ -195,8 +220,19 @@ func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
 		if name == "" {
 			name = fmt.Sprintf("step %d", i+1)
 		}
-		if res.State != cikit.JobSucceeded && !after {
-			continue // an earlier step failed; only after-steps still run
+		runs, err := e.stepRuns(spec, &step, res.State != cikit.JobSucceeded, after)
+		if err != nil {
+			res.State, res.ExitCode, res.Reason = cikit.JobFailed, -1, fmt.Sprintf("step %q: %v", name, err)
+			fmt.Fprintf(pw, "--- %s\n", res.Reason)
+			return res
+		}
+		if !runs {
+			continue
+		}
+		if err := e.expandStep(spec, &step); err != nil {
+			res.State, res.ExitCode, res.Reason = cikit.JobFailed, -1, fmt.Sprintf("step %q: %v", name, err)
+			fmt.Fprintf(pw, "--- %s\n", res.Reason)
+			return res
 		}
 		if step.Uses != "" {
 			fmt.Fprintf(pw, "--- %s: uses %s; actions are not run by the local executor, skipped\n", name, step.Uses)
@@ -247,6 +283,41 @@ func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
 }
 
 var errTimeout = errors.New("job timed out")
+
+// stepRuns decides whether a step runs: by the Expander when there is
+// one, else every step until one fails and every after-step.
+func (e *Executor) stepRuns(spec *cikit.JobSpec, step *cikit.Step, failed, after bool) (bool, error) {
+	if e.cfg.Expander == nil || after {
+		return after || !failed, nil
+	}
+	return e.cfg.Expander.StepRuns(spec, step, failed)
+}
+
+// expandStep evaluates the expressions of a step's script, env and
+// working directory.
+func (e *Executor) expandStep(spec *cikit.JobSpec, step *cikit.Step) error {
+	x := e.cfg.Expander
+	if x == nil {
+		return nil
+	}
+	var err error
+	if step.Run, err = x.Expand(spec, step.Run); err != nil {
+		return err
+	}
+	if step.WorkingDirectory, err = x.Expand(spec, step.WorkingDirectory); err != nil {
+		return err
+	}
+	if len(step.Env) > 0 {
+		env := make(map[string]string, len(step.Env))
+		for k, v := range step.Env {
+			if env[k], err = x.Expand(spec, v); err != nil {
+				return fmt.Errorf("env %s: %w", k, err)
+			}
+		}
+		step.Env = env
+	}
+	return nil
+}
 
 // runStep runs one step in its own process group and returns its exit
 // code (-1 if it did not exit by itself) and the group's id.

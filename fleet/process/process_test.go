@@ -271,3 +271,32 @@ func TestRunShellsAndTimeouts(t *testing.T) {
 	require.Equal(t, cikit.JobFailed, res.State)
 	require.Contains(t, res.Reason, "outside the workspace")
 }
+
+// upper is an Expander that upper-cases "${{ x }}" and runs a step with a
+// condition only after a failure.
+type upper struct{}
+
+func (upper) Expand(_ *cikit.JobSpec, s string) (string, error) {
+	return strings.ReplaceAll(s, "${{ x }}", "X"), nil
+}
+
+func (upper) StepRuns(_ *cikit.JobSpec, step *cikit.Step, failed bool) (bool, error) {
+	if step.If != nil {
+		return failed, nil
+	}
+	return !failed, nil
+}
+
+func TestRunExpander(t *testing.T) {
+	t.Parallel()
+	b := setup(t, func(c *process.Config) { c.Expander = upper{} })
+	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "x", Env: map[string]string{"J": "job-${{ x }}"}, Steps: []cikit.Step{
+		{Name: "a", Run: "echo ${{ x }} $J $S; exit 1", Env: map[string]string{"S": "step-${{ x }}"}},
+		{Name: "b", Run: "echo not after a failure"},
+		{Name: "c", Run: "echo on failure", If: &cikit.Condition{Lang: cikit.LangGitHub, Expr: "failure()"}},
+	}})
+	require.Equal(t, cikit.JobFailed, res.State)
+	require.Contains(t, b.out.String(), "X job-X step-X\n")
+	require.NotContains(t, b.out.String(), "not after a failure")
+	require.Contains(t, b.out.String(), "on failure\n")
+}

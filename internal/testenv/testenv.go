@@ -3,6 +3,7 @@ package testenv
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
 	"testing"
 )
@@ -101,4 +102,48 @@ func (r *recorder) Skipf(format string, args ...any)  { r.end("skip", fmt.Sprint
 func (r *recorder) end(how, msg string) {
 	r.v = Verdict{Ended: how, Msg: msg}
 	runtime.Goexit()
+}
+
+// SharedTestdataVar points tests at the collection of real files written
+// by other people (workflows, pipeline files, webhook payloads) that is
+// kept beside the repository, not in it.
+const SharedTestdataVar = "CIKIT_SHARED_TESTDATA"
+
+// SharedTestdata returns the directory sub of that collection: where
+// SharedTestdataVar points, else ../shared/testdata beside the module's
+// root. When it is absent the test is skipped with a message saying so,
+// and fails in CI, where the collection is always provided.
+func SharedTestdata(t testing.TB, sub string) string {
+	t.Helper()
+	root := os.Getenv(SharedTestdataVar)
+	if root == "" {
+		root = filepath.Join(moduleRoot(), "..", "shared", "testdata")
+	}
+	dir := filepath.Join(root, sub)
+	if _, err := os.Stat(dir); err != nil {
+		msg := fmt.Sprintf("the real %s files are not at %s (%v): they are kept beside the repository in ../shared/testdata, or where %s points",
+			sub, dir, err, SharedTestdataVar)
+		if InCI() {
+			t.Fatal(msg)
+		}
+		t.Skip("skipping: " + msg)
+	}
+	return dir
+}
+
+// moduleRoot is the nearest directory above the working directory (a
+// test's package directory) that holds go.mod.
+func moduleRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.mod")); err == nil {
+			return d
+		}
+		if filepath.Dir(d) == d {
+			return dir
+		}
+	}
 }

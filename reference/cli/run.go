@@ -69,12 +69,18 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	con := &console{w: stdout}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r := &localRun{con: con, plan: plan, width: prefixWidth(plan)}
+	var expander process.Expander
+	if plan.Format == compiler.FormatGitHub {
+		abs, _ := filepath.Abs(*dir)
+		expander = newGitHubExpander(abs)
+	}
 	exec, err := process.New(process.Config{
 		Source:         *dir,
 		Grace:          *grace,
 		KeepWorkspaces: *keep,
 		Output:         r.output,
 		Logger:         logger,
+		Expander:       expander,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "cikit run: %v\n", err)

@@ -292,3 +292,35 @@ flowchart LR
 	require.Equal(t, 2, out.code)
 	require.Contains(t, out.stderr, "testdata/invalid/.cikit.yml:8:13:")
 }
+
+// TestRunOtherFormats runs a GitHub workflow and a GitLab pipeline
+// through the same local executor: actions are reported as not run,
+// ${{ }} expressions and step conditions are evaluated, matrix variants
+// and GitLab's after_script run.
+func TestRunOtherFormats(t *testing.T) {
+	t.Parallel()
+	rep := filepath.Join(t.TempDir(), "report.json")
+	out := cikit(t, "testdata/github", nil, "run", "--report", rep)
+	require.Equal(t, 1, out.code, out.stdout+out.stderr)
+	require.Equal(t, map[string]string{"build": "succeeded", "test (ubuntu-latest)": "succeeded", "test (macos-latest)": "failed"}, states(readReport(t, rep)))
+	for _, want := range []string{
+		"[build]                --- actions/checkout@v4: uses actions/checkout@v4; actions are not run by the local executor, skipped\n",
+		"[build]                building for Linux\n",
+		"[test (macos-latest)]  testing macos-latest-target\n",
+		"[test (macos-latest)]  collecting logs of macos-latest\n",
+		"[test (macos-latest)]  cleanup\n",
+		"[test (ubuntu-latest)] not after a failure\n",
+		"[test (ubuntu-latest)] cleanup\n",
+	} {
+		require.Contains(t, out.stdout, want)
+	}
+	require.NotContains(t, out.stdout, "[test (ubuntu-latest)] collecting logs")
+	require.NotContains(t, out.stdout, "[test (macos-latest)]  not after a failure")
+
+	out = cikit(t, "testdata/gitlab", nil, "run", "--report", rep)
+	require.Equal(t, 0, out.code, out.stdout+out.stderr)
+	require.Equal(t, map[string]string{"build": "succeeded", "test: [linux]": "succeeded", "test: [mac]": "succeeded"}, states(readReport(t, rep)))
+	require.Contains(t, out.stdout, "[build]         hello from build\n")
+	require.Contains(t, out.stdout, "[test: [mac]]   test on mac\n")
+	require.Contains(t, out.stdout, "[test: [mac]]   cleanup on mac\n")
+}
