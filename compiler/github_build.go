@@ -67,8 +67,9 @@ func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 		} else {
 			seen[id] = 1
 		}
-		decls := g.buildVariantEnv(wf, j, &vs[i], id, call, shared)
-		for _, d := range decls {
+		first := len(out)
+		out = g.buildVariantEnv(wf, j, &vs[i], id, call, shared, out)
+		for _, d := range out[first:] {
 			d.group = j.id
 			if d.spec.MatrixOf == "" {
 				d.spec.MatrixOf = j.id
@@ -76,7 +77,6 @@ func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 				g.c.chargePlan(len(d.spec.Matrix), j.key)
 			}
 		}
-		out = append(out, decls...)
 	}
 	return out
 }
@@ -84,12 +84,12 @@ func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 // buildVariant builds job j for one variant v (nil without matrix), with
 // the given ID.
 func (g *ghCompiler) buildVariant(wf *ghWorkflow, j *ghJob, v *ghVariant, id string, call *ghCall) []*jobDecl {
-	return g.buildVariantEnv(wf, j, v, id, call, nil)
+	return g.buildVariantEnv(wf, j, v, id, call, nil, nil)
 }
 
 // buildVariantEnv is buildVariant with the evaluation environment of the
-// variant, when it is made already.
-func (g *ghCompiler) buildVariantEnv(wf *ghWorkflow, j *ghJob, v *ghVariant, id string, call *ghCall, shared *expr.GitHubEnv) []*jobDecl {
+// variant, when it is made already, appending to out.
+func (g *ghCompiler) buildVariantEnv(wf *ghWorkflow, j *ghJob, v *ghVariant, id string, call *ghCall, shared *expr.GitHubEnv, out []*jobDecl) []*jobDecl {
 	x := &ghEval{g: g, wf: wf, job: j, variant: v, call: call, env: shared}
 	name := id
 	if j.name.set() && j.name.s != "" {
@@ -100,7 +100,7 @@ func (g *ghCompiler) buildVariantEnv(wf *ghWorkflow, j *ghJob, v *ghVariant, id 
 	}
 	when, cond := x.jobCondition(j.cond)
 	if j.uses.set() {
-		return g.buildCall(wf, j, x, id, name, when, cond)
+		return append(out, g.buildCall(wf, j, x, id, name, when, cond)...)
 	}
 	if j.mergedEnv == nil {
 		// Variants share what does not vary: env and steps are the same
@@ -139,19 +139,7 @@ func (g *ghCompiler) buildVariantEnv(wf *ghWorkflow, j *ghJob, v *ghVariant, id 
 	if j.container != nil {
 		spec.Image = x.render(j.container.image)
 	}
-	for _, s := range j.services {
-		image := x.render(s.image)
-		if image == "" {
-			// GitHub starts no service whose image is empty, which makes
-			// services conditional.
-			continue
-		}
-		svc := cikit.Service{Name: s.name, Image: image, Env: s.env, Ports: s.ports, Options: s.options}
-		if s.command != "" {
-			svc.Command = strings.Fields(s.command)
-		}
-		spec.Services = append(spec.Services, svc)
-	}
+	spec.Services = g.jobServices(j, x)
 	if j.timeout.set() {
 		if !hasExpr(j.timeout.s) {
 			spec.Timeout = minutesDuration(j.timeout.s)
@@ -186,7 +174,7 @@ func (g *ghCompiler) buildVariantEnv(wf *ghWorkflow, j *ghJob, v *ghVariant, id 
 			spec.Secrets = j.secretNames
 		}
 	}
-	return []*jobDecl{{spec: spec, key: j.key, hasNeeds: j.hasNeeds, needs: j.needs, stage: -1}}
+	return append(out, &jobDecl{spec: spec, key: j.key, hasNeeds: j.hasNeeds, needs: j.needs, stage: -1})
 }
 
 // outputsBinding is the rewriting of the outputs of the local reusable
@@ -218,6 +206,35 @@ func (g *ghCompiler) outputsBinding(wf *ghWorkflow, j *ghJob) *ghBinding {
 		b.outputs[strings.ToLower(callee.id)] = outs
 	}
 	return b
+}
+
+// jobServices renders the services of a job for a variant. Services
+// whose images hold no expression are the same in every variant, and
+// shared.
+func (g *ghCompiler) jobServices(j *ghJob, x *ghEval) []cikit.Service {
+	if j.staticServices != nil {
+		return j.staticServices
+	}
+	var out []cikit.Service
+	static := true
+	for _, s := range j.services {
+		static = static && !hasExpr(s.image.s)
+		image := x.render(s.image)
+		if image == "" {
+			// GitHub starts no service whose image is empty, which makes
+			// services conditional.
+			continue
+		}
+		svc := cikit.Service{Name: s.name, Image: image, Env: s.env, Ports: s.ports, Options: s.options}
+		if s.command != "" {
+			svc.Command = strings.Fields(s.command)
+		}
+		out = append(out, svc)
+	}
+	if static && out != nil {
+		j.staticServices = out
+	}
+	return out
 }
 
 // containerEnv is the env of a job's container, which its steps see

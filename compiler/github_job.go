@@ -52,7 +52,8 @@ type ghJob struct {
 	// nil until the first is built.
 	mergedEnv map[string]string
 
-	secretNames []string // the secrets it reads, once known; shared by its variants
+	secretNames    []string        // the secrets it reads, once known; shared by its variants
+	staticServices []cikit.Service // its services when no variant changes them
 
 	exprs   []ghUse  // the job's expressions, checked once every job is known
 	stepIDs []string // the id of each step, "" for a step without one

@@ -42,18 +42,7 @@ import (
 //     the job list, known only at run time: one job, unexpanded.
 func TestRealMatrixSizes(t *testing.T) {
 	t.Parallel()
-	dir := os.Getenv("CIKIT_SHARED_TESTDATA")
-	if dir == "" {
-		dir = filepath.Join("..", "..", "shared", "testdata")
-	}
-	dir = filepath.Join(dir, "gha")
-	if _, err := os.Stat(dir); err != nil {
-		msg := fmt.Sprintf("the shared real-world files are not here (%v); set CIKIT_SHARED_TESTDATA to the shared testdata directory", err)
-		if testenv.InCI() {
-			t.Fatal(msg)
-		}
-		t.Skip(msg)
-	}
+	dir := testenv.SharedTestdata(t, "gha")
 	var files []string
 	for _, ext := range []string{"*.yml", "*.yaml"} {
 		m, err := filepath.Glob(filepath.Join(dir, ext))
