@@ -3,13 +3,13 @@ package compiler
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cikit/cikit/compiler/expr"
 )
 
 // ghMatrix is a job's strategy.matrix as read.
@@ -239,37 +239,7 @@ func holdsExpr(v any) bool {
 // object's keys is kept aside, for names.
 func (g *ghCompiler) value(n *yaml.Node) any {
 	c := g.c
-	n = c.resolve(n)
-	switch n.Kind {
-	case yaml.MappingNode:
-		entries := c.ghEntries(n, true)
-		m := make(map[string]any, len(entries))
-		keys := make([]string, 0, len(entries))
-		for _, e := range entries {
-			m[e.name] = g.value(e.val)
-			keys = append(keys, e.name)
-		}
-		g.setOrder(m, keys)
-		return m
-	case yaml.SequenceNode:
-		out := make([]any, len(n.Content))
-		for i, item := range n.Content {
-			out[i] = g.value(item)
-		}
-		return out
-	}
-	switch n.ShortTag() {
-	case "!!null":
-		return nil
-	case "!!bool":
-		return strings.EqualFold(n.Value, "true")
-	case "!!int", "!!float":
-		var f float64
-		if err := n.Decode(&f); err == nil {
-			return f
-		}
-	}
-	return n.Value
+	return c.yamlValue(n, func(m *yaml.Node) []entry { return c.ghEntries(m, true) }, g.setOrder)
 }
 
 // jsonText renders a matrix value for a message.
@@ -640,7 +610,7 @@ func ghMatch(pattern, v any) bool {
 	case map[string]any, []any:
 		return false
 	}
-	return ghEqual(pattern, v)
+	return expr.Equal(pattern, v)
 }
 
 // lookupFold finds key in m, ignoring case as GitHub's objects do.
@@ -654,52 +624,6 @@ func lookupFold(m map[string]any, key string) any {
 		}
 	}
 	return nil
-}
-
-// ghEqual is GitHub's == on null, booleans, numbers and strings: values
-// of different types are compared as numbers, strings ignoring case.
-func ghEqual(a, b any) bool {
-	if sa, ok := a.(string); ok {
-		if sb, ok := b.(string); ok {
-			return strings.EqualFold(sa, sb)
-		}
-	}
-	if ba, ok := a.(bool); ok {
-		if bb, ok := b.(bool); ok {
-			return ba == bb
-		}
-	}
-	if a == nil && b == nil {
-		return true
-	}
-	x, y := ghNumber(a), ghNumber(b)
-	return x == y // false for NaN
-}
-
-// ghNumber converts a primitive to a number the way GitHub's comparisons
-// do: null is 0, booleans 1 and 0, strings are parsed (NaN when they are
-// not numbers).
-func ghNumber(v any) float64 {
-	switch v := v.(type) {
-	case nil:
-		return 0
-	case bool:
-		if v {
-			return 1
-		}
-		return 0
-	case float64:
-		return v
-	case string:
-		s := strings.TrimSpace(v)
-		if s == "" {
-			return 0
-		}
-		if f, err := strconv.ParseFloat(s, 64); err == nil && !strings.ContainsAny(s, "_xXpPnN") {
-			return f
-		}
-	}
-	return math.NaN()
 }
 
 // unexpandedMatrix renders a matrix that is left for the run as the

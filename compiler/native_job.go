@@ -122,19 +122,32 @@ func (c *checker) matrixRows(e entry, v *yaml.Node, own owner) ([]variant, bool)
 }
 
 // plainValue converts a YAML value to the JSON-like form of matrix values.
-func (c *checker) plainValue(n *yaml.Node) any {
+func (c *checker) plainValue(n *yaml.Node) any { return c.yamlValue(n, c.entries, nil) }
+
+// yamlValue converts a YAML value to the JSON-like form of matrix values
+// and expressions: nil, bool, float64, string, []any and map[string]any.
+// entries reads a mapping's pairs (formats differ on merge keys and
+// duplicates); mapped, when set, sees every object with its keys in
+// written order.
+func (c *checker) yamlValue(n *yaml.Node, entries func(*yaml.Node) []entry, mapped func(map[string]any, []string)) any {
 	n = c.resolve(n)
 	switch n.Kind {
 	case yaml.MappingNode:
-		m := map[string]any{}
-		for _, e := range c.entries(n) {
-			m[e.name] = c.plainValue(e.val)
+		es := entries(n)
+		m := make(map[string]any, len(es))
+		keys := make([]string, 0, len(es))
+		for _, e := range es {
+			m[e.name] = c.yamlValue(e.val, entries, mapped)
+			keys = append(keys, e.name)
+		}
+		if mapped != nil {
+			mapped(m, keys)
 		}
 		return m
 	case yaml.SequenceNode:
 		out := make([]any, len(n.Content))
 		for i, item := range n.Content {
-			out[i] = c.plainValue(item)
+			out[i] = c.yamlValue(item, entries, mapped)
 		}
 		return out
 	}

@@ -532,3 +532,8 @@ func hasUnknown(v any) bool {
 	}
 	return false
 }
+
+// Equal is GitHub's == operator: values of different kinds are compared
+// as numbers (null is 0, booleans 1 and 0, strings parsed, NaN equal to
+// nothing), strings ignoring case, arrays and objects by instance.
+func Equal(a, b any) bool { return looseEqual(a, b) }
