@@ -108,8 +108,8 @@ func (o Options) maxMatrixJobs() int {
 }
 
 // Plan is a compiled pipeline: its jobs, fully resolved, and their graph.
-// A Plan is never returned together with diagnostics, so every Plan is
-// valid: job IDs are unique, every need names a job, there is no cycle and
+// A Plan is never returned together with an error diagnostic (warnings
+// may come with it), so every Plan is valid: job IDs are unique, every need names a job, there is no cycle and
 // every job has at least one step, or starts another pipeline (Uses, as a
 // GitLab trigger job does).
 //
@@ -165,8 +165,8 @@ func (p *Plan) Job(id string) *cikit.JobSpec {
 //
 // Findings about the file's content are diagnostics: all of them, sorted by
 // file (findings in the files it includes name those), line, column, rule
-// and message. The plan is nil exactly when there is at
-// least one diagnostic. The error is for failures that are not the file
+// and message. The plan is nil exactly when one of them is an error
+// (HasErrors); warnings come with the plan. The error is for failures that are not the file
 // author's to fix: the file cannot be read (a missing file matches
 // fs.ErrNotExist), or its format is unknown (ErrUnknownFormat). The format
 // is settled before the file is read, so an unknown format costs no read.
@@ -202,8 +202,9 @@ func compile(ctx context.Context, src FileSource, path string, data []byte, opts
 	c := newChecker(path)
 	c.ctx, c.src, c.opts = ctx, src, opts
 	d := c.run(frontends[format], data)
-	if len(c.diags) > 0 {
-		return nil, c.sorted(), nil
+	diags := c.sorted()
+	if HasErrors(diags) {
+		return nil, diags, nil
 	}
 	plan := &Plan{File: path, Format: format, Name: d.name, Triggers: d.triggers, Concurrency: d.concurrency, Stages: d.stages, Env: d.env, graph: d.graph}
 	plan.Jobs = make([]*cikit.JobSpec, len(d.jobs))
@@ -213,9 +214,9 @@ func compile(ctx context.Context, src FileSource, path string, data []byte, opts
 	if plan.graph == nil {
 		// link builds the graph whenever it reports nothing, so this is a
 		// bug in the compiler, not in the file.
-		return nil, nil, fmt.Errorf("compiler: internal error: %s compiled without diagnostics but has no job graph", path)
+		return nil, nil, fmt.Errorf("compiler: internal error: %s compiled without errors but has no job graph", path)
 	}
-	return plan, nil, nil
+	return plan, diags, nil
 }
 
 func resolveFormat(p string, opts Options) (Format, error) {

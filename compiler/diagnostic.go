@@ -20,6 +20,10 @@ type Diagnostic struct {
 	// Rule identifies the kind of finding, one of the Rule constants. It is
 	// stable, so tools may filter or count by it.
 	Rule string
+	// Severity is SeverityError for a pipeline that cannot be built as
+	// written, SeverityWarning for one that can but very likely does not
+	// do what its author meant (a condition that is always false).
+	Severity Severity
 	// Message says what is wrong and, where it can, what would be right:
 	// the valid keys, stages or jobs, and the nearest one to what was
 	// written. Messages are for people and may be reworded.
@@ -27,9 +31,29 @@ type Diagnostic struct {
 }
 
 // String formats d the way compilers do, so editors and CI logs can link
-// to the position: "file:line:col: message [rule]".
+// to the position: "file:line:col: message [rule]", with "warning: "
+// before the message of a warning.
 func (d Diagnostic) String() string {
+	if d.Severity == SeverityWarning {
+		return fmt.Sprintf("%s:%d:%d: warning: %s [%s]", d.File, d.Line, d.Col, d.Message, d.Rule)
+	}
 	return fmt.Sprintf("%s:%d:%d: %s [%s]", d.File, d.Line, d.Col, d.Message, d.Rule)
+}
+
+// Severity says whether a finding stops the pipeline from compiling.
+type Severity string
+
+const (
+	SeverityError   Severity = "error"
+	SeverityWarning Severity = "warning"
+)
+
+// warningRules are the rules whose findings are warnings: the pipeline
+// runs as written (the platform it was written for would run it), but
+// part of it is dead or always empty.
+var warningRules = map[string]bool{
+	RuleIfCond:    true,
+	RuleMatrixRef: true,
 }
 
 // Rule identifiers of diagnostics.
@@ -48,6 +72,9 @@ const (
 	RuleTimeout = "timeout" // a timeout that is not a positive duration
 	RuleLimit   = "limit"   // the plan would be too large to build
 	RuleInclude = "include" // a file the pipeline includes cannot be read
+	// RuleMatrixRef: a GitHub expression reads matrix.x in a job without
+	// a matrix, so it is always empty (a warning).
+	RuleMatrixRef = "matrix-ref"
 )
 
 // Limits on the work a single file can cause. They are far above what a
@@ -117,11 +144,12 @@ func (c *checker) run(fe frontend, data []byte) (d *draft) {
 
 func (c *checker) report(line, col int, rule, format string, args ...any) {
 	c.diags = append(c.diags, Diagnostic{
-		File:    c.file,
-		Line:    max(line, 1),
-		Col:     max(col, 1),
-		Rule:    rule,
-		Message: fmt.Sprintf(format, args...),
+		File:     c.file,
+		Line:     max(line, 1),
+		Col:      max(col, 1),
+		Rule:     rule,
+		Severity: severity(rule),
+		Message:  fmt.Sprintf(format, args...),
 	})
 }
 
@@ -192,4 +220,22 @@ func (c *checker) within(file string, f func()) {
 	c.file = file
 	defer func() { c.file = prev }()
 	f()
+}
+
+func severity(rule string) Severity {
+	if warningRules[rule] {
+		return SeverityWarning
+	}
+	return SeverityError
+}
+
+// HasErrors reports whether any of diags is an error: then Compile
+// returned no plan.
+func HasErrors(diags []Diagnostic) bool {
+	for _, d := range diags {
+		if d.Severity != SeverityWarning {
+			return true
+		}
+	}
+	return false
 }

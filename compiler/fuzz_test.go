@@ -16,7 +16,7 @@ import (
 // Invariant: CompileBytes never panics and returns no error for the native
 // format; the diagnostics are sorted by (line, col, rule, message), each
 // with Line >= 1, Col >= 1 and a non-empty Rule and Message; the plan is
-// nil exactly when there are diagnostics; and a plan has a valid graph
+// nil exactly when a diagnostic is an error; and a plan has a valid graph
 // (one node per job, in job order, with the job's needs) and at least one
 // step in every job.
 func FuzzCompileNative(f *testing.F) {
@@ -36,8 +36,8 @@ func FuzzCompileNative(f *testing.F) {
 		if err != nil {
 			t.Fatalf("error: %v", err)
 		}
-		if (plan == nil) == (len(diags) == 0) {
-			t.Fatalf("plan %v with %d diagnostics", plan != nil, len(diags))
+		if (plan == nil) != compiler.HasErrors(diags) {
+			t.Fatalf("plan %v with %d diagnostics (errors: %v)", plan != nil, len(diags), compiler.HasErrors(diags))
 		}
 		for i, d := range diags {
 			if d.Line < 1 || d.Col < 1 || d.Rule == "" || d.Message == "" || d.File != ".cikit.yml" {
@@ -89,7 +89,7 @@ func compareDiags(a, b compiler.Diagnostic) int {
 // Invariant: Compile never panics and returns no error; the diagnostics
 // are sorted by (file, line, col, rule, message), each with Line >= 1,
 // Col >= 1 and a non-empty Rule, Message and File; the plan is nil exactly
-// when there are diagnostics; and a plan has unique job IDs, a graph with
+// when a diagnostic is an error; and a plan has unique job IDs, a graph with
 // one node per job, in job order, with the job's needs, and something to
 // run in every job (steps, or another pipeline in Uses).
 func FuzzCompileGitLab(f *testing.F) {
@@ -119,8 +119,8 @@ func FuzzCompileGitLab(f *testing.F) {
 		if err != nil {
 			t.Fatalf("error: %v", err)
 		}
-		if (plan == nil) == (len(diags) == 0) {
-			t.Fatalf("plan %v with %d diagnostics", plan != nil, len(diags))
+		if (plan == nil) != compiler.HasErrors(diags) {
+			t.Fatalf("plan %v with %d diagnostics (errors: %v)", plan != nil, len(diags), compiler.HasErrors(diags))
 		}
 		for i, d := range diags {
 			if d.Line < 1 || d.Col < 1 || d.Rule == "" || d.Message == "" || d.File == "" {

@@ -255,20 +255,23 @@ func (g *ghCompiler) checkExpr(u ghUse, seg ghSeg, s ghScope) {
 		}
 	})
 	for _, r := range expr.References(seg.x) {
-		g.checkRef(u, r, s, func(format string, args ...any) { at(r.Offset, format, args...) })
+		g.checkRef(u, r, s, func(rule, format string, args ...any) {
+			line, col := c.scalarPos(u.t.node, seg.off+r.Offset)
+			c.report(line, col, rule, format, args...)
+		})
 	}
 }
 
 // checkRef checks one use of a context.
-func (g *ghCompiler) checkRef(u ghUse, r expr.Ref, s ghScope, report func(format string, args ...any)) {
+func (g *ghCompiler) checkRef(u ghUse, r expr.Ref, s ghScope, report func(rule, format string, args ...any)) {
 	c := g.c
 	name := r.Path[0]
 	if !slices.Contains(ghContexts, name) {
-		report("unknown context %q%s (available here: %s)", name, didYouMean(c.suggest(name, u.where.contexts)), strings.Join(u.where.contexts, ", "))
+		report(RuleExpr, "unknown context %q%s (available here: %s)", name, didYouMean(c.suggest(name, u.where.contexts)), strings.Join(u.where.contexts, ", "))
 		return
 	}
 	if !slices.Contains(u.where.contexts, name) {
-		report("context %q is not available in %s (available: %s)", name, u.where.name, strings.Join(u.where.contexts, ", "))
+		report(RuleExpr, "context %q is not available in %s (available: %s)", name, u.where.name, strings.Join(u.where.contexts, ", "))
 		return
 	}
 	prop := func(i int) string {
@@ -284,12 +287,12 @@ func (g *ghCompiler) checkRef(u ghUse, r expr.Ref, s ghScope, report func(format
 			return
 		}
 		if j.matrix == nil {
-			report("%s refers to the matrix, and job %q has none", r, j.id)
+			report(RuleMatrixRef, "%s refers to the matrix, and job %q has none, so it is always empty", r, j.id)
 			return
 		}
 		keys, known := j.matrix.keys()
 		if known && !slices.ContainsFunc(keys, func(k string) bool { return strings.EqualFold(k, prop(1)) }) {
-			report("the matrix of job %q has no %q%s (matrix: %s)", j.id, prop(1), didYouMean(c.suggest(prop(1), keys)), list(keys))
+			report(RuleExpr, "the matrix of job %q has no %q%s (matrix: %s)", j.id, prop(1), didYouMean(c.suggest(prop(1), keys)), list(keys))
 		}
 	case "needs":
 		j := s.job
@@ -306,9 +309,9 @@ func (g *ghCompiler) checkRef(u ghUse, r expr.Ref, s ghScope, report func(format
 		}
 		if target == nil {
 			if len(needs) == 0 {
-				report("job %q needs no job, so needs.%s is not there", j.id, prop(1))
+				report(RuleExpr, "job %q needs no job, so needs.%s is not there", j.id, prop(1))
 			} else {
-				report("job %q does not need %q, so needs.%s is not there; needs has only the jobs it needs directly%s (needs: %s)", j.id, prop(1), prop(1), didYouMean(c.suggest(prop(1), needs)), list(needs))
+				report(RuleExpr, "job %q does not need %q, so needs.%s is not there; needs has only the jobs it needs directly%s (needs: %s)", j.id, prop(1), prop(1), didYouMean(c.suggest(prop(1), needs)), list(needs))
 			}
 			return
 		}
@@ -316,10 +319,10 @@ func (g *ghCompiler) checkRef(u ghUse, r expr.Ref, s ghScope, report func(format
 		case "", "*", "result":
 		case "outputs":
 			if out := prop(3); out != "" && out != "*" {
-				g.checkOutput(target, out, report)
+				g.checkOutput(target, out, func(format string, args ...any) { report(RuleExpr, format, args...) })
 			}
 		default:
-			report("needs.%s has no %q: a job's needs entry has outputs and result", prop(1), prop(2))
+			report(RuleExpr, "needs.%s has no %q: a job's needs entry has outputs and result", prop(1), prop(2))
 		}
 	case "jobs":
 		if prop(1) == "" || prop(1) == "*" {
@@ -331,17 +334,17 @@ func (g *ghCompiler) checkRef(u ghUse, r expr.Ref, s ghScope, report func(format
 			for i, jj := range s.wf.jobs {
 				ids[i] = jj.id
 			}
-			report("the workflow has no job %q%s (jobs: %s)", prop(1), didYouMean(c.suggest(prop(1), ids)), list(ids))
+			report(RuleExpr, "the workflow has no job %q%s (jobs: %s)", prop(1), didYouMean(c.suggest(prop(1), ids)), list(ids))
 			return
 		}
 		switch prop(2) {
 		case "", "*", "result":
 		case "outputs":
 			if out := prop(3); out != "" && out != "*" {
-				g.checkOutput(target, out, report)
+				g.checkOutput(target, out, func(format string, args ...any) { report(RuleExpr, format, args...) })
 			}
 		default:
-			report("jobs.%s has no %q: a job there has outputs and result", prop(1), prop(2))
+			report(RuleExpr, "jobs.%s has no %q: a job there has outputs and result", prop(1), prop(2))
 		}
 	case "steps":
 		j := s.job
@@ -367,18 +370,18 @@ func (g *ghCompiler) checkRef(u ghUse, r expr.Ref, s ghScope, report func(format
 			later := slices.ContainsFunc(j.stepIDs, func(sid string) bool { return strings.EqualFold(sid, prop(1)) })
 			switch {
 			case later:
-				report("step %q runs after this one, so steps.%s is not there yet", prop(1), prop(1))
+				report(RuleExpr, "step %q runs after this one, so steps.%s is not there yet", prop(1), prop(1))
 			case len(ids) == 0:
-				report("no step before this one has an id, so steps.%s is not there", prop(1))
+				report(RuleExpr, "no step before this one has an id, so steps.%s is not there", prop(1))
 			default:
-				report("no step before this one has the id %q%s (ids: %s)", prop(1), didYouMean(c.suggest(prop(1), ids)), list(ids))
+				report(RuleExpr, "no step before this one has the id %q%s (ids: %s)", prop(1), didYouMean(c.suggest(prop(1), ids)), list(ids))
 			}
 			return
 		}
 		switch prop(2) {
 		case "", "*", "outputs", "outcome", "conclusion":
 		default:
-			report("steps.%s has no %q: a step there has outputs, outcome and conclusion", prop(1), prop(2))
+			report(RuleExpr, "steps.%s has no %q: a step there has outputs, outcome and conclusion", prop(1), prop(2))
 		}
 	case "inputs":
 		if prop(1) == "" || prop(1) == "*" {
@@ -386,11 +389,11 @@ func (g *ghCompiler) checkRef(u ghUse, r expr.Ref, s ghScope, report func(format
 		}
 		names, declared := s.wf.inputNames()
 		if !declared {
-			report("the workflow has no inputs: declare them under on.workflow_dispatch.inputs or on.workflow_call.inputs")
+			report(RuleExpr, "the workflow has no inputs: declare them under on.workflow_dispatch.inputs or on.workflow_call.inputs")
 			return
 		}
 		if !slices.ContainsFunc(names, func(n string) bool { return strings.EqualFold(n, prop(1)) }) {
-			report("the workflow declares no input %q%s (inputs: %s)", prop(1), didYouMean(c.suggest(prop(1), names)), list(names))
+			report(RuleExpr, "the workflow declares no input %q%s (inputs: %s)", prop(1), didYouMean(c.suggest(prop(1), names)), list(names))
 		}
 	}
 }

@@ -46,13 +46,13 @@ var realFindings = map[string][]string{
 	// named "Set up Go " (the version is in env.LATEST_GO_VERSION). A
 	// leftover of a matrix job; actionlint reports it too.
 	"labstack__echo__checks.yml": {
-		`26:29: matrix.go refers to the matrix, and job "check" has none [expression]`,
+		`26:29: matrix.go refers to the matrix, and job "check" has none, so it is always empty [matrix-ref]`,
 	},
 	// The same in the Windows job, which has no matrix: the cache key and
 	// its restore key get an empty Go version.
 	"spf13__cobra__test.yml": {
-		`93:35: matrix.go refers to the matrix, and job "test-win" has none [expression]`,
-		`94:44: matrix.go refers to the matrix, and job "test-win" has none [expression]`,
+		`93:35: matrix.go refers to the matrix, and job "test-win" has none, so it is always empty [matrix-ref]`,
+		`94:44: matrix.go refers to the matrix, and job "test-win" has none, so it is always empty [matrix-ref]`,
 	},
 	// The job is disabled with "if: false" (the comment above it says the
 	// tests do not pass). The job can never run: actionlint reports such

@@ -143,10 +143,10 @@ func (w workflowSource) ReadFile(ctx context.Context, p string) ([]byte, error) 
 // field by field, or the diagnostics as a compiler prints them.
 func summary(plan *compiler.Plan, diags []compiler.Diagnostic) string {
 	var b strings.Builder
+	for _, d := range diags {
+		fmt.Fprintln(&b, d)
+	}
 	if plan == nil {
-		for _, d := range diags {
-			fmt.Fprintln(&b, d)
-		}
 		return b.String()
 	}
 	if plan.Name != "" {

@@ -15,7 +15,9 @@
 // finishes, every job whose needs are all satisfied — SUCCEEDED, or FAILED
 // with allow_failure — becomes READY; a job that failed without
 // allow_failure makes all its descendants SKIPPED. RunStatus aggregates
-// job states into the run's state. Because the rules are pure, property
+// job states into the run's state. A job the compiler decided never runs
+// (Node.Never) starts SKIPPED with everything that needs it, and fails
+// nothing. Because the rules are pure, property
 // tests check them on thousands of random graphs and interleavings.
 //
 //	PENDING ──needs satisfied──► READY ──► QUEUED ──► RUNNING ──► SUCCEEDED

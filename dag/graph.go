@@ -16,6 +16,10 @@ type Node struct {
 	ID           string
 	Needs        []string
 	AllowFailure bool
+	// Never marks a job that must not run: its condition was decided
+	// false when the pipeline was compiled (JobSpec.When "never"). It
+	// starts SKIPPED, and so do the jobs that need it.
+	Never bool
 }
 
 // Graph is an immutable, validated job graph: IDs are unique, every need
@@ -217,7 +221,7 @@ func (g *Graph) CriticalPath(weight func(i int) time.Duration) ([]int, time.Dura
 func FromSpecs(specs []*cikit.JobSpec) (*Graph, error) {
 	nodes := make([]Node, len(specs))
 	for i, s := range specs {
-		nodes[i] = Node{ID: s.ID, Needs: s.Needs, AllowFailure: s.AllowFailure}
+		nodes[i] = Node{ID: s.ID, Needs: s.Needs, AllowFailure: s.AllowFailure, Never: s.When == cikit.WhenNever}
 	}
 	return NewGraph(nodes)
 }

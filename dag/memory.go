@@ -63,8 +63,12 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	states := Initial(g)
 	for i, spec := range p.Jobs {
 		r.jobs[i] = Job{Spec: spec.Clone(), State: states[i], Attempt: 1}
-		if states[i] == cikit.JobReady {
+		switch states[i] {
+		case cikit.JobReady:
 			r.jobs[i].ReadyAt = now
+		case cikit.JobSkipped:
+			r.jobs[i].FinishedAt = now
+			r.jobs[i].Reason = ConsequenceReason(g, states, i)
 		}
 	}
 	s.mu.Lock()

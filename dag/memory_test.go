@@ -201,3 +201,23 @@ func TestRunCreateRejectsInvalidGraph(t *testing.T) {
 	_, err := s.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: []*cikit.JobSpec{{ID: "a", Needs: []string{"a"}}}})
 	require.ErrorIs(t, err, dag.ErrInvalidGraph)
 }
+
+// TestMemoryStoreNeverJobs: a job whose condition was decided false starts
+// SKIPPED with the jobs that need it, and fails nothing.
+func TestMemoryStoreNeverJobs(t *testing.T) {
+	t.Parallel()
+	specs := pipeline()
+	specs[2].When = cikit.WhenNever // lint
+	s := dag.NewMemoryStore(dag.MemoryConfig{})
+	run, err := s.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: specs})
+	require.NoError(t, err)
+	require.Equal(t, cikit.RunPending, run.State)
+	jobs, err := s.JobList(context.Background(), run.ID)
+	require.NoError(t, err)
+	require.Equal(t, []cikit.JobState{cikit.JobReady, cikit.JobPending, cikit.JobSkipped, cikit.JobSkipped}, statesOf(jobs))
+	require.Equal(t, "its condition is false", jobs[2].Reason)
+	require.Equal(t, "needs lint, which was skipped", jobs[3].Reason)
+	advance(t, s, run.ID, "build", cikit.JobSucceeded)
+	res := advance(t, s, run.ID, "unit", cikit.JobSucceeded)
+	require.Equal(t, cikit.RunSucceeded, res.Run.State, "skipping a job that never runs fails nothing")
+}

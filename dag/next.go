@@ -56,13 +56,22 @@ type Change struct {
 }
 
 // Initial returns the states of a new run of g: jobs that need nothing are
-// READY, all others PENDING.
+// READY, all others PENDING, except that a job marked Never, and every
+// job that needs one, is SKIPPED.
 func Initial(g *Graph) []cikit.JobState {
 	states := make([]cikit.JobState, g.Len())
-	for i := range states {
+	for _, i := range g.Order() {
 		states[i] = cikit.JobPending
 		if len(g.Parents(i)) == 0 {
 			states[i] = cikit.JobReady
+		}
+		if g.Node(i).Never {
+			states[i] = cikit.JobSkipped
+		}
+		for _, p := range g.Parents(i) {
+			if states[p] == cikit.JobSkipped {
+				states[i] = cikit.JobSkipped
+			}
 		}
 	}
 	return states
@@ -191,7 +200,9 @@ func Apply(states []cikit.JobState, changes []Change) {
 //   - some job not terminal: RUNNING once any job was queued or finished,
 //     PENDING before;
 //   - all terminal: CANCELLED if any job was cancelled, else FAILED if a
-//     job without allow_failure failed or was skipped, else SUCCEEDED.
+//     job without allow_failure failed, else SUCCEEDED. A job skipped
+//     because a required job failed needs no rule of its own: that job
+//     fails the run; one skipped because it never runs fails nothing.
 func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
 	started, open, cancelled, failed := false, false, false, false
 	for i, s := range states {
@@ -208,7 +219,7 @@ func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
 				failed = true
 			}
 		case cikit.JobSkipped:
-			started, failed = true, true
+			// Not a start: a job skipped at creation ran nothing.
 		default:
 			started = true
 		}
@@ -230,6 +241,9 @@ func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
 // consequence of another job, naming the first job it needs that blocks
 // it. It returns "" when no needed job blocks i.
 func ConsequenceReason(g *Graph, states []cikit.JobState, i int) string {
+	if g.Node(i).Never {
+		return "its condition is false"
+	}
 	for _, p := range g.Parents(i) {
 		switch s := states[p]; {
 		case s == cikit.JobFailed && !g.Node(p).AllowFailure:

@@ -67,7 +67,7 @@ func requiredFailedAncestor(g *dag.Graph, states []cikit.JobState) []bool {
 func referenceRunState(g *dag.Graph, states []cikit.JobState) cikit.RunState {
 	if slices.ContainsFunc(states, func(s cikit.JobState) bool { return !s.Terminal() }) {
 		if slices.ContainsFunc(states, func(s cikit.JobState) bool {
-			return s != cikit.JobPending && s != cikit.JobReady
+			return s != cikit.JobPending && s != cikit.JobReady && s != cikit.JobSkipped
 		}) {
 			return cikit.RunRunning
 		}
@@ -77,7 +77,7 @@ func referenceRunState(g *dag.Graph, states []cikit.JobState) cikit.RunState {
 		return cikit.RunCancelled
 	}
 	for i, s := range states {
-		if s == cikit.JobSkipped || s == cikit.JobFailed && !g.Node(i).AllowFailure {
+		if s == cikit.JobFailed && !g.Node(i).AllowFailure {
 			return cikit.RunFailed
 		}
 	}

@@ -45,11 +45,11 @@ func graphCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "cikit graph: %v\n", err)
 		return ExitInvalid
 	}
-	if len(diags) > 0 {
-		for _, d := range diags {
-			d.File = file
-			fmt.Fprintln(stderr, d)
-		}
+	for _, d := range diags {
+		d.File = file
+		fmt.Fprintln(stderr, d)
+	}
+	if compiler.HasErrors(diags) {
 		return ExitInvalid
 	}
 	weights := map[string]time.Duration{}

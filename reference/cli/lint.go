@@ -68,11 +68,12 @@ func lintCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 type jsonDiagnostic struct {
-	File    string `json:"file"`
-	Line    int    `json:"line"`
-	Col     int    `json:"col"`
-	Rule    string `json:"rule"`
-	Message string `json:"message"`
+	File     string            `json:"file"`
+	Line     int               `json:"line"`
+	Col      int               `json:"col"`
+	Rule     string            `json:"rule"`
+	Severity compiler.Severity `json:"severity"`
+	Message  string            `json:"message"`
 }
 
 // pipelineFiles are the names `run`, `lint` and `graph` look for, in

@@ -55,11 +55,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cikit run: %v\n", err)
 		return ExitInvalid
 	}
-	if len(diags) > 0 {
-		for _, d := range diags {
-			d.File = filepath.Join(*dir, d.File)
-			fmt.Fprintln(stderr, d)
-		}
+	for _, d := range diags {
+		d.File = filepath.Join(*dir, d.File)
+		fmt.Fprintln(stderr, d)
+	}
+	if compiler.HasErrors(diags) {
 		fmt.Fprintf(stderr, "cikit run: %s is invalid (%d finding(s)); nothing ran\n", filepath.Join(*dir, *file), len(diags))
 		return ExitInvalid
 	}

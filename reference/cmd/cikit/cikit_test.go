@@ -324,3 +324,20 @@ func TestRunOtherFormats(t *testing.T) {
 	require.Contains(t, out.stdout, "[test: [mac]]   test on mac\n")
 	require.Contains(t, out.stdout, "[test: [mac]]   cleanup on mac\n")
 }
+
+// TestRunWithWarnings: a warning does not stop a run; the job whose
+// condition is always false is skipped and fails nothing.
+func TestRunWithWarnings(t *testing.T) {
+	t.Parallel()
+	rep := filepath.Join(t.TempDir(), "report.json")
+	out := cikit(t, "testdata/warning", nil, "run", "--report", rep)
+	require.Equal(t, 0, out.code, out.stdout+out.stderr)
+	require.Contains(t, out.stderr, `.github/workflows/ci.yml:9:9: warning: condition "false" is always false`)
+	r := readReport(t, rep)
+	require.Equal(t, map[string]string{"build": "succeeded", "e2e": "skipped"}, states(r))
+	require.NotContains(t, out.stdout, "never")
+
+	out = cikit(t, "testdata/warning", nil, "lint", ".github/workflows/ci.yml")
+	require.Equal(t, 1, out.code, "lint reports warnings as findings")
+	require.Contains(t, out.stdout, "warning: condition")
+}
