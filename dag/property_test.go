@@ -8,7 +8,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
 	"github.com/cikit/cikit"
@@ -377,66 +376,6 @@ func TestPropertyDriver(t *testing.T) {
 		}
 		if final.State != referenceRunState(g, want) {
 			t.Fatalf("run is %s, want %s", final.State, referenceRunState(g, want))
-		}
-	})
-}
-
-func TestMustHelper(t *testing.T) {
-	t.Parallel()
-	require.Panics(t, func() { must(0, false) })
-}
-
-// TestPropertyWidth checks Width against its definition on random DAGs:
-// the returned set is an antichain (no member reaches another) of the
-// returned size, and no antichain is larger — brute force over all subsets
-// of small graphs.
-func TestPropertyWidth(t *testing.T) {
-	t.Parallel()
-	rapid.Check(t, func(t *rapid.T) {
-		g, err := dag.FromSpecs(genSpecs(t, 12))
-		if err != nil {
-			t.Fatal(err)
-		}
-		n := g.Len()
-		reach := make([][]bool, n)
-		for k := len(g.Order()) - 1; k >= 0; k-- {
-			i := g.Order()[k]
-			reach[i] = make([]bool, n)
-			for _, c := range g.Children(i) {
-				reach[i][c] = true
-				for j := range n {
-					reach[i][j] = reach[i][j] || reach[c][j]
-				}
-			}
-		}
-		antichain := func(set []int) bool {
-			for _, a := range set {
-				for _, b := range set {
-					if reach[a][b] {
-						return false
-					}
-				}
-			}
-			return true
-		}
-		w, set := g.Width()
-		if len(set) != w || !antichain(set) {
-			t.Fatalf("Width returned %d and %v, not an antichain of that size", w, set)
-		}
-		best := 0
-		for mask := 0; mask < 1<<n; mask++ {
-			var s []int
-			for i := range n {
-				if mask&(1<<i) != 0 {
-					s = append(s, i)
-				}
-			}
-			if len(s) > best && antichain(s) {
-				best = len(s)
-			}
-		}
-		if w != best {
-			t.Fatalf("Width %d, brute force %d", w, best)
 		}
 	})
 }
