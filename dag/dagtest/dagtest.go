@@ -1,0 +1,258 @@
+// Package dagtest is the conformance suite of dag.Store: the behaviour
+// every implementation must share, so that a run behaves the same on the
+// memory store of a laptop and the PostgreSQL store of production — and on
+// a store a platform team writes itself.
+//
+//	func TestMyStore(t *testing.T) {
+//		dagtest.Exercise(t, func(t *testing.T, now func() time.Time) dag.Store {
+//			return newMyStore(t, now)
+//		})
+//	}
+package dagtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+)
+
+// Factory returns a new, empty store whose clock is now. Each call must
+// return a store that shares nothing with the others.
+type Factory func(t *testing.T, now func() time.Time) dag.Store
+
+// clock ticks one second on every read, so durations are exact.
+type clock struct{ t time.Time }
+
+func (c *clock) now() time.Time { c.t = c.t.Add(time.Second); return c.t }
+
+// pipeline is build -> [unit, lint(allow_failure)] -> integration.
+func pipeline() []*cikit.JobSpec {
+	step := []cikit.Step{{Name: "true", Run: "true"}}
+	return []*cikit.JobSpec{
+		{ID: "build", Name: "build", Steps: step, Env: map[string]string{"A": "1"}},
+		{ID: "unit", Name: "unit", Needs: []string{"build"}, Steps: step},
+		{ID: "lint", Name: "lint", Needs: []string{"build"}, AllowFailure: true, Steps: step},
+		{ID: "integration", Name: "integration", Needs: []string{"unit", "lint"}, Steps: step},
+	}
+}
+
+type bundle struct {
+	store dag.Store
+	run   *dag.Run
+}
+
+func setup(t *testing.T, factory Factory, specs []*cikit.JobSpec) *bundle {
+	t.Helper()
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	s := factory(t, c.now)
+	run, err := s.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: specs})
+	require.NoError(t, err)
+	return &bundle{store: s, run: run}
+}
+
+// advance queues, starts and completes a job.
+func (b *bundle) advance(t *testing.T, job string, outcome cikit.JobState) *dag.TransitionResult {
+	t.Helper()
+	ctx := context.Background()
+	p := &dag.JobTransitionParams{RunID: b.run.ID, JobID: job, Attempt: 1}
+	_, err := b.store.JobQueue(ctx, p)
+	require.NoError(t, err)
+	_, err = b.store.JobStart(ctx, p)
+	require.NoError(t, err)
+	res, err := b.store.JobComplete(ctx, &dag.JobCompleteParams{RunID: b.run.ID, JobID: job, Attempt: 1, Outcome: outcome, ExitCode: 3, Reason: "exit 3"})
+	require.NoError(t, err)
+	return res
+}
+
+func changed(res *dag.TransitionResult) map[string]cikit.JobState {
+	m := map[string]cikit.JobState{}
+	for _, j := range res.Changed {
+		m[j.ID()] = j.State
+	}
+	return m
+}
+
+func states(jobs []*dag.Job) []cikit.JobState {
+	s := make([]cikit.JobState, len(jobs))
+	for i, j := range jobs {
+		s[i] = j.State
+	}
+	return s
+}
+
+// Exercise runs the conformance suite against the stores factory makes.
+func Exercise(t *testing.T, factory Factory) {
+	t.Run("Lifecycle", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setup(t, factory, pipeline())
+		require.Equal(t, cikit.RunPending, b.run.State)
+		got, err := b.store.RunGet(ctx, b.run.ID)
+		require.NoError(t, err)
+		require.Equal(t, b.run.ID, got.ID)
+
+		res := b.advance(t, "build", cikit.JobSucceeded)
+		require.Equal(t, map[string]cikit.JobState{"build": cikit.JobSucceeded, "unit": cikit.JobReady, "lint": cikit.JobReady}, changed(res))
+		require.Equal(t, cikit.JobSucceeded, res.Changed[0].State, "the event's own change comes first")
+		require.Equal(t, cikit.RunRunning, res.Run.State)
+
+		res = b.advance(t, "lint", cikit.JobFailed)
+		require.Equal(t, map[string]cikit.JobState{"lint": cikit.JobFailed}, changed(res), "integration still waits for unit")
+		require.Equal(t, 3, res.Changed[0].ExitCode)
+		require.Equal(t, "exit 3", res.Changed[0].Reason)
+
+		res = b.advance(t, "unit", cikit.JobSucceeded)
+		require.Equal(t, cikit.JobReady, changed(res)["integration"], "lint's failure is allowed")
+		res = b.advance(t, "integration", cikit.JobSucceeded)
+		require.Equal(t, cikit.RunSucceeded, res.Run.State)
+		require.False(t, res.Run.FinishedAt.IsZero())
+
+		jobs, err := b.store.JobList(ctx, b.run.ID)
+		require.NoError(t, err)
+		require.Equal(t, []string{"build", "unit", "lint", "integration"}, []string{jobs[0].ID(), jobs[1].ID(), jobs[2].ID(), jobs[3].ID()}, "plan order")
+		for _, j := range jobs {
+			require.True(t, j.State.Terminal())
+			require.Equal(t, time.Second, j.Duration(), "start and finish are one clock tick apart")
+			require.Equal(t, b.run.ID, j.RunID)
+		}
+		require.Equal(t, map[string]string{"A": "1"}, jobs[0].Spec.Env, "the spec is kept whole")
+	})
+
+	t.Run("FailureSkipsDescendants", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, factory, pipeline())
+		res := b.advance(t, "build", cikit.JobFailed)
+		require.Equal(t, map[string]cikit.JobState{
+			"build": cikit.JobFailed, "unit": cikit.JobSkipped, "lint": cikit.JobSkipped, "integration": cikit.JobSkipped,
+		}, changed(res))
+		require.Equal(t, cikit.RunFailed, res.Run.State)
+		for _, j := range res.Changed[1:] {
+			require.Contains(t, j.Reason, "needs ")
+		}
+	})
+
+	t.Run("Refusals", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setup(t, factory, pipeline())
+		_, err := b.store.RunGet(ctx, "nope")
+		require.ErrorIs(t, err, cikit.ErrNotFound)
+		_, err = b.store.JobList(ctx, "nope")
+		require.ErrorIs(t, err, cikit.ErrNotFound)
+		_, err = b.store.JobQueue(ctx, &dag.JobTransitionParams{RunID: b.run.ID, JobID: "nope", Attempt: 1})
+		require.ErrorIs(t, err, cikit.ErrNotFound)
+
+		before, err := b.store.JobList(ctx, b.run.ID)
+		require.NoError(t, err)
+		_, err = b.store.JobStart(ctx, &dag.JobTransitionParams{RunID: b.run.ID, JobID: "unit", Attempt: 1})
+		var te *cikit.TransitionError
+		require.ErrorAs(t, err, &te)
+		require.Equal(t, cikit.JobPending, te.From)
+		require.Equal(t, cikit.JobRunning, te.To)
+		_, err = b.store.JobQueue(ctx, &dag.JobTransitionParams{RunID: b.run.ID, JobID: "build", Attempt: 2})
+		require.ErrorIs(t, err, cikit.ErrInvalidTransition)
+		require.ErrorContains(t, err, "stale attempt")
+		after, err := b.store.JobList(ctx, b.run.ID)
+		require.NoError(t, err)
+		require.Equal(t, states(before), states(after), "refused transitions change nothing")
+
+		p := &dag.JobTransitionParams{RunID: b.run.ID, JobID: "build", Attempt: 1}
+		_, err = b.store.JobQueue(ctx, p)
+		require.NoError(t, err)
+		_, err = b.store.JobStart(ctx, p)
+		require.NoError(t, err)
+		_, err = b.store.JobComplete(ctx, &dag.JobCompleteParams{RunID: b.run.ID, JobID: "build", Attempt: 1, Outcome: cikit.JobSkipped})
+		require.ErrorIs(t, err, cikit.ErrInvalidTransition)
+
+		done := &dag.JobCompleteParams{RunID: b.run.ID, JobID: "build", Attempt: 1, Outcome: cikit.JobSucceeded}
+		res, err := b.store.JobComplete(ctx, done)
+		require.NoError(t, err)
+		require.Len(t, res.Changed, 3)
+		res, err = b.store.JobComplete(ctx, done)
+		require.NoError(t, err, "a redelivered completion is not an error")
+		require.Empty(t, res.Changed, "and has no effect")
+		done.Outcome = cikit.JobFailed
+		_, err = b.store.JobComplete(ctx, done)
+		require.ErrorIs(t, err, cikit.ErrInvalidTransition, "a conflicting completion is refused")
+	})
+
+	t.Run("Cancel", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setup(t, factory, pipeline())
+		p := &dag.JobTransitionParams{RunID: b.run.ID, JobID: "build", Attempt: 1}
+		_, err := b.store.JobQueue(ctx, p)
+		require.NoError(t, err)
+		_, err = b.store.JobStart(ctx, p)
+		require.NoError(t, err)
+
+		res, err := b.store.RunCancel(ctx, b.run.ID)
+		require.NoError(t, err)
+		require.Equal(t, map[string]cikit.JobState{"unit": cikit.JobCancelled, "lint": cikit.JobCancelled, "integration": cikit.JobCancelled}, changed(res))
+		require.Equal(t, cikit.RunRunning, res.Run.State, "build still runs")
+
+		res, err = b.store.JobComplete(ctx, &dag.JobCompleteParams{RunID: b.run.ID, JobID: "build", Attempt: 1, Outcome: cikit.JobCancelled})
+		require.NoError(t, err)
+		require.Equal(t, cikit.RunCancelled, res.Run.State)
+
+		res, err = b.store.RunCancel(ctx, b.run.ID)
+		require.NoError(t, err, "cancelling a finished run is not an error")
+		require.Empty(t, res.Changed)
+	})
+
+	t.Run("NeverJobs", func(t *testing.T) {
+		t.Parallel()
+		specs := pipeline()
+		specs[2].When = cikit.WhenNever
+		b := setup(t, factory, specs)
+		jobs, err := b.store.JobList(context.Background(), b.run.ID)
+		require.NoError(t, err)
+		require.Equal(t, []cikit.JobState{cikit.JobReady, cikit.JobPending, cikit.JobSkipped, cikit.JobSkipped}, states(jobs))
+		require.Equal(t, "its condition is false", jobs[2].Reason)
+		b.advance(t, "build", cikit.JobSucceeded)
+		res := b.advance(t, "unit", cikit.JobSucceeded)
+		require.Equal(t, cikit.RunSucceeded, res.Run.State)
+	})
+
+	t.Run("ResultsAreCopies", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		specs := pipeline()
+		b := setup(t, factory, specs)
+		specs[0].Env["A"] = "changed by caller"
+		jobs, err := b.store.JobList(ctx, b.run.ID)
+		require.NoError(t, err)
+		require.Equal(t, "1", jobs[0].Spec.Env["A"])
+		jobs[0].Spec.Env["A"] = "changed again"
+		jobs[0].State = cikit.JobFailed
+		again, err := b.store.JobList(ctx, b.run.ID)
+		require.NoError(t, err)
+		require.Equal(t, "1", again[0].Spec.Env["A"])
+		require.Equal(t, cikit.JobReady, again[0].State)
+	})
+
+	t.Run("InvalidGraph", func(t *testing.T) {
+		t.Parallel()
+		s := factory(t, time.Now)
+		_, err := s.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: []*cikit.JobSpec{{ID: "a", Needs: []string{"a"}}}})
+		require.ErrorIs(t, err, dag.ErrInvalidGraph)
+	})
+
+	t.Run("RunsAreSeparate", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setup(t, factory, pipeline())
+		other, err := b.store.RunCreate(ctx, &dag.RunCreateParams{Jobs: pipeline()})
+		require.NoError(t, err)
+		require.NotEqual(t, b.run.ID, other.ID)
+		b.advance(t, "build", cikit.JobFailed)
+		jobs, err := b.store.JobList(ctx, other.ID)
+		require.NoError(t, err)
+		require.Equal(t, []cikit.JobState{cikit.JobReady, cikit.JobPending, cikit.JobPending, cikit.JobPending}, states(jobs))
+	})
+}

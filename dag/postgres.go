@@ -1,0 +1,382 @@
+package dag
+
+import (
+	"context"
+	"embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/cikit/cikit"
+)
+
+//go:embed migrations/*.sql
+var migrations embed.FS
+
+// Migrations returns the package's schema migrations: numbered SQL files
+// (001_name.sql …) to apply in order. PostgresStore.Migrate applies them.
+func Migrations() fs.FS {
+	sub, _ := fs.Sub(migrations, "migrations")
+	return sub
+}
+
+// PostgresConfig configures a PostgresStore.
+type PostgresConfig struct {
+	// Pool is the database. Required. Tables are unqualified: they live
+	// in the connections' search_path.
+	Pool *pgxpool.Pool
+	// Now returns the current time. Default: time.Now.
+	Now func() time.Time
+	// NewID returns a new, unique run ID. Default: a UUIDv7 string.
+	NewID func() string
+}
+
+// PostgresStore is a Store in PostgreSQL, the system of record of a
+// production platform. Each transition locks its run's row, applies Next
+// to the states it reads and writes the changes in one transaction, so
+// any number of schedulers may process events of the same run.
+type PostgresStore struct {
+	pool  *pgxpool.Pool
+	now   func() time.Time
+	newID func() string
+}
+
+var _ Store = (*PostgresStore)(nil)
+
+// NewPostgresStore returns a store over cfg.Pool. Call Migrate once before
+// use (the reference platform's `cikit migrate` does).
+func NewPostgresStore(cfg PostgresConfig) (*PostgresStore, error) {
+	if cfg.Pool == nil {
+		return nil, errors.New("dag: PostgresConfig.Pool is required")
+	}
+	s := &PostgresStore{pool: cfg.Pool, now: cfg.Now, newID: cfg.NewID}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	if s.newID == nil {
+		s.newID = func() string { return uuid.Must(uuid.NewV7()).String() }
+	}
+	return s, nil
+}
+
+// Migrate applies the migrations the database does not have yet, each in
+// a transaction, recording them in cikit_migrations. It is safe to run
+// from several processes at once: an advisory lock serialises them.
+func (s *PostgresStore) Migrate(ctx context.Context) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('cikit_migrations'))`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS cikit_migrations (
+			component text NOT NULL, version int NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(),
+			PRIMARY KEY (component, version))`); err != nil {
+			return err
+		}
+		files, err := fs.Glob(Migrations(), "*.sql")
+		if err != nil {
+			return err
+		}
+		slices.Sort(files)
+		for _, f := range files {
+			version, err := strconv.Atoi(strings.SplitN(f, "_", 2)[0])
+			if err != nil {
+				return fmt.Errorf("dag: migration %s is not numbered", f)
+			}
+			var done bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cikit_migrations WHERE component = 'dag' AND version = $1)`, version).Scan(&done); err != nil {
+				return err
+			}
+			if done {
+				continue
+			}
+			sql, err := fs.ReadFile(Migrations(), f)
+			if err != nil {
+				return err
+			}
+			if _, err := tx.Exec(ctx, string(sql)); err != nil {
+				return fmt.Errorf("dag: migration %s: %w", f, err)
+			}
+			if _, err := tx.Exec(ctx, `INSERT INTO cikit_migrations (component, version) VALUES ('dag', $1)`, version); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *PostgresStore) RunCreate(ctx context.Context, p *RunCreateParams) (run *Run, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		run, err = s.RunCreateTx(ctx, tx, p)
+		return err
+	})
+	return run, err
+}
+
+// RunCreateTx is RunCreate inside the caller's transaction, so that a run
+// commits together with the caller's own writes (a webhook delivery's
+// record, for example) or not at all.
+func (s *PostgresStore) RunCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreateParams) (*Run, error) {
+	g, err := FromSpecs(p.Jobs)
+	if err != nil {
+		return nil, err
+	}
+	now := s.now()
+	states := Initial(g)
+	run := &Run{ID: s.newID(), CreatedAt: now, State: RunStatus(g, states)}
+	if run.State.Terminal() {
+		run.FinishedAt = now
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO pipeline_runs (id, state, created_at, finished_at) VALUES ($1, $2, $3, $4)`,
+		run.ID, run.State, now, nullTime(run.FinishedAt)); err != nil {
+		return nil, interpretError(err)
+	}
+	rows := make([][]any, len(p.Jobs))
+	var deps [][]any
+	for i, spec := range p.Jobs {
+		data, err := json.Marshal(spec)
+		if err != nil {
+			return nil, fmt.Errorf("dag: job %q: %w", spec.ID, err)
+		}
+		var ready, finished time.Time
+		reason := ""
+		switch states[i] {
+		case cikit.JobReady:
+			ready = now
+		case cikit.JobSkipped:
+			finished, reason = now, ConsequenceReason(g, states, i)
+		}
+		rows[i] = []any{run.ID, i, spec.ID, data, string(states[i]), reason, nullTime(ready), nullTime(finished)}
+		for _, p := range g.Parents(i) {
+			deps = append(deps, []any{run.ID, spec.ID, g.Node(p).ID})
+		}
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
+		[]string{"run_id", "position", "job_id", "spec", "state", "reason", "ready_at", "finished_at"}, pgx.CopyFromRows(rows)); err != nil {
+		return nil, interpretError(err)
+	}
+	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"job_deps"}, []string{"run_id", "job_id", "needs_job_id"}, pgx.CopyFromRows(deps)); err != nil {
+		return nil, interpretError(err)
+	}
+	return run, nil
+}
+
+func (s *PostgresStore) RunGet(ctx context.Context, runID string) (*Run, error) {
+	run := &Run{ID: runID}
+	var finished *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT state, created_at, finished_at FROM pipeline_runs WHERE id = $1`, runID).
+		Scan(&run.State, &run.CreatedAt, &finished)
+	if err != nil {
+		return nil, fmt.Errorf("dag: run %q: %w", runID, interpretError(err))
+	}
+	if finished != nil {
+		run.FinishedAt = *finished
+	}
+	return run, nil
+}
+
+func (s *PostgresStore) JobList(ctx context.Context, runID string) ([]*Job, error) {
+	var jobs []*Job
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		jobs, err = s.jobs(ctx, tx, runID, false)
+		return err
+	})
+	return jobs, err
+}
+
+func (s *PostgresStore) RunCancel(ctx context.Context, runID string) (*TransitionResult, error) {
+	return s.transition(ctx, runID, nil, Event{Kind: EventCancel}, nil)
+}
+
+func (s *PostgresStore) JobQueue(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
+	return s.transition(ctx, p.RunID, p, Event{Kind: EventQueue}, nil)
+}
+
+func (s *PostgresStore) JobStart(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
+	return s.transition(ctx, p.RunID, p, Event{Kind: EventStart}, nil)
+}
+
+func (s *PostgresStore) JobComplete(ctx context.Context, p *JobCompleteParams) (*TransitionResult, error) {
+	target := &JobTransitionParams{RunID: p.RunID, JobID: p.JobID, Attempt: p.Attempt}
+	return s.transition(ctx, p.RunID, target, Event{Kind: EventComplete, Outcome: p.Outcome}, p)
+}
+
+// jobs reads a run's jobs in plan order; lock takes the run's row lock
+// first, serialising transitions of one run.
+func (s *PostgresStore) jobs(ctx context.Context, tx pgx.Tx, runID string, lock bool) ([]*Job, error) {
+	q := `SELECT 1 FROM pipeline_runs WHERE id = $1`
+	if lock {
+		q += ` FOR UPDATE`
+	}
+	var one int
+	if err := tx.QueryRow(ctx, q, runID).Scan(&one); err != nil {
+		return nil, fmt.Errorf("dag: run %q: %w", runID, interpretError(err))
+	}
+	rows, err := tx.Query(ctx, `SELECT spec, state, attempt, exit_code, reason, ready_at, queued_at, started_at, finished_at
+		FROM jobs WHERE run_id = $1 ORDER BY position`, runID)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	defer rows.Close()
+	var jobs []*Job
+	for rows.Next() {
+		j := &Job{RunID: runID}
+		var spec []byte
+		var ready, queued, started, finished *time.Time
+		if err := rows.Scan(&spec, &j.State, &j.Attempt, &j.ExitCode, &j.Reason, &ready, &queued, &started, &finished); err != nil {
+			return nil, interpretError(err)
+		}
+		if err := json.Unmarshal(spec, &j.Spec); err != nil {
+			return nil, fmt.Errorf("dag: run %q: a stored job spec is corrupt: %w", runID, err)
+		}
+		j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
+		jobs = append(jobs, j)
+	}
+	return jobs, interpretError(rows.Err())
+}
+
+// transition applies one event in a transaction that holds the run's row
+// lock: the same rules as MemoryStore, on the states read under the lock.
+func (s *PostgresStore) transition(ctx context.Context, runID string, target *JobTransitionParams, ev Event, complete *JobCompleteParams) (res *TransitionResult, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		jobs, err := s.jobs(ctx, tx, runID, true)
+		if err != nil {
+			return err
+		}
+		specs := make([]*cikit.JobSpec, len(jobs))
+		states := make([]cikit.JobState, len(jobs))
+		for i, j := range jobs {
+			specs[i], states[i] = j.Spec, j.State
+		}
+		g, err := FromSpecs(specs)
+		if err != nil {
+			return fmt.Errorf("dag: run %q: stored jobs do not form a graph: %w", runID, err)
+		}
+		if target != nil {
+			i, ok := g.Index(target.JobID)
+			if !ok {
+				return fmt.Errorf("dag: run %q has no job %q: %w", runID, target.JobID, cikit.ErrNotFound)
+			}
+			j := jobs[i]
+			if j.Attempt != target.Attempt {
+				return &cikit.TransitionError{Job: target.JobID, Attempt: target.Attempt, From: j.State,
+					Reason: fmt.Sprintf("stale attempt: the current attempt is %d", j.Attempt)}
+			}
+			if complete != nil && j.State == complete.Outcome {
+				res = &TransitionResult{}
+				res.Run, err = s.runTx(ctx, tx, runID)
+				return err // a redelivered completion: already applied
+			}
+			ev.Job = i
+		}
+		changes, err := Next(g, states, ev)
+		if err != nil {
+			if te, ok := err.(*cikit.TransitionError); ok && target != nil {
+				te.Attempt = target.Attempt
+			}
+			return err
+		}
+		now := s.now()
+		res = &TransitionResult{Changed: make([]*Job, 0, len(changes))}
+		for k, c := range changes {
+			j := jobs[c.Job]
+			j.State = c.To
+			states[c.Job] = c.To
+			switch {
+			case c.To == cikit.JobReady:
+				j.ReadyAt = now
+			case c.To == cikit.JobQueued:
+				j.QueuedAt = now
+			case c.To == cikit.JobRunning:
+				j.StartedAt = now
+			case c.To.Terminal():
+				j.FinishedAt = now
+				switch {
+				case ev.Kind == EventCancel:
+					j.Reason = "run cancelled"
+				case k == 0 && complete != nil:
+					j.ExitCode, j.Reason = complete.ExitCode, complete.Reason
+				default:
+					j.Reason = ConsequenceReason(g, states, c.Job)
+				}
+			}
+			if _, err := tx.Exec(ctx, `UPDATE jobs SET state = $3, exit_code = $4, reason = $5,
+				ready_at = $6, queued_at = $7, started_at = $8, finished_at = $9
+				WHERE run_id = $1 AND job_id = $2`,
+				runID, j.ID(), j.State, j.ExitCode, j.Reason,
+				nullTime(j.ReadyAt), nullTime(j.QueuedAt), nullTime(j.StartedAt), nullTime(j.FinishedAt)); err != nil {
+				return interpretError(err)
+			}
+			res.Changed = append(res.Changed, j.clone())
+		}
+		run, err := s.runTx(ctx, tx, runID)
+		if err != nil {
+			return err
+		}
+		if state := RunStatus(g, states); state != run.State {
+			run.State = state
+			if state.Terminal() && run.FinishedAt.IsZero() {
+				run.FinishedAt = now
+			}
+			if _, err := tx.Exec(ctx, `UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1`,
+				runID, run.State, nullTime(run.FinishedAt)); err != nil {
+				return interpretError(err)
+			}
+		}
+		res.Run = run
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+func (s *PostgresStore) runTx(ctx context.Context, tx pgx.Tx, runID string) (*Run, error) {
+	run := &Run{ID: runID}
+	var finished *time.Time
+	if err := tx.QueryRow(ctx, `SELECT state, created_at, finished_at FROM pipeline_runs WHERE id = $1`, runID).
+		Scan(&run.State, &run.CreatedAt, &finished); err != nil {
+		return nil, interpretError(err)
+	}
+	run.FinishedAt = deref(finished)
+	return run, nil
+}
+
+// interpretError turns PostgreSQL's errors into the package's sentinels.
+func interpretError(err error) error {
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return cikit.ErrNotFound
+	case errors.As(err, &pgErr) && pgErr.Code == "23505": // unique_violation
+		return fmt.Errorf("%w: %s", cikit.ErrConflict, pgErr.Message)
+	}
+	return err
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func deref(t *time.Time) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.UTC()
+}
