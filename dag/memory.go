@@ -28,6 +28,7 @@ type MemoryStore struct {
 
 	mu   sync.Mutex
 	runs map[string]*memRun
+	keys map[string]string // idempotency key -> run ID
 }
 
 type memRun struct {
@@ -38,7 +39,7 @@ type memRun struct {
 
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
-	s := &MemoryStore{now: cfg.Now, newID: cfg.NewID, runs: make(map[string]*memRun)}
+	s := &MemoryStore{now: cfg.Now, newID: cfg.NewID, runs: make(map[string]*memRun), keys: make(map[string]string)}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -73,11 +74,18 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if id, ok := s.keys[p.IdempotencyKey]; ok && p.IdempotencyKey != "" {
+		run := s.runs[id].run
+		return &run, nil
+	}
 	id := s.newID()
 	if _, dup := s.runs[id]; dup {
 		return nil, fmt.Errorf("dag: run ID %q: %w", id, cikit.ErrConflict)
 	}
-	r.run = Run{ID: id, CreatedAt: now}
+	r.run = Run{ID: id, CreatedAt: now, IdempotencyKey: p.IdempotencyKey}
+	if p.IdempotencyKey != "" {
+		s.keys[p.IdempotencyKey] = id
+	}
 	for i := range r.jobs {
 		r.jobs[i].RunID = id
 	}

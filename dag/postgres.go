@@ -132,12 +132,28 @@ func (s *PostgresStore) RunCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreate
 	}
 	now := s.now()
 	states := Initial(g)
-	run := &Run{ID: s.newID(), CreatedAt: now, State: RunStatus(g, states)}
+	run := &Run{ID: s.newID(), CreatedAt: now, State: RunStatus(g, states), IdempotencyKey: p.IdempotencyKey}
 	if run.State.Terminal() {
 		run.FinishedAt = now
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO pipeline_runs (id, state, created_at, finished_at) VALUES ($1, $2, $3, $4)`,
-		run.ID, run.State, now, nullTime(run.FinishedAt)); err != nil {
+	if p.IdempotencyKey != "" {
+		// The key first: a concurrent creation with the same key waits
+		// here until the first commits, then finds its run.
+		tag, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (key, run_id, created_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING`,
+			p.IdempotencyKey, run.ID, now)
+		if err != nil {
+			return nil, interpretError(err)
+		}
+		if tag.RowsAffected() == 0 {
+			var existing string
+			if err := tx.QueryRow(ctx, `SELECT run_id FROM idempotency_keys WHERE key = $1`, p.IdempotencyKey).Scan(&existing); err != nil {
+				return nil, interpretError(err)
+			}
+			return s.runTx(ctx, tx, existing)
+		}
+	}
+	if _, err := tx.Exec(ctx, `INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key) VALUES ($1, $2, $3, $4, $5)`,
+		run.ID, run.State, now, nullTime(run.FinishedAt), nullString(p.IdempotencyKey)); err != nil {
 		return nil, interpretError(err)
 	}
 	rows := make([][]any, len(p.Jobs))
@@ -171,15 +187,14 @@ func (s *PostgresStore) RunCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreate
 }
 
 func (s *PostgresStore) RunGet(ctx context.Context, runID string) (*Run, error) {
-	run := &Run{ID: runID}
-	var finished *time.Time
-	err := s.pool.QueryRow(ctx, `SELECT state, created_at, finished_at FROM pipeline_runs WHERE id = $1`, runID).
-		Scan(&run.State, &run.CreatedAt, &finished)
+	var run *Run
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		run, err = s.runTx(ctx, tx, runID)
+		return err
+	})
 	if err != nil {
-		return nil, fmt.Errorf("dag: run %q: %w", runID, interpretError(err))
-	}
-	if finished != nil {
-		run.FinishedAt = *finished
+		return nil, fmt.Errorf("dag: run %q: %w", runID, err)
 	}
 	return run, nil
 }
@@ -345,11 +360,16 @@ func (s *PostgresStore) transition(ctx context.Context, runID string, target *Jo
 func (s *PostgresStore) runTx(ctx context.Context, tx pgx.Tx, runID string) (*Run, error) {
 	run := &Run{ID: runID}
 	var finished *time.Time
-	if err := tx.QueryRow(ctx, `SELECT state, created_at, finished_at FROM pipeline_runs WHERE id = $1`, runID).
-		Scan(&run.State, &run.CreatedAt, &finished); err != nil {
+	var key *string
+	if err := tx.QueryRow(ctx, `SELECT state, created_at, finished_at, idempotency_key FROM pipeline_runs WHERE id = $1`, runID).
+		Scan(&run.State, &run.CreatedAt, &finished, &key); err != nil {
 		return nil, interpretError(err)
 	}
 	run.FinishedAt = deref(finished)
+	run.CreatedAt = run.CreatedAt.UTC()
+	if key != nil {
+		run.IdempotencyKey = *key
+	}
 	return run, nil
 }
 
@@ -372,6 +392,13 @@ func nullTime(t time.Time) *time.Time {
 		return nil
 	}
 	return &t
+}
+
+func nullString(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func deref(t *time.Time) time.Time {

@@ -26,7 +26,8 @@ import (
 type Store interface {
 	// RunCreate stores a new run of the given jobs. Jobs that need nothing
 	// are READY at once, the others PENDING. The jobs must form a valid
-	// graph (see FromSpecs).
+	// graph (see FromSpecs). With an IdempotencyKey already used, it
+	// returns the existing run and changes nothing.
 	RunCreate(ctx context.Context, params *RunCreateParams) (*Run, error)
 	// RunGet returns a run.
 	RunGet(ctx context.Context, runID string) (*Run, error)
@@ -52,6 +53,11 @@ type Store interface {
 type RunCreateParams struct {
 	// Jobs are the compiled jobs of the run, in plan order.
 	Jobs []*cikit.JobSpec
+	// IdempotencyKey, when set, makes the creation idempotent: a second
+	// RunCreate with the same key returns the run the first one created
+	// and writes nothing, however much later it comes (a webhook
+	// redelivered, a manual trigger retried).
+	IdempotencyKey string
 }
 
 // JobTransitionParams name the job and attempt a transition applies to.
@@ -90,6 +96,8 @@ type Run struct {
 	State      cikit.RunState
 	CreatedAt  time.Time
 	FinishedAt time.Time // zero until the run is terminal
+	// IdempotencyKey is the key the run was created with, if any.
+	IdempotencyKey string
 }
 
 // Job is one job of a run and its current state.

@@ -12,6 +12,7 @@ package dagtest
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -241,6 +242,63 @@ func Exercise(t *testing.T, factory Factory) {
 		s := factory(t, time.Now)
 		_, err := s.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: []*cikit.JobSpec{{ID: "a", Needs: []string{"a"}}}})
 		require.ErrorIs(t, err, dag.ErrInvalidGraph)
+	})
+
+	t.Run("IdempotencyKey", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		s := factory(t, c.now)
+		first, err := s.RunCreate(ctx, &dag.RunCreateParams{Jobs: pipeline(), IdempotencyKey: "github:hook-1:delivery-1"})
+		require.NoError(t, err)
+		require.Equal(t, "github:hook-1:delivery-1", first.IdempotencyKey)
+		b := &bundle{store: s, run: first}
+		b.advance(t, "build", cikit.JobSucceeded)
+
+		again, err := s.RunCreate(ctx, &dag.RunCreateParams{Jobs: pipeline(), IdempotencyKey: "github:hook-1:delivery-1"})
+		require.NoError(t, err)
+		require.Equal(t, first.ID, again.ID, "the same key returns the existing run")
+		require.Equal(t, first.CreatedAt, again.CreatedAt)
+		require.Equal(t, cikit.RunRunning, again.State, "as it is now")
+		jobs, err := s.JobList(ctx, first.ID)
+		require.NoError(t, err)
+		require.Equal(t, []cikit.JobState{cikit.JobSucceeded, cikit.JobReady, cikit.JobReady, cikit.JobPending}, states(jobs), "and nothing was written")
+
+		other, err := s.RunCreate(ctx, &dag.RunCreateParams{Jobs: pipeline(), IdempotencyKey: "github:hook-1:delivery-2"})
+		require.NoError(t, err)
+		require.NotEqual(t, first.ID, other.ID)
+	})
+
+	t.Run("IdempotencyKeyConcurrent", func(t *testing.T) {
+		t.Parallel()
+		s := factory(t, time.Now)
+		const n = 20
+		ids := make(chan string, n)
+		errs := make(chan error, n)
+		var wg sync.WaitGroup
+		for range n {
+			wg.Go(func() {
+				run, err := s.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: pipeline(), IdempotencyKey: "same"})
+				if err != nil {
+					errs <- err
+					return
+				}
+				ids <- run.ID
+			})
+		}
+		wg.Wait()
+		close(ids)
+		close(errs)
+		for err := range errs {
+			require.NoError(t, err)
+		}
+		var first string
+		for id := range ids {
+			if first == "" {
+				first = id
+			}
+			require.Equal(t, first, id, "one run for one key, however many create it at once")
+		}
 	})
 
 	t.Run("RunsAreSeparate", func(t *testing.T) {
