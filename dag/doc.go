@@ -29,7 +29,12 @@
 //
 // A Store applies the rules durably: each transition is a conditional
 // write that commits the job's change and its consequences together.
-// MemoryStore keeps runs in process memory. A Driver runs one run to its
+// MemoryStore keeps runs in process memory; PostgresStore in PostgreSQL,
+// with embedded numbered migrations (Migrate), RunCreateTx for callers'
+// transactions, and idempotent creation by key. Every write records its
+// events in the same transaction, in an outbox a relay publishes from
+// (OutboxPending, OutboxMarkPublished). Both pass one conformance suite,
+// dagtest.Exercise, which a platform team can run on a store of its own. A Driver runs one run to its
 // end in this process on an Executor, up to Parallel jobs at once; it is
 // the scheduler loop of `cikit run`.
 //

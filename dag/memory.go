@@ -3,6 +3,7 @@ package dag
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,7 +30,11 @@ type MemoryStore struct {
 	mu   sync.Mutex
 	runs map[string]*memRun
 	keys map[string]string // idempotency key -> run ID
+	// outbox holds unpublished events in creation order.
+	outbox []*OutboxEvent
 }
+
+func newEventID() string { return uuid.Must(uuid.NewV7()).String() }
 
 type memRun struct {
 	run   Run
@@ -92,6 +97,14 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	r.updateRun(now)
 	s.runs[id] = r
 	run := r.run
+	s.outbox = append(s.outbox, &OutboxEvent{ID: newEventID(), Type: EventPipelineCreated, RunID: id, State: string(run.State), CreatedAt: now})
+	var initial []*Job
+	for i := range r.jobs {
+		if r.jobs[i].State != cikit.JobPending {
+			initial = append(initial, &r.jobs[i])
+		}
+	}
+	s.outbox = append(s.outbox, events(newEventID, now, &run, false, initial)...)
 	return &run, nil
 }
 
@@ -207,9 +220,11 @@ func (s *MemoryStore) transition(ctx context.Context, runID string, target *JobT
 		}
 		res.Changed = append(res.Changed, j.clone())
 	}
+	wasTerminal := r.run.State.Terminal()
 	r.updateRun(now)
 	run := r.run
 	res.Run = &run
+	s.outbox = append(s.outbox, events(newEventID, now, &run, wasTerminal, res.Changed)...)
 	return res, nil
 }
 
@@ -240,4 +255,33 @@ func (j *Job) clone() *Job {
 	c := *j
 	c.Spec = j.Spec.Clone()
 	return &c
+}
+
+func (s *MemoryStore) OutboxPending(ctx context.Context, limit int) ([]*OutboxEvent, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := min(limit, len(s.outbox))
+	out := make([]*OutboxEvent, n)
+	for i, e := range s.outbox[:n] {
+		c := *e
+		out[i] = &c
+	}
+	return out, nil
+}
+
+func (s *MemoryStore) OutboxMarkPublished(ctx context.Context, ids []string) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	done := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		done[id] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.outbox = slices.DeleteFunc(s.outbox, func(e *OutboxEvent) bool { return done[e.ID] })
+	return nil
 }

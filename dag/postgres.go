@@ -183,6 +183,17 @@ func (s *PostgresStore) RunCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreate
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"job_deps"}, []string{"run_id", "job_id", "needs_job_id"}, pgx.CopyFromRows(deps)); err != nil {
 		return nil, interpretError(err)
 	}
+	var initial []*Job
+	for i, spec := range p.Jobs {
+		if states[i] != cikit.JobPending {
+			initial = append(initial, &Job{RunID: run.ID, Spec: spec, State: states[i], Attempt: 1, Reason: rows[i][5].(string)})
+		}
+	}
+	evs := append([]*OutboxEvent{{ID: newEventID(), Type: EventPipelineCreated, RunID: run.ID, State: string(run.State), CreatedAt: now}},
+		events(newEventID, now, run, false, initial)...)
+	if err := writeOutbox(ctx, tx, evs); err != nil {
+		return nil, err
+	}
 	return run, nil
 }
 
@@ -338,6 +349,7 @@ func (s *PostgresStore) transition(ctx context.Context, runID string, target *Jo
 		if err != nil {
 			return err
 		}
+		wasTerminal := run.State.Terminal()
 		if state := RunStatus(g, states); state != run.State {
 			run.State = state
 			if state.Terminal() && run.FinishedAt.IsZero() {
@@ -349,7 +361,7 @@ func (s *PostgresStore) transition(ctx context.Context, runID string, target *Jo
 			}
 		}
 		res.Run = run
-		return nil
+		return writeOutbox(ctx, tx, events(newEventID, now, run, wasTerminal, res.Changed))
 	})
 	if err != nil {
 		return nil, err
@@ -406,4 +418,43 @@ func deref(t *time.Time) time.Time {
 		return time.Time{}
 	}
 	return t.UTC()
+}
+
+// writeOutbox records events in the transaction of the write that made
+// them.
+func writeOutbox(ctx context.Context, tx pgx.Tx, evs []*OutboxEvent) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	rows := make([][]any, len(evs))
+	for i, e := range evs {
+		rows[i] = []any{e.ID, e.Type, e.RunID, e.JobID, e.Attempt, e.State, e.Reason, e.CreatedAt}
+	}
+	_, err := tx.CopyFrom(ctx, pgx.Identifier{"outbox"},
+		[]string{"id", "type", "run_id", "job_id", "attempt", "state", "reason", "created_at"}, pgx.CopyFromRows(rows))
+	return interpretError(err)
+}
+
+func (s *PostgresStore) OutboxPending(ctx context.Context, limit int) ([]*OutboxEvent, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, type, run_id, job_id, attempt, state, reason, created_at
+		FROM outbox WHERE published_at IS NULL ORDER BY seq LIMIT $1`, limit)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	defer rows.Close()
+	var out []*OutboxEvent
+	for rows.Next() {
+		e := &OutboxEvent{}
+		if err := rows.Scan(&e.ID, &e.Type, &e.RunID, &e.JobID, &e.Attempt, &e.State, &e.Reason, &e.CreatedAt); err != nil {
+			return nil, interpretError(err)
+		}
+		e.CreatedAt = e.CreatedAt.UTC()
+		out = append(out, e)
+	}
+	return out, interpretError(rows.Err())
+}
+
+func (s *PostgresStore) OutboxMarkPublished(ctx context.Context, ids []string) error {
+	_, err := s.pool.Exec(ctx, `UPDATE outbox SET published_at = $2 WHERE id = ANY($1) AND published_at IS NULL`, ids, s.now())
+	return interpretError(err)
 }

@@ -47,6 +47,67 @@ type Store interface {
 	// attempt, same outcome) is a no-op that returns no changes, so
 	// redelivered completion events are harmless.
 	JobComplete(ctx context.Context, params *JobCompleteParams) (*TransitionResult, error)
+
+	// OutboxPending returns up to limit events not yet marked published,
+	// oldest first. Every write above records its events in the same
+	// transaction as its changes: "pipeline.created" for a new run, one
+	// event per job state change ("job.ready", "job.queued",
+	// "job.started", "job.completed" with the terminal state), and
+	// "pipeline.completed" when the run becomes terminal.
+	OutboxPending(ctx context.Context, limit int) ([]*OutboxEvent, error)
+	// OutboxMarkPublished marks events published; unknown or already
+	// published IDs are ignored.
+	OutboxMarkPublished(ctx context.Context, ids []string) error
+}
+
+// OutboxEvent is one event a store write recorded, for a relay to publish.
+// Consumers deduplicate by ID: a relay may publish an event twice.
+type OutboxEvent struct {
+	ID        string // unique, ordered by creation (UUIDv7)
+	Type      string
+	RunID     string
+	JobID     string // "" for pipeline events
+	Attempt   int    // 0 for pipeline events
+	State     string // the job's or the run's new state
+	Reason    string
+	CreatedAt time.Time
+}
+
+// Event types.
+const (
+	EventPipelineCreated   = "pipeline.created"
+	EventPipelineCompleted = "pipeline.completed"
+	EventJobReady          = "job.ready"
+	EventJobQueued         = "job.queued"
+	EventJobStarted        = "job.started"
+	EventJobCompleted      = "job.completed"
+)
+
+// jobEventType is the type of the event of a job entering state s.
+func jobEventType(s cikit.JobState) string {
+	switch s {
+	case cikit.JobReady:
+		return EventJobReady
+	case cikit.JobQueued:
+		return EventJobQueued
+	case cikit.JobRunning:
+		return EventJobStarted
+	}
+	return EventJobCompleted
+}
+
+// events lists the outbox events of a write: the job changes, then the
+// run's completion when it became terminal now.
+func events(newID func() string, now time.Time, run *Run, wasTerminal bool, changed []*Job) []*OutboxEvent {
+	out := make([]*OutboxEvent, 0, len(changed)+1)
+	for _, j := range changed {
+		out = append(out, &OutboxEvent{ID: newID(), Type: jobEventType(j.State), RunID: j.RunID, JobID: j.ID(),
+			Attempt: j.Attempt, State: string(j.State), Reason: j.Reason, CreatedAt: now})
+	}
+	if run.State.Terminal() && !wasTerminal {
+		out = append(out, &OutboxEvent{ID: newID(), Type: EventPipelineCompleted, RunID: run.ID, State: string(run.State), CreatedAt: now})
+	}
+	return out
 }
 
 // RunCreateParams are the arguments of Store.RunCreate.

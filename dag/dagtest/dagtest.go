@@ -301,6 +301,57 @@ func Exercise(t *testing.T, factory Factory) {
 		}
 	})
 
+	t.Run("Outbox", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setup(t, factory, pipeline())
+		type ev struct{ Type, Job, State string }
+		pending := func() []ev {
+			t.Helper()
+			evs, err := b.store.OutboxPending(ctx, 1000)
+			require.NoError(t, err)
+			out := make([]ev, len(evs))
+			seen := map[string]bool{}
+			for i, e := range evs {
+				require.False(t, seen[e.ID], "event IDs are unique")
+				seen[e.ID] = true
+				require.Equal(t, b.run.ID, e.RunID)
+				out[i] = ev{e.Type, e.JobID, e.State}
+			}
+			return out
+		}
+		require.Equal(t, []ev{{dag.EventPipelineCreated, "", "pending"}, {dag.EventJobReady, "build", "ready"}}, pending())
+
+		b.advance(t, "build", cikit.JobSucceeded)
+		// Refused and repeated writes record nothing.
+		_, err := b.store.JobStart(ctx, &dag.JobTransitionParams{RunID: b.run.ID, JobID: "integration", Attempt: 1})
+		require.Error(t, err)
+		_, err = b.store.JobComplete(ctx, &dag.JobCompleteParams{RunID: b.run.ID, JobID: "build", Attempt: 1, Outcome: cikit.JobSucceeded})
+		require.NoError(t, err)
+		want := []ev{
+			{dag.EventPipelineCreated, "", "pending"}, {dag.EventJobReady, "build", "ready"},
+			{dag.EventJobQueued, "build", "queued"}, {dag.EventJobStarted, "build", "running"},
+			{dag.EventJobCompleted, "build", "succeeded"}, {dag.EventJobReady, "unit", "ready"}, {dag.EventJobReady, "lint", "ready"},
+		}
+		require.Equal(t, want, pending())
+
+		evs, err := b.store.OutboxPending(ctx, 3)
+		require.NoError(t, err)
+		require.Len(t, evs, 3, "limit")
+		require.NoError(t, b.store.OutboxMarkPublished(ctx, []string{evs[0].ID, evs[1].ID, evs[2].ID, "unknown"}))
+		require.NoError(t, b.store.OutboxMarkPublished(ctx, []string{evs[0].ID}), "marking twice is harmless")
+		require.Equal(t, want[3:], pending())
+
+		b.advance(t, "unit", cikit.JobFailed)
+		got := pending()
+		require.Equal(t, []ev{
+			{dag.EventJobCompleted, "unit", "failed"}, {dag.EventJobCompleted, "integration", "skipped"},
+		}, got[len(got)-2:], "lint still runs: the run is not complete")
+		b.advance(t, "lint", cikit.JobSucceeded)
+		got = pending()
+		require.Equal(t, ev{dag.EventPipelineCompleted, "", "failed"}, got[len(got)-1], "the run's completion comes last, once")
+	})
+
 	t.Run("RunsAreSeparate", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
