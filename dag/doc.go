@@ -17,7 +17,9 @@
 // allow_failure makes all its descendants SKIPPED. RunStatus aggregates
 // job states into the run's state. A job the compiler decided never runs
 // (Node.Never) starts SKIPPED with everything that needs it, and fails
-// nothing. Because the rules are pure, property
+// nothing. A job of When always runs once all its needs have ended,
+// whatever their outcome; one of When on_failure only if one of them did
+// not succeed. Because the rules are pure, property
 // tests check them on thousands of random graphs and interleavings.
 //
 //	PENDING ──needs satisfied──► READY ──► QUEUED ──► RUNNING ──► SUCCEEDED

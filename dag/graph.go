@@ -20,6 +20,10 @@ type Node struct {
 	// false when the pipeline was compiled (JobSpec.When "never"). It
 	// starts SKIPPED, and so do the jobs that need it.
 	Never bool
+	// When is WhenAlways for a job that runs once its needs end whatever
+	// their outcome, WhenOnFailure for one that runs only if one of them
+	// did not succeed; anything else means on success.
+	When cikit.When
 }
 
 // Graph is an immutable, validated job graph: IDs are unique, every need
@@ -221,7 +225,7 @@ func (g *Graph) CriticalPath(weight func(i int) time.Duration) ([]int, time.Dura
 func FromSpecs(specs []*cikit.JobSpec) (*Graph, error) {
 	nodes := make([]Node, len(specs))
 	for i, s := range specs {
-		nodes[i] = Node{ID: s.ID, Needs: s.Needs, AllowFailure: s.AllowFailure, Never: s.When == cikit.WhenNever}
+		nodes[i] = Node{ID: s.ID, Needs: s.Needs, AllowFailure: s.AllowFailure, Never: s.When == cikit.WhenNever, When: s.When}
 	}
 	return NewGraph(nodes)
 }

@@ -64,13 +64,22 @@ func Initial(g *Graph) []cikit.JobState {
 		states[i] = cikit.JobPending
 		if len(g.Parents(i)) == 0 {
 			states[i] = cikit.JobReady
+			if g.Node(i).When == cikit.WhenOnFailure {
+				states[i] = cikit.JobSkipped // nothing before it can fail
+			}
 		}
 		if g.Node(i).Never {
 			states[i] = cikit.JobSkipped
 		}
+		w := g.Node(i).When
 		for _, p := range g.Parents(i) {
-			if states[p] == cikit.JobSkipped {
+			if states[p] == cikit.JobSkipped && w != cikit.WhenAlways && w != cikit.WhenOnFailure {
 				states[i] = cikit.JobSkipped
+			}
+		}
+		if states[i] == cikit.JobPending && (w == cikit.WhenAlways || w == cikit.WhenOnFailure) {
+			if to, decided := whenDecided(g, i, func(p int) cikit.JobState { return states[p] }); decided {
+				states[i] = to
 			}
 		}
 	}
@@ -163,6 +172,18 @@ func propagate(g *Graph, states []cikit.JobState, j int, s cikit.JobState, chang
 			if state(c) != cikit.JobPending {
 				continue
 			}
+			if w := g.Node(c).When; w == cikit.WhenAlways || w == cikit.WhenOnFailure {
+				// Such a job waits for all its needs to end, whatever
+				// their outcome, then runs (always), or runs if one of
+				// them did not succeed (on_failure).
+				if to, decided := whenDecided(g, c, state); decided {
+					set(c, to)
+					if to == cikit.JobSkipped {
+						queue = append(queue, c)
+					}
+				}
+				continue
+			}
 			switch {
 			case Satisfied(ps, g.Node(p).AllowFailure):
 				if allSatisfied(g, c, state) {
@@ -178,6 +199,24 @@ func propagate(g *Graph, states []cikit.JobState, j int, s cikit.JobState, chang
 		}
 	}
 	return changes
+}
+
+// whenDecided settles a job of When always or on_failure once all its
+// needs are terminal: READY for always, and for on_failure when a need was
+// not satisfied; SKIPPED otherwise.
+func whenDecided(g *Graph, i int, state func(int) cikit.JobState) (cikit.JobState, bool) {
+	unsatisfied := false
+	for _, p := range g.Parents(i) {
+		s := state(p)
+		if !s.Terminal() {
+			return "", false
+		}
+		unsatisfied = unsatisfied || !Satisfied(s, g.Node(p).AllowFailure)
+	}
+	if g.Node(i).When == cikit.WhenAlways || unsatisfied {
+		return cikit.JobReady, true
+	}
+	return cikit.JobSkipped, true
 }
 
 func allSatisfied(g *Graph, i int, state func(int) cikit.JobState) bool {
@@ -243,6 +282,9 @@ func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
 func ConsequenceReason(g *Graph, states []cikit.JobState, i int) string {
 	if g.Node(i).Never {
 		return "its condition is false"
+	}
+	if g.Node(i).When == cikit.WhenOnFailure {
+		return "it runs on failure, and nothing it needs failed"
 	}
 	for _, p := range g.Parents(i) {
 		switch s := states[p]; {

@@ -32,7 +32,8 @@ func TestPropertyStoreRules(t *testing.T) {
 //   - LIVENESS: Drive returns with every job terminal;
 //   - the final states are the ones the outcomes imply, whatever the
 //     interleaving: a job runs and ends with its outcome iff none of its
-//     needs blocks it, else it is SKIPPED.
+//     needs blocks it (always: whatever its needs did; on_failure: iff
+//     one of them did not succeed), else it is SKIPPED.
 func TestPropertyDriver(t *testing.T) {
 	t.Parallel()
 	rapid.Check(t, func(t *rapid.T) {
@@ -69,8 +70,14 @@ func TestPropertyDriver(t *testing.T) {
 					running++
 					maxRunning = max(maxRunning, running)
 					i, _ := g.Index(j.ID())
+					conditional := g.Node(i).When == cikit.WhenAlways || g.Node(i).When == cikit.WhenOnFailure
 					for _, p := range g.Parents(i) {
-						if !dag.Satisfied(live[g.Node(p).ID], g.Node(p).AllowFailure) && violation == nil {
+						ps := live[g.Node(p).ID]
+						early := !dag.Satisfied(ps, g.Node(p).AllowFailure)
+						if conditional {
+							early = !ps.Terminal()
+						}
+						if early && violation == nil {
 							violation = fmt.Errorf("%s started while %s is %s", j.ID(), g.Node(p).ID, live[g.Node(p).ID])
 						}
 					}
@@ -84,10 +91,12 @@ func TestPropertyDriver(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range specs {
-			if len(s.Needs) == 0 {
-				live[s.ID] = cikit.JobReady
-			}
+		initial, err := store.JobList(context.Background(), run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, j := range initial {
+			live[j.ID()] = j.State
 		}
 		final, err := d.Drive(context.Background(), run.ID)
 		if err != nil {
@@ -102,11 +111,20 @@ func TestPropertyDriver(t *testing.T) {
 		jobs, _ := store.JobList(context.Background(), run.ID)
 		want := make([]cikit.JobState, g.Len())
 		for _, i := range g.Order() {
-			want[i] = outcomes[specs[i].ID]
+			unsatisfied := false
 			for _, p := range g.Parents(i) {
-				if !dag.Satisfied(want[p], g.Node(p).AllowFailure) {
-					want[i] = cikit.JobSkipped
-				}
+				unsatisfied = unsatisfied || !dag.Satisfied(want[p], g.Node(p).AllowFailure)
+			}
+			runs := !unsatisfied // on success
+			switch specs[i].When {
+			case cikit.WhenAlways:
+				runs = true
+			case cikit.WhenOnFailure:
+				runs = unsatisfied
+			}
+			want[i] = cikit.JobSkipped
+			if runs {
+				want[i] = outcomes[specs[i].ID]
 			}
 		}
 		for i, j := range jobs {

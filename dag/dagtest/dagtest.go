@@ -206,6 +206,50 @@ func Exercise(t *testing.T, factory Factory) {
 		require.Empty(t, res.Changed)
 	})
 
+	t.Run("When", func(t *testing.T) {
+		t.Parallel()
+		step := []cikit.Step{{Name: "true", Run: "true"}}
+		specs := func() []*cikit.JobSpec {
+			return []*cikit.JobSpec{
+				{ID: "build", Steps: step},
+				{ID: "test", Needs: []string{"build"}, Steps: step},
+				{ID: "notify", Needs: []string{"test"}, When: cikit.WhenOnFailure, Steps: step},
+				{ID: "cleanup", Needs: []string{"test"}, When: cikit.WhenAlways, Steps: step},
+				{ID: "deploy", Needs: []string{"test"}, Steps: step},
+				{ID: "first-aid", When: cikit.WhenOnFailure, Steps: step},
+			}
+		}
+		// A failure: on_failure and always jobs run, the rest is skipped.
+		b := setup(t, factory, specs())
+		jobs, err := b.store.JobList(context.Background(), b.run.ID)
+		require.NoError(t, err)
+		require.Equal(t, cikit.JobSkipped, jobs[5].State, "an on_failure job with nothing before it never runs")
+		res := b.advance(t, "build", cikit.JobFailed)
+		require.Equal(t, map[string]cikit.JobState{
+			"build": cikit.JobFailed, "test": cikit.JobSkipped, "deploy": cikit.JobSkipped,
+			"notify": cikit.JobReady, "cleanup": cikit.JobReady,
+		}, changed(res))
+		b.advance(t, "notify", cikit.JobSucceeded)
+		res = b.advance(t, "cleanup", cikit.JobSucceeded)
+		require.Equal(t, cikit.RunFailed, res.Run.State, "the failure still fails the run")
+
+		// Success: on_failure jobs are skipped, always jobs run.
+		b = setup(t, factory, specs())
+		b.advance(t, "build", cikit.JobSucceeded)
+		res = b.advance(t, "test", cikit.JobSucceeded)
+		require.Equal(t, map[string]cikit.JobState{
+			"test": cikit.JobSucceeded, "notify": cikit.JobSkipped, "cleanup": cikit.JobReady, "deploy": cikit.JobReady,
+		}, changed(res))
+		for _, j := range res.Changed {
+			if j.ID() == "notify" {
+				require.Equal(t, "it runs on failure, and nothing it needs failed", j.Reason)
+			}
+		}
+		b.advance(t, "cleanup", cikit.JobSucceeded)
+		res = b.advance(t, "deploy", cikit.JobSucceeded)
+		require.Equal(t, cikit.RunSucceeded, res.Run.State, "a skipped on_failure job fails nothing")
+	})
+
 	t.Run("NeverJobs", func(t *testing.T) {
 		t.Parallel()
 		specs := pipeline()

@@ -14,7 +14,11 @@ import (
 	"github.com/cikit/cikit/dag"
 )
 
-// GenSpecs draws a random acyclic pipeline: jobs are ranked, a job needs
+// whens weighs the conditions GenSpecs draws: mostly on success.
+var whens = []cikit.When{"", "", "", "", "", "", "", "", cikit.WhenAlways, cikit.WhenOnFailure}
+
+// GenSpecs draws a random acyclic pipeline, some jobs of When always or
+// on_failure: jobs are ranked, a job needs
 // only jobs of lower rank, and ranks are shuffled into file order so needs
 // point both forwards and backwards in the file.
 func GenSpecs(t *rapid.T, maxJobs int) []*cikit.JobSpec {
@@ -33,6 +37,7 @@ func GenSpecs(t *rapid.T, maxJobs int) []*cikit.JobSpec {
 			ID:           fmt.Sprintf("j%d", order[rank]),
 			Needs:        needs,
 			AllowFailure: rapid.Float64Range(0, 1).Draw(t, fmt.Sprintf("allow%d", rank)) < 0.25,
+			When:         rapid.SampledFrom(whens).Draw(t, fmt.Sprintf("when%d", rank)),
 			Steps:        []cikit.Step{{Run: "true"}},
 		}
 	}
@@ -95,19 +100,31 @@ func statesOf(jobs []*dag.Job) []cikit.JobState {
 func checkInvariants(t *rapid.T, g *dag.Graph, run *dag.Run, jobs []*dag.Job) {
 	states := statesOf(jobs)
 	for i, j := range jobs {
-		satisfied := true
-		blocked := false
+		satisfied, blocked, allTerminal := true, false, true
 		for _, p := range g.Parents(i) {
-			satisfied = satisfied && dag.Satisfied(states[p], g.Node(p).AllowFailure)
-			blocked = blocked || states[p].Terminal() && !dag.Satisfied(states[p], g.Node(p).AllowFailure)
+			ok := dag.Satisfied(states[p], g.Node(p).AllowFailure)
+			satisfied = satisfied && ok
+			blocked = blocked || states[p].Terminal() && !ok
+			allTerminal = allTerminal && states[p].Terminal()
 		}
-		switch j.State {
-		case cikit.JobPending:
+		started := j.State == cikit.JobReady || j.State.Active() || j.State == cikit.JobSucceeded || j.State == cikit.JobFailed
+		switch w := g.Node(i).When; {
+		case w == cikit.WhenAlways || w == cikit.WhenOnFailure:
+			// LIVENESS: it waits only while a need is running; SAFETY: it
+			// starts only once all have ended, and on_failure only after
+			// a need did not succeed.
+			if j.State == cikit.JobPending && allTerminal {
+				t.Fatalf("%s job %s is PENDING but its needs have all ended: %v", w, j.ID(), states)
+			}
+			if started && (!allTerminal || w == cikit.WhenOnFailure && satisfied) {
+				t.Fatalf("%s job %s is %s with needs ended=%v satisfied=%v: %v", w, j.ID(), j.State, allTerminal, satisfied, states)
+			}
+		case j.State == cikit.JobPending:
 			// LIVENESS of the rule: a pending job is waiting for something.
 			if satisfied || blocked {
 				t.Fatalf("job %s is PENDING with needs satisfied=%v blocked=%v: %v", j.ID(), satisfied, blocked, states)
 			}
-		case cikit.JobReady, cikit.JobQueued, cikit.JobRunning, cikit.JobSucceeded, cikit.JobFailed:
+		case started:
 			// SAFETY: nothing leaves PENDING before its needs are satisfied.
 			if !satisfied {
 				t.Fatalf("job %s is %s but its needs are not all satisfied: %v", j.ID(), j.State, states)
@@ -142,7 +159,10 @@ func checkInvariants(t *rapid.T, g *dag.Graph, run *dag.Run, jobs []*dag.Job) {
 //   - LIVENESS: every job ends terminal;
 //   - SKIPPED iff a required ancestor failed (when nothing was cancelled;
 //     with a cancel of the run or of a job, SKIPPED still implies it, and
-//     it implies SKIPPED or CANCELLED).
+//     it implies SKIPPED or CANCELLED); with always and on_failure jobs,
+//     every skip has its cause: an on_success job skips only after a need
+//     did not succeed, an on_failure job only after all did, an always
+//     job never.
 func Rules(t *testing.T, factory Factory, maxRuns int) {
 	store := factory(t, time.Now)
 	runs := 0
@@ -261,12 +281,26 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 		}
 		states := statesOf(jobs)
 		failedAbove := requiredFailedAncestor(g, states)
+		conditional := slices.ContainsFunc(specs, func(s *cikit.JobSpec) bool { return s.When != "" })
 		for i, s := range states {
 			if !s.Terminal() {
 				t.Fatalf("no event applies but job %s is %s", specs[i].ID, s)
 			}
 			skipped := s == cikit.JobSkipped
 			switch {
+			case conditional:
+				// With always and on_failure jobs a skip has more causes;
+				// each must be one: an on_success job skips only after a
+				// need did not succeed, an on_failure one only after all
+				// did, an always one never.
+				unsatisfied := false
+				for _, p := range g.Parents(i) {
+					unsatisfied = unsatisfied || !dag.Satisfied(states[p], g.Node(p).AllowFailure)
+				}
+				w := specs[i].When
+				if skipped && (w == cikit.WhenAlways || w == cikit.WhenOnFailure && unsatisfied || w == "" && !unsatisfied) {
+					t.Fatalf("%q job %s SKIPPED with needs unsatisfied=%v: %v", w, specs[i].ID, unsatisfied, states)
+				}
 			case skipped && !failedAbove[i]:
 				t.Fatalf("job %s SKIPPED without a failed required ancestor: %v", specs[i].ID, states)
 			case !skipped && failedAbove[i] && !(cancelled && s == cikit.JobCancelled):
