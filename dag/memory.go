@@ -126,6 +126,10 @@ func (s *MemoryStore) RunCancel(ctx context.Context, runID string) (*TransitionR
 	return s.transition(ctx, runID, nil, Event{Kind: EventCancel}, nil)
 }
 
+func (s *MemoryStore) RunRetryFailed(ctx context.Context, runID string) (*TransitionResult, error) {
+	return s.transition(ctx, runID, nil, Event{Kind: EventRetryFailed}, nil)
+}
+
 func (s *MemoryStore) JobList(ctx context.Context, runID string) ([]*Job, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -198,6 +202,9 @@ func (s *MemoryStore) transition(ctx context.Context, runID string, target *JobT
 	res := &TransitionResult{Changed: make([]*Job, 0, len(changes))}
 	for k, c := range changes {
 		j := &r.jobs[c.Job]
+		if c.From.Terminal() {
+			j.newAttempt()
+		}
 		j.State = c.To
 		states[c.Job] = c.To
 		switch {
@@ -246,7 +253,10 @@ func (r *memRun) states() []cikit.JobState {
 
 func (r *memRun) updateRun(now time.Time) {
 	r.run.State = RunStatus(r.graph, r.states())
-	if r.run.State.Terminal() && r.run.FinishedAt.IsZero() {
+	switch {
+	case !r.run.State.Terminal():
+		r.run.FinishedAt = time.Time{} // running again after a retry
+	case r.run.FinishedAt.IsZero():
 		r.run.FinishedAt = now
 	}
 }

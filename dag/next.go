@@ -2,6 +2,7 @@ package dag
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/cikit/cikit"
 )
@@ -20,6 +21,10 @@ const (
 	// CANCELLED; RUNNING jobs stay RUNNING until their executor reports,
 	// because only the executor can stop them.
 	EventCancel
+	// EventRetryFailed starts a new attempt of a finished run's failed,
+	// skipped and cancelled jobs; the jobs that succeeded are kept with
+	// their results (seed 004's "retry failed only").
+	EventRetryFailed
 )
 
 func (k EventKind) String() string {
@@ -32,6 +37,8 @@ func (k EventKind) String() string {
 		return "complete"
 	case EventCancel:
 		return "cancel"
+	case EventRetryFailed:
+		return "retry-failed"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -116,6 +123,9 @@ func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
 			}
 		}
 		return changes, nil
+	}
+	if ev.Kind == EventRetryFailed {
+		return retryFailed(g, states)
 	}
 	if ev.Job < 0 || ev.Job >= g.Len() {
 		return nil, fmt.Errorf("dag: job index %d out of range [0,%d)", ev.Job, g.Len())
@@ -295,4 +305,64 @@ func ConsequenceReason(g *Graph, states []cikit.JobState, i int) string {
 		}
 	}
 	return ""
+}
+
+// ErrRunNotFinished is returned for a retry of a run that has not ended.
+var ErrRunNotFinished = fmt.Errorf("%w: the run has not finished", cikit.ErrInvalidTransition)
+
+// retryFailed resets the failed, skipped and cancelled jobs of a finished
+// run, and every job that needs one of them, to PENDING, then settles them
+// as a new run would be: READY when their needs are satisfied, and so on.
+// Jobs that never run stay SKIPPED; jobs that succeeded with nothing
+// retried above them are kept.
+// A change whose From is terminal starts a new attempt of that job.
+func retryFailed(g *Graph, states []cikit.JobState) ([]Change, error) {
+	for _, s := range states {
+		if !s.Terminal() {
+			return nil, ErrRunNotFinished
+		}
+	}
+	next := slices.Clone(states)
+	retried := make([]bool, len(states))
+	for _, i := range g.Order() {
+		s := states[i]
+		retry := s != cikit.JobSucceeded && !(s == cikit.JobFailed && g.Node(i).AllowFailure)
+		for _, p := range g.Parents(i) {
+			// What ran after a retried job (always and on_failure jobs,
+			// and what needs them) runs again after its new attempt.
+			retry = retry || retried[p]
+		}
+		if retry && !g.Node(i).Never {
+			next[i], retried[i] = cikit.JobPending, true
+		}
+	}
+	state := func(i int) cikit.JobState { return next[i] }
+	for _, i := range g.Order() {
+		if !retried[i] {
+			continue
+		}
+		if w := g.Node(i).When; w == cikit.WhenAlways || w == cikit.WhenOnFailure {
+			if to, decided := whenDecided(g, i, state); decided {
+				next[i] = to
+			}
+			continue
+		}
+		blocked := false
+		for _, p := range g.Parents(i) {
+			blocked = blocked || next[p].Terminal() && !Satisfied(next[p], g.Node(p).AllowFailure)
+		}
+		switch {
+		case blocked:
+			next[i] = cikit.JobSkipped
+		case allSatisfied(g, i, state):
+			next[i] = cikit.JobReady
+		}
+	}
+	var changes []Change
+	for _, i := range g.Order() {
+		if retried[i] {
+			changes = append(changes, Change{Job: i, From: states[i], To: next[i]})
+		}
+	}
+	return changes, nil
 }

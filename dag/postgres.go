@@ -224,6 +224,10 @@ func (s *PostgresStore) RunCancel(ctx context.Context, runID string) (*Transitio
 	return s.transition(ctx, runID, nil, Event{Kind: EventCancel}, nil)
 }
 
+func (s *PostgresStore) RunRetryFailed(ctx context.Context, runID string) (*TransitionResult, error) {
+	return s.transition(ctx, runID, nil, Event{Kind: EventRetryFailed}, nil)
+}
+
 func (s *PostgresStore) JobQueue(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
 	return s.transition(ctx, p.RunID, p, Event{Kind: EventQueue}, nil)
 }
@@ -316,6 +320,9 @@ func (s *PostgresStore) transition(ctx context.Context, runID string, target *Jo
 		res = &TransitionResult{Changed: make([]*Job, 0, len(changes))}
 		for k, c := range changes {
 			j := jobs[c.Job]
+			if c.From.Terminal() {
+				j.newAttempt()
+			}
 			j.State = c.To
 			states[c.Job] = c.To
 			switch {
@@ -337,10 +344,10 @@ func (s *PostgresStore) transition(ctx context.Context, runID string, target *Jo
 				}
 			}
 			if _, err := tx.Exec(ctx, `UPDATE jobs SET state = $3, exit_code = $4, reason = $5,
-				ready_at = $6, queued_at = $7, started_at = $8, finished_at = $9
+				ready_at = $6, queued_at = $7, started_at = $8, finished_at = $9, attempt = $10
 				WHERE run_id = $1 AND job_id = $2`,
 				runID, j.ID(), j.State, j.ExitCode, j.Reason,
-				nullTime(j.ReadyAt), nullTime(j.QueuedAt), nullTime(j.StartedAt), nullTime(j.FinishedAt)); err != nil {
+				nullTime(j.ReadyAt), nullTime(j.QueuedAt), nullTime(j.StartedAt), nullTime(j.FinishedAt), j.Attempt); err != nil {
 				return interpretError(err)
 			}
 			res.Changed = append(res.Changed, j.clone())
@@ -352,7 +359,10 @@ func (s *PostgresStore) transition(ctx context.Context, runID string, target *Jo
 		wasTerminal := run.State.Terminal()
 		if state := RunStatus(g, states); state != run.State {
 			run.State = state
-			if state.Terminal() && run.FinishedAt.IsZero() {
+			switch {
+			case !state.Terminal():
+				run.FinishedAt = time.Time{} // running again after a retry
+			case run.FinishedAt.IsZero():
 				run.FinishedAt = now
 			}
 			if _, err := tx.Exec(ctx, `UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1`,

@@ -36,6 +36,15 @@ type Store interface {
 	// report them with JobComplete. Cancelling a finished run changes
 	// nothing and is not an error.
 	RunCancel(ctx context.Context, runID string) (*TransitionResult, error)
+	// RunRetryFailed starts a new attempt of every job of a finished run
+	// that failed (without allow_failure), was skipped or cancelled, and
+	// of every job that needs one of them (an always or on_failure job
+	// that ran after the failure runs again); the other jobs keep their
+	// results. Retried jobs' attempts grow by
+	// one, so completions of their old attempts are refused. A run that
+	// has not finished returns ErrRunNotFinished; one without failures
+	// changes nothing.
+	RunRetryFailed(ctx context.Context, runID string) (*TransitionResult, error)
 	// JobList returns the jobs of a run in plan order.
 	JobList(ctx context.Context, runID string) ([]*Job, error)
 	// JobQueue moves a READY job to QUEUED.
@@ -77,6 +86,7 @@ type OutboxEvent struct {
 const (
 	EventPipelineCreated   = "pipeline.created"
 	EventPipelineCompleted = "pipeline.completed"
+	EventJobPending        = "job.pending" // a retried job waiting for its needs
 	EventJobReady          = "job.ready"
 	EventJobQueued         = "job.queued"
 	EventJobStarted        = "job.started"
@@ -86,6 +96,8 @@ const (
 // jobEventType is the type of the event of a job entering state s.
 func jobEventType(s cikit.JobState) string {
 	switch s {
+	case cikit.JobPending:
+		return EventJobPending
 	case cikit.JobReady:
 		return EventJobReady
 	case cikit.JobQueued:
@@ -188,4 +200,12 @@ func (j *Job) Duration() time.Duration {
 		return 0
 	}
 	return j.FinishedAt.Sub(j.StartedAt)
+}
+
+// newAttempt starts the next attempt of a finished job: what the last one
+// recorded is cleared.
+func (j *Job) newAttempt() {
+	j.Attempt++
+	j.ExitCode, j.Reason = 0, ""
+	j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 }

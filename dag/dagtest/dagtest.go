@@ -250,6 +250,57 @@ func Exercise(t *testing.T, factory Factory) {
 		require.Equal(t, cikit.RunSucceeded, res.Run.State, "a skipped on_failure job fails nothing")
 	})
 
+	t.Run("RetryFailed", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setup(t, factory, pipeline())
+		_, err := b.store.RunRetryFailed(ctx, b.run.ID)
+		require.ErrorIs(t, err, dag.ErrRunNotFinished)
+		require.ErrorIs(t, err, cikit.ErrInvalidTransition)
+
+		b.advance(t, "build", cikit.JobSucceeded)
+		b.advance(t, "lint", cikit.JobFailed) // allowed: not retried
+		res := b.advance(t, "unit", cikit.JobFailed)
+		require.Equal(t, cikit.RunFailed, res.Run.State)
+
+		res, err = b.store.RunRetryFailed(ctx, b.run.ID)
+		require.NoError(t, err)
+		require.Equal(t, map[string]cikit.JobState{"unit": cikit.JobReady, "integration": cikit.JobPending}, changed(res))
+		for _, j := range res.Changed {
+			require.Equal(t, 2, j.Attempt, "a new attempt of %s", j.ID())
+			require.Empty(t, j.Reason)
+			require.True(t, j.FinishedAt.IsZero())
+		}
+		require.Equal(t, cikit.RunRunning, res.Run.State)
+		require.True(t, res.Run.FinishedAt.IsZero(), "the run is running again")
+
+		_, err = b.store.JobQueue(ctx, &dag.JobTransitionParams{RunID: b.run.ID, JobID: "unit", Attempt: 1})
+		require.ErrorIs(t, err, cikit.ErrInvalidTransition, "the old attempt is stale")
+		p := &dag.JobTransitionParams{RunID: b.run.ID, JobID: "unit", Attempt: 2}
+		_, err = b.store.JobQueue(ctx, p)
+		require.NoError(t, err)
+		_, err = b.store.JobStart(ctx, p)
+		require.NoError(t, err)
+		res, err = b.store.JobComplete(ctx, &dag.JobCompleteParams{RunID: b.run.ID, JobID: "unit", Attempt: 2, Outcome: cikit.JobSucceeded})
+		require.NoError(t, err)
+		require.Equal(t, cikit.JobReady, changed(res)["integration"])
+		p = &dag.JobTransitionParams{RunID: b.run.ID, JobID: "integration", Attempt: 2}
+		_, err = b.store.JobQueue(ctx, p)
+		require.NoError(t, err)
+		_, err = b.store.JobStart(ctx, p)
+		require.NoError(t, err)
+		res, err = b.store.JobComplete(ctx, &dag.JobCompleteParams{RunID: b.run.ID, JobID: "integration", Attempt: 2, Outcome: cikit.JobSucceeded})
+		require.NoError(t, err)
+		require.Equal(t, cikit.RunSucceeded, res.Run.State)
+
+		jobs, err := b.store.JobList(ctx, b.run.ID)
+		require.NoError(t, err)
+		require.Equal(t, []int{1, 2, 1, 2}, []int{jobs[0].Attempt, jobs[1].Attempt, jobs[2].Attempt, jobs[3].Attempt}, "successful jobs are reused")
+		res, err = b.store.RunRetryFailed(ctx, b.run.ID)
+		require.NoError(t, err)
+		require.Empty(t, res.Changed, "nothing to retry in a run that succeeded")
+	})
+
 	t.Run("NeverJobs", func(t *testing.T) {
 		t.Parallel()
 		specs := pipeline()

@@ -130,9 +130,6 @@ func checkInvariants(t *rapid.T, g *dag.Graph, run *dag.Run, jobs []*dag.Job) {
 				t.Fatalf("job %s is %s but its needs are not all satisfied: %v", j.ID(), j.State, states)
 			}
 		}
-		if j.Attempt != 1 {
-			t.Fatalf("job %s has attempt %d, want 1", j.ID(), j.Attempt)
-		}
 	}
 	if want := ReferenceRunState(g, states); run.State != want || dag.RunStatus(g, states) != want {
 		t.Fatalf("run state %s, RunStatus %s, want %s for %v", run.State, dag.RunStatus(g, states), want, states)
@@ -146,15 +143,17 @@ func checkInvariants(t *rapid.T, g *dag.Graph, run *dag.Run, jobs []*dag.Job) {
 // package dag. Each generated case creates a run of a random DAG in one
 // store made by factory and drives it with random events — queue, start,
 // complete with a random outcome, duplicate, stale and illegal
-// completions, and (in some runs) a cancel — checking the safety
+// completions, retries of failed jobs once a run fails, and (in some runs)
+// a cancel — checking the safety
 // invariants after every step and the end state once no event applies.
 // It stops generating after maxRuns cases, so a slow store can run fewer
 // than rapid's -rapid.checks:
 //
 //   - SAFETY: no job leaves PENDING before all its needs succeeded or
 //     failed with allow_failure;
-//   - SAFETY: no transition out of a terminal state; refused events change
-//     nothing; a duplicate completion changes nothing;
+//   - SAFETY: no transition out of a terminal state but a retry's new
+//     attempt; attempts only grow; refused events change nothing; a
+//     duplicate completion changes nothing;
 //   - SAFETY: the run state is a function of the job states;
 //   - LIVENESS: every job ends terminal;
 //   - SKIPPED iff a required ancestor failed (when nothing was cancelled;
@@ -181,6 +180,7 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 			t.Fatal(err)
 		}
 		mayCancel := rapid.Bool().Draw(t, "mayCancel")
+		retries := 0
 		cancelled := false
 		jobs, _ := store.JobList(ctx, run.ID)
 		checkInvariants(t, g, run, jobs)
@@ -196,7 +196,7 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 			}
 			complete := func(j *dag.Job, outcome cikit.JobState, attempt int) func() (*dag.TransitionResult, error) {
 				return func() (*dag.TransitionResult, error) {
-					if outcome == cikit.JobCancelled && attempt == 1 {
+					if outcome == cikit.JobCancelled && attempt == j.Attempt {
 						cancelled = true
 					}
 					return store.JobComplete(ctx, &dag.JobCompleteParams{RunID: run.ID, JobID: j.ID(), Attempt: attempt, Outcome: outcome})
@@ -205,17 +205,23 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 			for _, j := range jobs {
 				switch j.State {
 				case cikit.JobReady:
-					actions = append(actions, action{"queue " + j.ID(), func() (*dag.TransitionResult, error) { return store.JobQueue(ctx, tp(j, 1)) }, true})
+					actions = append(actions, action{"queue " + j.ID(), func() (*dag.TransitionResult, error) { return store.JobQueue(ctx, tp(j, j.Attempt)) }, true})
 				case cikit.JobQueued:
-					actions = append(actions, action{"start " + j.ID(), func() (*dag.TransitionResult, error) { return store.JobStart(ctx, tp(j, 1)) }, true})
+					actions = append(actions, action{"start " + j.ID(), func() (*dag.TransitionResult, error) { return store.JobStart(ctx, tp(j, j.Attempt)) }, true})
 				case cikit.JobRunning:
 					for _, o := range []cikit.JobState{cikit.JobSucceeded, cikit.JobFailed, cikit.JobSucceeded, cikit.JobFailed, cikit.JobCancelled} {
-						actions = append(actions, action{"complete " + j.ID() + " " + string(o), complete(j, o, 1), true})
+						actions = append(actions, action{"complete " + j.ID() + " " + string(o), complete(j, o, j.Attempt), true})
 					}
-					actions = append(actions, action{"stale complete " + j.ID(), complete(j, cikit.JobSucceeded, 2), false})
+					actions = append(actions, action{"stale complete " + j.ID(), complete(j, cikit.JobSucceeded, j.Attempt+1), false})
 				case cikit.JobPending:
-					actions = append(actions, action{"illegal start " + j.ID(), func() (*dag.TransitionResult, error) { return store.JobStart(ctx, tp(j, 1)) }, false})
+					actions = append(actions, action{"illegal start " + j.ID(), func() (*dag.TransitionResult, error) { return store.JobStart(ctx, tp(j, j.Attempt)) }, false})
 				}
+			}
+			if retries < 2 && run.State.Terminal() && run.State != cikit.RunSucceeded {
+				actions = append(actions, action{"retry failed", func() (*dag.TransitionResult, error) {
+					retries++
+					return store.RunRetryFailed(ctx, run.ID)
+				}, true})
 			}
 			if mayCancel && !cancelled && !run.State.Terminal() {
 				actions = append(actions, action{"cancel", func() (*dag.TransitionResult, error) {
@@ -234,19 +240,30 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 			// moves) only alongside real progress, so runs end.
 			for _, j := range jobs {
 				if j.State == cikit.JobSucceeded || j.State == cikit.JobFailed {
-					actions = append(actions, action{"duplicate complete " + j.ID(), complete(j, j.State, 1), true})
+					actions = append(actions, action{"duplicate complete " + j.ID(), complete(j, j.State, j.Attempt), true})
 					other := cikit.JobFailed
 					if j.State == cikit.JobFailed {
 						other = cikit.JobSucceeded
 					}
-					actions = append(actions, action{"conflicting complete " + j.ID(), complete(j, other, 1), false})
+					actions = append(actions, action{"conflicting complete " + j.ID(), complete(j, other, j.Attempt), false})
 				}
 			}
 			a := rapid.SampledFrom(actions).Draw(t, fmt.Sprintf("action%d", step))
 			before := statesOf(jobs)
+			attempts := make([]int, len(jobs))
+			for i, j := range jobs {
+				attempts[i] = j.Attempt
+			}
 			res, err := a.do()
 			jobs, _ = store.JobList(ctx, run.ID)
 			after := statesOf(jobs)
+			for i, j := range jobs {
+				// SAFETY: attempts only grow, and only by a retry of a
+				// finished job.
+				if j.Attempt < attempts[i] || j.Attempt > attempts[i] && (a.name != "retry failed" || !before[i].Terminal()) {
+					t.Fatalf("%s: job %s went from attempt %d (%s) to %d", a.name, j.ID(), attempts[i], before[i], j.Attempt)
+				}
+			}
 			if !a.ok {
 				if !errors.Is(err, cikit.ErrInvalidTransition) {
 					t.Fatalf("%s: want ErrInvalidTransition, got %v", a.name, err)
@@ -269,7 +286,9 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 			}
 			for i := range before {
 				if before[i] != after[i] {
-					if before[i].Terminal() {
+					// SAFETY: a terminal state is left only by a retry,
+					// as a new attempt.
+					if before[i].Terminal() && (a.name != "retry failed" || jobs[i].Attempt == attempts[i]) {
 						t.Fatalf("%s: job %s left terminal state %s for %s", a.name, specs[i].ID, before[i], after[i])
 					}
 					if !changed[specs[i].ID] {
