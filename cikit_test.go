@@ -20,7 +20,7 @@ func TestJobStates(t *testing.T) {
 	for _, s := range cikit.JobStates {
 		require.True(t, s.Valid())
 		require.Equal(t, terminal[s], s.Terminal(), s)
-		require.Equal(t, s == cikit.JobQueued || s == cikit.JobRunning, s.Active(), s)
+		require.Equal(t, s == cikit.JobQueued || s == cikit.JobRunning || s == cikit.JobCancelRequested, s.Active(), s)
 	}
 	require.False(t, cikit.JobState("").Valid())
 	require.False(t, cikit.JobState("").Terminal())

@@ -11,18 +11,21 @@ import "fmt"
 type JobState string
 
 const (
-	JobPending   JobState = "pending"   // waiting for the jobs it needs
-	JobReady     JobState = "ready"     // all needs satisfied; may be queued
-	JobQueued    JobState = "queued"    // waiting for an executor or runner
-	JobRunning   JobState = "running"   // an executor is running its steps
-	JobSucceeded JobState = "succeeded" // every step exited 0
-	JobFailed    JobState = "failed"    // a step failed, timed out or could not start
-	JobSkipped   JobState = "skipped"   // a job it needs failed (without allow_failure)
-	JobCancelled JobState = "cancelled" // the run was cancelled before the job finished
+	JobPending JobState = "pending" // waiting for the jobs it needs
+	JobReady   JobState = "ready"   // all needs satisfied; may be queued
+	JobQueued  JobState = "queued"  // waiting for an executor or runner
+	JobRunning JobState = "running" // an executor is running its steps
+	// JobCancelRequested: the run was cancelled while the job ran; its
+	// executor has been told to stop and will report how it ended.
+	JobCancelRequested JobState = "cancel_requested"
+	JobSucceeded       JobState = "succeeded" // every step exited 0
+	JobFailed          JobState = "failed"    // a step failed, timed out or could not start
+	JobSkipped         JobState = "skipped"   // a job it needs failed (without allow_failure)
+	JobCancelled       JobState = "cancelled" // the run was cancelled before the job finished
 )
 
 // JobStates lists every job state in lifecycle order.
-var JobStates = []JobState{JobPending, JobReady, JobQueued, JobRunning, JobSucceeded, JobFailed, JobSkipped, JobCancelled}
+var JobStates = []JobState{JobPending, JobReady, JobQueued, JobRunning, JobCancelRequested, JobSucceeded, JobFailed, JobSkipped, JobCancelled}
 
 // Terminal reports whether s is a final state: no transition leaves it.
 func (s JobState) Terminal() bool {
@@ -34,7 +37,7 @@ func (s JobState) Terminal() bool {
 }
 
 // Active reports whether a job in state s holds, or waits for, an executor.
-func (s JobState) Active() bool { return s == JobQueued || s == JobRunning }
+func (s JobState) Active() bool { return s == JobQueued || s == JobRunning || s == JobCancelRequested }
 
 // Valid reports whether s is one of the declared states.
 func (s JobState) Valid() bool {

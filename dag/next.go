@@ -18,8 +18,8 @@ const (
 	// EventComplete records a RUNNING job's outcome (Event.Outcome).
 	EventComplete
 	// EventCancel cancels the run: every job that has not started ends
-	// CANCELLED; RUNNING jobs stay RUNNING until their executor reports,
-	// because only the executor can stop them.
+	// CANCELLED; RUNNING jobs become CANCEL_REQUESTED until their executor
+	// reports, because only the executor can stop them.
 	EventCancel
 	// EventRetryFailed starts a new attempt of a finished run's failed,
 	// skipped and cancelled jobs; the jobs that succeeded are kept with
@@ -118,7 +118,10 @@ func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
 	if ev.Kind == EventCancel {
 		var changes []Change
 		for _, i := range g.Order() {
-			if s := states[i]; !s.Terminal() && s != cikit.JobRunning {
+			switch s := states[i]; {
+			case s == cikit.JobRunning:
+				changes = append(changes, Change{Job: i, From: s, To: cikit.JobCancelRequested})
+			case !s.Terminal() && s != cikit.JobCancelRequested:
 				changes = append(changes, Change{Job: i, From: s, To: cikit.JobCancelled})
 			}
 		}
@@ -147,6 +150,9 @@ func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
 		}
 	default:
 		return nil, fmt.Errorf("dag: unknown event kind %v", ev.Kind)
+	}
+	if ev.Kind == EventComplete && from == cikit.JobCancelRequested {
+		want = from // an executor told to stop reports how the job ended
 	}
 	if from != want {
 		return nil, &cikit.TransitionError{Job: g.Node(ev.Job).ID, From: from, To: to,
@@ -258,7 +264,7 @@ func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
 		switch s {
 		case cikit.JobPending, cikit.JobReady:
 			open = true
-		case cikit.JobQueued, cikit.JobRunning:
+		case cikit.JobQueued, cikit.JobRunning, cikit.JobCancelRequested:
 			open, started = true, true
 		case cikit.JobCancelled:
 			cancelled, started = true, true

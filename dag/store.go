@@ -90,6 +90,7 @@ const (
 	EventJobReady          = "job.ready"
 	EventJobQueued         = "job.queued"
 	EventJobStarted        = "job.started"
+	EventJobCancelRequest  = "job.cancel_requested" // its runner must stop it
 	EventJobCompleted      = "job.completed"
 )
 
@@ -104,6 +105,8 @@ func jobEventType(s cikit.JobState) string {
 		return EventJobQueued
 	case cikit.JobRunning:
 		return EventJobStarted
+	case cikit.JobCancelRequested:
+		return EventJobCancelRequest
 	}
 	return EventJobCompleted
 }

@@ -194,8 +194,10 @@ func Exercise(t *testing.T, factory Factory) {
 
 		res, err := b.store.RunCancel(ctx, b.run.ID)
 		require.NoError(t, err)
-		require.Equal(t, map[string]cikit.JobState{"unit": cikit.JobCancelled, "lint": cikit.JobCancelled, "integration": cikit.JobCancelled}, changed(res))
-		require.Equal(t, cikit.RunRunning, res.Run.State, "build still runs")
+		require.Equal(t, map[string]cikit.JobState{
+			"build": cikit.JobCancelRequested, "unit": cikit.JobCancelled, "lint": cikit.JobCancelled, "integration": cikit.JobCancelled,
+		}, changed(res))
+		require.Equal(t, cikit.RunRunning, res.Run.State, "build still runs until its executor reports")
 
 		res, err = b.store.JobComplete(ctx, &dag.JobCompleteParams{RunID: b.run.ID, JobID: "build", Attempt: 1, Outcome: cikit.JobCancelled})
 		require.NoError(t, err)

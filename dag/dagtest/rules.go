@@ -208,7 +208,7 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 					actions = append(actions, action{"queue " + j.ID(), func() (*dag.TransitionResult, error) { return store.JobQueue(ctx, tp(j, j.Attempt)) }, true})
 				case cikit.JobQueued:
 					actions = append(actions, action{"start " + j.ID(), func() (*dag.TransitionResult, error) { return store.JobStart(ctx, tp(j, j.Attempt)) }, true})
-				case cikit.JobRunning:
+				case cikit.JobRunning, cikit.JobCancelRequested:
 					for _, o := range []cikit.JobState{cikit.JobSucceeded, cikit.JobFailed, cikit.JobSucceeded, cikit.JobFailed, cikit.JobCancelled} {
 						actions = append(actions, action{"complete " + j.ID() + " " + string(o), complete(j, o, j.Attempt), true})
 					}

@@ -193,6 +193,8 @@ func (r *localRun) onChange(j *dag.Job) {
 	switch j.State {
 	case cikit.JobRunning:
 		r.con.printf("%s▶ started\n", p)
+	case cikit.JobCancelRequested:
+		r.con.printf("%s■ stopping\n", p)
 	case cikit.JobSucceeded:
 		r.con.printf("%s✔ succeeded in %s\n", p, round(j.Duration()))
 	case cikit.JobFailed:
