@@ -63,3 +63,20 @@ func TestJobSpecCloneIsDeep(t *testing.T) {
 	orig.Name = "Build"
 	require.Equal(t, "Build", orig.DisplayName())
 }
+
+func TestRetryPolicy(t *testing.T) {
+	t.Parallel()
+	var none *cikit.Retry
+	require.False(t, none.Retries(cikit.FailureInfrastructure, 1))
+	all := &cikit.Retry{Max: 2}
+	require.True(t, all.Retries(cikit.FailureScript, 1))
+	require.True(t, all.Retries(cikit.FailureScript, 2))
+	require.False(t, all.Retries(cikit.FailureScript, 3), "two retries: attempts 2 and 3")
+	infra := &cikit.Retry{Max: 1, When: []string{"runner_system_failure", "stuck_or_timeout_failure"}}
+	require.True(t, infra.Retries(cikit.FailureInfrastructure, 1))
+	require.True(t, infra.Retries(cikit.FailureTimeout, 1))
+	require.False(t, infra.Retries(cikit.FailureScript, 1), "test failures are not retried")
+	native := &cikit.Retry{Max: 1, When: []string{"failure"}}
+	require.True(t, native.Retries(cikit.FailureScript, 1))
+	require.False(t, native.Retries(cikit.FailureInfrastructure, 1))
+}

@@ -275,3 +275,54 @@ func clonePtr[T any](p *T) *T {
 	c := *p
 	return &c
 }
+
+// FailureClass says why a job failed, for retry policies: a failing step
+// is the code's fault and retried only when the pipeline asks; a lost
+// runner is the platform's and is retried on its own.
+type FailureClass string
+
+const (
+	FailureScript         FailureClass = "script"         // a step exited non-zero
+	FailureTimeout        FailureClass = "timeout"        // the job ran out of time
+	FailureInfrastructure FailureClass = "infrastructure" // the runner or platform failed
+)
+
+// RetryClasses maps the retry classes pipeline formats write to failure
+// classes: the native names, and GitLab's retry:when values.
+var retryClasses = map[string][]FailureClass{
+	"always":                   {FailureScript, FailureTimeout, FailureInfrastructure},
+	"failure":                  {FailureScript},
+	"script_failure":           {FailureScript},
+	"timeout":                  {FailureTimeout},
+	"stuck_or_timeout_failure": {FailureTimeout},
+	"job_execution_timeout":    {FailureTimeout},
+	"infrastructure":           {FailureInfrastructure},
+	"unknown_failure":          {FailureInfrastructure},
+	"api_failure":              {FailureInfrastructure},
+	"runner_system_failure":    {FailureInfrastructure},
+	"runner_unsupported":       {FailureInfrastructure},
+	"stale_schedule":           {FailureInfrastructure},
+	"archived_failure":         {FailureInfrastructure},
+	"unmet_prerequisites":      {FailureInfrastructure},
+	"scheduler_failure":        {FailureInfrastructure},
+	"data_integrity_failure":   {FailureInfrastructure},
+}
+
+// Retries reports whether attempt (1 for the first) of a job that failed
+// with class gets another attempt under policy r: when the attempt is
+// within r.Max retries and the class is one r.When names (all when
+// empty). A nil policy retries nothing.
+func (r *Retry) Retries(class FailureClass, attempt int) bool {
+	if r == nil || attempt > r.Max {
+		return false
+	}
+	if len(r.When) == 0 {
+		return true
+	}
+	for _, w := range r.When {
+		if slices.Contains(retryClasses[w], class) {
+			return true
+		}
+	}
+	return false
+}

@@ -35,6 +35,8 @@ type Outcome struct {
 	ExitCode int
 	// Reason explains a failure or cancellation to people.
 	Reason string
+	// FailureClass says why a failure happened, for retry policies.
+	FailureClass cikit.FailureClass
 }
 
 // DriverConfig configures a Driver.
@@ -189,7 +191,7 @@ func (d *Driver) complete(ctx context.Context, runID string, r execResult, queue
 	}
 	res, err := d.cfg.Store.JobComplete(ctx, &JobCompleteParams{
 		RunID: runID, JobID: r.job.ID(), Attempt: r.job.Attempt,
-		Outcome: o.State, ExitCode: o.ExitCode, Reason: o.Reason,
+		Outcome: o.State, ExitCode: o.ExitCode, Reason: o.Reason, FailureClass: o.FailureClass,
 	})
 	if err != nil {
 		return err

@@ -173,6 +173,7 @@ func (s *MemoryStore) transition(ctx context.Context, runID string, target *JobT
 	if err != nil {
 		return nil, err
 	}
+	retrying := false
 	if target != nil {
 		i, ok := r.graph.Index(target.JobID)
 		if !ok {
@@ -189,6 +190,10 @@ func (s *MemoryStore) transition(ctx context.Context, runID string, target *JobT
 			return &TransitionResult{Run: &run}, nil
 		}
 		ev.Job = i
+		if complete != nil && complete.Outcome == cikit.JobFailed && j.State == cikit.JobRunning &&
+			RetryOnFailure(j.Spec, complete.FailureClass, j.Attempt) {
+			ev.Kind, retrying = EventRetryJob, true
+		}
 	}
 	states := r.states()
 	changes, err := Next(r.graph, states, ev)
@@ -202,7 +207,7 @@ func (s *MemoryStore) transition(ctx context.Context, runID string, target *JobT
 	res := &TransitionResult{Changed: make([]*Job, 0, len(changes))}
 	for k, c := range changes {
 		j := &r.jobs[c.Job]
-		if c.From.Terminal() {
+		if c.From.Terminal() || retrying && k == 0 {
 			j.newAttempt()
 		}
 		j.State = c.To
@@ -210,6 +215,9 @@ func (s *MemoryStore) transition(ctx context.Context, runID string, target *JobT
 		switch {
 		case c.To == cikit.JobReady:
 			j.ReadyAt = now
+			if retrying && k == 0 {
+				j.Reason = retryReason(j.Attempt-1, complete)
+			}
 		case c.To == cikit.JobQueued:
 			j.QueuedAt = now
 		case c.To == cikit.JobRunning:

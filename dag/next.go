@@ -21,6 +21,9 @@ const (
 	// CANCELLED; RUNNING jobs become CANCEL_REQUESTED until their executor
 	// reports, because only the executor can stop them.
 	EventCancel
+	// EventRetryJob gives a RUNNING job that failed a new attempt: it is
+	// READY again (an automatic retry).
+	EventRetryJob
 	// EventRetryFailed starts a new attempt of a finished run's failed,
 	// skipped and cancelled jobs; the jobs that succeeded are kept with
 	// their results (seed 004's "retry failed only").
@@ -39,6 +42,8 @@ func (k EventKind) String() string {
 		return "cancel"
 	case EventRetryFailed:
 		return "retry-failed"
+	case EventRetryJob:
+		return "retry-job"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -140,6 +145,8 @@ func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
 		want, to = cikit.JobReady, cikit.JobQueued
 	case EventStart:
 		want, to = cikit.JobQueued, cikit.JobRunning
+	case EventRetryJob:
+		want, to = cikit.JobRunning, cikit.JobReady
 	case EventComplete:
 		want, to = cikit.JobRunning, ev.Outcome
 		switch ev.Outcome {

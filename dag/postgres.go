@@ -292,6 +292,7 @@ func (s *PostgresStore) transition(ctx context.Context, runID string, target *Jo
 		if err != nil {
 			return fmt.Errorf("dag: run %q: stored jobs do not form a graph: %w", runID, err)
 		}
+		retrying := false
 		if target != nil {
 			i, ok := g.Index(target.JobID)
 			if !ok {
@@ -308,6 +309,10 @@ func (s *PostgresStore) transition(ctx context.Context, runID string, target *Jo
 				return err // a redelivered completion: already applied
 			}
 			ev.Job = i
+			if complete != nil && complete.Outcome == cikit.JobFailed && j.State == cikit.JobRunning &&
+				RetryOnFailure(j.Spec, complete.FailureClass, j.Attempt) {
+				ev.Kind, retrying = EventRetryJob, true
+			}
 		}
 		changes, err := Next(g, states, ev)
 		if err != nil {
@@ -320,7 +325,7 @@ func (s *PostgresStore) transition(ctx context.Context, runID string, target *Jo
 		res = &TransitionResult{Changed: make([]*Job, 0, len(changes))}
 		for k, c := range changes {
 			j := jobs[c.Job]
-			if c.From.Terminal() {
+			if c.From.Terminal() || retrying && k == 0 {
 				j.newAttempt()
 			}
 			j.State = c.To
@@ -328,6 +333,9 @@ func (s *PostgresStore) transition(ctx context.Context, runID string, target *Jo
 			switch {
 			case c.To == cikit.JobReady:
 				j.ReadyAt = now
+				if retrying && k == 0 {
+					j.Reason = retryReason(j.Attempt-1, complete)
+				}
 			case c.To == cikit.JobQueued:
 				j.QueuedAt = now
 			case c.To == cikit.JobRunning:

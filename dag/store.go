@@ -2,6 +2,7 @@ package dag
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/cikit/cikit"
@@ -52,9 +53,11 @@ type Store interface {
 	// JobStart moves a QUEUED job to RUNNING.
 	JobStart(ctx context.Context, params *JobTransitionParams) (*TransitionResult, error)
 	// JobComplete moves a RUNNING job to its outcome and applies the
-	// consequences. Repeating a completion that was already applied (same
-	// attempt, same outcome) is a no-op that returns no changes, so
-	// redelivered completion events are harmless.
+	// consequences. A failure the retry policy covers (RetryOnFailure)
+	// instead makes the job READY again as its next attempt. Repeating a
+	// completion that was already applied (same attempt, same outcome) is
+	// a no-op that returns no changes, so redelivered completion events
+	// are harmless; one of an attempt that was since retried is stale.
 	JobComplete(ctx context.Context, params *JobCompleteParams) (*TransitionResult, error)
 
 	// OutboxPending returns up to limit events not yet marked published,
@@ -155,6 +158,25 @@ type JobCompleteParams struct {
 	ExitCode int
 	// Reason explains a failure or cancellation to people.
 	Reason string
+	// FailureClass says why a failure happened; with the job's retry
+	// policy it decides whether the failure is final or the job gets a
+	// new attempt (see RetryOnFailure).
+	FailureClass cikit.FailureClass
+}
+
+// DefaultInfrastructureRetries is how often a job whose runner or
+// platform failed is retried when its own policy says nothing: such
+// failures are not the code's, so they are retried on their own.
+const DefaultInfrastructureRetries = 2
+
+// RetryOnFailure decides whether attempt of job spec, failed with class,
+// gets a new attempt: by the job's retry policy, or for an
+// infrastructure failure without one, up to DefaultInfrastructureRetries.
+func RetryOnFailure(spec *cikit.JobSpec, class cikit.FailureClass, attempt int) bool {
+	if spec.Retry != nil {
+		return spec.Retry.Retries(class, attempt)
+	}
+	return class == cikit.FailureInfrastructure && attempt <= DefaultInfrastructureRetries
 }
 
 // TransitionResult is what a transition changed.
@@ -211,4 +233,9 @@ func (j *Job) newAttempt() {
 	j.Attempt++
 	j.ExitCode, j.Reason = 0, ""
 	j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+}
+
+// retryReason records why a job is on a new attempt.
+func retryReason(failed int, c *JobCompleteParams) string {
+	return fmt.Sprintf("attempt %d failed (%s): %s; retrying", failed, c.FailureClass, c.Reason)
 }

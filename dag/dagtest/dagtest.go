@@ -303,6 +303,53 @@ func Exercise(t *testing.T, factory Factory) {
 		require.Empty(t, res.Changed, "nothing to retry in a run that succeeded")
 	})
 
+	t.Run("AutomaticRetry", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		step := []cikit.Step{{Name: "true", Run: "true"}}
+		b := setup(t, factory, []*cikit.JobSpec{
+			{ID: "flaky", Steps: step, Retry: &cikit.Retry{Max: 1, When: []string{"failure"}}},
+			{ID: "plain", Steps: step},
+		})
+		run := func(job string, attempt int, class cikit.FailureClass) (*dag.TransitionResult, error) {
+			p := &dag.JobTransitionParams{RunID: b.run.ID, JobID: job, Attempt: attempt}
+			_, err := b.store.JobQueue(ctx, p)
+			require.NoError(t, err)
+			_, err = b.store.JobStart(ctx, p)
+			require.NoError(t, err)
+			return b.store.JobComplete(ctx, &dag.JobCompleteParams{RunID: b.run.ID, JobID: job, Attempt: attempt,
+				Outcome: cikit.JobFailed, ExitCode: 1, Reason: "tests failed", FailureClass: class})
+		}
+		res, err := run("flaky", 1, cikit.FailureScript)
+		require.NoError(t, err)
+		require.Len(t, res.Changed, 1)
+		j := res.Changed[0]
+		require.Equal(t, cikit.JobReady, j.State, "the policy retries a test failure once")
+		require.Equal(t, 2, j.Attempt)
+		require.Equal(t, "attempt 1 failed (script): tests failed; retrying", j.Reason)
+		_, err = b.store.JobComplete(ctx, &dag.JobCompleteParams{RunID: b.run.ID, JobID: "flaky", Attempt: 1, Outcome: cikit.JobFailed})
+		require.ErrorIs(t, err, cikit.ErrInvalidTransition, "the retried attempt is stale")
+		res, err = run("flaky", 2, cikit.FailureScript)
+		require.NoError(t, err)
+		require.Equal(t, cikit.JobFailed, res.Changed[0].State, "the budget is spent")
+
+		res, err = run("plain", 1, cikit.FailureInfrastructure)
+		require.NoError(t, err)
+		require.Equal(t, cikit.JobReady, res.Changed[0].State, "a lost runner is retried without a policy")
+		res, err = run("plain", 2, cikit.FailureInfrastructure)
+		require.NoError(t, err)
+		require.Equal(t, cikit.JobReady, res.Changed[0].State)
+		res, err = run("plain", 3, cikit.FailureInfrastructure)
+		require.NoError(t, err)
+		require.Equal(t, cikit.JobFailed, res.Changed[0].State, "up to DefaultInfrastructureRetries")
+		require.Equal(t, cikit.RunFailed, res.Run.State)
+
+		b = setup(t, factory, []*cikit.JobSpec{{ID: "plain", Steps: step}})
+		res, err = run("plain", 1, cikit.FailureScript)
+		require.NoError(t, err)
+		require.Equal(t, cikit.JobFailed, res.Changed[0].State, "test failures are not retried without a policy")
+	})
+
 	t.Run("NeverJobs", func(t *testing.T) {
 		t.Parallel()
 		specs := pipeline()

@@ -194,13 +194,16 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 			tp := func(j *dag.Job, attempt int) *dag.JobTransitionParams {
 				return &dag.JobTransitionParams{RunID: run.ID, JobID: j.ID(), Attempt: attempt}
 			}
-			complete := func(j *dag.Job, outcome cikit.JobState, attempt int) func() (*dag.TransitionResult, error) {
+			completeAs := func(j *dag.Job, outcome cikit.JobState, attempt int, class cikit.FailureClass) func() (*dag.TransitionResult, error) {
 				return func() (*dag.TransitionResult, error) {
 					if outcome == cikit.JobCancelled && attempt == j.Attempt {
 						cancelled = true
 					}
-					return store.JobComplete(ctx, &dag.JobCompleteParams{RunID: run.ID, JobID: j.ID(), Attempt: attempt, Outcome: outcome})
+					return store.JobComplete(ctx, &dag.JobCompleteParams{RunID: run.ID, JobID: j.ID(), Attempt: attempt, Outcome: outcome, FailureClass: class})
 				}
+			}
+			complete := func(j *dag.Job, outcome cikit.JobState, attempt int) func() (*dag.TransitionResult, error) {
+				return completeAs(j, outcome, attempt, cikit.FailureScript)
 			}
 			for _, j := range jobs {
 				switch j.State {
@@ -211,6 +214,10 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 				case cikit.JobRunning, cikit.JobCancelRequested:
 					for _, o := range []cikit.JobState{cikit.JobSucceeded, cikit.JobFailed, cikit.JobSucceeded, cikit.JobFailed, cikit.JobCancelled} {
 						actions = append(actions, action{"complete " + j.ID() + " " + string(o), complete(j, o, j.Attempt), true})
+					}
+					if j.State == cikit.JobRunning {
+						// A lost runner: retried on its own, a few times.
+						actions = append(actions, action{"complete " + j.ID() + " infrastructure failure", completeAs(j, cikit.JobFailed, j.Attempt, cikit.FailureInfrastructure), true})
 					}
 					actions = append(actions, action{"stale complete " + j.ID(), complete(j, cikit.JobSucceeded, j.Attempt+1), false})
 				case cikit.JobPending:
@@ -258,9 +265,12 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 			jobs, _ = store.JobList(ctx, run.ID)
 			after := statesOf(jobs)
 			for i, j := range jobs {
-				// SAFETY: attempts only grow, and only by a retry of a
-				// finished job.
-				if j.Attempt < attempts[i] || j.Attempt > attempts[i] && (a.name != "retry failed" || !before[i].Terminal()) {
+				// SAFETY: attempts only grow: by a retry of a finished
+				// job, or by one step when a failure is retried on its
+				// own, the job READY again.
+				retried := a.name == "retry failed" && before[i].Terminal() ||
+					before[i] == cikit.JobRunning && after[i] == cikit.JobReady && j.Attempt == attempts[i]+1
+				if j.Attempt < attempts[i] || j.Attempt > attempts[i] && !retried {
 					t.Fatalf("%s: job %s went from attempt %d (%s) to %d", a.name, j.ID(), attempts[i], before[i], j.Attempt)
 				}
 			}

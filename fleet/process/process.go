@@ -132,6 +132,9 @@ type Result struct {
 	ExitCode int
 	// Reason explains a failure or cancellation; empty on success.
 	Reason string
+	// FailureClass says why a failure happened: a step's exit (script),
+	// the job's timeout, or the executor itself (infrastructure).
+	FailureClass cikit.FailureClass
 	// Steps has one entry per step that was started.
 	Steps []StepResult
 }
@@ -158,13 +161,13 @@ func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
 
 	ws, err := os.MkdirTemp(e.cfg.WorkRoot, "cikit-"+dirName(spec.ID)+"-")
 	if err != nil {
-		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("workspace: %v", err)}
+		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("workspace: %v", err), FailureClass: cikit.FailureInfrastructure}
 	}
 	if !e.cfg.KeepWorkspaces {
 		defer e.removeWorkspace(ws)
 	}
 	if err := copyTree(e.cfg.Source, ws, e.cfg.WorkRoot); err != nil {
-		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("workspace: %v", err)}
+		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("workspace: %v", err), FailureClass: cikit.FailureInfrastructure}
 	}
 
 	// All steps write into one pipe whose reader copies to the job's
@@ -173,7 +176,7 @@ func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
 	// holds the pipe; the copy ends once those are killed at job end.
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("output pipe: %v", err)}
+		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("output pipe: %v", err), FailureClass: cikit.FailureInfrastructure}
 	}
 	copied := make(chan struct{})
 	go func() {
@@ -249,7 +252,7 @@ func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
 		var reason string
 		switch {
 		case jobCtx.Err() != nil && context.Cause(jobCtx) == errTimeout:
-			res.State, res.ExitCode = cikit.JobFailed, code
+			res.State, res.ExitCode, res.FailureClass = cikit.JobFailed, code, cikit.FailureTimeout
 			res.Reason = fmt.Sprintf("timed out after %s in step %q", timeout, name)
 		case jobCtx.Err() != nil:
 			res.State, res.ExitCode = cikit.JobCancelled, code
@@ -275,7 +278,7 @@ func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
 			// the job's outcome is its steps'.
 			fmt.Fprintf(pw, "--- %s (after-step; the job's outcome stands)\n", reason)
 		default:
-			res.State, res.ExitCode, res.Reason = cikit.JobFailed, code, reason
+			res.State, res.ExitCode, res.Reason, res.FailureClass = cikit.JobFailed, code, reason, cikit.FailureScript
 			fmt.Fprintf(pw, "--- %s\n", reason)
 		}
 	}

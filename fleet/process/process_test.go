@@ -120,6 +120,7 @@ func TestRunFailingStepStopsTheJob(t *testing.T) {
 	require.Equal(t, cikit.JobFailed, res.State)
 	require.Equal(t, 1, res.ExitCode)
 	require.Equal(t, `step "false" exited with code 1`, res.Reason)
+	require.Equal(t, cikit.FailureScript, res.FailureClass)
 	require.Len(t, res.Steps, 2)
 	require.NotContains(t, b.out.String(), "not reached", "sh -e stops at the first failing command")
 	require.NotContains(t, b.out.String(), "never")
@@ -135,6 +136,7 @@ func TestRunTimeout(t *testing.T) {
 	require.Equal(t, cikit.JobFailed, res.State)
 	require.Equal(t, -1, res.ExitCode)
 	require.Contains(t, res.Reason, "timed out after 200ms")
+	require.Equal(t, cikit.FailureTimeout, res.FailureClass)
 }
 
 func readPIDs(t *testing.T, dir string) []int {

@@ -95,7 +95,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Executor: dag.ExecutorFunc(func(ctx context.Context, j *dag.Job) dag.Outcome {
 			res := exec.Run(ctx, j.Spec)
 			r.flush(j.ID())
-			return dag.Outcome{State: res.State, ExitCode: res.ExitCode, Reason: res.Reason}
+			return dag.Outcome{State: res.State, ExitCode: res.ExitCode, Reason: res.Reason, FailureClass: res.FailureClass}
 		}),
 	})
 	if err != nil {
