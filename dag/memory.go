@@ -173,68 +173,25 @@ func (s *MemoryStore) transition(ctx context.Context, runID string, target *JobT
 	if err != nil {
 		return nil, err
 	}
-	retrying := false
-	if target != nil {
-		i, ok := r.graph.Index(target.JobID)
-		if !ok {
-			return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, target.JobID, cikit.ErrNotFound)
-		}
-		j := &r.jobs[i]
-		if j.Attempt != target.Attempt {
-			return nil, &cikit.TransitionError{Job: target.JobID, Attempt: target.Attempt, From: j.State,
-				Reason: fmt.Sprintf("stale attempt: the current attempt is %d", j.Attempt)}
-		}
-		if complete != nil && j.State == complete.Outcome {
-			// A redelivered completion: already applied, nothing to do.
-			run := r.run
-			return &TransitionResult{Run: &run}, nil
-		}
-		ev.Job = i
-		if complete != nil && complete.Outcome == cikit.JobFailed && j.State == cikit.JobRunning &&
-			RetryOnFailure(j.Spec, complete.FailureClass, j.Attempt) {
-			ev.Kind, retrying = EventRetryJob, true
-		}
+	jobs := make([]*Job, len(r.jobs))
+	for i := range r.jobs {
+		jobs[i] = &r.jobs[i]
 	}
-	states := r.states()
-	changes, err := Next(r.graph, states, ev)
+	w, err := newWrite(r.graph, jobs, runID, target, ev, complete)
 	if err != nil {
-		if te, ok := err.(*cikit.TransitionError); ok && target != nil {
-			te.Attempt = target.Attempt
-		}
 		return nil, err
 	}
-	now := s.now()
-	res := &TransitionResult{Changed: make([]*Job, 0, len(changes))}
-	for k, c := range changes {
-		j := &r.jobs[c.Job]
-		if c.From.Terminal() || retrying && k == 0 {
-			j.newAttempt()
-		}
-		j.State = c.To
-		states[c.Job] = c.To
-		switch {
-		case c.To == cikit.JobReady:
-			j.ReadyAt = now
-			if retrying && k == 0 {
-				j.Reason = retryReason(j.Attempt-1, complete)
-			}
-		case c.To == cikit.JobQueued:
-			j.QueuedAt = now
-		case c.To == cikit.JobRunning:
-			j.StartedAt = now
-		case c.To.Terminal():
-			j.FinishedAt = now
-			switch {
-			case ev.Kind == EventCancel:
-				j.Reason = "run cancelled"
-			case k == 0 && complete != nil:
-				j.ExitCode, j.Reason = complete.ExitCode, complete.Reason
-			default:
-				j.Reason = ConsequenceReason(r.graph, states, c.Job)
-			}
-		}
-		res.Changed = append(res.Changed, j.clone())
+	if w.duplicate {
+		// A redelivered completion: already applied, nothing to do.
+		run := r.run
+		return &TransitionResult{Run: &run}, nil
 	}
+	now := s.now()
+	changed, err := w.apply(r.graph, jobs, target, now)
+	if err != nil {
+		return nil, err
+	}
+	res := &TransitionResult{Changed: changed}
 	wasTerminal := r.run.State.Terminal()
 	r.updateRun(now)
 	run := r.run

@@ -284,73 +284,33 @@ func (s *PostgresStore) transition(ctx context.Context, runID string, target *Jo
 			return err
 		}
 		specs := make([]*cikit.JobSpec, len(jobs))
-		states := make([]cikit.JobState, len(jobs))
 		for i, j := range jobs {
-			specs[i], states[i] = j.Spec, j.State
+			specs[i] = j.Spec
 		}
 		g, err := FromSpecs(specs)
 		if err != nil {
 			return fmt.Errorf("dag: run %q: stored jobs do not form a graph: %w", runID, err)
 		}
-		retrying := false
-		if target != nil {
-			i, ok := g.Index(target.JobID)
-			if !ok {
-				return fmt.Errorf("dag: run %q has no job %q: %w", runID, target.JobID, cikit.ErrNotFound)
-			}
-			j := jobs[i]
-			if j.Attempt != target.Attempt {
-				return &cikit.TransitionError{Job: target.JobID, Attempt: target.Attempt, From: j.State,
-					Reason: fmt.Sprintf("stale attempt: the current attempt is %d", j.Attempt)}
-			}
-			if complete != nil && j.State == complete.Outcome {
-				res = &TransitionResult{}
-				res.Run, err = s.runTx(ctx, tx, runID)
-				return err // a redelivered completion: already applied
-			}
-			ev.Job = i
-			if complete != nil && complete.Outcome == cikit.JobFailed && j.State == cikit.JobRunning &&
-				RetryOnFailure(j.Spec, complete.FailureClass, j.Attempt) {
-				ev.Kind, retrying = EventRetryJob, true
-			}
-		}
-		changes, err := Next(g, states, ev)
+		w, err := newWrite(g, jobs, runID, target, ev, complete)
 		if err != nil {
-			if te, ok := err.(*cikit.TransitionError); ok && target != nil {
-				te.Attempt = target.Attempt
-			}
 			return err
 		}
+		if w.duplicate {
+			res = &TransitionResult{}
+			res.Run, err = s.runTx(ctx, tx, runID)
+			return err // a redelivered completion: already applied
+		}
 		now := s.now()
-		res = &TransitionResult{Changed: make([]*Job, 0, len(changes))}
-		for k, c := range changes {
-			j := jobs[c.Job]
-			if c.From.Terminal() || retrying && k == 0 {
-				j.newAttempt()
-			}
-			j.State = c.To
-			states[c.Job] = c.To
-			switch {
-			case c.To == cikit.JobReady:
-				j.ReadyAt = now
-				if retrying && k == 0 {
-					j.Reason = retryReason(j.Attempt-1, complete)
-				}
-			case c.To == cikit.JobQueued:
-				j.QueuedAt = now
-			case c.To == cikit.JobRunning:
-				j.StartedAt = now
-			case c.To.Terminal():
-				j.FinishedAt = now
-				switch {
-				case ev.Kind == EventCancel:
-					j.Reason = "run cancelled"
-				case k == 0 && complete != nil:
-					j.ExitCode, j.Reason = complete.ExitCode, complete.Reason
-				default:
-					j.Reason = ConsequenceReason(g, states, c.Job)
-				}
-			}
+		changed, err := w.apply(g, jobs, target, now)
+		if err != nil {
+			return err
+		}
+		res = &TransitionResult{Changed: changed}
+		states := make([]cikit.JobState, len(jobs))
+		for i, j := range jobs {
+			states[i] = j.State
+		}
+		for _, j := range changed {
 			if _, err := tx.Exec(ctx, `UPDATE jobs SET state = $3, exit_code = $4, reason = $5,
 				ready_at = $6, queued_at = $7, started_at = $8, finished_at = $9, attempt = $10
 				WHERE run_id = $1 AND job_id = $2`,
@@ -358,7 +318,6 @@ func (s *PostgresStore) transition(ctx context.Context, runID string, target *Jo
 				nullTime(j.ReadyAt), nullTime(j.QueuedAt), nullTime(j.StartedAt), nullTime(j.FinishedAt), j.Attempt); err != nil {
 				return interpretError(err)
 			}
-			res.Changed = append(res.Changed, j.clone())
 		}
 		run, err := s.runTx(ctx, tx, runID)
 		if err != nil {
