@@ -14,62 +14,87 @@ import (
 // FuzzCompileNative feeds arbitrary bytes to the native front end.
 //
 // Invariant: CompileBytes never panics and returns no error for the native
-// format; the diagnostics are sorted by (line, col, rule, message), each
-// with Line >= 1, Col >= 1 and a non-empty Rule and Message; the plan is
-// nil exactly when a diagnostic is an error; and a plan has a valid graph
-// (one node per job, in job order, with the job's needs) and at least one
-// step in every job.
+// format, and the result holds checkCompiled's invariants.
 func FuzzCompileNative(f *testing.F) {
-	files, err := filepath.Glob(filepath.Join("testdata", "native", "*.yml"))
-	if err != nil {
-		f.Fatal(err)
-	}
-	for _, file := range files {
-		data, err := os.ReadFile(file)
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(data)
-	}
+	seedGolden(f, filepath.Join("testdata", "native", "*.yml"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		plan, diags, err := compiler.CompileBytes(".cikit.yml", data, compiler.Options{Format: compiler.FormatNative})
 		if err != nil {
 			t.Fatalf("error: %v", err)
 		}
-		if (plan == nil) != compiler.HasErrors(diags) {
-			t.Fatalf("plan %v with %d diagnostics (errors: %v)", plan != nil, len(diags), compiler.HasErrors(diags))
-		}
-		for i, d := range diags {
-			if d.Line < 1 || d.Col < 1 || d.Rule == "" || d.Message == "" || d.File != ".cikit.yml" {
-				t.Fatalf("malformed diagnostic %#v", d)
-			}
-			if i > 0 && compareDiags(diags[i-1], d) > 0 {
-				t.Fatalf("diagnostics out of order: %s before %s", diags[i-1], d)
-			}
-		}
-		if plan == nil {
-			return
-		}
-		g := plan.Graph()
-		if g == nil || g.Len() != len(plan.Jobs) {
-			t.Fatalf("graph does not match the %d jobs", len(plan.Jobs))
-		}
-		for i, j := range plan.Jobs {
-			if len(j.Steps) == 0 {
-				t.Fatalf("job %q has no steps", j.ID)
-			}
-			n := g.Node(i)
-			if n.ID != j.ID || !slices.Equal(n.Needs, j.Needs) {
-				t.Fatalf("node %d is %+v, job is %q needing %v", i, n, j.ID, j.Needs)
-			}
-			if plan.Job(j.ID) != j {
-				t.Fatalf("Job(%q) is not the job", j.ID)
-			}
-		}
-		if len(g.Order()) != g.Len() {
-			t.Fatalf("topological order has %d of %d nodes", len(g.Order()), g.Len())
-		}
+		checkCompiled(t, plan, diags, ".cikit.yml")
 	})
+}
+
+// seedGolden adds the files matching the patterns to the fuzz corpus.
+func seedGolden(f *testing.F, patterns ...string) {
+	f.Helper()
+	for _, pattern := range patterns {
+		files, err := filepath.Glob(pattern)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, file := range files {
+			data, err := os.ReadFile(file)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(data)
+		}
+	}
+}
+
+// checkCompiled asserts what every compilation result holds, whatever the
+// input: the plan is nil exactly when a diagnostic is an error; the
+// diagnostics are sorted by (file, line, col, rule, message), each with
+// Line >= 1, Col >= 1, a non-empty Rule and Message, and in file (any
+// file when file is ""); a plan has unique job IDs, something to run in
+// every job (steps, or another pipeline in Uses), matrix variants that
+// name their matrix job, and a graph with one node per job, in job order,
+// with the job's needs and a complete topological order.
+func checkCompiled(t testing.TB, plan *compiler.Plan, diags []compiler.Diagnostic, file string) {
+	t.Helper()
+	if (plan == nil) != compiler.HasErrors(diags) {
+		t.Fatalf("plan %v with %d diagnostics (errors: %v)", plan != nil, len(diags), compiler.HasErrors(diags))
+	}
+	for i, d := range diags {
+		if d.Line < 1 || d.Col < 1 || d.Rule == "" || d.Message == "" || d.File == "" || file != "" && d.File != file {
+			t.Fatalf("malformed diagnostic %#v", d)
+		}
+		if i > 0 && cmp.Or(cmp.Compare(diags[i-1].File, d.File), compareDiags(diags[i-1], d)) > 0 {
+			t.Fatalf("diagnostics out of order: %s before %s", diags[i-1], d)
+		}
+	}
+	if plan == nil {
+		return
+	}
+	g := plan.Graph()
+	if g == nil || g.Len() != len(plan.Jobs) {
+		t.Fatalf("graph does not match the %d jobs", len(plan.Jobs))
+	}
+	ids := map[string]bool{}
+	for i, j := range plan.Jobs {
+		if ids[j.ID] {
+			t.Fatalf("job ID %q is used twice", j.ID)
+		}
+		ids[j.ID] = true
+		if len(j.Steps) == 0 && j.Uses == "" {
+			t.Fatalf("job %q has nothing to run", j.ID)
+		}
+		if j.Matrix != nil && j.MatrixOf == "" {
+			t.Fatalf("job %q has matrix values but names no matrix job", j.ID)
+		}
+		n := g.Node(i)
+		if n.ID != j.ID || !slices.Equal(n.Needs, j.Needs) {
+			t.Fatalf("node %d is %+v, job is %q needing %v", i, n, j.ID, j.Needs)
+		}
+		if plan.Job(j.ID) != j {
+			t.Fatalf("Job(%q) is not the job", j.ID)
+		}
+	}
+	if len(g.Order()) != g.Len() {
+		t.Fatalf("topological order has %d of %d nodes", len(g.Order()), g.Len())
+	}
 }
 
 func compareDiags(a, b compiler.Diagnostic) int {
@@ -86,12 +111,8 @@ func compareDiags(a, b compiler.Diagnostic) int {
 // extends, !reference and exists are exercised), without an event and
 // with one.
 //
-// Invariant: Compile never panics and returns no error; the diagnostics
-// are sorted by (file, line, col, rule, message), each with Line >= 1,
-// Col >= 1 and a non-empty Rule, Message and File; the plan is nil exactly
-// when a diagnostic is an error; and a plan has unique job IDs, a graph with
-// one node per job, in job order, with the job's needs, and something to
-// run in every job (steps, or another pipeline in Uses).
+// Invariant: Compile never panics and returns no error, and the result
+// holds checkCompiled's invariants (findings may be in included files).
 func FuzzCompileGitLab(f *testing.F) {
 	dir := filepath.Join("testdata", "gitlab")
 	for _, pattern := range []string{"*.yml", "include/*.yml"} {
@@ -119,39 +140,7 @@ func FuzzCompileGitLab(f *testing.F) {
 		if err != nil {
 			t.Fatalf("error: %v", err)
 		}
-		if (plan == nil) != compiler.HasErrors(diags) {
-			t.Fatalf("plan %v with %d diagnostics (errors: %v)", plan != nil, len(diags), compiler.HasErrors(diags))
-		}
-		for i, d := range diags {
-			if d.Line < 1 || d.Col < 1 || d.Rule == "" || d.Message == "" || d.File == "" {
-				t.Fatalf("malformed diagnostic %#v", d)
-			}
-			if i > 0 && cmp.Or(cmp.Compare(diags[i-1].File, d.File), compareDiags(diags[i-1], d)) > 0 {
-				t.Fatalf("diagnostics out of order: %s before %s", diags[i-1], d)
-			}
-		}
-		if plan == nil {
-			return
-		}
-		g := plan.Graph()
-		if g == nil || g.Len() != len(plan.Jobs) {
-			t.Fatalf("graph does not match the %d jobs", len(plan.Jobs))
-		}
-		for i, j := range plan.Jobs {
-			if len(j.Steps) == 0 && j.Uses == "" {
-				t.Fatalf("job %q has nothing to run", j.ID)
-			}
-			n := g.Node(i)
-			if n.ID != j.ID || !slices.Equal(n.Needs, j.Needs) {
-				t.Fatalf("node %d is %+v, job is %q needing %v", i, n, j.ID, j.Needs)
-			}
-			if plan.Job(j.ID) != j {
-				t.Fatalf("Job(%q) is not the job", j.ID)
-			}
-		}
-		if len(g.Order()) != g.Len() {
-			t.Fatalf("topological order has %d of %d nodes", len(g.Order()), g.Len())
-		}
+		checkCompiled(t, plan, diags, "")
 	})
 }
 
