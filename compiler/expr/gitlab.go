@@ -145,15 +145,7 @@ const MaxGitLabTokens = 99
 // and a parenthesised expression is a condition, not an operand.
 func ParseGitLab(src string) (n Node, err error) {
 	p := &glParser{src: src}
-	defer func() {
-		if r := recover(); r != nil {
-			se, ok := r.(*SyntaxError)
-			if !ok {
-				panic(r)
-			}
-			n, err = nil, se
-		}
-	}()
+	defer catchSyntax(&n, &err)
 	p.advance()
 	if p.tok.kind == glEOF {
 		p.fail(p.tok.off, "empty expression")

@@ -46,15 +46,7 @@ func ParseGitHub(src string) (n Node, err error) {
 		return nil, &SyntaxError{0, fmt.Sprintf("the expression is %d bytes long, longer than the %d GitHub allows", len(src), MaxGitHubLength)}
 	}
 	p := &parser{lx: lexer{src: src}}
-	defer func() {
-		if r := recover(); r != nil {
-			se, ok := r.(*SyntaxError)
-			if !ok {
-				panic(r)
-			}
-			n, err = nil, se
-		}
-	}()
+	defer catchSyntax(&n, &err)
 	p.advance()
 	if p.tok.kind == tEOF {
 		p.fail(p.tok.off, "empty expression")
@@ -277,4 +269,17 @@ func (p *parser) expect(k tokKind, format string, args ...any) {
 		p.fail(p.tok.off, "unexpected end of input: expected %s", what)
 	}
 	p.fail(p.tok.off, "unexpected %s: expected %s", p.tok.describe(), what)
+}
+
+// catchSyntax ends a parse whose parser panicked with a *SyntaxError
+// (the way parsers here report their first error), returning it; other
+// panics go on.
+func catchSyntax(n *Node, err *error) {
+	if r := recover(); r != nil {
+		se, ok := r.(*SyntaxError)
+		if !ok {
+			panic(r)
+		}
+		*n, *err = nil, se
+	}
 }
