@@ -6,27 +6,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-func TestDistance(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		a, b string
-		want int
-	}{
-		{"", "", 0},
-		{"", "abc", 3},
-		{"abc", "abc", 0},
-		{"abc", "abd", 1},
-		{"needs", "neesd", 1}, // a transposition is one edit
-		{"allowed_failure", "allow_failure", 2},
-		{"kitten", "sitting", 3},
-		{"ca", "abc", 3}, // optimal string alignment, not full Damerau
-		{"héllo", "hello", 1},
-	} {
-		require.Equal(t, tc.want, distance([]rune(tc.a), []rune(tc.b)), "%q %q", tc.a, tc.b)
-		require.Equal(t, tc.want, distance([]rune(tc.b), []rune(tc.a)), "%q %q", tc.b, tc.a)
-	}
-}
-
 func TestSuggest(t *testing.T) {
 	t.Parallel()
 	keys := []string{"allow_failure", "env", "image", "name", "needs", "stage", "steps", "timeout"}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/cikit/cikit/internal/typo"
 )
 
 // Problem is a certain mistake in an expression, found without evaluating
@@ -206,58 +208,8 @@ func UsesStatus(n Node) bool {
 	return found
 }
 
-// suggest returns the candidate nearest to name, ignoring case, or "" when
-// none is near enough to be a likely typo: an edit distance of at most
-// max(2, len/3) that changes less than half of name. Ties go to the
-// earlier candidate.
+// suggest returns the candidate nearest to name, ignoring case as
+// expressions do, or "" when none is a likely typo.
 func suggest(name string, candidates []string) string {
-	a := []rune(strings.ToLower(name))
-	if len(a) == 0 || len(a) > 64 {
-		return ""
-	}
-	limit := max(2, len(a)/3)
-	best, bestDist := "", limit+1
-	for _, cand := range candidates {
-		b := []rune(strings.ToLower(cand))
-		if len(b) > 64 || abs(len(a)-len(b)) >= bestDist {
-			continue
-		}
-		if d := distance(a, b); d < bestDist && 2*d < len(a) {
-			best, bestDist = cand, d
-		}
-	}
-	return best
-}
-
-// distance is the edit distance between a and b counting insertions,
-// deletions, substitutions and swaps of neighbours as one edit each.
-func distance(a, b []rune) int {
-	// d[i][j] is the distance between a[:i] and b[:j]; three rows suffice,
-	// as a swap looks two back.
-	rows := [3][]int{make([]int, len(b)+1), make([]int, len(b)+1), make([]int, len(b)+1)}
-	for j := range rows[0] {
-		rows[0][j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur, prev, prev2 := rows[i%3], rows[(i+2)%3], rows[(i+1)%3]
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			sub := 1
-			if a[i-1] == b[j-1] {
-				sub = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+sub)
-			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
-				cur[j] = min(cur[j], prev2[j-2]+1)
-			}
-		}
-	}
-	return rows[len(a)%3][len(b)]
-}
-
-func abs(x int) int {
-	if x < 0 {
-		return -x
-	}
-	return x
+	return typo.Nearest(name, candidates, true, nil)
 }
