@@ -40,6 +40,8 @@ type memRun struct {
 	run   Run
 	graph *Graph
 	jobs  []Job // indexed like graph nodes
+	// attempts holds each job's ended attempts, oldest first.
+	attempts map[string][]*Job
 }
 
 // NewMemoryStore returns an empty MemoryStore.
@@ -65,7 +67,7 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 		return nil, err
 	}
 	now := s.now()
-	r := &memRun{graph: g, jobs: make([]Job, len(p.Jobs))}
+	r := &memRun{graph: g, jobs: make([]Job, len(p.Jobs)), attempts: make(map[string][]*Job)}
 	states := Initial(g)
 	for i, spec := range p.Jobs {
 		r.jobs[i] = Job{Spec: spec.Clone(), State: states[i], Attempt: 1}
@@ -93,6 +95,9 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	}
 	for i := range r.jobs {
 		r.jobs[i].RunID = id
+		if r.jobs[i].State.Terminal() {
+			r.attempts[r.jobs[i].ID()] = []*Job{r.jobs[i].clone()}
+		}
 	}
 	r.updateRun(now)
 	s.runs[id] = r
@@ -123,11 +128,11 @@ func (s *MemoryStore) RunGet(ctx context.Context, runID string) (*Run, error) {
 }
 
 func (s *MemoryStore) RunCancel(ctx context.Context, runID string) (*TransitionResult, error) {
-	return s.transition(ctx, runID, nil, Event{Kind: EventCancel}, nil)
+	return s.transition(ctx, runID, nil, Event{Kind: EventCancel})
 }
 
 func (s *MemoryStore) RunRetryFailed(ctx context.Context, runID string) (*TransitionResult, error) {
-	return s.transition(ctx, runID, nil, Event{Kind: EventRetryFailed}, nil)
+	return s.transition(ctx, runID, nil, Event{Kind: EventRetryFailed})
 }
 
 func (s *MemoryStore) JobList(ctx context.Context, runID string) ([]*Job, error) {
@@ -148,22 +153,56 @@ func (s *MemoryStore) JobList(ctx context.Context, runID string) ([]*Job, error)
 }
 
 func (s *MemoryStore) JobQueue(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
-	return s.transition(ctx, p.RunID, p, Event{Kind: EventQueue}, nil)
+	return s.transition(ctx, p.RunID, p.event(EventQueue), Event{})
 }
 
 func (s *MemoryStore) JobStart(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
-	return s.transition(ctx, p.RunID, p, Event{Kind: EventStart}, nil)
+	return s.transition(ctx, p.RunID, p.event(EventStart), Event{})
 }
 
 func (s *MemoryStore) JobComplete(ctx context.Context, p *JobCompleteParams) (*TransitionResult, error) {
-	target := &JobTransitionParams{RunID: p.RunID, JobID: p.JobID, Attempt: p.Attempt}
-	return s.transition(ctx, p.RunID, target, Event{Kind: EventComplete, Outcome: p.Outcome}, p)
+	return s.transition(ctx, p.RunID, p.event(), Event{})
 }
 
-// transition applies one event under the lock. target names the job of a
-// job event and is nil for run events; complete carries a completion's
-// details.
-func (s *MemoryStore) transition(ctx context.Context, runID string, target *JobTransitionParams, ev Event, complete *JobCompleteParams) (*TransitionResult, error) {
+func (s *MemoryStore) JobApply(ctx context.Context, evs []*JobEvent) ([]*JobEventResult, error) {
+	out := make([]*JobEventResult, len(evs))
+	for i, e := range evs {
+		if err := e.validate(); err != nil {
+			out[i] = &JobEventResult{Err: err}
+			continue
+		}
+		res, err := s.transition(ctx, e.RunID, e, Event{})
+		if ctxErr := ctx.Err(); ctxErr != nil {
+			return nil, ctxErr
+		}
+		out[i] = &JobEventResult{TransitionResult: res, Err: err}
+	}
+	return out, nil
+}
+
+func (s *MemoryStore) JobAttempts(ctx context.Context, runID, jobID string) ([]*Job, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.get(runID)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := r.graph.Index(jobID); !ok {
+		return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, jobID, cikit.ErrNotFound)
+	}
+	var out []*Job
+	for _, a := range r.attempts[jobID] {
+		out = append(out, a.clone())
+	}
+	return out, nil
+}
+
+// transition applies the job event je, or the run event ev when je is
+// nil, under the lock.
+func (s *MemoryStore) transition(ctx context.Context, runID string, je *JobEvent, ev Event) (*TransitionResult, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -177,21 +216,19 @@ func (s *MemoryStore) transition(ctx context.Context, runID string, target *JobT
 	for i := range r.jobs {
 		jobs[i] = &r.jobs[i]
 	}
-	w, err := newWrite(r.graph, jobs, runID, target, ev, complete)
+	w, err := newWrite(r.graph, jobs, runID, je, ev)
 	if err != nil {
 		return nil, err
-	}
-	if w.duplicate {
-		// A redelivered completion: already applied, nothing to do.
-		run := r.run
-		return &TransitionResult{Run: &run}, nil
 	}
 	now := s.now()
-	changed, err := w.apply(r.graph, jobs, target, now)
+	a, err := w.apply(r.graph, jobs, now)
 	if err != nil {
 		return nil, err
 	}
-	res := &TransitionResult{Changed: changed}
+	for _, j := range a.ended {
+		r.attempts[j.ID()] = append(r.attempts[j.ID()], j)
+	}
+	res := &TransitionResult{Changed: a.changed}
 	wasTerminal := r.run.State.Terminal()
 	r.updateRun(now)
 	run := r.run

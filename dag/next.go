@@ -28,6 +28,10 @@ const (
 	// skipped and cancelled jobs; the jobs that succeeded are kept with
 	// their results (seed 004's "retry failed only").
 	EventRetryFailed
+	// EventRepair settles PENDING jobs the rules would already have moved
+	// (see Settle): what a redelivered completion does after a scheduler
+	// died between the steps of handling the first delivery.
+	EventRepair
 )
 
 func (k EventKind) String() string {
@@ -44,6 +48,8 @@ func (k EventKind) String() string {
 		return "retry-failed"
 	case EventRetryJob:
 		return "retry-job"
+	case EventRepair:
+		return "repair"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -135,6 +141,9 @@ func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
 	if ev.Kind == EventRetryFailed {
 		return retryFailed(g, states)
 	}
+	if ev.Kind == EventRepair {
+		return Settle(g, states), nil
+	}
 	if ev.Job < 0 || ev.Job >= g.Len() {
 		return nil, fmt.Errorf("dag: job index %d out of range [0,%d)", ev.Job, g.Len())
 	}
@@ -219,6 +228,48 @@ func propagate(g *Graph, states []cikit.JobState, j int, s cikit.JobState, chang
 				set(c, cikit.JobSkipped)
 				queue = append(queue, c)
 			}
+		}
+	}
+	return changes
+}
+
+// Settle returns the changes that bring every PENDING job of a run to the
+// state the rules give it, in graph order: READY when its needs are
+// satisfied, SKIPPED or CANCELLED below a need that blocks it, and for
+// always and on_failure jobs whatever their ended needs decide. A run
+// whose events were all applied in full needs none; a store whose
+// scheduler stopped after committing a completion but before making its
+// children READY (a fast path in several steps) is repaired by it.
+func Settle(g *Graph, states []cikit.JobState) []Change {
+	next := slices.Clone(states)
+	state := func(i int) cikit.JobState { return next[i] }
+	var changes []Change
+	for _, i := range g.Order() {
+		if next[i] != cikit.JobPending {
+			continue
+		}
+		to := cikit.JobPending
+		if w := g.Node(i).When; w == cikit.WhenAlways || w == cikit.WhenOnFailure {
+			if s, decided := whenDecided(g, i, state); decided {
+				to = s
+			}
+		} else {
+			for _, p := range g.Parents(i) {
+				switch s := next[p]; {
+				case to != cikit.JobPending:
+				case s == cikit.JobCancelled:
+					to = cikit.JobCancelled
+				case s.Terminal() && !Satisfied(s, g.Node(p).AllowFailure):
+					to = cikit.JobSkipped
+				}
+			}
+			if to == cikit.JobPending && allSatisfied(g, i, state) {
+				to = cikit.JobReady
+			}
+		}
+		if to != cikit.JobPending {
+			changes = append(changes, Change{Job: i, From: cikit.JobPending, To: to})
+			next[i] = to
 		}
 	}
 	return changes

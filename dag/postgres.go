@@ -1,6 +1,7 @@
 package dag
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"encoding/json"
@@ -16,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/cikit/cikit"
 )
@@ -35,6 +37,17 @@ type PostgresConfig struct {
 	// Pool is the database. Required. Tables are unqualified: they live
 	// in the connections' search_path.
 	Pool *pgxpool.Pool
+	// Redis, when set, holds the dependency counters of the fast path
+	// (see the package documentation). Without it PostgreSQL decides
+	// alone, with the same results. Redis holds nothing that cannot be
+	// rebuilt: after it was lost or unreachable, RepairActive rebuilds
+	// the counters and wakes any job whose wakeup was lost.
+	Redis redis.UniversalClient
+	// KeyPrefix starts every Redis key of the store. Default: "cikit:".
+	KeyPrefix string
+	// CounterTTL is how long an untouched counter lives in Redis; a run
+	// that outlives it continues without counters. Default: 24h.
+	CounterTTL time.Duration
 	// Now returns the current time. Default: time.Now.
 	Now func() time.Time
 	// NewID returns a new, unique run ID. Default: a UUIDv7 string.
@@ -42,13 +55,28 @@ type PostgresConfig struct {
 }
 
 // PostgresStore is a Store in PostgreSQL, the system of record of a
-// production platform. Each transition locks its run's row, applies Next
-// to the states it reads and writes the changes in one transaction, so
-// any number of schedulers may process events of the same run.
+// production platform. Any number of schedulers may process events of the
+// same run at once.
+//
+// Job events take a fast path when their effect is local to the job:
+// queueing, starting, and a completion that satisfies the jobs needing it
+// while one of them still waits. Such an event is a conditional update of
+// the job's row (state and attempt as expected), batched with others by
+// JobApply; the jobs that need it are then counted down in Redis, and a
+// job whose count reaches zero is checked against PostgreSQL and made
+// READY. Every other event (failures, cancellations, retries, the end of
+// a run) locks the run's row, applies Next to all of its jobs' states and
+// writes the changes in one transaction. Fast events hold a shared lock on
+// the run's row, so the two paths never interleave within a run.
 type PostgresStore struct {
-	pool  *pgxpool.Pool
-	now   func() time.Time
-	newID func() string
+	pool     *pgxpool.Pool
+	counters *counters // nil without Redis
+	now      func() time.Time
+	newID    func() string
+	graphs   graphCache
+	// fault, when set by a test, is called between the steps of a
+	// write; an error stops the write there, as a crash would.
+	fault func(step string) error
 }
 
 var _ Store = (*PostgresStore)(nil)
@@ -59,12 +87,18 @@ func NewPostgresStore(cfg PostgresConfig) (*PostgresStore, error) {
 	if cfg.Pool == nil {
 		return nil, errors.New("dag: PostgresConfig.Pool is required")
 	}
-	s := &PostgresStore{pool: cfg.Pool, now: cfg.Now, newID: cfg.NewID}
+	if cfg.CounterTTL < 0 {
+		return nil, fmt.Errorf("dag: PostgresConfig.CounterTTL is negative (%v)", cfg.CounterTTL)
+	}
+	s := &PostgresStore{pool: cfg.Pool, now: cfg.Now, newID: cfg.NewID, graphs: graphCache{max: defaultGraphCache}}
 	if s.now == nil {
 		s.now = time.Now
 	}
 	if s.newID == nil {
 		s.newID = func() string { return uuid.Must(uuid.NewV7()).String() }
+	}
+	if cfg.Redis != nil {
+		s.counters = &counters{rdb: cfg.Redis, prefix: cmp.Or(cfg.KeyPrefix, "cikit:"), ttl: cmp.Or(cfg.CounterTTL, 24*time.Hour)}
 	}
 	return s, nil
 }
@@ -158,42 +192,52 @@ func (s *PostgresStore) RunCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreate
 	}
 	rows := make([][]any, len(p.Jobs))
 	var deps [][]any
+	var initial []*Job
 	for i, spec := range p.Jobs {
 		data, err := json.Marshal(spec)
 		if err != nil {
 			return nil, fmt.Errorf("dag: job %q: %w", spec.ID, err)
 		}
-		var ready, finished time.Time
-		reason := ""
+		j := &Job{RunID: run.ID, Spec: spec, State: states[i], Attempt: 1}
 		switch states[i] {
 		case cikit.JobReady:
-			ready = now
+			j.ReadyAt = now
 		case cikit.JobSkipped:
-			finished, reason = now, ConsequenceReason(g, states, i)
+			j.FinishedAt, j.Reason = now, ConsequenceReason(g, states, i)
 		}
-		rows[i] = []any{run.ID, i, spec.ID, data, string(states[i]), reason, nullTime(ready), nullTime(finished)}
+		if j.State != cikit.JobPending {
+			initial = append(initial, j)
+		}
+		rows[i] = []any{run.ID, i, spec.ID, data, string(j.State), j.Reason, nullTime(j.ReadyAt), nullTime(j.FinishedAt), spec.AllowFailure}
 		for _, p := range g.Parents(i) {
 			deps = append(deps, []any{run.ID, spec.ID, g.Node(p).ID})
 		}
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
-		[]string{"run_id", "position", "job_id", "spec", "state", "reason", "ready_at", "finished_at"}, pgx.CopyFromRows(rows)); err != nil {
+		[]string{"run_id", "position", "job_id", "spec", "state", "reason", "ready_at", "finished_at", "allow_failure"}, pgx.CopyFromRows(rows)); err != nil {
 		return nil, interpretError(err)
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"job_deps"}, []string{"run_id", "job_id", "needs_job_id"}, pgx.CopyFromRows(deps)); err != nil {
 		return nil, interpretError(err)
 	}
-	var initial []*Job
-	for i, spec := range p.Jobs {
-		if states[i] != cikit.JobPending {
-			initial = append(initial, &Job{RunID: run.ID, Spec: spec, State: states[i], Attempt: 1, Reason: rows[i][5].(string)})
+	var ended []*Job
+	for _, j := range initial {
+		if j.State.Terminal() {
+			ended = append(ended, j)
 		}
 	}
 	evs := append([]*OutboxEvent{{ID: newEventID(), Type: EventPipelineCreated, RunID: run.ID, State: string(run.State), CreatedAt: now}},
 		events(newEventID, now, run, false, initial)...)
-	if err := writeOutbox(ctx, tx, evs); err != nil {
-		return nil, err
+	b := &pgx.Batch{}
+	queueAttempts(b, ended)
+	queueOutbox(b, evs)
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, interpretError(err)
 	}
+	// The counters exist before the run commits, so no count of this
+	// run's jobs can come before them.
+	s.rebuildCounters(ctx, run.ID, g, states)
+	s.graphs.put(run.ID, &runGraph{g: g, specs: cloneSpecs(p.Jobs)})
 	return run, nil
 }
 
@@ -213,118 +257,193 @@ func (s *PostgresStore) RunGet(ctx context.Context, runID string) (*Run, error) 
 func (s *PostgresStore) JobList(ctx context.Context, runID string) ([]*Job, error) {
 	var jobs []*Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		jobs, err = s.jobs(ctx, tx, runID, false)
+		rg, js, err := s.jobs(ctx, tx, runID, false)
+		for i, j := range js {
+			j.Spec = rg.specs[i].Clone()
+		}
+		jobs = js
 		return err
 	})
 	return jobs, err
 }
 
-func (s *PostgresStore) RunCancel(ctx context.Context, runID string) (*TransitionResult, error) {
-	return s.transition(ctx, runID, nil, Event{Kind: EventCancel}, nil)
-}
-
-func (s *PostgresStore) RunRetryFailed(ctx context.Context, runID string) (*TransitionResult, error) {
-	return s.transition(ctx, runID, nil, Event{Kind: EventRetryFailed}, nil)
-}
-
-func (s *PostgresStore) JobQueue(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
-	return s.transition(ctx, p.RunID, p, Event{Kind: EventQueue}, nil)
-}
-
-func (s *PostgresStore) JobStart(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
-	return s.transition(ctx, p.RunID, p, Event{Kind: EventStart}, nil)
-}
-
-func (s *PostgresStore) JobComplete(ctx context.Context, p *JobCompleteParams) (*TransitionResult, error) {
-	target := &JobTransitionParams{RunID: p.RunID, JobID: p.JobID, Attempt: p.Attempt}
-	return s.transition(ctx, p.RunID, target, Event{Kind: EventComplete, Outcome: p.Outcome}, p)
-}
-
-// jobs reads a run's jobs in plan order; lock takes the run's row lock
-// first, serialising transitions of one run.
-func (s *PostgresStore) jobs(ctx context.Context, tx pgx.Tx, runID string, lock bool) ([]*Job, error) {
-	q := `SELECT 1 FROM pipeline_runs WHERE id = $1`
-	if lock {
-		q += ` FOR UPDATE`
+func (s *PostgresStore) JobAttempts(ctx context.Context, runID, jobID string) ([]*Job, error) {
+	rg, err := s.graph(ctx, s.pool, runID)
+	if err != nil {
+		return nil, err
 	}
-	var one int
-	if err := tx.QueryRow(ctx, q, runID).Scan(&one); err != nil {
-		return nil, fmt.Errorf("dag: run %q: %w", runID, interpretError(err))
+	i, ok := rg.g.Index(jobID)
+	if !ok {
+		return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, jobID, cikit.ErrNotFound)
 	}
-	rows, err := tx.Query(ctx, `SELECT spec, state, attempt, exit_code, reason, ready_at, queued_at, started_at, finished_at
-		FROM jobs WHERE run_id = $1 ORDER BY position`, runID)
+	rows, err := s.pool.Query(ctx, `SELECT attempt, state, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at
+		FROM job_attempts WHERE run_id = $1 AND job_id = $2 ORDER BY attempt`, runID, jobID)
 	if err != nil {
 		return nil, interpretError(err)
 	}
 	defer rows.Close()
-	var jobs []*Job
+	var out []*Job
 	for rows.Next() {
-		j := &Job{RunID: runID}
-		var spec []byte
+		j := &Job{RunID: runID, Spec: rg.specs[i].Clone()}
 		var ready, queued, started, finished *time.Time
-		if err := rows.Scan(&spec, &j.State, &j.Attempt, &j.ExitCode, &j.Reason, &ready, &queued, &started, &finished); err != nil {
+		if err := rows.Scan(&j.Attempt, &j.State, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished); err != nil {
 			return nil, interpretError(err)
 		}
-		if err := json.Unmarshal(spec, &j.Spec); err != nil {
-			return nil, fmt.Errorf("dag: run %q: a stored job spec is corrupt: %w", runID, err)
+		j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
+		out = append(out, j)
+	}
+	return out, interpretError(rows.Err())
+}
+
+func (s *PostgresStore) RunCancel(ctx context.Context, runID string) (*TransitionResult, error) {
+	return s.transition(ctx, runID, nil, Event{Kind: EventCancel})
+}
+
+func (s *PostgresStore) RunRetryFailed(ctx context.Context, runID string) (*TransitionResult, error) {
+	return s.transition(ctx, runID, nil, Event{Kind: EventRetryFailed})
+}
+
+// Repair settles a run as the rules would have (see Settle) and rebuilds
+// its dependency counters from job_deps and the jobs' states. A scheduler
+// that stopped between the steps of a fast completion leaves a job
+// PENDING whose needs are all satisfied; redelivering the completion
+// repairs that too, and Repair does it without the event.
+func (s *PostgresStore) Repair(ctx context.Context, runID string) (*TransitionResult, error) {
+	return s.transition(ctx, runID, nil, Event{Kind: EventRepair})
+}
+
+// RepairActive repairs every run that has not finished (see Repair), as
+// after Redis was lost or unreachable, and returns how many jobs it made
+// move.
+func (s *PostgresStore) RepairActive(ctx context.Context) (int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id FROM pipeline_runs WHERE state IN ('pending', 'running') ORDER BY created_at`)
+	if err != nil {
+		return 0, interpretError(err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return 0, interpretError(err)
+	}
+	moved := 0
+	for _, id := range ids {
+		res, err := s.Repair(ctx, id)
+		if err != nil {
+			return moved, err
+		}
+		moved += len(res.Changed)
+	}
+	return moved, nil
+}
+
+// DependencyCounters returns the dependency counters Redis holds for a
+// run's jobs that need others: how many of each job's needs are not yet
+// satisfied. Jobs whose counter is missing are absent. Without Redis it
+// returns nil: the store keeps no counters.
+func (s *PostgresStore) DependencyCounters(ctx context.Context, runID string) (map[string]int, error) {
+	rg, err := s.graph(ctx, s.pool, runID)
+	if err != nil {
+		return nil, err
+	}
+	if s.counters == nil {
+		return nil, nil
+	}
+	return s.counters.read(ctx, runID, rg.g)
+}
+
+func (s *PostgresStore) JobQueue(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
+	return s.one(ctx, p.event(EventQueue))
+}
+
+func (s *PostgresStore) JobStart(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
+	return s.one(ctx, p.event(EventStart))
+}
+
+func (s *PostgresStore) JobComplete(ctx context.Context, p *JobCompleteParams) (*TransitionResult, error) {
+	return s.one(ctx, p.event())
+}
+
+// one applies a single job event through JobApply.
+func (s *PostgresStore) one(ctx context.Context, e *JobEvent) (*TransitionResult, error) {
+	res, err := s.JobApply(ctx, []*JobEvent{e})
+	if err != nil {
+		return nil, err
+	}
+	return res[0].TransitionResult, res[0].Err
+}
+
+// jobs reads a run's graph and jobs in plan order, without specs; lock
+// takes the run's row lock first, serialising transitions of one run.
+func (s *PostgresStore) jobs(ctx context.Context, tx pgx.Tx, runID string, lock bool) (*runGraph, []*Job, error) {
+	rg, err := s.graph(ctx, tx, runID)
+	if err != nil {
+		return nil, nil, err
+	}
+	if lock {
+		var one int
+		if err := tx.QueryRow(ctx, `SELECT 1 FROM pipeline_runs WHERE id = $1 FOR UPDATE`, runID).Scan(&one); err != nil {
+			return nil, nil, fmt.Errorf("dag: run %q: %w", runID, interpretError(err))
+		}
+	}
+	rows, err := tx.Query(ctx, `SELECT state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at
+		FROM jobs WHERE run_id = $1 ORDER BY position`, runID)
+	if err != nil {
+		return nil, nil, interpretError(err)
+	}
+	defer rows.Close()
+	jobs := make([]*Job, 0, rg.g.Len())
+	for rows.Next() {
+		if len(jobs) == rg.g.Len() {
+			return nil, nil, fmt.Errorf("dag: run %q has more jobs than its graph", runID)
+		}
+		j := &Job{RunID: runID, Spec: rg.specs[len(jobs)]}
+		var ready, queued, started, finished *time.Time
+		if err := rows.Scan(&j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished); err != nil {
+			return nil, nil, interpretError(err)
 		}
 		j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
 		jobs = append(jobs, j)
 	}
-	return jobs, interpretError(rows.Err())
+	if err := rows.Err(); err != nil {
+		return nil, nil, interpretError(err)
+	}
+	if len(jobs) != rg.g.Len() {
+		return nil, nil, fmt.Errorf("dag: run %q has %d jobs, its graph %d", runID, len(jobs), rg.g.Len())
+	}
+	return rg, jobs, nil
 }
 
-// transition applies one event in a transaction that holds the run's row
-// lock: the same rules as MemoryStore, on the states read under the lock.
-func (s *PostgresStore) transition(ctx context.Context, runID string, target *JobTransitionParams, ev Event, complete *JobCompleteParams) (res *TransitionResult, err error) {
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		jobs, err := s.jobs(ctx, tx, runID, true)
+// transition applies a job event je, or a run event ev when je is nil, in
+// a transaction that holds the run's row lock: the same rules as
+// MemoryStore, on the states read under the lock. It is the path of every
+// event the fast path does not take.
+func (s *PostgresStore) transition(ctx context.Context, runID string, je *JobEvent, ev Event) (res *TransitionResult, err error) {
+	err = s.inTx(ctx, func(tx pgx.Tx) error {
+		rg, jobs, err := s.jobs(ctx, tx, runID, true)
 		if err != nil {
 			return err
 		}
-		specs := make([]*cikit.JobSpec, len(jobs))
-		for i, j := range jobs {
-			specs[i] = j.Spec
-		}
-		g, err := FromSpecs(specs)
-		if err != nil {
-			return fmt.Errorf("dag: run %q: stored jobs do not form a graph: %w", runID, err)
-		}
-		w, err := newWrite(g, jobs, runID, target, ev, complete)
+		w, err := newWrite(rg.g, jobs, runID, je, ev)
 		if err != nil {
 			return err
-		}
-		if w.duplicate {
-			res = &TransitionResult{}
-			res.Run, err = s.runTx(ctx, tx, runID)
-			return err // a redelivered completion: already applied
 		}
 		now := s.now()
-		changed, err := w.apply(g, jobs, target, now)
+		a, err := w.apply(rg.g, jobs, now)
 		if err != nil {
 			return err
 		}
-		res = &TransitionResult{Changed: changed}
+		res = &TransitionResult{Changed: a.changed}
 		states := make([]cikit.JobState, len(jobs))
 		for i, j := range jobs {
 			states[i] = j.State
-		}
-		for _, j := range changed {
-			if _, err := tx.Exec(ctx, `UPDATE jobs SET state = $3, exit_code = $4, reason = $5,
-				ready_at = $6, queued_at = $7, started_at = $8, finished_at = $9, attempt = $10
-				WHERE run_id = $1 AND job_id = $2`,
-				runID, j.ID(), j.State, j.ExitCode, j.Reason,
-				nullTime(j.ReadyAt), nullTime(j.QueuedAt), nullTime(j.StartedAt), nullTime(j.FinishedAt), j.Attempt); err != nil {
-				return interpretError(err)
-			}
 		}
 		run, err := s.runTx(ctx, tx, runID)
 		if err != nil {
 			return err
 		}
 		wasTerminal := run.State.Terminal()
-		if state := RunStatus(g, states); state != run.State {
+		b := &pgx.Batch{}
+		queueJobUpdates(b, runID, a.changed)
+		if state := RunStatus(rg.g, states); state != run.State {
 			run.State = state
 			switch {
 			case !state.Terminal():
@@ -332,19 +451,67 @@ func (s *PostgresStore) transition(ctx context.Context, runID string, target *Jo
 			case run.FinishedAt.IsZero():
 				run.FinishedAt = now
 			}
-			if _, err := tx.Exec(ctx, `UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1`,
-				runID, run.State, nullTime(run.FinishedAt)); err != nil {
-				return interpretError(err)
-			}
+			b.Queue(`UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1`, runID, run.State, nullTime(run.FinishedAt))
 		}
 		res.Run = run
-		return writeOutbox(ctx, tx, events(newEventID, now, run, wasTerminal, res.Changed))
+		queueAttempts(b, a.ended)
+		queueOutbox(b, events(newEventID, now, run, wasTerminal, res.Changed))
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return interpretError(err)
+		}
+		if err := s.step("slow:written"); err != nil {
+			return err
+		}
+		s.rebuildCounters(ctx, runID, rg.g, states)
+		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	for _, j := range res.Changed {
+		j.Spec = j.Spec.Clone()
+	}
 	return res, nil
 }
+
+// rebuildCounters sets a run's counters from states, inside the write
+// that commits them. When that fails the counters are deleted instead,
+// and the store decides without them; when Redis cannot be reached at all
+// the write goes on without it, and RepairActive is the remedy.
+func (s *PostgresStore) rebuildCounters(ctx context.Context, runID string, g *Graph, states []cikit.JobState) {
+	if s.counters == nil {
+		return
+	}
+	if err := s.counters.rebuild(ctx, runID, g, states); err != nil {
+		_ = s.counters.forget(ctx, runID, g)
+	}
+}
+
+// step marks a point between two steps of a write, where a test may
+// inject a crash.
+func (s *PostgresStore) step(name string) error {
+	if s.fault == nil {
+		return nil
+	}
+	return s.fault(name)
+}
+
+// inTx runs fn in a transaction, again when PostgreSQL aborted it for a
+// deadlock or a serialization failure: the transaction had no effect, so
+// running it again is safe.
+func (s *PostgresStore) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
+	for try := 1; ; try++ {
+		err := pgx.BeginFunc(ctx, s.pool, fn)
+		var pgErr *pgconn.PgError
+		if try < maxTxTries && errors.As(err, &pgErr) && (pgErr.Code == "40P01" || pgErr.Code == "40001") {
+			continue
+		}
+		return err
+	}
+}
+
+// maxTxTries bounds how often inTx runs a transaction PostgreSQL aborted.
+const maxTxTries = 5
 
 func (s *PostgresStore) runTx(ctx context.Context, tx pgx.Tx, runID string) (*Run, error) {
 	run := &Run{ID: runID}
@@ -397,19 +564,70 @@ func deref(t *time.Time) time.Time {
 	return t.UTC()
 }
 
-// writeOutbox records events in the transaction of the write that made
-// them.
-func writeOutbox(ctx context.Context, tx pgx.Tx, evs []*OutboxEvent) error {
+// queueOutbox queues the insert of events into the outbox, in the
+// transaction of the write that made them.
+func queueOutbox(b *pgx.Batch, evs []*OutboxEvent) {
 	if len(evs) == 0 {
-		return nil
+		return
 	}
-	rows := make([][]any, len(evs))
-	for i, e := range evs {
-		rows[i] = []any{e.ID, e.Type, e.RunID, e.JobID, e.Attempt, e.State, e.Reason, e.CreatedAt}
+	var ids, types, runs, jobs, states, reasons []string
+	var attempts []int
+	var created []time.Time
+	for _, e := range evs {
+		ids, types, runs, jobs = append(ids, e.ID), append(types, e.Type), append(runs, e.RunID), append(jobs, e.JobID)
+		attempts, states, reasons, created = append(attempts, e.Attempt), append(states, e.State), append(reasons, e.Reason), append(created, e.CreatedAt)
 	}
-	_, err := tx.CopyFrom(ctx, pgx.Identifier{"outbox"},
-		[]string{"id", "type", "run_id", "job_id", "attempt", "state", "reason", "created_at"}, pgx.CopyFromRows(rows))
-	return interpretError(err)
+	b.Queue(`INSERT INTO outbox (id, type, run_id, job_id, attempt, state, reason, created_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[], $8::timestamptz[])`,
+		ids, types, runs, jobs, attempts, states, reasons, created)
+}
+
+// jobColumns are jobs' records as one array per column, for unnest.
+type jobColumns struct {
+	runs, ids, states, reasons, runners []string
+	attempts, exitCodes                 []int
+	ready, queued, started, finished    []*time.Time
+}
+
+func columns(js []*Job) *jobColumns {
+	c := &jobColumns{}
+	for _, j := range js {
+		c.runs, c.ids, c.states = append(c.runs, j.RunID), append(c.ids, j.ID()), append(c.states, string(j.State))
+		c.reasons, c.runners = append(c.reasons, j.Reason), append(c.runners, j.Runner)
+		c.attempts, c.exitCodes = append(c.attempts, j.Attempt), append(c.exitCodes, j.ExitCode)
+		c.ready, c.queued = append(c.ready, nullTime(j.ReadyAt)), append(c.queued, nullTime(j.QueuedAt))
+		c.started, c.finished = append(c.started, nullTime(j.StartedAt)), append(c.finished, nullTime(j.FinishedAt))
+	}
+	return c
+}
+
+// queueAttempts queues the insert of ended attempts into job_attempts. An
+// attempt already recorded is left as it is.
+func queueAttempts(b *pgx.Batch, ended []*Job) {
+	if len(ended) == 0 {
+		return
+	}
+	c := columns(ended)
+	b.Queue(`INSERT INTO job_attempts (run_id, job_id, attempt, state, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::text[], $7::text[],
+			$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[])
+		ON CONFLICT DO NOTHING`,
+		c.runs, c.ids, c.attempts, c.states, c.exitCodes, c.reasons, c.runners, c.ready, c.queued, c.started, c.finished)
+}
+
+// queueJobUpdates queues the update of changed jobs' rows.
+func queueJobUpdates(b *pgx.Batch, runID string, changed []*Job) {
+	if len(changed) == 0 {
+		return
+	}
+	c := columns(changed)
+	b.Queue(`UPDATE jobs j SET state = v.state, attempt = v.attempt, exit_code = v.exit_code, reason = v.reason, runner = v.runner,
+			ready_at = v.ready_at, queued_at = v.queued_at, started_at = v.started_at, finished_at = v.finished_at
+		FROM unnest($2::text[], $3::text[], $4::int[], $5::int[], $6::text[], $7::text[],
+			$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[])
+			AS v(job_id, state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at)
+		WHERE j.run_id = $1 AND j.job_id = v.job_id`,
+		runID, c.ids, c.states, c.attempts, c.exitCodes, c.reasons, c.runners, c.ready, c.queued, c.started, c.finished)
 }
 
 func (s *PostgresStore) OutboxPending(ctx context.Context, limit int) ([]*OutboxEvent, error) {

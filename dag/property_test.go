@@ -20,7 +20,7 @@ func TestPropertyStoreRules(t *testing.T) {
 	t.Parallel()
 	dagtest.Rules(t, func(t *testing.T, now func() time.Time) dag.Store {
 		return dag.NewMemoryStore(dag.MemoryConfig{Now: now})
-	}, 1<<30)
+	}, dagtest.RulesConfig{Runs: 1 << 30})
 }
 
 // TestPropertyDriver runs random DAGs through the Driver with a concurrent

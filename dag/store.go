@@ -59,6 +59,22 @@ type Store interface {
 	// a no-op that returns no changes, so redelivered completion events
 	// are harmless; one of an attempt that was since retried is stale.
 	JobComplete(ctx context.Context, params *JobCompleteParams) (*TransitionResult, error)
+	// JobApply applies a batch of job events, each exactly as JobQueue,
+	// JobStart or JobComplete would, and answers each in its result: a
+	// refused event's *cikit.TransitionError or ErrNotFound is its own
+	// result's Err and leaves the others alone. The returned error is for
+	// the store failing, and then any part of the batch may have been
+	// applied: events are idempotent, so the caller delivers the batch
+	// again. Events about one job apply in batch order; events about
+	// different jobs may apply in any order, as if they had come from
+	// different schedulers at once. It is how a scheduler worker commits
+	// the events of a whole poll or consumer batch at once; a PostgreSQL
+	// store writes a batch in few transactions.
+	JobApply(ctx context.Context, events []*JobEvent) ([]*JobEventResult, error)
+	// JobAttempts returns every ended attempt of a job, oldest first: how
+	// it ended, when, on which runner. The current attempt is in JobList
+	// until it ends.
+	JobAttempts(ctx context.Context, runID, jobID string) ([]*Job, error)
 
 	// OutboxPending returns up to limit events not yet marked published,
 	// oldest first. Every write above records its events in the same
@@ -144,6 +160,51 @@ type JobTransitionParams struct {
 	RunID   string
 	JobID   string
 	Attempt int
+	// Runner names who runs the job; JobStart records it.
+	Runner string
+}
+
+// JobEvent is one event about a job, for Store.JobApply: the arguments of
+// JobQueue (Kind EventQueue), JobStart (EventStart) or JobComplete
+// (EventComplete) as one value.
+type JobEvent struct {
+	Kind    EventKind
+	RunID   string
+	JobID   string
+	Attempt int
+	// Runner names who runs the job (EventStart).
+	Runner string
+	// Outcome, ExitCode, Reason and FailureClass are a completion's
+	// (EventComplete); see JobCompleteParams.
+	Outcome      cikit.JobState
+	ExitCode     int
+	Reason       string
+	FailureClass cikit.FailureClass
+}
+
+func (p *JobTransitionParams) event(kind EventKind) *JobEvent {
+	return &JobEvent{Kind: kind, RunID: p.RunID, JobID: p.JobID, Attempt: p.Attempt, Runner: p.Runner}
+}
+
+func (p *JobCompleteParams) event() *JobEvent {
+	return &JobEvent{Kind: EventComplete, RunID: p.RunID, JobID: p.JobID, Attempt: p.Attempt,
+		Outcome: p.Outcome, ExitCode: p.ExitCode, Reason: p.Reason, FailureClass: p.FailureClass}
+}
+
+// validate refuses an event no store could apply.
+func (e *JobEvent) validate() error {
+	switch e.Kind {
+	case EventQueue, EventStart, EventComplete:
+		return nil
+	}
+	return fmt.Errorf("dag: job event of kind %v: want queue, start or complete", e.Kind)
+}
+
+// JobEventResult answers one event of Store.JobApply: its TransitionResult,
+// or the error that refused it.
+type JobEventResult struct {
+	*TransitionResult
+	Err error
 }
 
 // JobCompleteParams are the arguments of Store.JobComplete.
@@ -206,6 +267,8 @@ type Job struct {
 	Attempt int // starts at 1
 	// ExitCode is set by JobComplete; meaningful only after the job ran.
 	ExitCode int
+	// Runner is who runs or ran the attempt, as JobStart named it.
+	Runner string
 	// Reason explains a terminal state that is not success: a failure
 	// message, the job whose failure skipped this one, a cancellation.
 	Reason     string
@@ -231,11 +294,11 @@ func (j *Job) Duration() time.Duration {
 // recorded is cleared.
 func (j *Job) newAttempt() {
 	j.Attempt++
-	j.ExitCode, j.Reason = 0, ""
+	j.ExitCode, j.Reason, j.Runner = 0, "", ""
 	j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 }
 
 // retryReason records why a job is on a new attempt.
-func retryReason(failed int, c *JobCompleteParams) string {
+func retryReason(failed int, c *JobEvent) string {
 	return fmt.Sprintf("attempt %d failed (%s): %s; retrying", failed, c.FailureClass, c.Reason)
 }

@@ -9,64 +9,77 @@ import (
 
 // write is one store write worked out on a run's current jobs, the same
 // way for every store: which event applies (a covered failure becomes an
-// automatic retry), what changes, and how the changed jobs' records read
-// afterwards. Stores only load the jobs before and persist after.
+// automatic retry, a redelivered completion a repair), what changes, and
+// how the changed jobs' records read afterwards. Stores only load the jobs
+// before and persist after.
 type write struct {
 	ev       Event
-	complete *JobCompleteParams
-	retrying bool // a failure retried on its own: the event's job gets a new attempt
-	// duplicate is set for a completion that was already applied: the
-	// store writes nothing and answers with the run as it is.
-	duplicate bool
+	job      *JobEvent // the job event, nil for run events
+	retrying bool      // a failure retried on its own: the event's job gets a new attempt
 }
 
-// newWrite resolves the event for target (nil for run events) against the
-// jobs of the run, in graph order.
-func newWrite(g *Graph, jobs []*Job, runID string, target *JobTransitionParams, ev Event, complete *JobCompleteParams) (*write, error) {
-	w := &write{ev: ev, complete: complete}
-	if target == nil {
+// newWrite resolves a run event ev, or the job event je when it is not
+// nil, against the jobs of the run, in graph order.
+func newWrite(g *Graph, jobs []*Job, runID string, je *JobEvent, ev Event) (*write, error) {
+	w := &write{ev: ev, job: je}
+	if je == nil {
 		return w, nil
 	}
-	i, ok := g.Index(target.JobID)
+	w.ev = Event{Kind: je.Kind, Outcome: je.Outcome}
+	i, ok := g.Index(je.JobID)
 	if !ok {
-		return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, target.JobID, cikit.ErrNotFound)
+		return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, je.JobID, cikit.ErrNotFound)
 	}
 	j := jobs[i]
-	if j.Attempt != target.Attempt {
-		return nil, &cikit.TransitionError{Job: target.JobID, Attempt: target.Attempt, From: j.State,
+	if j.Attempt != je.Attempt {
+		return nil, &cikit.TransitionError{Job: je.JobID, Attempt: je.Attempt, From: j.State,
 			Reason: fmt.Sprintf("stale attempt: the current attempt is %d", j.Attempt)}
 	}
-	if complete != nil && j.State == complete.Outcome {
-		w.duplicate = true
+	if je.Kind == EventComplete && j.State == je.Outcome {
+		// Redelivered: applied before. Whatever the first delivery
+		// left undone (a scheduler stopped between its steps) is done
+		// now; usually nothing is.
+		w.ev = Event{Kind: EventRepair}
 		return w, nil
 	}
 	w.ev.Job = i
-	if complete != nil && complete.Outcome == cikit.JobFailed && j.State == cikit.JobRunning &&
-		RetryOnFailure(j.Spec, complete.FailureClass, j.Attempt) {
+	if je.Kind == EventComplete && je.Outcome == cikit.JobFailed && j.State == cikit.JobRunning &&
+		RetryOnFailure(j.Spec, je.FailureClass, j.Attempt) {
 		w.ev.Kind, w.retrying = EventRetryJob, true
 	}
 	return w, nil
 }
 
+// applied is what a write changed: the jobs as they are now, in the order
+// of the changes, and the attempts it ended, as they ended.
+type applied struct {
+	changed []*Job
+	ended   []*Job
+}
+
 // apply computes the changes with Next and records them on jobs: states,
-// attempts, times and reasons. It returns copies of the changed jobs, in
-// the order of the changes.
-func (w *write) apply(g *Graph, jobs []*Job, target *JobTransitionParams, now time.Time) ([]*Job, error) {
+// attempts, times, runners and reasons.
+func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
 	states := make([]cikit.JobState, len(jobs))
 	for i, j := range jobs {
 		states[i] = j.State
 	}
 	changes, err := Next(g, states, w.ev)
 	if err != nil {
-		if te, ok := err.(*cikit.TransitionError); ok && target != nil {
-			te.Attempt = target.Attempt
+		if te, ok := err.(*cikit.TransitionError); ok && w.job != nil {
+			te.Attempt = w.job.Attempt
 		}
 		return nil, err
 	}
-	changed := make([]*Job, 0, len(changes))
+	out := &applied{changed: make([]*Job, 0, len(changes))}
 	for k, c := range changes {
 		j := jobs[c.Job]
-		own := k == 0 && w.ev.Kind != EventCancel && w.ev.Kind != EventRetryFailed
+		own := k == 0 && w.job != nil && w.ev.Kind != EventRepair
+		if own && w.retrying {
+			last := j.clone()
+			last.State, last.FinishedAt, last.ExitCode, last.Reason = cikit.JobFailed, now, w.job.ExitCode, w.job.Reason
+			out.ended = append(out.ended, last)
+		}
 		if c.From.Terminal() || own && w.retrying {
 			j.newAttempt()
 		}
@@ -76,24 +89,27 @@ func (w *write) apply(g *Graph, jobs []*Job, target *JobTransitionParams, now ti
 		case c.To == cikit.JobReady:
 			j.ReadyAt = now
 			if own && w.retrying {
-				j.Reason = retryReason(j.Attempt-1, w.complete)
+				j.Reason = retryReason(j.Attempt-1, w.job)
 			}
 		case c.To == cikit.JobQueued:
 			j.QueuedAt = now
 		case c.To == cikit.JobRunning:
-			j.StartedAt = now
+			j.StartedAt, j.Runner = now, w.job.Runner
 		case c.To.Terminal():
 			j.FinishedAt = now
 			switch {
 			case w.ev.Kind == EventCancel:
 				j.Reason = "run cancelled"
-			case own && w.complete != nil:
-				j.ExitCode, j.Reason = w.complete.ExitCode, w.complete.Reason
+			case own:
+				j.ExitCode, j.Reason = w.job.ExitCode, w.job.Reason
 			default:
 				j.Reason = ConsequenceReason(g, states, c.Job)
 			}
 		}
-		changed = append(changed, j.clone())
+		out.changed = append(out.changed, j.clone())
+		if c.To.Terminal() {
+			out.ended = append(out.ended, j.clone())
+		}
 	}
-	return changed, nil
+	return out, nil
 }

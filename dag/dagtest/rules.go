@@ -139,15 +139,39 @@ func checkInvariants(t *rapid.T, g *dag.Graph, run *dag.Run, jobs []*dag.Job) {
 	}
 }
 
+// RulesConfig configures Rules.
+type RulesConfig struct {
+	// Runs is how many cases to generate at most, so a slow store can
+	// run fewer than rapid's -rapid.checks.
+	Runs int
+	// Flush, when set, loses the store's derived state at once, as a
+	// Redis FLUSHALL would; the rules do it at random moments.
+	Flush func(ctx context.Context) error
+}
+
+// Derived is implemented by stores that keep derived state beside the
+// truth: dependency counters that say, for each job that needs others,
+// how many of its needs are not yet satisfied. Rules checks them against
+// a recount after every step and repairs them at random.
+type Derived interface {
+	// DependencyCounters returns the counters present for a run's jobs;
+	// lost ones are absent. A nil map says the store keeps none (it was
+	// configured without them).
+	DependencyCounters(ctx context.Context, runID string) (map[string]int, error)
+	// Repair rebuilds the run's derived state from the truth, and makes
+	// any job whose wakeup was lost move on (see dag.Settle).
+	Repair(ctx context.Context, runID string) (*dag.TransitionResult, error)
+}
+
 // Rules is a rapid state-machine test of a Store against the rules of
 // package dag. Each generated case creates a run of a random DAG in one
 // store made by factory and drives it with random events — queue, start,
-// complete with a random outcome, duplicate, stale and illegal
-// completions, retries of failed jobs once a run fails, and (in some runs)
-// a cancel — checking the safety
-// invariants after every step and the end state once no event applies.
-// It stops generating after maxRuns cases, so a slow store can run fewer
-// than rapid's -rapid.checks:
+// complete with a random outcome, batches of these applied at once by
+// JobApply, duplicate, stale and illegal completions, retries of failed
+// jobs once a run fails, (in some runs) a cancel, and for a Derived store
+// losing its derived state (cfg.Flush) and repairing it — checking the
+// safety invariants after every step and the end state once no event
+// applies:
 //
 //   - SAFETY: no job leaves PENDING before all its needs succeeded or
 //     failed with allow_failure;
@@ -161,12 +185,17 @@ func checkInvariants(t *rapid.T, g *dag.Graph, run *dag.Run, jobs []*dag.Job) {
 //     it implies SKIPPED or CANCELLED); with always and on_failure jobs,
 //     every skip has its cause: an on_success job skips only after a need
 //     did not succeed, an on_failure job only after all did, an always
-//     job never.
-func Rules(t *testing.T, factory Factory, maxRuns int) {
+//     job never;
+//   - for a Derived store: every counter present equals the recount of
+//     the job's needs not satisfied, none is missing unless lost since
+//     the last repair, and a repair finds no job to move (no wakeup was
+//     lost).
+func Rules(t *testing.T, factory Factory, cfg RulesConfig) {
 	store := factory(t, time.Now)
+	derived, _ := store.(Derived)
 	runs := 0
 	rapid.Check(t, func(t *rapid.T) {
-		if runs++; runs > maxRuns {
+		if runs++; runs > cfg.Runs {
 			return
 		}
 		ctx := context.Background()
@@ -179,11 +208,13 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		flushed := false
 		mayCancel := rapid.Bool().Draw(t, "mayCancel")
 		retries := 0
 		cancelled := false
 		jobs, _ := store.JobList(ctx, run.ID)
 		checkInvariants(t, g, run, jobs)
+		checkCounters(t, derived, g, run, jobs, flushed)
 		for step := 0; ; step++ {
 			type action struct {
 				name string
@@ -243,6 +274,27 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 			if !progress {
 				break
 			}
+			if batch := batchEvents(t, step, run.ID, jobs); len(batch) > 1 {
+				actions = append(actions, action{fmt.Sprintf("batch of %d", len(batch)), func() (*dag.TransitionResult, error) {
+					return applyBatch(ctx, store, run.ID, batch)
+				}, true})
+			}
+			if derived != nil {
+				actions = append(actions, action{"repair", func() (*dag.TransitionResult, error) {
+					flushed = false
+					return derived.Repair(ctx, run.ID)
+				}, true})
+				if cfg.Flush != nil {
+					actions = append(actions, action{"flush", func() (*dag.TransitionResult, error) {
+						flushed = true
+						if err := cfg.Flush(ctx); err != nil {
+							return nil, err
+						}
+						r, err := store.RunGet(ctx, run.ID)
+						return &dag.TransitionResult{Run: r}, err
+					}, true})
+				}
+			}
 			// Noise (duplicates of finished completions, illegal
 			// moves) only alongside real progress, so runs end.
 			for _, j := range jobs {
@@ -287,6 +339,9 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 				t.Fatalf("%s: %v", a.name, err)
 			}
 			run = res.Run
+			if a.name == "repair" && len(res.Changed) > 0 {
+				t.Fatalf("repair moved %s (%s): a wakeup was lost", res.Changed[0].ID(), res.Changed[0].State)
+			}
 			changed := map[string]bool{}
 			for _, c := range res.Changed {
 				changed[c.ID()] = true
@@ -307,6 +362,7 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 				}
 			}
 			checkInvariants(t, g, run, jobs)
+			checkCounters(t, derived, g, run, jobs, flushed)
 		}
 		states := statesOf(jobs)
 		failedAbove := requiredFailedAncestor(g, states)
@@ -340,6 +396,108 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 			t.Fatalf("all jobs terminal but run is %s", run.State)
 		}
 	})
+}
+
+// batchEvents draws a batch of events that are all legal now: for a
+// random subset of the jobs that can move, the next event, and sometimes
+// the one after it too (a job queued and started in one batch).
+func batchEvents(t *rapid.T, step int, runID string, jobs []*dag.Job) []*dag.JobEvent {
+	var batch []*dag.JobEvent
+	for _, j := range jobs {
+		var kinds []dag.EventKind
+		switch j.State {
+		case cikit.JobReady:
+			kinds = []dag.EventKind{dag.EventQueue, dag.EventStart, dag.EventComplete}
+		case cikit.JobQueued:
+			kinds = []dag.EventKind{dag.EventStart, dag.EventComplete}
+		case cikit.JobRunning:
+			kinds = []dag.EventKind{dag.EventComplete}
+		default:
+			continue
+		}
+		n := rapid.IntRange(0, len(kinds)).Draw(t, fmt.Sprintf("batch%d-%s", step, j.ID()))
+		for _, k := range kinds[:n] {
+			e := &dag.JobEvent{Kind: k, RunID: runID, JobID: j.ID(), Attempt: j.Attempt, Runner: "runner-" + j.ID()}
+			if k == dag.EventComplete {
+				e.Outcome = rapid.SampledFrom([]cikit.JobState{cikit.JobSucceeded, cikit.JobSucceeded, cikit.JobFailed}).
+					Draw(t, fmt.Sprintf("batch%d-%s-outcome", step, j.ID()))
+				e.FailureClass = cikit.FailureScript
+			}
+			batch = append(batch, e)
+		}
+	}
+	return batch
+}
+
+// applyBatch applies a batch with JobApply and merges the results into
+// one: every event must apply, and a job changed twice is reported as it
+// ended.
+func applyBatch(ctx context.Context, store dag.Store, runID string, batch []*dag.JobEvent) (*dag.TransitionResult, error) {
+	results, err := store.JobApply(ctx, batch)
+	if err != nil {
+		return nil, err
+	}
+	if len(results) != len(batch) {
+		return nil, fmt.Errorf("JobApply answered %d of %d events", len(results), len(batch))
+	}
+	last := map[string]*dag.Job{}
+	var order []string
+	for i, r := range results {
+		if r.Err != nil {
+			return nil, fmt.Errorf("event %d (%v %s): %w", i, batch[i].Kind, batch[i].JobID, r.Err)
+		}
+		for _, c := range r.Changed {
+			if _, ok := last[c.ID()]; !ok {
+				order = append(order, c.ID())
+			}
+			last[c.ID()] = c
+		}
+	}
+	merged := &dag.TransitionResult{}
+	for _, id := range order {
+		merged.Changed = append(merged.Changed, last[id])
+	}
+	merged.Run, err = store.RunGet(ctx, runID)
+	return merged, err
+}
+
+// checkCounters checks a Derived store's counters against a recount from
+// the jobs' states: each present counter equals the number of the job's
+// needs not satisfied, and none is missing unless lost since the last
+// repair.
+func checkCounters(t *rapid.T, d Derived, g *dag.Graph, run *dag.Run, jobs []*dag.Job, flushed bool) {
+	if d == nil {
+		return
+	}
+	counters, err := d.DependencyCounters(context.Background(), run.ID)
+	if err != nil {
+		t.Fatalf("DependencyCounters: %v", err)
+	}
+	if counters == nil {
+		return
+	}
+	for i, j := range jobs {
+		parents := g.Parents(i)
+		if len(parents) == 0 {
+			if _, ok := counters[j.ID()]; ok {
+				t.Fatalf("job %s needs nothing but has a counter", j.ID())
+			}
+			continue
+		}
+		want := 0
+		for _, p := range parents {
+			if !dag.Satisfied(jobs[p].State, g.Node(p).AllowFailure) {
+				want++
+			}
+		}
+		got, ok := counters[j.ID()]
+		switch {
+		case !ok && !flushed:
+			t.Fatalf("job %s has no counter, and none was lost", j.ID())
+		case ok && got != want:
+			t.Fatalf("job %s: counter %d, recount from its needs %d: %v", j.ID(), got, want, statesOf(jobs))
+		}
+	}
 }
 
 func must(i int, ok bool) int {

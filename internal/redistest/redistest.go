@@ -84,11 +84,22 @@ func New(t testing.TB) *NS {
 	return ns
 }
 
+// Flush deletes every key of the namespace now: a test's FLUSHALL, which
+// leaves other tests' keys alone.
+func (n *NS) Flush(ctx context.Context) error {
+	return n.deleteIn(ctx)
+}
+
 // deleteAll runs as a cleanup, when t.Context() is already canceled.
-// UNLINK frees the memory off the server's main thread.
 func (n *NS) deleteAll() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	return n.deleteIn(ctx)
+}
+
+// deleteIn deletes the namespace's keys. UNLINK frees the memory off the
+// server's main thread.
+func (n *NS) deleteIn(ctx context.Context) error {
 	// The prefix holds only hex, letters and ":", none of which are glob
 	// metacharacters, so it needs no escaping in MATCH.
 	iter := n.Client.Scan(ctx, 0, n.Prefix+"*", scanBatch).Iterator()

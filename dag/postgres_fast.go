@@ -1,0 +1,524 @@
+package dag
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/cikit/cikit"
+)
+
+// runGraph is a run's graph and compiled specs, which never change once
+// the run exists, so a store keeps them in memory.
+type runGraph struct {
+	g     *Graph
+	specs []*cikit.JobSpec
+}
+
+// defaultGraphCache is how many runs' graphs a PostgresStore keeps.
+const defaultGraphCache = 4096
+
+// graphCache holds the graphs of recently used runs.
+type graphCache struct {
+	mu  sync.Mutex
+	m   map[string]*runGraph
+	max int
+}
+
+func (c *graphCache) get(runID string) (*runGraph, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	rg, ok := c.m[runID]
+	return rg, ok
+}
+
+func (c *graphCache) put(runID string, rg *runGraph) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil {
+		c.m = make(map[string]*runGraph)
+	}
+	if len(c.m) >= c.max {
+		for id := range c.m { // any one: map order is random
+			delete(c.m, id)
+			break
+		}
+	}
+	c.m[runID] = rg
+}
+
+// querier is what graph needs of a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// graph returns a run's graph, from the cache or from its jobs' specs.
+func (s *PostgresStore) graph(ctx context.Context, q querier, runID string) (*runGraph, error) {
+	if rg, ok := s.graphs.get(runID); ok {
+		return rg, nil
+	}
+	rows, err := q.Query(ctx, `SELECT spec FROM jobs WHERE run_id = $1 ORDER BY position`, runID)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	specs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*cikit.JobSpec, error) {
+		var data []byte
+		if err := row.Scan(&data); err != nil {
+			return nil, err
+		}
+		spec := &cikit.JobSpec{}
+		if err := json.Unmarshal(data, spec); err != nil {
+			return nil, fmt.Errorf("dag: run %q: a stored job spec is corrupt: %w", runID, err)
+		}
+		return spec, nil
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	if len(specs) == 0 { // every run has jobs
+		return nil, fmt.Errorf("dag: run %q: %w", runID, cikit.ErrNotFound)
+	}
+	g, err := FromSpecs(specs)
+	if err != nil {
+		return nil, fmt.Errorf("dag: run %q: stored jobs do not form a graph: %w", runID, err)
+	}
+	rg := &runGraph{g: g, specs: specs}
+	s.graphs.put(runID, rg)
+	return rg, nil
+}
+
+func cloneSpecs(specs []*cikit.JobSpec) []*cikit.JobSpec {
+	out := make([]*cikit.JobSpec, len(specs))
+	for i, s := range specs {
+		out[i] = s.Clone()
+	}
+	return out
+}
+
+// refusal reports whether err refuses one event rather than saying the
+// store failed.
+func refusal(err error) bool {
+	return errors.Is(err, cikit.ErrInvalidTransition) || errors.Is(err, cikit.ErrNotFound) || errors.Is(err, cikit.ErrConflict)
+}
+
+func (s *PostgresStore) JobApply(ctx context.Context, evs []*JobEvent) ([]*JobEventResult, error) {
+	out := make([]*JobEventResult, len(evs))
+	todo := make([]int, 0, len(evs))
+	for i, e := range evs {
+		if err := e.validate(); err != nil {
+			out[i] = &JobEventResult{Err: err}
+			continue
+		}
+		todo = append(todo, i)
+	}
+	// Rounds of at most one event per job keep a job's events in order.
+	for len(todo) > 0 {
+		seen := make(map[[2]string]bool, len(todo))
+		var round, rest []int
+		for _, i := range todo {
+			k := [2]string{evs[i].RunID, evs[i].JobID}
+			if seen[k] {
+				rest = append(rest, i)
+				continue
+			}
+			seen[k] = true
+			round = append(round, i)
+		}
+		if err := s.applyRound(ctx, evs, round, out); err != nil {
+			return nil, err
+		}
+		todo = rest
+	}
+	return out, nil
+}
+
+// fastEvent is an event the fast path may apply.
+type fastEvent struct {
+	i   int // index in the batch
+	e   *JobEvent
+	rg  *runGraph
+	job int // index in the graph
+}
+
+// applyRound applies events about distinct jobs: those the fast path can
+// take in one batch, the others (and those the fast path found it could
+// not apply after all) one by one on the locked path.
+func (s *PostgresStore) applyRound(ctx context.Context, evs []*JobEvent, round []int, out []*JobEventResult) error {
+	var fast []*fastEvent
+	var slow []int
+	for _, i := range round {
+		e := evs[i]
+		rg, err := s.graph(ctx, s.pool, e.RunID)
+		if err != nil {
+			if !refusal(err) {
+				return err
+			}
+			out[i] = &JobEventResult{Err: err}
+			continue
+		}
+		j, ok := rg.g.Index(e.JobID)
+		switch {
+		case !ok:
+			out[i] = &JobEventResult{Err: fmt.Errorf("dag: run %q has no job %q: %w", e.RunID, e.JobID, cikit.ErrNotFound)}
+		case fastEligible(rg, j, e):
+			fast = append(fast, &fastEvent{i: i, e: e, rg: rg, job: j})
+		default:
+			slow = append(slow, i)
+		}
+	}
+	if len(fast) > 0 {
+		missed, err := s.fast(ctx, fast, out)
+		if err != nil {
+			return err
+		}
+		slow = append(slow, missed...)
+	}
+	for _, i := range slow {
+		res, err := s.transition(ctx, evs[i].RunID, evs[i], Event{})
+		if err != nil && !refusal(err) {
+			return err
+		}
+		out[i] = &JobEventResult{TransitionResult: res, Err: err}
+	}
+	return nil
+}
+
+// fastEligible reports whether event e about job i can take the fast
+// path: its effect is the job's own change and, for a completion, jobs
+// that need it becoming READY, nothing else. A completion qualifies when
+// it satisfies the jobs needing it (success, or an allowed failure that
+// is not retried) and they all run on success: skips, retries, the
+// decisions of always and on_failure jobs and the end of a run are the
+// locked path's.
+func fastEligible(rg *runGraph, i int, e *JobEvent) bool {
+	spec := rg.specs[i]
+	switch e.Kind {
+	case EventQueue:
+		return spec.Concurrency == nil
+	case EventStart:
+		return true
+	case EventComplete:
+		satisfied := e.Outcome == cikit.JobSucceeded ||
+			e.Outcome == cikit.JobFailed && spec.AllowFailure && !RetryOnFailure(spec, e.FailureClass, e.Attempt)
+		children := rg.g.Children(i)
+		if !satisfied || len(children) == 0 {
+			return false
+		}
+		for _, c := range children {
+			if w := rg.g.Node(c).When; w == cikit.WhenAlways || w == cikit.WhenOnFailure {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
+// fastUpdate is the conditional update of the fast path: each job moves
+// only from the state its event starts from, at the event's attempt; a
+// completion only while some job that needs it is still PENDING, so that
+// it cannot be the event that ends the run.
+const fastUpdate = `UPDATE jobs j SET state = v.to_state,
+		queued_at = CASE WHEN v.kind = 1 THEN $10::timestamptz ELSE j.queued_at END,
+		started_at = CASE WHEN v.kind = 2 THEN $10::timestamptz ELSE j.started_at END,
+		runner = CASE WHEN v.kind = 2 THEN v.runner ELSE j.runner END,
+		finished_at = CASE WHEN v.kind = 3 THEN $10::timestamptz ELSE j.finished_at END,
+		exit_code = CASE WHEN v.kind = 3 THEN v.exit_code ELSE j.exit_code END,
+		reason = CASE WHEN v.kind = 3 THEN v.reason ELSE j.reason END
+	FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::int[], $9::text[])
+		AS v(run_id, job_id, attempt, kind, from_state, to_state, runner, exit_code, reason)
+	WHERE j.run_id = v.run_id AND j.job_id = v.job_id AND j.attempt = v.attempt AND j.state = v.from_state
+		AND (v.kind <> 3 OR EXISTS (SELECT 1 FROM job_deps d JOIN jobs c ON c.run_id = d.run_id AND c.job_id = d.job_id
+			WHERE d.run_id = j.run_id AND d.needs_job_id = j.job_id AND c.state = 'pending'))
+	RETURNING j.run_id, j.job_id, j.state, j.attempt, j.exit_code, j.reason, j.runner,
+		j.ready_at, j.queued_at, j.started_at, j.finished_at`
+
+// lockRuns takes the shared lock of fast writes on runs' rows and reads
+// them: the locked path's exclusive lock waits for it, and it for that.
+const lockRuns = `SELECT id, state, created_at, finished_at, idempotency_key FROM pipeline_runs
+	WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`
+
+// lockChildren locks PENDING jobs before readyChildren counts their needs:
+// two writes completing two needs of one job take turns here, and the
+// second sees the first's need satisfied.
+const lockChildren = `SELECT c.job_id FROM jobs c
+	JOIN unnest($1::text[], $2::text[]) AS v(run_id, job_id) ON c.run_id = v.run_id AND c.job_id = v.job_id
+	WHERE c.state = 'pending' ORDER BY c.run_id, c.job_id FOR UPDATE OF c`
+
+// readyChildren makes READY the PENDING jobs whose needs are all
+// satisfied: SUCCEEDED, or FAILED with allow_failure.
+const readyChildren = `UPDATE jobs c SET state = 'ready', ready_at = $3
+	FROM unnest($1::text[], $2::text[]) AS v(run_id, job_id)
+	WHERE c.run_id = v.run_id AND c.job_id = v.job_id AND c.state = 'pending'
+		AND NOT EXISTS (SELECT 1 FROM job_deps d JOIN jobs p ON p.run_id = d.run_id AND p.job_id = d.needs_job_id
+			WHERE d.run_id = c.run_id AND d.job_id = c.job_id
+				AND NOT (p.state = 'succeeded' OR p.state = 'failed' AND p.allow_failure))
+	RETURNING c.run_id, c.job_id, c.state, c.attempt, c.exit_code, c.reason, c.runner,
+		c.ready_at, c.queued_at, c.started_at, c.finished_at`
+
+// fast applies events in one batch: a transaction of conditional updates,
+// then, with Redis, the count-down of the jobs that need the completed
+// ones and a second transaction making those whose count reached zero
+// READY; without Redis, the first transaction makes them READY itself.
+// It fills out for the events it applied and returns the indexes of
+// those it did not (a state or attempt other than expected, or a
+// completion that turned out to end the run), for the locked path to
+// apply or refuse.
+func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobEventResult) ([]int, error) {
+	slices.SortFunc(fast, func(a, b *fastEvent) int { // one lock order for all writers
+		return cmp.Or(cmp.Compare(a.e.RunID, b.e.RunID), cmp.Compare(a.e.JobID, b.e.JobID))
+	})
+	now := s.now()
+	var (
+		runs    map[string]*Run
+		own     map[[2]string]*Job
+		readied []*Job
+		missed  []int
+		edges   []edge
+	)
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		runs, own, err = s.fastUpdate(ctx, tx, fast, now)
+		if err != nil {
+			return err
+		}
+		missed, edges = nil, nil
+		b := &pgx.Batch{}
+		var queuedRuns []string
+		var ended []*Job
+		for _, f := range fast {
+			j, ok := own[[2]string{f.e.RunID, f.e.JobID}]
+			if !ok {
+				missed = append(missed, f.i)
+				continue
+			}
+			j.Spec = f.rg.specs[f.job]
+			switch f.e.Kind {
+			case EventQueue:
+				queuedRuns = append(queuedRuns, f.e.RunID)
+			case EventComplete:
+				ended = append(ended, j)
+				for _, c := range f.rg.g.Children(f.job) {
+					edges = append(edges, edge{Run: f.e.RunID, Child: f.rg.g.Node(c).ID, Parent: f.e.JobID})
+				}
+			}
+		}
+		readied = nil
+		if s.counters == nil && len(edges) > 0 {
+			if readied, err = s.readyChildren(ctx, tx, edges, now); err != nil {
+				return err
+			}
+		}
+		if len(queuedRuns) > 0 {
+			b.Queue(`UPDATE pipeline_runs SET state = 'running' WHERE id = ANY($1) AND state = 'pending'`, queuedRuns)
+			for _, id := range queuedRuns {
+				runs[id].State = cikit.RunRunning
+			}
+		}
+		queueAttempts(b, ended)
+		var changed []*Job
+		for _, f := range fast {
+			if j, ok := own[[2]string{f.e.RunID, f.e.JobID}]; ok {
+				changed = append(changed, j)
+			}
+		}
+		queueOutbox(b, events(newEventID, now, &Run{}, false, append(changed, readied...)))
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
+			return interpretError(err)
+		}
+		return s.step("fast:written")
+	})
+	if err != nil {
+		return nil, err
+	}
+	if s.counters != nil && len(edges) > 0 {
+		if err := s.step("fast:committed"); err != nil {
+			return nil, err
+		}
+		if check := s.counters.countDown(ctx, edges); len(check) > 0 {
+			if err := s.step("fast:counted"); err != nil {
+				return nil, err
+			}
+			if readied, err = s.readyChecked(ctx, check, now); err != nil {
+				return nil, err
+			}
+		}
+	}
+	// Each job made READY is told with the first event that counted one
+	// of its needs.
+	byChild := make(map[[2]string]*Job, len(readied))
+	for _, c := range readied {
+		byChild[[2]string{c.RunID, c.ID()}] = c
+	}
+	for _, f := range fast {
+		j, ok := own[[2]string{f.e.RunID, f.e.JobID}]
+		if !ok {
+			continue
+		}
+		res := &TransitionResult{Changed: []*Job{j.clone()}}
+		if f.e.Kind == EventComplete {
+			for _, c := range f.rg.g.Children(f.job) {
+				k := [2]string{f.e.RunID, f.rg.g.Node(c).ID}
+				if rj, ok := byChild[k]; ok {
+					res.Changed = append(res.Changed, rj.clone())
+					delete(byChild, k)
+				}
+			}
+		}
+		run := *runs[f.e.RunID]
+		res.Run = &run
+		out[f.i] = &JobEventResult{TransitionResult: res}
+	}
+	return missed, nil
+}
+
+// fastUpdate locks the events' runs (shared) and applies their
+// conditional updates, returning the runs and the jobs that moved.
+func (s *PostgresStore) fastUpdate(ctx context.Context, tx pgx.Tx, fast []*fastEvent, now time.Time) (map[string]*Run, map[[2]string]*Job, error) {
+	var runIDs, runIDsPerEvent, jobIDs, from, to, runners, reasons []string
+	var attempts, kinds, exitCodes []int
+	for _, f := range fast {
+		if len(runIDs) == 0 || runIDs[len(runIDs)-1] != f.e.RunID {
+			runIDs = append(runIDs, f.e.RunID)
+		}
+		var fs, ts cikit.JobState
+		switch f.e.Kind {
+		case EventQueue:
+			fs, ts = cikit.JobReady, cikit.JobQueued
+		case EventStart:
+			fs, ts = cikit.JobQueued, cikit.JobRunning
+		case EventComplete:
+			fs, ts = cikit.JobRunning, f.e.Outcome
+		}
+		runIDsPerEvent, jobIDs, attempts = append(runIDsPerEvent, f.e.RunID), append(jobIDs, f.e.JobID), append(attempts, f.e.Attempt)
+		kinds, from, to = append(kinds, int(f.e.Kind)), append(from, string(fs)), append(to, string(ts))
+		runners, exitCodes, reasons = append(runners, f.e.Runner), append(exitCodes, f.e.ExitCode), append(reasons, f.e.Reason)
+	}
+	b := &pgx.Batch{}
+	b.Queue(lockRuns, runIDs)
+	b.Queue(fastUpdate, runIDsPerEvent, jobIDs, attempts, kinds, from, to, runners, exitCodes, reasons, now)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, interpretError(err)
+	}
+	runs := make(map[string]*Run, len(runIDs))
+	for rows.Next() {
+		r := &Run{}
+		var finished *time.Time
+		var key *string
+		if err := rows.Scan(&r.ID, &r.State, &r.CreatedAt, &finished, &key); err != nil {
+			return nil, nil, interpretError(err)
+		}
+		r.CreatedAt, r.FinishedAt = r.CreatedAt.UTC(), deref(finished)
+		if key != nil {
+			r.IdempotencyKey = *key
+		}
+		runs[r.ID] = r
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, interpretError(err)
+	}
+	rows, err = br.Query()
+	if err != nil {
+		return nil, nil, interpretError(err)
+	}
+	moved, err := scanJobs(rows)
+	if err != nil {
+		return nil, nil, err
+	}
+	own := make(map[[2]string]*Job, len(moved))
+	for _, j := range moved {
+		own[[2]string{j.RunID, j.Spec.ID}] = j
+	}
+	return runs, own, br.Close()
+}
+
+// scanJobs reads the jobs RETURNING clauses of the fast path list. Their
+// Spec holds only the ID until the caller sets it.
+func scanJobs(rows pgx.Rows) ([]*Job, error) {
+	defer rows.Close()
+	var out []*Job
+	for rows.Next() {
+		j := &Job{Spec: &cikit.JobSpec{}}
+		var ready, queued, started, finished *time.Time
+		if err := rows.Scan(&j.RunID, &j.Spec.ID, &j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner,
+			&ready, &queued, &started, &finished); err != nil {
+			return nil, interpretError(err)
+		}
+		j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
+		out = append(out, j)
+	}
+	return out, interpretError(rows.Err())
+}
+
+// readyChildren makes READY, in tx, the children of edges whose needs are
+// all satisfied, and returns them with their specs.
+func (s *PostgresStore) readyChildren(ctx context.Context, tx pgx.Tx, edges []edge, now time.Time) ([]*Job, error) {
+	seen := make(map[[2]string]bool, len(edges))
+	var runs, ids []string
+	for _, e := range edges {
+		if k := [2]string{e.Run, e.Child}; !seen[k] {
+			seen[k] = true
+			runs, ids = append(runs, e.Run), append(ids, e.Child)
+		}
+	}
+	b := &pgx.Batch{}
+	b.Queue(lockChildren, runs, ids)
+	b.Queue(readyChildren, runs, ids, now)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, interpretError(err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	readied, err := scanJobs(rows)
+	if err != nil {
+		return nil, err
+	}
+	for _, j := range readied {
+		rg, err := s.graph(ctx, s.pool, j.RunID)
+		if err != nil {
+			return nil, err
+		}
+		i, _ := rg.g.Index(j.Spec.ID)
+		j.Spec = rg.specs[i]
+	}
+	return readied, br.Close()
+}
+
+// readyChecked is the second transaction of a fast completion with Redis:
+// the jobs whose count reached zero, or whose counter is missing, are
+// checked against PostgreSQL and made READY.
+func (s *PostgresStore) readyChecked(ctx context.Context, check []edge, now time.Time) ([]*Job, error) {
+	var readied []*Job
+	err := s.inTx(ctx, func(tx pgx.Tx) error {
+		var runIDs []string
+		for _, e := range check {
+			runIDs = append(runIDs, e.Run)
+		}
+		slices.Sort(runIDs)
+		if _, err := tx.Exec(ctx, lockRuns, slices.Compact(runIDs)); err != nil {
+			return interpretError(err)
+		}
+		var err error
+		if readied, err = s.readyChildren(ctx, tx, check, now); err != nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		queueOutbox(b, events(newEventID, now, &Run{}, false, readied))
+		return interpretError(tx.SendBatch(ctx, b).Close())
+	})
+	return readied, err
+}
