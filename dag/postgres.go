@@ -380,7 +380,7 @@ func (s *PostgresStore) jobs(ctx context.Context, tx pgx.Tx, runID string, lock 
 	}
 	if lock {
 		var one int
-		if err := tx.QueryRow(ctx, `SELECT 1 FROM pipeline_runs WHERE id = $1 FOR UPDATE`, runID).Scan(&one); err != nil {
+		if err := tx.QueryRow(ctx, `SELECT 1 FROM pipeline_runs WHERE id = $1 AND pg_advisory_xact_lock(hashtextextended(id, 0)) IS NOT NULL`, runID).Scan(&one); err != nil {
 			return nil, nil, fmt.Errorf("dag: run %q: %w", runID, interpretError(err))
 		}
 	}

@@ -243,7 +243,7 @@ const fastUpdate = `UPDATE jobs j SET state = v.to_state,
 // lockRuns takes the shared lock of fast writes on runs' rows and reads
 // them: the locked path's exclusive lock waits for it, and it for that.
 const lockRuns = `SELECT id, state, created_at, finished_at, idempotency_key FROM pipeline_runs
-	WHERE id = ANY($1) ORDER BY id FOR KEY SHARE`
+	WHERE id = ANY($1) AND pg_advisory_xact_lock_shared(hashtextextended(id, 0)) IS NOT NULL ORDER BY id`
 
 // lockChildren locks PENDING jobs before readyChildren counts their needs:
 // two writes completing two needs of one job take turns here, and the
