@@ -59,6 +59,19 @@ type Store interface {
 	// a no-op that returns no changes, so redelivered completion events
 	// are harmless; one of an attempt that was since retried is stale.
 	JobComplete(ctx context.Context, params *JobCompleteParams) (*TransitionResult, error)
+	// JobsExpire fails the jobs of every run that are past a deadline at
+	// params.Now (EventExpire): RUNNING jobs that started longer ago than
+	// their spec's Timeout, or params.DefaultTimeout when it has none,
+	// and READY or QUEUED jobs that became ready longer ago than
+	// params.MaxQueueTime. Each failure is its own transition, applied
+	// as a JobComplete failure of class cikit.FailureTimeout with exit
+	// code -1 (so the job's retry policy applies) and conditional on the
+	// attempt and state the job was found in: a job that moved on
+	// meanwhile is left alone. It returns the results of the transitions
+	// that changed something, runs in ID order and each run's jobs in
+	// plan order. Only store failures are errors; with one, the results
+	// of the transitions applied before it come with it.
+	JobsExpire(ctx context.Context, params *ExpireParams) ([]*TransitionResult, error)
 
 	// OutboxPending returns up to limit events not yet marked published,
 	// oldest first. Every write above records its events in the same

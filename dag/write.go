@@ -41,7 +41,8 @@ func newWrite(g *Graph, jobs []*Job, runID string, target *JobTransitionParams, 
 		return w, nil
 	}
 	w.ev.Job = i
-	if complete != nil && complete.Outcome == cikit.JobFailed && j.State == cikit.JobRunning &&
+	failing := j.State == cikit.JobRunning || ev.Kind == EventExpire && waiting(j.State)
+	if complete != nil && complete.Outcome == cikit.JobFailed && failing &&
 		RetryOnFailure(j.Spec, complete.FailureClass, j.Attempt) {
 		w.ev.Kind, w.retrying = EventRetryJob, true
 	}

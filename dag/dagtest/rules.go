@@ -144,7 +144,7 @@ func checkInvariants(t *rapid.T, g *dag.Graph, run *dag.Run, jobs []*dag.Job) {
 // store made by factory and drives it with random events — queue, start,
 // complete with a random outcome, duplicate, stale and illegal
 // completions, retries of failed jobs once a run fails, and (in some runs)
-// a cancel — checking the safety
+// a cancel and an expiry of every active job — checking the safety
 // invariants after every step and the end state once no event applies.
 // It stops generating after maxRuns cases, so a slow store can run fewer
 // than rapid's -rapid.checks:
@@ -180,6 +180,8 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 			t.Fatal(err)
 		}
 		mayCancel := rapid.Bool().Draw(t, "mayCancel")
+		mayExpire := rapid.Bool().Draw(t, "mayExpire")
+		expired := false
 		retries := 0
 		cancelled := false
 		jobs, _ := store.JobList(ctx, run.ID)
@@ -234,6 +236,12 @@ func Rules(t *testing.T, factory Factory, maxRuns int) {
 				actions = append(actions, action{"cancel", func() (*dag.TransitionResult, error) {
 					cancelled = true
 					return store.RunCancel(ctx, run.ID)
+				}, true})
+			}
+			if mayExpire && !expired && !run.State.Terminal() {
+				actions = append(actions, action{"expire", func() (*dag.TransitionResult, error) {
+					expired = true
+					return expireAll(ctx, store, run.ID)
 				}, true})
 			}
 			var progress bool
