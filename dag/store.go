@@ -69,8 +69,9 @@ type Store interface {
 	// attempt and state the job was found in: a job that moved on
 	// meanwhile is left alone. It returns the results of the transitions
 	// that changed something, runs in ID order and each run's jobs in
-	// plan order. Only store failures are errors; with one, the results
-	// of the transitions applied before it come with it.
+	// plan order. Only invalid params and store failures are errors;
+	// with a store failure come the results of the transitions applied
+	// before it.
 	JobsExpire(ctx context.Context, params *ExpireParams) ([]*TransitionResult, error)
 
 	// OutboxPending returns up to limit events not yet marked published,
