@@ -11,9 +11,9 @@
 // # The rules
 //
 // Next is the whole scheduling rule as a pure function of the graph, the
-// job states and one event (queue, start, complete, cancel). When a job
-// finishes, every job whose needs are all satisfied — SUCCEEDED, or FAILED
-// with allow_failure — becomes READY; a job that failed without
+// job states and one event (queue, start, complete, cancel, expire). When
+// a job finishes, every job whose needs are all satisfied — SUCCEEDED, or
+// FAILED with allow_failure — becomes READY; a job that failed without
 // allow_failure makes all its descendants SKIPPED. RunStatus aggregates
 // job states into the run's state. A job the compiler decided never runs
 // (Node.Never) starts SKIPPED with everything that needs it, and fails
@@ -36,9 +36,11 @@
 // transactions, and idempotent creation by key. Every write records its
 // events in the same transaction, in an outbox a relay publishes from
 // (OutboxPending, OutboxMarkPublished). Both pass one conformance suite,
-// dagtest.Exercise, which a platform team can run on a store of its own. A Driver runs one run to its
-// end in this process on an Executor, up to Parallel jobs at once; it is
-// the scheduler loop of `cikit run`.
+// dagtest.Exercise, which a platform team can run on a store of its own.
+// JobsExpire fails the jobs past their timeout or the max queue time, and
+// Report summarises a run with the critical path of its actual durations.
+// A Driver runs one run to its end in this process on an Executor, up to
+// Parallel jobs at once; it is the scheduler loop of `cikit run`.
 //
 // # Stability
 //

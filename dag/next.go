@@ -21,8 +21,9 @@ const (
 	// CANCELLED; RUNNING jobs become CANCEL_REQUESTED until their executor
 	// reports, because only the executor can stop them.
 	EventCancel
-	// EventRetryJob gives a RUNNING job that failed a new attempt: it is
-	// READY again (an automatic retry).
+	// EventRetryJob gives a job that failed a new attempt: it is READY
+	// again (an automatic retry). The job is RUNNING, or READY or QUEUED
+	// when it expired waiting for a runner.
 	EventRetryJob
 	// EventRetryFailed starts a new attempt of a finished run's failed,
 	// skipped and cancelled jobs; the jobs that succeeded are kept with
@@ -32,6 +33,10 @@ const (
 	// (see Settle): what a redelivered completion does after a scheduler
 	// died between the steps of handling the first delivery.
 	EventRepair
+	// EventExpire fails a job that is past a deadline: a RUNNING job that
+	// outlived its timeout, or a READY or QUEUED one that waited too long
+	// for a runner. The failure has the consequences of any other.
+	EventExpire
 )
 
 func (k EventKind) String() string {
@@ -50,6 +55,8 @@ func (k EventKind) String() string {
 		return "retry-job"
 	case EventRepair:
 		return "repair"
+	case EventExpire:
+		return "expire"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -63,6 +70,9 @@ type Event struct {
 	// Outcome is the terminal state reported by EventComplete:
 	// JobSucceeded, JobFailed or JobCancelled.
 	Outcome cikit.JobState
+	// seen, when set, is the state the job was in when the event was
+	// decided on: the event applies only if the job is still in it.
+	seen cikit.JobState
 }
 
 // Change is one job's state change, caused by an event directly or as its
@@ -154,8 +164,16 @@ func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
 		want, to = cikit.JobReady, cikit.JobQueued
 	case EventStart:
 		want, to = cikit.JobQueued, cikit.JobRunning
-	case EventRetryJob:
-		want, to = cikit.JobRunning, cikit.JobReady
+	case EventRetryJob, EventExpire:
+		to = cikit.JobFailed
+		if ev.Kind == EventRetryJob {
+			to = cikit.JobReady
+		}
+		if from != cikit.JobRunning && !waiting(from) {
+			return nil, &cikit.TransitionError{Job: g.Node(ev.Job).ID, From: from, To: to,
+				Reason: fmt.Sprintf("%s needs the job to be ready, queued or running", ev.Kind)}
+		}
+		want = from
 	case EventComplete:
 		want, to = cikit.JobRunning, ev.Outcome
 		switch ev.Outcome {
@@ -169,6 +187,10 @@ func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
 	}
 	if ev.Kind == EventComplete && from == cikit.JobCancelRequested {
 		want = from // an executor told to stop reports how the job ended
+	}
+	if ev.seen != "" && from != ev.seen {
+		return nil, &cikit.TransitionError{Job: g.Node(ev.Job).ID, From: from, To: to,
+			Reason: fmt.Sprintf("the job is no longer %s", ev.seen)}
 	}
 	if from != want {
 		return nil, &cikit.TransitionError{Job: g.Node(ev.Job).ID, From: from, To: to,

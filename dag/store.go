@@ -75,6 +75,20 @@ type Store interface {
 	// it ended, when, on which runner. The current attempt is in JobList
 	// until it ends.
 	JobAttempts(ctx context.Context, runID, jobID string) ([]*Job, error)
+	// JobsExpire fails the jobs of every run that are past a deadline at
+	// params.Now (EventExpire): RUNNING jobs that started longer ago than
+	// their spec's Timeout, or params.DefaultTimeout when it has none,
+	// and READY or QUEUED jobs that became ready longer ago than
+	// params.MaxQueueTime. Each failure is its own transition, applied
+	// as a JobComplete failure of class cikit.FailureTimeout with exit
+	// code -1 (so the job's retry policy applies) and conditional on the
+	// attempt and state the job was found in: a job that moved on
+	// meanwhile is left alone. It returns the results of the transitions
+	// that changed something, runs in ID order and each run's jobs in
+	// plan order. Only invalid params and store failures are errors;
+	// with a store failure come the results of the transitions applied
+	// before it.
+	JobsExpire(ctx context.Context, params *ExpireParams) ([]*TransitionResult, error)
 
 	// OutboxPending returns up to limit events not yet marked published,
 	// oldest first. Every write above records its events in the same
@@ -180,6 +194,9 @@ type JobEvent struct {
 	ExitCode     int
 	Reason       string
 	FailureClass cikit.FailureClass
+	// seen, when set, is the state the job was in when the event was
+	// decided on (EventExpire): it applies only if the job still is.
+	seen cikit.JobState
 }
 
 func (p *JobTransitionParams) event(kind EventKind) *JobEvent {

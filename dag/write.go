@@ -25,7 +25,7 @@ func newWrite(g *Graph, jobs []*Job, runID string, je *JobEvent, ev Event) (*wri
 	if je == nil {
 		return w, nil
 	}
-	w.ev = Event{Kind: je.Kind, Outcome: je.Outcome}
+	w.ev = Event{Kind: je.Kind, Outcome: je.Outcome, seen: je.seen}
 	i, ok := g.Index(je.JobID)
 	if !ok {
 		return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, je.JobID, cikit.ErrNotFound)
@@ -43,7 +43,8 @@ func newWrite(g *Graph, jobs []*Job, runID string, je *JobEvent, ev Event) (*wri
 		return w, nil
 	}
 	w.ev.Job = i
-	if je.Kind == EventComplete && je.Outcome == cikit.JobFailed && j.State == cikit.JobRunning &&
+	failing := j.State == cikit.JobRunning || je.Kind == EventExpire && waiting(j.State)
+	if (je.Kind == EventComplete || je.Kind == EventExpire) && je.Outcome == cikit.JobFailed && failing &&
 		RetryOnFailure(j.Spec, je.FailureClass, j.Attempt) {
 		w.ev.Kind, w.retrying = EventRetryJob, true
 	}

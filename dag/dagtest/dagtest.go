@@ -496,6 +496,8 @@ func Exercise(t *testing.T, factory Factory) {
 		require.Equal(t, ev{dag.EventPipelineCompleted, "", "failed"}, got[len(got)-1], "the run's completion comes last, once")
 	})
 
+	t.Run("Expire", func(t *testing.T) { exerciseExpire(t, factory) })
+
 	t.Run("RunsAreSeparate", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()

@@ -168,10 +168,10 @@ type Derived interface {
 // store made by factory and drives it with random events — queue, start,
 // complete with a random outcome, batches of these applied at once by
 // JobApply, duplicate, stale and illegal completions, retries of failed
-// jobs once a run fails, (in some runs) a cancel, and for a Derived store
-// losing its derived state (cfg.Flush) and repairing it — checking the
-// safety invariants after every step and the end state once no event
-// applies:
+// jobs once a run fails, (in some runs) a cancel and an expiry of every
+// active job, and for a Derived store losing its derived state
+// (cfg.Flush) and repairing it — checking the safety invariants after
+// every step and the end state once no event applies:
 //
 //   - SAFETY: no job leaves PENDING before all its needs succeeded or
 //     failed with allow_failure;
@@ -210,6 +210,8 @@ func Rules(t *testing.T, factory Factory, cfg RulesConfig) {
 		}
 		flushed := false
 		mayCancel := rapid.Bool().Draw(t, "mayCancel")
+		mayExpire := rapid.Bool().Draw(t, "mayExpire")
+		expired := false
 		retries := 0
 		cancelled := false
 		jobs, _ := store.JobList(ctx, run.ID)
@@ -265,6 +267,12 @@ func Rules(t *testing.T, factory Factory, cfg RulesConfig) {
 				actions = append(actions, action{"cancel", func() (*dag.TransitionResult, error) {
 					cancelled = true
 					return store.RunCancel(ctx, run.ID)
+				}, true})
+			}
+			if mayExpire && !expired && !run.State.Terminal() {
+				actions = append(actions, action{"expire", func() (*dag.TransitionResult, error) {
+					expired = true
+					return expireAll(ctx, store, run.ID)
 				}, true})
 			}
 			var progress bool
