@@ -497,6 +497,7 @@ func Exercise(t *testing.T, factory Factory) {
 	})
 
 	t.Run("Expire", func(t *testing.T) { exerciseExpire(t, factory) })
+	t.Run("Batch", func(t *testing.T) { exerciseBatch(t, factory) })
 
 	t.Run("RunsAreSeparate", func(t *testing.T) {
 		t.Parallel()
