@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -257,7 +258,10 @@ func (s *PostgresStore) RunGet(ctx context.Context, runID string) (*Run, error) 
 func (s *PostgresStore) JobList(ctx context.Context, runID string) ([]*Job, error) {
 	var jobs []*Job
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rg, js, err := s.jobs(ctx, tx, runID, false)
+		rg, _, js, err := s.jobs(ctx, tx, runID, false)
+		if err != nil {
+			return err
+		}
 		for i, j := range js {
 			j.Spec = rg.specs[i].Clone()
 		}
@@ -371,107 +375,212 @@ func (s *PostgresStore) one(ctx context.Context, e *JobEvent) (*TransitionResult
 	return res[0].TransitionResult, res[0].Err
 }
 
-// jobs reads a run's graph and jobs in plan order, without specs; lock
-// takes the run's row lock first, serialising transitions of one run.
-func (s *PostgresStore) jobs(ctx context.Context, tx pgx.Tx, runID string, lock bool) (*runGraph, []*Job, error) {
+// lockRun takes a run's exclusive lock, which the locked path holds for
+// the rest of its transaction: transitions of one run take turns, and
+// fast writes (which take it shared) wait. It is an advisory lock, so
+// taking it writes nothing.
+const lockRun = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
+
+// jobs reads a run's graph, row and jobs in plan order, in one round trip;
+// lock takes the run's exclusive lock first. Jobs' Spec fields are the
+// cached specs: callers clone them before handing them out.
+func (s *PostgresStore) jobs(ctx context.Context, tx pgx.Tx, runID string, lock bool) (*runGraph, *Run, []*Job, error) {
 	rg, err := s.graph(ctx, tx, runID)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
+	b := &pgx.Batch{}
 	if lock {
-		var one int
-		if err := tx.QueryRow(ctx, `SELECT 1 FROM pipeline_runs WHERE id = $1 AND pg_advisory_xact_lock(hashtextextended(id, 0)) IS NOT NULL`, runID).Scan(&one); err != nil {
-			return nil, nil, fmt.Errorf("dag: run %q: %w", runID, interpretError(err))
+		b.Queue(lockRun, runID)
+	}
+	b.Queue(`SELECT state, created_at, finished_at, idempotency_key FROM pipeline_runs WHERE id = $1`, runID)
+	b.Queue(`SELECT state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at
+		FROM jobs WHERE run_id = $1 ORDER BY position`, runID)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	if lock {
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, nil, interpretError(err)
 		}
 	}
-	rows, err := tx.Query(ctx, `SELECT state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at
-		FROM jobs WHERE run_id = $1 ORDER BY position`, runID)
+	run, err := scanRun(runID, br.QueryRow())
 	if err != nil {
-		return nil, nil, interpretError(err)
+		return nil, nil, nil, fmt.Errorf("dag: run %q: %w", runID, err)
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, nil, nil, interpretError(err)
 	}
 	defer rows.Close()
 	jobs := make([]*Job, 0, rg.g.Len())
 	for rows.Next() {
 		if len(jobs) == rg.g.Len() {
-			return nil, nil, fmt.Errorf("dag: run %q has more jobs than its graph", runID)
+			return nil, nil, nil, fmt.Errorf("dag: run %q has more jobs than its graph", runID)
 		}
 		j := &Job{RunID: runID, Spec: rg.specs[len(jobs)]}
 		var ready, queued, started, finished *time.Time
 		if err := rows.Scan(&j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished); err != nil {
-			return nil, nil, interpretError(err)
+			return nil, nil, nil, interpretError(err)
 		}
 		j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
 		jobs = append(jobs, j)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, interpretError(err)
+		return nil, nil, nil, interpretError(err)
 	}
 	if len(jobs) != rg.g.Len() {
-		return nil, nil, fmt.Errorf("dag: run %q has %d jobs, its graph %d", runID, len(jobs), rg.g.Len())
+		return nil, nil, nil, fmt.Errorf("dag: run %q has %d jobs, its graph %d", runID, len(jobs), rg.g.Len())
 	}
-	return rg, jobs, nil
+	return rg, run, jobs, br.Close()
 }
 
-// transition applies a job event je, or a run event ev when je is nil, in
-// a transaction that holds the run's row lock: the same rules as
-// MemoryStore, on the states read under the lock. It is the path of every
-// event the fast path does not take.
-func (s *PostgresStore) transition(ctx context.Context, runID string, je *JobEvent, ev Event) (res *TransitionResult, err error) {
+// lockedEvent is one event for the locked path: a job event, or the run
+// event ev when job is nil.
+type lockedEvent struct {
+	runID string
+	job   *JobEvent
+	ev    Event
+}
+
+// transition applies one event on the locked path.
+func (s *PostgresStore) transition(ctx context.Context, runID string, je *JobEvent, ev Event) (*TransitionResult, error) {
+	res, errs, err := s.transitions(ctx, []lockedEvent{{runID: runID, job: je, ev: ev}})
+	if err != nil {
+		return nil, err
+	}
+	return res[0], errs[0]
+}
+
+// lockedRun is a run as the locked path holds it during a transaction.
+type lockedRun struct {
+	rg      *runGraph
+	run     *Run
+	jobs    []*Job
+	initial cikit.RunState
+	changed map[int]*Job // by graph index, as last changed
+	ended   []*Job
+	events  []*OutboxEvent
+	refusal error // the run cannot be read: every event of it is refused
+	applied bool  // some event of it was applied
+}
+
+// transitions applies events on the locked path, in order, in one
+// transaction that holds the exclusive locks of their runs (taken in ID
+// order): the same rules as MemoryStore, on the states read under the
+// locks. It is the path of every event the fast path does not take. An
+// event refused by the rules gets its error in errs and writes nothing;
+// err is for the store failing, and then nothing was written.
+func (s *PostgresStore) transitions(ctx context.Context, items []lockedEvent) (results []*TransitionResult, errs []error, err error) {
+	ids := make([]string, 0, len(items))
+	for _, it := range items {
+		ids = append(ids, it.runID)
+	}
+	slices.Sort(ids)
+	ids = slices.Compact(ids)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		rg, jobs, err := s.jobs(ctx, tx, runID, true)
-		if err != nil {
-			return err
-		}
-		w, err := newWrite(rg.g, jobs, runID, je, ev)
-		if err != nil {
-			return err
+		results, errs = make([]*TransitionResult, len(items)), make([]error, len(items))
+		runs := make(map[string]*lockedRun, len(ids))
+		for _, id := range ids {
+			rg, run, jobs, err := s.jobs(ctx, tx, id, true)
+			switch {
+			case refusal(err):
+				runs[id] = &lockedRun{refusal: err}
+			case err != nil:
+				return err
+			default:
+				runs[id] = &lockedRun{rg: rg, run: run, jobs: jobs, initial: run.State, changed: make(map[int]*Job)}
+			}
 		}
 		now := s.now()
-		a, err := w.apply(rg.g, jobs, now)
-		if err != nil {
-			return err
-		}
-		res = &TransitionResult{Changed: a.changed}
-		states := make([]cikit.JobState, len(jobs))
-		for i, j := range jobs {
-			states[i] = j.State
-		}
-		run, err := s.runTx(ctx, tx, runID)
-		if err != nil {
-			return err
-		}
-		wasTerminal := run.State.Terminal()
-		b := &pgx.Batch{}
-		queueJobUpdates(b, runID, a.changed)
-		if state := RunStatus(rg.g, states); state != run.State {
-			run.State = state
-			switch {
-			case !state.Terminal():
-				run.FinishedAt = time.Time{} // running again after a retry
-			case run.FinishedAt.IsZero():
-				run.FinishedAt = now
+		for k, it := range items {
+			r := runs[it.runID]
+			if r.refusal != nil {
+				errs[k] = r.refusal
+				continue
 			}
-			b.Queue(`UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1`, runID, run.State, nullTime(run.FinishedAt))
+			w, err := newWrite(r.rg.g, r.jobs, it.runID, it.job, it.ev)
+			if err != nil {
+				errs[k] = err
+				continue
+			}
+			a, err := w.apply(r.rg.g, r.jobs, now)
+			if err != nil {
+				errs[k] = err
+				continue
+			}
+			for _, j := range a.changed {
+				i, _ := r.rg.g.Index(j.ID())
+				r.changed[i] = j
+			}
+			r.ended = append(r.ended, a.ended...)
+			wasTerminal := r.run.State.Terminal()
+			if state := RunStatus(r.rg.g, statesOf(r.jobs)); state != r.run.State {
+				r.run.State = state
+				switch {
+				case !state.Terminal():
+					r.run.FinishedAt = time.Time{} // running again after a retry
+				case r.run.FinishedAt.IsZero():
+					r.run.FinishedAt = now
+				}
+			}
+			run := *r.run
+			r.events = append(r.events, events(newEventID, now, &run, wasTerminal, a.changed)...)
+			results[k] = &TransitionResult{Changed: a.changed, Run: &run}
+			r.applied = true
 		}
-		res.Run = run
-		queueAttempts(b, a.ended)
-		queueOutbox(b, events(newEventID, now, run, wasTerminal, res.Changed))
+		b := &pgx.Batch{}
+		for _, id := range ids {
+			r := runs[id]
+			if !r.applied {
+				continue
+			}
+			changed := make([]*Job, 0, len(r.changed))
+			for _, i := range slices.Sorted(maps.Keys(r.changed)) {
+				changed = append(changed, r.changed[i])
+			}
+			queueJobUpdates(b, id, changed)
+			if r.run.State != r.initial {
+				b.Queue(`UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1`, id, r.run.State, nullTime(r.run.FinishedAt))
+			}
+			queueAttempts(b, r.ended)
+			queueOutbox(b, r.events)
+		}
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return interpretError(err)
 		}
 		if err := s.step("slow:written"); err != nil {
 			return err
 		}
-		s.rebuildCounters(ctx, runID, rg.g, states)
+		for _, id := range ids {
+			// Even a write that changed nothing (a redelivered
+			// completion) rebuilds: the counters the first delivery
+			// left undone are made right.
+			if r := runs[id]; r.applied {
+				s.rebuildCounters(ctx, id, r.rg.g, statesOf(r.jobs))
+			}
+		}
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	for _, j := range res.Changed {
-		j.Spec = j.Spec.Clone()
+	for _, res := range results {
+		if res == nil {
+			continue
+		}
+		for _, j := range res.Changed {
+			j.Spec = j.Spec.Clone()
+		}
 	}
-	return res, nil
+	return results, errs, nil
+}
+
+func statesOf(jobs []*Job) []cikit.JobState {
+	states := make([]cikit.JobState, len(jobs))
+	for i, j := range jobs {
+		states[i] = j.State
+	}
+	return states
 }
 
 // rebuildCounters sets a run's counters from states, inside the write
@@ -514,11 +623,16 @@ func (s *PostgresStore) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 const maxTxTries = 5
 
 func (s *PostgresStore) runTx(ctx context.Context, tx pgx.Tx, runID string) (*Run, error) {
+	return scanRun(runID, tx.QueryRow(ctx, `SELECT state, created_at, finished_at, idempotency_key FROM pipeline_runs WHERE id = $1`, runID))
+}
+
+// scanRun reads a run's row: state, created_at, finished_at and
+// idempotency_key.
+func scanRun(runID string, row pgx.Row) (*Run, error) {
 	run := &Run{ID: runID}
 	var finished *time.Time
 	var key *string
-	if err := tx.QueryRow(ctx, `SELECT state, created_at, finished_at, idempotency_key FROM pipeline_runs WHERE id = $1`, runID).
-		Scan(&run.State, &run.CreatedAt, &finished, &key); err != nil {
+	if err := row.Scan(&run.State, &run.CreatedAt, &finished, &key); err != nil {
 		return nil, interpretError(err)
 	}
 	run.FinishedAt = deref(finished)

@@ -180,12 +180,19 @@ func (s *PostgresStore) applyRound(ctx context.Context, evs []*JobEvent, round [
 		}
 		slow = append(slow, missed...)
 	}
-	for _, i := range slow {
-		res, err := s.transition(ctx, evs[i].RunID, evs[i], Event{})
-		if err != nil && !refusal(err) {
-			return err
-		}
-		out[i] = &JobEventResult{TransitionResult: res, Err: err}
+	if len(slow) == 0 {
+		return nil
+	}
+	items := make([]lockedEvent, len(slow))
+	for k, i := range slow {
+		items[k] = lockedEvent{runID: evs[i].RunID, job: evs[i]}
+	}
+	results, errs, err := s.transitions(ctx, items)
+	if err != nil {
+		return err
+	}
+	for k, i := range slow {
+		out[i] = &JobEventResult{TransitionResult: results[k], Err: errs[k]}
 	}
 	return nil
 }
@@ -240,10 +247,14 @@ const fastUpdate = `UPDATE jobs j SET state = v.to_state,
 	RETURNING j.run_id, j.job_id, j.state, j.attempt, j.exit_code, j.reason, j.runner,
 		j.ready_at, j.queued_at, j.started_at, j.finished_at`
 
-// lockRuns takes the shared lock of fast writes on runs' rows and reads
-// them: the locked path's exclusive lock waits for it, and it for that.
-const lockRuns = `SELECT id, state, created_at, finished_at, idempotency_key FROM pipeline_runs
-	WHERE id = ANY($1) AND pg_advisory_xact_lock_shared(hashtextextended(id, 0)) IS NOT NULL ORDER BY id`
+// lockRuns takes the shared lock of fast writes on runs (see lockRun):
+// the locked path's exclusive lock waits for it, and it for that. The
+// runs' IDs come sorted.
+const lockRuns = `SELECT pg_advisory_xact_lock_shared(hashtextextended(id, 0)) FROM unnest($1::text[]) AS id`
+
+// readRuns reads runs' rows, after lockRuns: a statement of its own, so
+// that it sees what was committed while it waited for the locks.
+const readRuns = `SELECT id, state, created_at, finished_at, idempotency_key FROM pipeline_runs WHERE id = ANY($1)`
 
 // lockChildren locks PENDING jobs before readyChildren counts their needs:
 // two writes completing two needs of one job take turns here, and the
@@ -403,9 +414,13 @@ func (s *PostgresStore) fastUpdate(ctx context.Context, tx pgx.Tx, fast []*fastE
 	}
 	b := &pgx.Batch{}
 	b.Queue(lockRuns, runIDs)
+	b.Queue(readRuns, runIDs)
 	b.Queue(fastUpdate, runIDsPerEvent, jobIDs, attempts, kinds, from, to, runners, exitCodes, reasons, now)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
+	if _, err := br.Exec(); err != nil {
+		return nil, nil, interpretError(err)
+	}
 	rows, err := br.Query()
 	if err != nil {
 		return nil, nil, interpretError(err)
