@@ -1,0 +1,233 @@
+package dag_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/dag/dagtest"
+	"github.com/cikit/cikit/internal/redistest"
+)
+
+// TestStoresAgree drives the same random runs through the memory store,
+// the PostgreSQL store alone and the PostgreSQL store with Redis
+// counters, in lockstep, and requires the same answer from all three to
+// every event and the same jobs after it: the fast path, the locked path
+// and the counters yield one schedule.
+func TestStoresAgree(t *testing.T) {
+	t.Parallel()
+	runs := 200
+	if testing.Short() {
+		runs = 5
+	}
+	ns := redistest.New(t)
+	stores := []struct {
+		name  string
+		store dag.Store
+	}{
+		{"memory", dag.NewMemoryStore(dag.MemoryConfig{})},
+		{"postgres", newPostgresStore(t, nil, nil)},
+		{"postgres+redis", newPostgresStore(t, nil, ns)},
+	}
+	n := 0
+	rapid.Check(t, func(t *rapid.T) {
+		if n++; n > runs {
+			return
+		}
+		ctx := context.Background()
+		specs := dagtest.GenSpecs(t, 12)
+		ids := make([]string, len(stores))
+		for i, s := range stores {
+			run, err := s.store.RunCreate(ctx, &dag.RunCreateParams{Jobs: specs})
+			if err != nil {
+				t.Fatalf("%s: %v", s.name, err)
+			}
+			ids[i] = run.ID
+		}
+		retried := false
+		for step := 0; step < 200; step++ {
+			jobs, err := stores[0].store.JobList(ctx, ids[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, err := stores[0].store.RunGet(ctx, ids[0])
+			if err != nil {
+				t.Fatal(err)
+			}
+			batch := agreeEvents(t, step, jobs)
+			if len(batch) == 0 {
+				if !retried && run.State == cikit.RunFailed {
+					retried = true
+					agreeOn(t, "retry failed", stores, ids, func(s dag.Store, id string) (string, error) {
+						res, err := s.RunRetryFailed(ctx, id)
+						return describe(res), err
+					})
+					continue
+				}
+				return
+			}
+			if rapid.IntRange(0, 20).Draw(t, fmt.Sprintf("cancel%d", step)) == 0 {
+				agreeOn(t, "cancel", stores, ids, func(s dag.Store, id string) (string, error) {
+					res, err := s.RunCancel(ctx, id)
+					return describe(res), err
+				})
+				continue
+			}
+			agreeOn(t, describeBatch(batch), stores, ids, func(s dag.Store, id string) (string, error) {
+				evs := make([]*dag.JobEvent, len(batch))
+				for i, e := range batch {
+					c := *e
+					c.RunID = id
+					evs[i] = &c
+				}
+				results, err := s.JobApply(ctx, evs)
+				if err != nil {
+					return "", err
+				}
+				// Which event of a batch tells a job became READY is
+				// the store's choice; what each event did to its own
+				// job, and what the batch did in all, are not.
+				var own []string
+				all := map[string]string{}
+				for _, r := range results {
+					switch {
+					case r.Err != nil:
+						own = append(own, "refused: "+errorKind(r.Err))
+						continue
+					case len(r.Changed) == 0:
+						own = append(own, "no change")
+					default:
+						own = append(own, describeJob(r.Changed[0]))
+					}
+					for _, j := range r.Changed {
+						all[j.ID()] = describeJob(j)
+					}
+				}
+				keys := slices.Sorted(maps.Keys(all))
+				var merged []string
+				for _, k := range keys {
+					merged = append(merged, all[k])
+				}
+				return fmt.Sprint(own, merged), nil
+			})
+		}
+		t.Fatal("the run did not end in 200 steps")
+	})
+}
+
+// agreeEvents draws a batch: for some jobs that can move, their next
+// event, with a random outcome and failure class for completions.
+func agreeEvents(t *rapid.T, step int, jobs []*dag.Job) []*dag.JobEvent {
+	var batch []*dag.JobEvent
+	for _, j := range jobs {
+		e := &dag.JobEvent{JobID: j.ID(), Attempt: j.Attempt, Runner: "r"}
+		switch j.State {
+		case cikit.JobReady:
+			e.Kind = dag.EventQueue
+		case cikit.JobQueued:
+			e.Kind = dag.EventStart
+		case cikit.JobRunning, cikit.JobCancelRequested:
+			e.Kind = dag.EventComplete
+			e.Outcome = rapid.SampledFrom([]cikit.JobState{cikit.JobSucceeded, cikit.JobSucceeded, cikit.JobFailed, cikit.JobCancelled}).
+				Draw(t, fmt.Sprintf("outcome%d-%s", step, j.ID()))
+			e.FailureClass = rapid.SampledFrom([]cikit.FailureClass{cikit.FailureScript, cikit.FailureInfrastructure}).
+				Draw(t, fmt.Sprintf("class%d-%s", step, j.ID()))
+			e.ExitCode = 1
+		case cikit.JobSucceeded, cikit.JobFailed:
+			// A redelivered completion, now and then.
+			if rapid.IntRange(0, 5).Draw(t, fmt.Sprintf("dup%d-%s", step, j.ID())) == 0 {
+				e.Kind, e.Outcome = dag.EventComplete, j.State
+				batch = append(batch, e)
+			}
+			continue
+		default:
+			continue
+		}
+		if rapid.Bool().Draw(t, fmt.Sprintf("take%d-%s", step, j.ID())) {
+			batch = append(batch, e)
+		}
+	}
+	return batch
+}
+
+// agreeOn applies do to every store's run and requires the same answer
+// and the same jobs afterwards.
+func agreeOn(t *rapid.T, what string, stores []struct {
+	name  string
+	store dag.Store
+}, ids []string, do func(dag.Store, string) (string, error)) {
+	var first, firstJobs string
+	for i, s := range stores {
+		got, err := do(s.store, ids[i])
+		if err != nil {
+			got = "error: " + errorKind(err)
+		}
+		jobs, err := s.store.JobList(context.Background(), ids[i])
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		run, err := s.store.RunGet(context.Background(), ids[i])
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		var list []string
+		for _, j := range jobs {
+			list = append(list, describeJob(j))
+		}
+		state := fmt.Sprint(run.State, list)
+		if i == 0 {
+			first, firstJobs = got, state
+			continue
+		}
+		if got != first {
+			t.Fatalf("%s: %s answered\n%s\nbut %s\n%s", what, s.name, got, stores[0].name, first)
+		}
+		if state != firstJobs {
+			t.Fatalf("%s: afterwards %s has\n%s\nbut %s\n%s", what, s.name, state, stores[0].name, firstJobs)
+		}
+	}
+}
+
+func describeBatch(batch []*dag.JobEvent) string {
+	var out []string
+	for _, e := range batch {
+		d := fmt.Sprintf("%v %s#%d", e.Kind, e.JobID, e.Attempt)
+		if e.Kind == dag.EventComplete {
+			d += fmt.Sprintf(" %s (%s)", e.Outcome, e.FailureClass)
+		}
+		out = append(out, d)
+	}
+	return fmt.Sprint("batch ", out)
+}
+
+func describe(res *dag.TransitionResult) string {
+	if res == nil {
+		return "<nil>"
+	}
+	var out []string
+	for _, j := range res.Changed {
+		out = append(out, describeJob(j))
+	}
+	return fmt.Sprint(res.Run.State, out)
+}
+
+func describeJob(j *dag.Job) string {
+	return fmt.Sprintf("%s:%s#%d(exit %d, %q, runner %q)", j.ID(), j.State, j.Attempt, j.ExitCode, j.Reason, j.Runner)
+}
+
+func errorKind(err error) string {
+	switch {
+	case errors.Is(err, cikit.ErrInvalidTransition):
+		return "invalid transition"
+	case errors.Is(err, cikit.ErrNotFound):
+		return "not found"
+	}
+	return err.Error()
+}
