@@ -403,7 +403,32 @@ func Rules(t *testing.T, factory Factory, cfg RulesConfig) {
 		if !run.State.Terminal() {
 			t.Fatalf("all jobs terminal but run is %s", run.State)
 		}
+		checkAttempts(t, store, jobs)
 	})
+}
+
+// checkAttempts checks the attempt history of a finished run's jobs: one
+// record per ended attempt, numbered 1, 2, … up to the current one, each
+// terminal, the last as the job is now. With one job row per job, this
+// is "at most one active attempt per job".
+func checkAttempts(t *rapid.T, store dag.Store, jobs []*dag.Job) {
+	for _, j := range jobs {
+		attempts, err := store.JobAttempts(context.Background(), j.RunID, j.ID())
+		if err != nil {
+			t.Fatalf("JobAttempts %s: %v", j.ID(), err)
+		}
+		if len(attempts) != j.Attempt {
+			t.Fatalf("job %s is on attempt %d but %d attempts ended", j.ID(), j.Attempt, len(attempts))
+		}
+		for k, a := range attempts {
+			if a.Attempt != k+1 || !a.State.Terminal() {
+				t.Fatalf("job %s: ended attempt %d is #%d, %s", j.ID(), k+1, a.Attempt, a.State)
+			}
+		}
+		if last := attempts[len(attempts)-1]; last.State != j.State {
+			t.Fatalf("job %s is %s but its last attempt ended %s", j.ID(), j.State, last.State)
+		}
+	}
 }
 
 // batchEvents draws a batch of events that are all legal now: for a
