@@ -30,10 +30,15 @@
 // # Stores and drivers
 //
 // A Store applies the rules durably: each transition is a conditional
-// write that commits the job's change and its consequences together.
-// MemoryStore keeps runs in process memory; PostgresStore in PostgreSQL,
-// with embedded numbered migrations (Migrate), RunCreateTx for callers'
-// transactions, and idempotent creation by key. Every write records its
+// write that commits the job's change and its consequences together;
+// JobApply applies a batch of job events at once, and JobAttempts keeps
+// every ended attempt. MemoryStore keeps runs in process memory;
+// PostgresStore in PostgreSQL, with embedded numbered migrations
+// (Migrate), RunCreateTx for callers' transactions, idempotent creation
+// by key, and a fast path for events local to one job whose dependency
+// counters live in Redis when configured (PostgresConfig.Redis): Redis
+// only says which jobs are worth checking, PostgreSQL decides, and
+// Repair rebuilds the counters. Every write records its
 // events in the same transaction, in an outbox a relay publishes from
 // (OutboxPending, OutboxMarkPublished). Both pass one conformance suite,
 // dagtest.Exercise, which a platform team can run on a store of its own.
