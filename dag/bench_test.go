@@ -33,7 +33,7 @@ func fanSpecs(width int) []*cikit.JobSpec {
 // them with JobApply, and queue what follows from the results (a queued
 // job is started, a started one completed, a READY one queued). It
 // returns how many jobs completed.
-func schedule(b *testing.B, store dag.Store, runs []*dag.Run, jobsPerRun, workers, batch int) int {
+func schedule(b *testing.B, store dag.Store, runs []*dag.Run, jobsPerRun, workers, batch int) (jobs, batches int) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	queue := make(chan *dag.JobEvent, len(runs)*jobsPerRun*3)
@@ -44,6 +44,7 @@ func schedule(b *testing.B, store dag.Store, runs []*dag.Run, jobsPerRun, worker
 	remaining.Store(int64(len(runs) * jobsPerRun))
 	var wg sync.WaitGroup
 	var failure atomic.Value
+	var calls atomic.Int64
 	for range workers {
 		wg.Go(func() {
 			evs := make([]*dag.JobEvent, 0, batch)
@@ -64,6 +65,7 @@ func schedule(b *testing.B, store dag.Store, runs []*dag.Run, jobsPerRun, worker
 						break drain
 					}
 				}
+				calls.Add(1)
 				results, err := store.JobApply(ctx, evs)
 				if err != nil {
 					failure.Store(err)
@@ -103,17 +105,18 @@ func schedule(b *testing.B, store dag.Store, runs []*dag.Run, jobsPerRun, worker
 	if n := remaining.Load(); n != 0 {
 		b.Fatalf("%d jobs did not complete", n)
 	}
-	return len(runs) * jobsPerRun
+	return len(runs) * jobsPerRun, int(calls.Load())
 }
 
 // benchmarkScheduler measures completed jobs per second: each iteration
 // creates 20 runs of 22 jobs and drives them to their end with 4
 // workers applying events in batches of up to batch.
 func benchmarkScheduler(b *testing.B, store dag.Store, batch int) {
-	const runsPer, width, workers = 20, 20, 4
+	const runsPer, width = 20, 20
+	workers := benchWorkers
 	specs := fanSpecs(width)
 	ctx := context.Background()
-	jobs := 0
+	jobs, batches := 0, 0
 	var elapsed time.Duration
 	for b.Loop() {
 		runs := make([]*dag.Run, runsPer)
@@ -125,7 +128,8 @@ func benchmarkScheduler(b *testing.B, store dag.Store, batch int) {
 			runs[i] = r
 		}
 		start := time.Now()
-		jobs += schedule(b, store, runs, len(specs), workers, batch)
+		j, n := schedule(b, store, runs, len(specs), workers, batch)
+		jobs, batches = jobs+j, batches+n
 		elapsed += time.Since(start)
 		for _, r := range runs {
 			if got, err := store.RunGet(ctx, r.ID); err != nil || got.State != cikit.RunSucceeded {
@@ -134,6 +138,7 @@ func benchmarkScheduler(b *testing.B, store dag.Store, batch int) {
 		}
 	}
 	b.ReportMetric(float64(jobs)/elapsed.Seconds(), "jobs/s")
+	b.ReportMetric(float64(jobs*3)/float64(batches), "events/batch")
 }
 
 // BenchmarkScheduler compares the stores, and the PostgreSQL store with
@@ -151,3 +156,5 @@ func BenchmarkScheduler(b *testing.B) {
 		})
 	}
 }
+
+var benchWorkers = 4

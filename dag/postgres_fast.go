@@ -252,6 +252,13 @@ const fastUpdate = `UPDATE jobs j SET state = v.to_state,
 // runs' IDs come sorted.
 const lockRuns = `SELECT pg_advisory_xact_lock_shared(hashtextextended(id, 0)) FROM unnest($1::text[]) AS id`
 
+// nestedLoops makes the rest of a transaction join a batch's events to
+// jobs by their primary key, one index probe per event. Left to itself,
+// the planner hashes the whole jobs table of a small or young database
+// for a batch of a few dozen events, which costs more with every run
+// stored.
+const nestedLoops = `SELECT set_config('enable_hashjoin', 'off', true), set_config('enable_mergejoin', 'off', true)`
+
 // readRuns reads runs' rows, after lockRuns: a statement of its own, so
 // that it sees what was committed while it waited for the locks.
 const readRuns = `SELECT id, state, created_at, finished_at, idempotency_key FROM pipeline_runs WHERE id = ANY($1)`
@@ -413,13 +420,16 @@ func (s *PostgresStore) fastUpdate(ctx context.Context, tx pgx.Tx, fast []*fastE
 		runners, exitCodes, reasons = append(runners, f.e.Runner), append(exitCodes, f.e.ExitCode), append(reasons, f.e.Reason)
 	}
 	b := &pgx.Batch{}
+	b.Queue(nestedLoops)
 	b.Queue(lockRuns, runIDs)
 	b.Queue(readRuns, runIDs)
 	b.Queue(fastUpdate, runIDsPerEvent, jobIDs, attempts, kinds, from, to, runners, exitCodes, reasons, now)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
-	if _, err := br.Exec(); err != nil {
-		return nil, nil, interpretError(err)
+	for range 2 { // nestedLoops, lockRuns
+		if _, err := br.Exec(); err != nil {
+			return nil, nil, interpretError(err)
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {
@@ -524,14 +534,17 @@ func (s *PostgresStore) readyChecked(ctx context.Context, check []edge, now time
 			runIDs = append(runIDs, e.Run)
 		}
 		slices.Sort(runIDs)
-		if _, err := tx.Exec(ctx, lockRuns, slices.Compact(runIDs)); err != nil {
+		b := &pgx.Batch{}
+		b.Queue(nestedLoops)
+		b.Queue(lockRuns, slices.Compact(runIDs))
+		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return interpretError(err)
 		}
 		var err error
 		if readied, err = s.readyChildren(ctx, tx, check, now); err != nil {
 			return err
 		}
-		b := &pgx.Batch{}
+		b = &pgx.Batch{}
 		queueOutbox(b, events(newEventID, now, &Run{}, false, readied))
 		return interpretError(tx.SendBatch(ctx, b).Close())
 	})
