@@ -32,6 +32,10 @@ type MemoryStore struct {
 	keys map[string]string // idempotency key -> run ID
 	// outbox holds unpublished events in creation order.
 	outbox []*OutboxEvent
+	// lines holds the runs of each pipeline and branch, and groups the
+	// jobs of each concurrency group, in creation order.
+	lines  map[line][]*memRun
+	groups map[GroupKey][]memJob
 }
 
 func newEventID() string { return uuid.Must(uuid.NewV7()).String() }
@@ -42,9 +46,30 @@ type memRun struct {
 	jobs  []Job // indexed like graph nodes
 }
 
+// memJob is a job of a run.
+type memJob struct {
+	run *memRun
+	i   int
+}
+
+// index records a new run in the indexes of lines and groups. The caller
+// holds the lock.
+func (s *MemoryStore) index(r *memRun) {
+	if r.run.Pipeline != "" && r.run.Branch != "" {
+		l := line{r.run.Pipeline, r.run.Branch}
+		s.lines[l] = append(s.lines[l], r)
+	}
+	for i := range r.jobs {
+		if key, ok := groupKey(r.jobs[i].Spec.Concurrency, r.run.Branch); ok {
+			s.groups[key] = append(s.groups[key], memJob{run: r, i: i})
+		}
+	}
+}
+
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
-	s := &MemoryStore{now: cfg.Now, newID: cfg.NewID, runs: make(map[string]*memRun), keys: make(map[string]string)}
+	s := &MemoryStore{now: cfg.Now, newID: cfg.NewID, runs: make(map[string]*memRun), keys: make(map[string]string),
+		lines: make(map[line][]*memRun), groups: make(map[GroupKey][]memJob)}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -62,6 +87,9 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	}
 	g, err := FromSpecs(p.Jobs)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.Supersede.check(); err != nil {
 		return nil, err
 	}
 	now := s.now()
@@ -87,7 +115,7 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	if _, dup := s.runs[id]; dup {
 		return nil, fmt.Errorf("dag: run ID %q: %w", id, cikit.ErrConflict)
 	}
-	r.run = Run{ID: id, CreatedAt: now, IdempotencyKey: p.IdempotencyKey}
+	r.run = Run{ID: id, CreatedAt: now, IdempotencyKey: p.IdempotencyKey, Pipeline: p.Pipeline, Branch: p.Branch}
 	if p.IdempotencyKey != "" {
 		s.keys[p.IdempotencyKey] = id
 	}
@@ -105,6 +133,10 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 		}
 	}
 	s.outbox = append(s.outbox, events(newEventID, now, &run, false, initial)...)
+	s.index(r)
+	if err := s.supersede(r, p); err != nil {
+		return nil, err
+	}
 	return &run, nil
 }
 
@@ -148,7 +180,19 @@ func (s *MemoryStore) JobList(ctx context.Context, runID string) ([]*Job, error)
 }
 
 func (s *MemoryStore) JobQueue(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
-	return s.transition(ctx, p.RunID, p, Event{Kind: EventQueue}, nil)
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.runs[p.RunID]; ok {
+		if i, ok := r.graph.Index(p.JobID); ok {
+			if key, ok := groupKey(r.jobs[i].Spec.Concurrency, r.run.Branch); ok {
+				return queueInGroup(ctx, memGroupTx{s}, key, p, r.jobs[i].Spec.Concurrency.CancelInProgress)
+			}
+		}
+	}
+	return s.transitionLocked(p.RunID, p, Event{Kind: EventQueue}, nil, "")
 }
 
 func (s *MemoryStore) JobStart(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
@@ -169,6 +213,12 @@ func (s *MemoryStore) transition(ctx context.Context, runID string, target *JobT
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.transitionLocked(runID, target, ev, complete, "")
+}
+
+// transitionLocked is transition with the lock held; reason, when set, is
+// why a cancel event cancels.
+func (s *MemoryStore) transitionLocked(runID string, target *JobTransitionParams, ev Event, complete *JobCompleteParams, reason string) (*TransitionResult, error) {
 	r, err := s.get(runID)
 	if err != nil {
 		return nil, err
@@ -181,6 +231,7 @@ func (s *MemoryStore) transition(ctx context.Context, runID string, target *JobT
 	if err != nil {
 		return nil, err
 	}
+	w.reason = reason
 	if w.duplicate {
 		// A redelivered completion: already applied, nothing to do.
 		run := r.run

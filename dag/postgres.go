@@ -44,7 +44,10 @@ type PostgresConfig struct {
 // PostgresStore is a Store in PostgreSQL, the system of record of a
 // production platform. Each transition locks its run's row, applies Next
 // to the states it reads and writes the changes in one transaction, so
-// any number of schedulers may process events of the same run.
+// any number of schedulers may process events of the same run. A write
+// that changes several runs (a run superseding others, a job cancelling
+// the jobs of its concurrency group) locks their rows in the order of
+// their IDs, after the lock of the group, so writes cannot deadlock.
 type PostgresStore struct {
 	pool  *pgxpool.Pool
 	now   func() time.Time
@@ -130,9 +133,13 @@ func (s *PostgresStore) RunCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreate
 	if err != nil {
 		return nil, err
 	}
+	if err := p.Supersede.check(); err != nil {
+		return nil, err
+	}
 	now := s.now()
 	states := Initial(g)
-	run := &Run{ID: s.newID(), CreatedAt: now, State: RunStatus(g, states), IdempotencyKey: p.IdempotencyKey}
+	run := &Run{ID: s.newID(), CreatedAt: now, State: RunStatus(g, states), IdempotencyKey: p.IdempotencyKey,
+		Pipeline: p.Pipeline, Branch: p.Branch}
 	if run.State.Terminal() {
 		run.FinishedAt = now
 	}
@@ -152,8 +159,9 @@ func (s *PostgresStore) RunCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreate
 			return s.runTx(ctx, tx, existing)
 		}
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key) VALUES ($1, $2, $3, $4, $5)`,
-		run.ID, run.State, now, nullTime(run.FinishedAt), nullString(p.IdempotencyKey)); err != nil {
+	if _, err := tx.Exec(ctx, `INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key, pipeline, branch)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		run.ID, run.State, now, nullTime(run.FinishedAt), nullString(p.IdempotencyKey), p.Pipeline, p.Branch); err != nil {
 		return nil, interpretError(err)
 	}
 	rows := make([][]any, len(p.Jobs))
@@ -194,6 +202,9 @@ func (s *PostgresStore) RunCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreate
 	if err := writeOutbox(ctx, tx, evs); err != nil {
 		return nil, err
 	}
+	if err := s.supersedeTx(ctx, tx, run, p); err != nil {
+		return nil, err
+	}
 	return run, nil
 }
 
@@ -229,7 +240,7 @@ func (s *PostgresStore) RunRetryFailed(ctx context.Context, runID string) (*Tran
 }
 
 func (s *PostgresStore) JobQueue(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
-	return s.transition(ctx, p.RunID, p, Event{Kind: EventQueue}, nil)
+	return s.queue(ctx, p)
 }
 
 func (s *PostgresStore) JobStart(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
@@ -279,68 +290,82 @@ func (s *PostgresStore) jobs(ctx context.Context, tx pgx.Tx, runID string, lock 
 // lock: the same rules as MemoryStore, on the states read under the lock.
 func (s *PostgresStore) transition(ctx context.Context, runID string, target *JobTransitionParams, ev Event, complete *JobCompleteParams) (res *TransitionResult, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		jobs, err := s.jobs(ctx, tx, runID, true)
-		if err != nil {
-			return err
-		}
-		specs := make([]*cikit.JobSpec, len(jobs))
-		for i, j := range jobs {
-			specs[i] = j.Spec
-		}
-		g, err := FromSpecs(specs)
-		if err != nil {
-			return fmt.Errorf("dag: run %q: stored jobs do not form a graph: %w", runID, err)
-		}
-		w, err := newWrite(g, jobs, runID, target, ev, complete)
-		if err != nil {
-			return err
-		}
-		if w.duplicate {
-			res = &TransitionResult{}
-			res.Run, err = s.runTx(ctx, tx, runID)
-			return err // a redelivered completion: already applied
-		}
-		now := s.now()
-		changed, err := w.apply(g, jobs, target, now)
-		if err != nil {
-			return err
-		}
-		res = &TransitionResult{Changed: changed}
-		states := make([]cikit.JobState, len(jobs))
-		for i, j := range jobs {
-			states[i] = j.State
-		}
-		for _, j := range changed {
-			if _, err := tx.Exec(ctx, `UPDATE jobs SET state = $3, exit_code = $4, reason = $5,
-				ready_at = $6, queued_at = $7, started_at = $8, finished_at = $9, attempt = $10
-				WHERE run_id = $1 AND job_id = $2`,
-				runID, j.ID(), j.State, j.ExitCode, j.Reason,
-				nullTime(j.ReadyAt), nullTime(j.QueuedAt), nullTime(j.StartedAt), nullTime(j.FinishedAt), j.Attempt); err != nil {
-				return interpretError(err)
-			}
-		}
-		run, err := s.runTx(ctx, tx, runID)
-		if err != nil {
-			return err
-		}
-		wasTerminal := run.State.Terminal()
-		if state := RunStatus(g, states); state != run.State {
-			run.State = state
-			switch {
-			case !state.Terminal():
-				run.FinishedAt = time.Time{} // running again after a retry
-			case run.FinishedAt.IsZero():
-				run.FinishedAt = now
-			}
-			if _, err := tx.Exec(ctx, `UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1`,
-				runID, run.State, nullTime(run.FinishedAt)); err != nil {
-				return interpretError(err)
-			}
-		}
-		res.Run = run
-		return writeOutbox(ctx, tx, events(newEventID, now, run, wasTerminal, res.Changed))
+		res, err = s.transitionTx(ctx, tx, runID, target, ev, complete, "")
+		return err
 	})
 	if err != nil {
+		return nil, err
+	}
+	return res, nil
+}
+
+// transitionTx is transition in tx, which it makes hold the run's row
+// lock; reason, when set, is why a cancel event cancels.
+func (s *PostgresStore) transitionTx(ctx context.Context, tx pgx.Tx, runID string, target *JobTransitionParams, ev Event, complete *JobCompleteParams, reason string) (*TransitionResult, error) {
+	jobs, err := s.jobs(ctx, tx, runID, true)
+	if err != nil {
+		return nil, err
+	}
+	specs := make([]*cikit.JobSpec, len(jobs))
+	for i, j := range jobs {
+		specs[i] = j.Spec
+	}
+	g, err := FromSpecs(specs)
+	if err != nil {
+		return nil, fmt.Errorf("dag: run %q: stored jobs do not form a graph: %w", runID, err)
+	}
+	w, err := newWrite(g, jobs, runID, target, ev, complete)
+	if err != nil {
+		return nil, err
+	}
+	w.reason = reason
+	if w.duplicate {
+		// A redelivered completion: already applied, nothing to do.
+		run, err := s.runTx(ctx, tx, runID)
+		if err != nil {
+			return nil, err
+		}
+		return &TransitionResult{Run: run}, nil
+	}
+	now := s.now()
+	changed, err := w.apply(g, jobs, target, now)
+	if err != nil {
+		return nil, err
+	}
+	res := &TransitionResult{Changed: changed}
+	states := make([]cikit.JobState, len(jobs))
+	for i, j := range jobs {
+		states[i] = j.State
+	}
+	for _, j := range changed {
+		if _, err := tx.Exec(ctx, `UPDATE jobs SET state = $3, exit_code = $4, reason = $5,
+			ready_at = $6, queued_at = $7, started_at = $8, finished_at = $9, attempt = $10
+			WHERE run_id = $1 AND job_id = $2`,
+			runID, j.ID(), j.State, j.ExitCode, j.Reason,
+			nullTime(j.ReadyAt), nullTime(j.QueuedAt), nullTime(j.StartedAt), nullTime(j.FinishedAt), j.Attempt); err != nil {
+			return nil, interpretError(err)
+		}
+	}
+	run, err := s.runTx(ctx, tx, runID)
+	if err != nil {
+		return nil, err
+	}
+	wasTerminal := run.State.Terminal()
+	if state := RunStatus(g, states); state != run.State {
+		run.State = state
+		switch {
+		case !state.Terminal():
+			run.FinishedAt = time.Time{} // running again after a retry
+		case run.FinishedAt.IsZero():
+			run.FinishedAt = now
+		}
+		if _, err := tx.Exec(ctx, `UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1`,
+			runID, run.State, nullTime(run.FinishedAt)); err != nil {
+			return nil, interpretError(err)
+		}
+	}
+	res.Run = run
+	if err := writeOutbox(ctx, tx, events(newEventID, now, run, wasTerminal, res.Changed)); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -350,8 +375,8 @@ func (s *PostgresStore) runTx(ctx context.Context, tx pgx.Tx, runID string) (*Ru
 	run := &Run{ID: runID}
 	var finished *time.Time
 	var key *string
-	if err := tx.QueryRow(ctx, `SELECT state, created_at, finished_at, idempotency_key FROM pipeline_runs WHERE id = $1`, runID).
-		Scan(&run.State, &run.CreatedAt, &finished, &key); err != nil {
+	if err := tx.QueryRow(ctx, `SELECT state, created_at, finished_at, idempotency_key, pipeline, branch FROM pipeline_runs WHERE id = $1`, runID).
+		Scan(&run.State, &run.CreatedAt, &finished, &key, &run.Pipeline, &run.Branch); err != nil {
 		return nil, interpretError(err)
 	}
 	run.FinishedAt = deref(finished)

@@ -18,6 +18,8 @@ type write struct {
 	// duplicate is set for a completion that was already applied: the
 	// store writes nothing and answers with the run as it is.
 	duplicate bool
+	// reason is why a cancel event cancels; "run cancelled" when empty.
+	reason string
 }
 
 // newWrite resolves the event for target (nil for run events) against the
@@ -82,11 +84,13 @@ func (w *write) apply(g *Graph, jobs []*Job, target *JobTransitionParams, now ti
 			j.QueuedAt = now
 		case c.To == cikit.JobRunning:
 			j.StartedAt = now
+		case c.To == cikit.JobCancelRequested:
+			j.Reason = w.cancelReason()
 		case c.To.Terminal():
 			j.FinishedAt = now
 			switch {
-			case w.ev.Kind == EventCancel:
-				j.Reason = "run cancelled"
+			case w.ev.Kind == EventCancel || own && w.ev.Kind == EventCancelJob:
+				j.Reason = w.cancelReason()
 			case own && w.complete != nil:
 				j.ExitCode, j.Reason = w.complete.ExitCode, w.complete.Reason
 			default:
@@ -96,4 +100,12 @@ func (w *write) apply(g *Graph, jobs []*Job, target *JobTransitionParams, now ti
 		changed = append(changed, j.clone())
 	}
 	return changed, nil
+}
+
+// cancelReason is the reason recorded on the jobs a cancel event cancels.
+func (w *write) cancelReason() string {
+	if w.reason == "" {
+		return "run cancelled"
+	}
+	return w.reason
 }
