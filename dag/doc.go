@@ -47,6 +47,17 @@
 // A Driver runs one run to its end in this process on an Executor, up to
 // Parallel jobs at once; it is the scheduler loop of `cikit run`.
 //
+// # Superseded runs and concurrency groups
+//
+// A new run cancels the unfinished runs of its pipeline on its branch,
+// except on the default branch unless asked (SupersedePolicy). Jobs of a
+// concurrency group on one branch (GroupKey) run one at a time across
+// all runs, taking turns in the order they became READY: JobQueue
+// refuses a job whose turn has not come with a *GroupBusyError, and
+// GroupNext names the job whose turn it is once a write freed the group
+// (TransitionResult.Freed). A job with cancel_in_progress cancels the
+// jobs of its group ahead of it instead of waiting for them to finish.
+//
 // # Stability
 //
 // The states and rules are stable. The Store interface will grow methods

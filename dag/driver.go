@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime"
+	"slices"
+	"time"
 
 	"github.com/cikit/cikit"
 )
@@ -14,9 +16,9 @@ import (
 // each job it starts.
 type Executor interface {
 	// Execute runs job's steps and reports the outcome. When ctx is
-	// cancelled (the run was cancelled) it must stop everything it
-	// started and return, reporting JobCancelled unless the job had
-	// already finished. It must not return while any process or goroutine
+	// cancelled (the run was cancelled, or the job was by a newer job of
+	// its concurrency group) it must stop everything it started and
+	// return, reporting JobCancelled unless the job had already finished. It must not return while any process or goroutine
 	// it started for the job is still alive.
 	Execute(ctx context.Context, job *Job) Outcome
 }
@@ -47,10 +49,14 @@ type DriverConfig struct {
 	Executor Executor
 	// Parallel is the most jobs run at once. Default: runtime.NumCPU().
 	Parallel int
-	// OnChange, if set, is called for every job state change, in order,
-	// from one goroutine at a time. It must not block for long: the
-	// driver waits for it.
+	// OnChange, if set, is called for every state change of a job of
+	// the run, in order, from one goroutine at a time. It must not block
+	// for long: the driver waits for it.
 	OnChange func(*Job)
+	// GroupRetry is how often a job waiting for its concurrency group
+	// (see GroupKey) asks for its turn again while no job of the run
+	// ends, for a group held by another run. Default: one second.
+	GroupRetry time.Duration
 	// Logger receives the driver's diagnostics. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -78,6 +84,12 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	if cfg.Parallel == 0 {
 		cfg.Parallel = runtime.NumCPU()
 	}
+	if cfg.GroupRetry < 0 {
+		return nil, fmt.Errorf("dag: DriverConfig.GroupRetry must not be negative, got %s", cfg.GroupRetry)
+	}
+	if cfg.GroupRetry == 0 {
+		cfg.GroupRetry = time.Second
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -95,6 +107,11 @@ type execResult struct {
 // returns once all of them have returned. It returns an error only when
 // the store fails; it then cancels running executions and waits for them
 // before returning.
+//
+// A job whose concurrency group is busy waits READY and asks for its
+// turn again whenever a job of the run ends, and every GroupRetry. A
+// job of the run that a newer job of its group cancels leaves the queue,
+// or has its execution cancelled if it runs.
 func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 	// Store writes must land even after ctx is cancelled: the
 	// cancellation itself has to be recorded.
@@ -106,14 +123,56 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 	if err != nil {
 		return nil, err
 	}
-	var waiting []*Job // QUEUED, waiting for a free slot, in order
+	var waiting []*Job                           // QUEUED, waiting for a free slot, in order
+	var blocked []*Job                           // READY, waiting for their concurrency groups, in order
+	stops := make(map[string]context.CancelFunc) // of the running executions, by job ID
+	// track reports changes to OnChange and applies the cancellations a
+	// newer job of a concurrency group made to the jobs the driver holds.
+	track := func(changed []*Job) {
+		for _, j := range changed {
+			if j.RunID != runID {
+				continue
+			}
+			d.notify(j)
+			switch j.State {
+			case cikit.JobCancelled:
+				gone := func(w *Job) bool { return w.ID() == j.ID() }
+				waiting, blocked = slices.DeleteFunc(waiting, gone), slices.DeleteFunc(blocked, gone)
+			case cikit.JobCancelRequested:
+				if stop, ok := stops[j.ID()]; ok {
+					stop()
+				}
+			}
+		}
+	}
 	queue := func(j *Job) error {
 		res, err := d.cfg.Store.JobQueue(storeCtx, &JobTransitionParams{RunID: runID, JobID: j.ID(), Attempt: j.Attempt})
+		var busy *GroupBusyError
+		if errors.As(err, &busy) {
+			track(busy.Cancelled)
+			blocked = append(blocked, j)
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		d.notify(res)
 		waiting = append(waiting, res.Changed[0])
+		track(res.Changed)
+		return nil
+	}
+	// unblock asks for the turns of the jobs waiting for their groups.
+	unblock := func() error {
+		retry := blocked
+		blocked = nil
+		for _, j := range retry {
+			err := queue(j)
+			if errors.Is(err, cikit.ErrInvalidTransition) {
+				continue // no longer READY: another writer cancelled it
+			}
+			if err != nil {
+				return err
+			}
+		}
 		return nil
 	}
 	for _, j := range jobs {
@@ -131,13 +190,13 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 	var failure error
 	cancelRun := func() {
 		cancelled, done = true, nil
-		waiting = nil
+		waiting, blocked = nil, nil
 		res, err := d.cfg.Store.RunCancel(storeCtx, runID)
 		if err != nil {
 			failure = err
 			return
 		}
-		d.notify(res)
+		track(res.Changed)
 	}
 	for {
 		if !cancelled && ctx.Err() != nil {
@@ -147,28 +206,48 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 			j := waiting[0]
 			waiting = waiting[1:]
 			res, err := d.cfg.Store.JobStart(storeCtx, &JobTransitionParams{RunID: runID, JobID: j.ID(), Attempt: j.Attempt})
+			if errors.Is(err, cikit.ErrInvalidTransition) {
+				// No longer QUEUED: another writer cancelled it (a newer
+				// job of its concurrency group in another run).
+				d.cfg.Logger.Info("job cancelled before it started", "run", runID, "job", j.ID(), "error", err)
+				continue
+			}
 			if err != nil {
 				failure = err
 				break
 			}
-			d.notify(res)
+			track(res.Changed)
 			running++
+			jobCtx, stop := context.WithCancel(execCtx)
+			stops[j.ID()] = stop
 			go func(j *Job) {
-				results <- execResult{job: j, outcome: d.cfg.Executor.Execute(execCtx, j)}
+				results <- execResult{job: j, outcome: d.cfg.Executor.Execute(jobCtx, j)}
 			}(res.Changed[0])
 		}
 		if failure != nil {
 			cancelExec()
 		}
-		if running == 0 {
+		waitForGroups := len(blocked) > 0 && !cancelled && failure == nil
+		if running == 0 && !waitForGroups {
 			break
+		}
+		var retry <-chan time.Time
+		if waitForGroups {
+			retry = time.After(d.cfg.GroupRetry)
 		}
 		select {
 		case r := <-results:
 			running--
+			stops[r.job.ID()]()
+			delete(stops, r.job.ID())
 			if failure == nil {
-				failure = d.complete(storeCtx, runID, r, queue)
+				failure = d.complete(storeCtx, runID, r, queue, track)
 			}
+			if failure == nil && !cancelled {
+				failure = unblock()
+			}
+		case <-retry:
+			failure = unblock()
 		case <-done:
 			cancelRun()
 		}
@@ -179,7 +258,7 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 	return d.cfg.Store.RunGet(storeCtx, runID)
 }
 
-func (d *Driver) complete(ctx context.Context, runID string, r execResult, queue func(*Job) error) error {
+func (d *Driver) complete(ctx context.Context, runID string, r execResult, queue func(*Job) error, track func([]*Job)) error {
 	o := r.outcome
 	switch o.State {
 	case cikit.JobSucceeded, cikit.JobFailed, cikit.JobCancelled:
@@ -196,7 +275,7 @@ func (d *Driver) complete(ctx context.Context, runID string, r execResult, queue
 	if err != nil {
 		return err
 	}
-	d.notify(res)
+	track(res.Changed)
 	for _, j := range res.Changed {
 		if j.State == cikit.JobReady {
 			if err := queue(j); err != nil {
@@ -207,11 +286,8 @@ func (d *Driver) complete(ctx context.Context, runID string, r execResult, queue
 	return nil
 }
 
-func (d *Driver) notify(res *TransitionResult) {
-	if d.cfg.OnChange == nil {
-		return
-	}
-	for _, j := range res.Changed {
+func (d *Driver) notify(j *Job) {
+	if d.cfg.OnChange != nil {
 		d.cfg.OnChange(j)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -21,6 +22,8 @@ func TestNewDriverValidates(t *testing.T) {
 	require.ErrorContains(t, err, "Executor is required")
 	_, err = dag.NewDriver(dag.DriverConfig{Store: dag.NewMemoryStore(dag.MemoryConfig{}), Executor: exec, Parallel: -1})
 	require.ErrorContains(t, err, "Parallel must not be negative")
+	_, err = dag.NewDriver(dag.DriverConfig{Store: dag.NewMemoryStore(dag.MemoryConfig{}), Executor: exec, GroupRetry: -time.Second})
+	require.ErrorContains(t, err, "GroupRetry must not be negative")
 }
 
 // TestDriverCancel cancels a run while build runs: build's execution sees

@@ -32,6 +32,10 @@ type MemoryStore struct {
 	keys map[string]string // idempotency key -> run ID
 	// outbox holds unpublished events in creation order.
 	outbox []*OutboxEvent
+	// lines holds the runs of each pipeline and branch, and groups the
+	// jobs of each concurrency group, in creation order.
+	lines  map[line][]*memRun
+	groups map[GroupKey][]memJob
 }
 
 func newEventID() string { return uuid.Must(uuid.NewV7()).String() }
@@ -44,9 +48,30 @@ type memRun struct {
 	attempts map[string][]*Job
 }
 
+// memJob is a job of a run.
+type memJob struct {
+	run *memRun
+	i   int
+}
+
+// index records a new run in the indexes of lines and groups. The caller
+// holds the lock.
+func (s *MemoryStore) index(r *memRun) {
+	if r.run.Pipeline != "" && r.run.Branch != "" {
+		l := line{r.run.Pipeline, r.run.Branch}
+		s.lines[l] = append(s.lines[l], r)
+	}
+	for i := range r.jobs {
+		if key, ok := groupKey(r.jobs[i].Spec.Concurrency, r.run.Branch); ok {
+			s.groups[key] = append(s.groups[key], memJob{run: r, i: i})
+		}
+	}
+}
+
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
-	s := &MemoryStore{now: cfg.Now, newID: cfg.NewID, runs: make(map[string]*memRun), keys: make(map[string]string)}
+	s := &MemoryStore{now: cfg.Now, newID: cfg.NewID, runs: make(map[string]*memRun), keys: make(map[string]string),
+		lines: make(map[line][]*memRun), groups: make(map[GroupKey][]memJob)}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -64,6 +89,9 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	}
 	g, err := FromSpecs(p.Jobs)
 	if err != nil {
+		return nil, err
+	}
+	if err := p.Supersede.check(); err != nil {
 		return nil, err
 	}
 	now := s.now()
@@ -89,7 +117,7 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	if _, dup := s.runs[id]; dup {
 		return nil, fmt.Errorf("dag: run ID %q: %w", id, cikit.ErrConflict)
 	}
-	r.run = Run{ID: id, CreatedAt: now, IdempotencyKey: p.IdempotencyKey}
+	r.run = Run{ID: id, CreatedAt: now, IdempotencyKey: p.IdempotencyKey, Pipeline: p.Pipeline, Branch: p.Branch}
 	if p.IdempotencyKey != "" {
 		s.keys[p.IdempotencyKey] = id
 	}
@@ -110,6 +138,10 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 		}
 	}
 	s.outbox = append(s.outbox, events(newEventID, now, &run, false, initial)...)
+	s.index(r)
+	if err := s.supersede(r, p); err != nil {
+		return nil, err
+	}
 	return &run, nil
 }
 
@@ -153,7 +185,25 @@ func (s *MemoryStore) JobList(ctx context.Context, runID string) ([]*Job, error)
 }
 
 func (s *MemoryStore) JobQueue(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
-	return s.transition(ctx, p.RunID, p.event(EventQueue), Event{})
+	return s.queue(ctx, p.event(EventQueue))
+}
+
+// queue is JobQueue of e: a job of a concurrency group waits its turn
+// (see GroupKey).
+func (s *MemoryStore) queue(ctx context.Context, e *JobEvent) (*TransitionResult, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if r, ok := s.runs[e.RunID]; ok {
+		if i, ok := r.graph.Index(e.JobID); ok {
+			if key, ok := groupKey(r.jobs[i].Spec.Concurrency, r.run.Branch); ok {
+				return queueInGroup(ctx, memGroupTx{s}, key, e, r.jobs[i].Spec.Concurrency.CancelInProgress)
+			}
+		}
+	}
+	return s.transitionLocked(e.RunID, e, Event{}, "")
 }
 
 func (s *MemoryStore) JobStart(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
@@ -171,7 +221,13 @@ func (s *MemoryStore) JobApply(ctx context.Context, evs []*JobEvent) ([]*JobEven
 			out[i] = &JobEventResult{Err: err}
 			continue
 		}
-		res, err := s.transition(ctx, e.RunID, e, Event{})
+		var res *TransitionResult
+		var err error
+		if e.Kind == EventQueue {
+			res, err = s.queue(ctx, e)
+		} else {
+			res, err = s.transition(ctx, e.RunID, e, Event{})
+		}
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return nil, ctxErr
 		}
@@ -208,6 +264,12 @@ func (s *MemoryStore) transition(ctx context.Context, runID string, je *JobEvent
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.transitionLocked(runID, je, ev, "")
+}
+
+// transitionLocked is transition with the lock held; reason, when set, is
+// why a cancel event cancels.
+func (s *MemoryStore) transitionLocked(runID string, je *JobEvent, ev Event, reason string) (*TransitionResult, error) {
 	r, err := s.get(runID)
 	if err != nil {
 		return nil, err
@@ -220,6 +282,7 @@ func (s *MemoryStore) transition(ctx context.Context, runID string, je *JobEvent
 	if err != nil {
 		return nil, err
 	}
+	w.reason = reason
 	now := s.now()
 	a, err := w.apply(r.graph, jobs, now)
 	if err != nil {

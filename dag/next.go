@@ -37,6 +37,12 @@ const (
 	// outlived its timeout, or a READY or QUEUED one that waited too long
 	// for a runner. The failure has the consequences of any other.
 	EventExpire
+	// EventCancelJob cancels one job (Event.Job), as EventCancel does the
+	// run's: RUNNING becomes CANCEL_REQUESTED, a job that has not started
+	// CANCELLED with the consequences of a cancellation. A job that ended
+	// or is being cancelled is left as it is. A concurrency group's
+	// cancel_in_progress uses it.
+	EventCancelJob
 )
 
 func (k EventKind) String() string {
@@ -57,6 +63,8 @@ func (k EventKind) String() string {
 		return "repair"
 	case EventExpire:
 		return "expire"
+	case EventCancelJob:
+		return "cancel-job"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -65,7 +73,7 @@ func (k EventKind) String() string {
 type Event struct {
 	Kind EventKind
 	// Job is the index of the job the event is about; unused by
-	// EventCancel.
+	// EventCancel and EventRetryFailed.
 	Job int
 	// Outcome is the terminal state reported by EventComplete:
 	// JobSucceeded, JobFailed or JobCancelled.
@@ -158,6 +166,15 @@ func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
 		return nil, fmt.Errorf("dag: job index %d out of range [0,%d)", ev.Job, g.Len())
 	}
 	from := states[ev.Job]
+	if ev.Kind == EventCancelJob {
+		switch {
+		case from == cikit.JobRunning:
+			return []Change{{Job: ev.Job, From: from, To: cikit.JobCancelRequested}}, nil
+		case from.Terminal() || from == cikit.JobCancelRequested:
+			return nil, nil
+		}
+		return propagate(g, states, ev.Job, cikit.JobCancelled, []Change{{Job: ev.Job, From: from, To: cikit.JobCancelled}}), nil
+	}
 	var to, want cikit.JobState
 	switch ev.Kind {
 	case EventQueue:

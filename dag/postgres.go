@@ -150,24 +150,43 @@ func (s *PostgresStore) Migrate(ctx context.Context) error {
 }
 
 func (s *PostgresStore) RunCreate(ctx context.Context, p *RunCreateParams) (run *Run, err error) {
+	created := false
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		run, err = s.RunCreateTx(ctx, tx, p)
+		run, created, err = s.runCreateTx(ctx, tx, p)
 		return err
 	})
-	return run, err
+	if err != nil || !created {
+		return run, err
+	}
+	// Committed: the run's graph is known without reading it back. (Not
+	// in RunCreateTx, whose caller may still roll back.)
+	if g, err := FromSpecs(p.Jobs); err == nil {
+		s.graphs.put(run.ID, &runGraph{g: g, specs: cloneSpecs(p.Jobs), branch: p.Branch})
+	}
+	return run, nil
 }
 
 // RunCreateTx is RunCreate inside the caller's transaction, so that a run
 // commits together with the caller's own writes (a webhook delivery's
 // record, for example) or not at all.
 func (s *PostgresStore) RunCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreateParams) (*Run, error) {
+	run, _, err := s.runCreateTx(ctx, tx, p)
+	return run, err
+}
+
+// runCreateTx is RunCreateTx; created is false when the run existed.
+func (s *PostgresStore) runCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreateParams) (_ *Run, created bool, _ error) {
 	g, err := FromSpecs(p.Jobs)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if err := p.Supersede.check(); err != nil {
+		return nil, false, err
 	}
 	now := s.now()
 	states := Initial(g)
-	run := &Run{ID: s.newID(), CreatedAt: now, State: RunStatus(g, states), IdempotencyKey: p.IdempotencyKey}
+	run := &Run{ID: s.newID(), CreatedAt: now, State: RunStatus(g, states), IdempotencyKey: p.IdempotencyKey,
+		Pipeline: p.Pipeline, Branch: p.Branch}
 	if run.State.Terminal() {
 		run.FinishedAt = now
 	}
@@ -177,19 +196,21 @@ func (s *PostgresStore) RunCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreate
 		tag, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (key, run_id, created_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING`,
 			p.IdempotencyKey, run.ID, now)
 		if err != nil {
-			return nil, interpretError(err)
+			return nil, false, interpretError(err)
 		}
 		if tag.RowsAffected() == 0 {
 			var existing string
 			if err := tx.QueryRow(ctx, `SELECT run_id FROM idempotency_keys WHERE key = $1`, p.IdempotencyKey).Scan(&existing); err != nil {
-				return nil, interpretError(err)
+				return nil, false, interpretError(err)
 			}
-			return s.runTx(ctx, tx, existing)
+			run, err := s.runTx(ctx, tx, existing)
+			return run, false, err
 		}
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key) VALUES ($1, $2, $3, $4, $5)`,
-		run.ID, run.State, now, nullTime(run.FinishedAt), nullString(p.IdempotencyKey)); err != nil {
-		return nil, interpretError(err)
+	if _, err := tx.Exec(ctx, `INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key, pipeline, branch)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+		run.ID, run.State, now, nullTime(run.FinishedAt), nullString(p.IdempotencyKey), p.Pipeline, p.Branch); err != nil {
+		return nil, false, interpretError(err)
 	}
 	rows := make([][]any, len(p.Jobs))
 	var deps [][]any
@@ -197,7 +218,7 @@ func (s *PostgresStore) RunCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreate
 	for i, spec := range p.Jobs {
 		data, err := json.Marshal(spec)
 		if err != nil {
-			return nil, fmt.Errorf("dag: job %q: %w", spec.ID, err)
+			return nil, false, fmt.Errorf("dag: job %q: %w", spec.ID, err)
 		}
 		j := &Job{RunID: run.ID, Spec: spec, State: states[i], Attempt: 1}
 		switch states[i] {
@@ -216,10 +237,10 @@ func (s *PostgresStore) RunCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreate
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
 		[]string{"run_id", "position", "job_id", "spec", "state", "reason", "ready_at", "finished_at", "allow_failure"}, pgx.CopyFromRows(rows)); err != nil {
-		return nil, interpretError(err)
+		return nil, false, interpretError(err)
 	}
 	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"job_deps"}, []string{"run_id", "job_id", "needs_job_id"}, pgx.CopyFromRows(deps)); err != nil {
-		return nil, interpretError(err)
+		return nil, false, interpretError(err)
 	}
 	var ended []*Job
 	for _, j := range initial {
@@ -233,13 +254,15 @@ func (s *PostgresStore) RunCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreate
 	queueAttempts(b, ended)
 	queueOutbox(b, evs)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, interpretError(err)
+		return nil, false, interpretError(err)
+	}
+	if err := s.supersedeTx(ctx, tx, run, p); err != nil {
+		return nil, false, err
 	}
 	// The counters exist before the run commits, so no count of this
 	// run's jobs can come before them.
 	s.rebuildCounters(ctx, run.ID, g, states)
-	s.graphs.put(run.ID, &runGraph{g: g, specs: cloneSpecs(p.Jobs)})
-	return run, nil
+	return run, true, nil
 }
 
 func (s *PostgresStore) RunGet(ctx context.Context, runID string) (*Run, error) {
@@ -381,6 +404,15 @@ func (s *PostgresStore) one(ctx context.Context, e *JobEvent) (*TransitionResult
 // taking it writes nothing.
 const lockRun = `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`
 
+// lockRunsTx takes runs' exclusive locks (see lockRun) in the order of
+// their IDs, the order every write that locks several runs uses.
+func lockRunsTx(ctx context.Context, tx pgx.Tx, runIDs []string) error {
+	ids := slices.Clone(runIDs)
+	slices.Sort(ids)
+	_, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtextextended(id, 0)) FROM unnest($1::text[]) AS id`, slices.Compact(ids))
+	return interpretError(err)
+}
+
 // jobs reads a run's graph, row and jobs in plan order, in one round trip;
 // lock takes the run's exclusive lock first. Jobs' Spec fields are the
 // cached specs: callers clone them before handing them out.
@@ -393,7 +425,7 @@ func (s *PostgresStore) jobs(ctx context.Context, tx pgx.Tx, runID string, lock 
 	if lock {
 		b.Queue(lockRun, runID)
 	}
-	b.Queue(`SELECT state, created_at, finished_at, idempotency_key FROM pipeline_runs WHERE id = $1`, runID)
+	b.Queue(`SELECT `+runColumns+` FROM pipeline_runs WHERE id = $1`, runID)
 	b.Queue(`SELECT state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at
 		FROM jobs WHERE run_id = $1 ORDER BY position`, runID)
 	br := tx.SendBatch(ctx, b)
@@ -440,6 +472,8 @@ type lockedEvent struct {
 	runID string
 	job   *JobEvent
 	ev    Event
+	// reason is why a cancel event cancels; "run cancelled" when empty.
+	reason string
 }
 
 // transition applies one event on the locked path.
@@ -478,88 +512,9 @@ func (s *PostgresStore) transitions(ctx context.Context, items []lockedEvent) (r
 	slices.Sort(ids)
 	ids = slices.Compact(ids)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
-		results, errs = make([]*TransitionResult, len(items)), make([]error, len(items))
-		runs := make(map[string]*lockedRun, len(ids))
-		for _, id := range ids {
-			rg, run, jobs, err := s.jobs(ctx, tx, id, true)
-			switch {
-			case refusal(err):
-				runs[id] = &lockedRun{refusal: err}
-			case err != nil:
-				return err
-			default:
-				runs[id] = &lockedRun{rg: rg, run: run, jobs: jobs, initial: run.State, changed: make(map[int]*Job)}
-			}
-		}
-		now := s.now()
-		for k, it := range items {
-			r := runs[it.runID]
-			if r.refusal != nil {
-				errs[k] = r.refusal
-				continue
-			}
-			w, err := newWrite(r.rg.g, r.jobs, it.runID, it.job, it.ev)
-			if err != nil {
-				errs[k] = err
-				continue
-			}
-			a, err := w.apply(r.rg.g, r.jobs, now)
-			if err != nil {
-				errs[k] = err
-				continue
-			}
-			for _, j := range a.changed {
-				i, _ := r.rg.g.Index(j.ID())
-				r.changed[i] = j
-			}
-			r.ended = append(r.ended, a.ended...)
-			wasTerminal := r.run.State.Terminal()
-			if state := RunStatus(r.rg.g, statesOf(r.jobs)); state != r.run.State {
-				r.run.State = state
-				switch {
-				case !state.Terminal():
-					r.run.FinishedAt = time.Time{} // running again after a retry
-				case r.run.FinishedAt.IsZero():
-					r.run.FinishedAt = now
-				}
-			}
-			run := *r.run
-			r.events = append(r.events, events(newEventID, now, &run, wasTerminal, a.changed)...)
-			results[k] = &TransitionResult{Changed: a.changed, Run: &run}
-			r.applied = true
-		}
-		b := &pgx.Batch{}
-		for _, id := range ids {
-			r := runs[id]
-			if !r.applied {
-				continue
-			}
-			changed := make([]*Job, 0, len(r.changed))
-			for _, i := range slices.Sorted(maps.Keys(r.changed)) {
-				changed = append(changed, r.changed[i])
-			}
-			queueJobUpdates(b, id, changed)
-			if r.run.State != r.initial {
-				b.Queue(`UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1`, id, r.run.State, nullTime(r.run.FinishedAt))
-			}
-			queueAttempts(b, r.ended)
-			queueOutbox(b, r.events)
-		}
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return interpretError(err)
-		}
-		if err := s.step("slow:written"); err != nil {
-			return err
-		}
-		for _, id := range ids {
-			// Even a write that changed nothing (a redelivered
-			// completion) rebuilds: the counters the first delivery
-			// left undone are made right.
-			if r := runs[id]; r.applied {
-				s.rebuildCounters(ctx, id, r.rg.g, statesOf(r.jobs))
-			}
-		}
-		return nil
+		var err error
+		results, errs, err = s.transitionsTx(ctx, tx, ids, items)
+		return err
 	})
 	if err != nil {
 		return nil, nil, err
@@ -570,6 +525,94 @@ func (s *PostgresStore) transitions(ctx context.Context, items []lockedEvent) (r
 		}
 		for _, j := range res.Changed {
 			j.Spec = j.Spec.Clone()
+		}
+	}
+	return results, errs, nil
+}
+
+// transitionsTx is transitions in tx, for the runs ids (sorted, distinct)
+// of items. Changed jobs' specs are the cached ones: callers clone them.
+func (s *PostgresStore) transitionsTx(ctx context.Context, tx pgx.Tx, ids []string, items []lockedEvent) ([]*TransitionResult, []error, error) {
+	results, errs := make([]*TransitionResult, len(items)), make([]error, len(items))
+	runs := make(map[string]*lockedRun, len(ids))
+	for _, id := range ids {
+		rg, run, jobs, err := s.jobs(ctx, tx, id, true)
+		switch {
+		case refusal(err):
+			runs[id] = &lockedRun{refusal: err}
+		case err != nil:
+			return nil, nil, err
+		default:
+			runs[id] = &lockedRun{rg: rg, run: run, jobs: jobs, initial: run.State, changed: make(map[int]*Job)}
+		}
+	}
+	now := s.now()
+	for k, it := range items {
+		r := runs[it.runID]
+		if r.refusal != nil {
+			errs[k] = r.refusal
+			continue
+		}
+		w, err := newWrite(r.rg.g, r.jobs, it.runID, it.job, it.ev)
+		if err != nil {
+			errs[k] = err
+			continue
+		}
+		w.reason = it.reason
+		a, err := w.apply(r.rg.g, r.jobs, now)
+		if err != nil {
+			errs[k] = err
+			continue
+		}
+		for _, j := range a.changed {
+			i, _ := r.rg.g.Index(j.ID())
+			r.changed[i] = j
+		}
+		r.ended = append(r.ended, a.ended...)
+		wasTerminal := r.run.State.Terminal()
+		if state := RunStatus(r.rg.g, statesOf(r.jobs)); state != r.run.State {
+			r.run.State = state
+			switch {
+			case !state.Terminal():
+				r.run.FinishedAt = time.Time{} // running again after a retry
+			case r.run.FinishedAt.IsZero():
+				r.run.FinishedAt = now
+			}
+		}
+		run := *r.run
+		r.events = append(r.events, events(newEventID, now, &run, wasTerminal, a.changed)...)
+		results[k] = &TransitionResult{Changed: a.changed, Run: &run}
+		r.applied = true
+	}
+	b := &pgx.Batch{}
+	for _, id := range ids {
+		r := runs[id]
+		if !r.applied {
+			continue
+		}
+		changed := make([]*Job, 0, len(r.changed))
+		for _, i := range slices.Sorted(maps.Keys(r.changed)) {
+			changed = append(changed, r.changed[i])
+		}
+		queueJobUpdates(b, id, changed)
+		if r.run.State != r.initial {
+			b.Queue(`UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1`, id, r.run.State, nullTime(r.run.FinishedAt))
+		}
+		queueAttempts(b, r.ended)
+		queueOutbox(b, r.events)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, nil, interpretError(err)
+	}
+	if err := s.step("slow:written"); err != nil {
+		return nil, nil, err
+	}
+	for _, id := range ids {
+		// Even a write that changed nothing (a redelivered
+		// completion) rebuilds: the counters the first delivery
+		// left undone are made right.
+		if r := runs[id]; r.applied {
+			s.rebuildCounters(ctx, id, r.rg.g, statesOf(r.jobs))
 		}
 	}
 	return results, errs, nil
@@ -623,16 +666,18 @@ func (s *PostgresStore) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 const maxTxTries = 5
 
 func (s *PostgresStore) runTx(ctx context.Context, tx pgx.Tx, runID string) (*Run, error) {
-	return scanRun(runID, tx.QueryRow(ctx, `SELECT state, created_at, finished_at, idempotency_key FROM pipeline_runs WHERE id = $1`, runID))
+	return scanRun(runID, tx.QueryRow(ctx, `SELECT `+runColumns+` FROM pipeline_runs WHERE id = $1`, runID))
 }
 
-// scanRun reads a run's row: state, created_at, finished_at and
-// idempotency_key.
+// runColumns are the columns of pipeline_runs scanRun reads.
+const runColumns = `state, created_at, finished_at, idempotency_key, pipeline, branch`
+
+// scanRun reads a run's row: runColumns.
 func scanRun(runID string, row pgx.Row) (*Run, error) {
 	run := &Run{ID: runID}
 	var finished *time.Time
 	var key *string
-	if err := row.Scan(&run.State, &run.CreatedAt, &finished, &key); err != nil {
+	if err := row.Scan(&run.State, &run.CreatedAt, &finished, &key, &run.Pipeline, &run.Branch); err != nil {
 		return nil, interpretError(err)
 	}
 	run.FinishedAt = deref(finished)

@@ -18,8 +18,9 @@ import (
 // runGraph is a run's graph and compiled specs, which never change once
 // the run exists, so a store keeps them in memory.
 type runGraph struct {
-	g     *Graph
-	specs []*cikit.JobSpec
+	g      *Graph
+	specs  []*cikit.JobSpec
+	branch string // the run's, which scopes its concurrency groups
 }
 
 // defaultGraphCache is how many runs' graphs a PostgresStore keeps.
@@ -64,13 +65,15 @@ func (s *PostgresStore) graph(ctx context.Context, q querier, runID string) (*ru
 	if rg, ok := s.graphs.get(runID); ok {
 		return rg, nil
 	}
-	rows, err := q.Query(ctx, `SELECT spec FROM jobs WHERE run_id = $1 ORDER BY position`, runID)
+	rows, err := q.Query(ctx, `SELECT j.spec, r.branch FROM jobs j JOIN pipeline_runs r ON r.id = j.run_id
+		WHERE j.run_id = $1 ORDER BY j.position`, runID)
 	if err != nil {
 		return nil, interpretError(err)
 	}
+	var branch string
 	specs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*cikit.JobSpec, error) {
 		var data []byte
-		if err := row.Scan(&data); err != nil {
+		if err := row.Scan(&data, &branch); err != nil {
 			return nil, err
 		}
 		spec := &cikit.JobSpec{}
@@ -89,7 +92,7 @@ func (s *PostgresStore) graph(ctx context.Context, q querier, runID string) (*ru
 	if err != nil {
 		return nil, fmt.Errorf("dag: run %q: stored jobs do not form a graph: %w", runID, err)
 	}
-	rg := &runGraph{g: g, specs: specs}
+	rg := &runGraph{g: g, specs: specs, branch: branch}
 	s.graphs.put(runID, rg)
 	return rg, nil
 }
@@ -167,6 +170,12 @@ func (s *PostgresStore) applyRound(ctx context.Context, evs []*JobEvent, round [
 		switch {
 		case !ok:
 			out[i] = &JobEventResult{Err: fmt.Errorf("dag: run %q has no job %q: %w", e.RunID, e.JobID, cikit.ErrNotFound)}
+		case e.Kind == EventQueue && rg.specs[j].Concurrency != nil && rg.specs[j].Concurrency.Group != "":
+			res, err := s.queueInGroup(ctx, e, rg.specs[j].Concurrency, rg.branch)
+			if err != nil && !refusal(err) {
+				return err
+			}
+			out[i] = &JobEventResult{TransitionResult: res, Err: err}
 		case fastEligible(rg, j, e):
 			fast = append(fast, &fastEvent{i: i, e: e, rg: rg, job: j})
 		default:

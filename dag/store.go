@@ -28,7 +28,9 @@ type Store interface {
 	// RunCreate stores a new run of the given jobs. Jobs that need nothing
 	// are READY at once, the others PENDING. The jobs must form a valid
 	// graph (see FromSpecs). With an IdempotencyKey already used, it
-	// returns the existing run and changes nothing.
+	// returns the existing run and changes nothing. In the same write,
+	// the new run supersedes the unfinished runs of its pipeline and
+	// branch when its Supersede policy says so (see SupersedePolicy).
 	RunCreate(ctx context.Context, params *RunCreateParams) (*Run, error)
 	// RunGet returns a run.
 	RunGet(ctx context.Context, runID string) (*Run, error)
@@ -48,7 +50,12 @@ type Store interface {
 	RunRetryFailed(ctx context.Context, runID string) (*TransitionResult, error)
 	// JobList returns the jobs of a run in plan order.
 	JobList(ctx context.Context, runID string) ([]*Job, error)
-	// JobQueue moves a READY job to QUEUED.
+	// JobQueue moves a READY job to QUEUED. A job of a concurrency group
+	// is queued only when its turn has come: no job of its group is
+	// active and none has waited longer; otherwise JobQueue returns a
+	// *GroupBusyError (ErrGroupBusy) and the job stays READY. A job with
+	// cancel_in_progress first cancels the jobs of its group ahead of it.
+	// See GroupKey.
 	JobQueue(ctx context.Context, params *JobTransitionParams) (*TransitionResult, error)
 	// JobStart moves a QUEUED job to RUNNING.
 	JobStart(ctx context.Context, params *JobTransitionParams) (*TransitionResult, error)
@@ -89,6 +96,12 @@ type Store interface {
 	// with a store failure come the results of the transitions applied
 	// before it.
 	JobsExpire(ctx context.Context, params *ExpireParams) ([]*TransitionResult, error)
+	// GroupNext returns the job whose turn it is in a concurrency group:
+	// the READY job of the group that has waited longest, when no job of
+	// the group is active. It returns nil when the group is busy or no
+	// job waits. A scheduler calls it for the groups a write freed
+	// (TransitionResult.Freed) and queues the job it returns.
+	GroupNext(ctx context.Context, key GroupKey) (*Job, error)
 
 	// OutboxPending returns up to limit events not yet marked published,
 	// oldest first. Every write above records its events in the same
@@ -167,6 +180,21 @@ type RunCreateParams struct {
 	// and writes nothing, however much later it comes (a webhook
 	// redelivered, a manual trigger retried).
 	IdempotencyKey string
+	// Pipeline identifies the pipeline the run executes: a repository
+	// and a file of it, such as "acme/api:.cikit.yml". Runs without one
+	// never supersede and are never superseded.
+	Pipeline string
+	// Branch is the branch the run builds. It scopes superseding, which
+	// a run without one is never part of, and the run's concurrency
+	// groups (see GroupKey).
+	Branch string
+	// DefaultBranch says that Branch is the repository's default branch,
+	// which the default Supersede policy leaves alone.
+	DefaultBranch bool
+	// Supersede says whether the new run cancels the unfinished runs of
+	// the same Pipeline and Branch. The zero value supersedes on every
+	// branch but the default branch.
+	Supersede SupersedePolicy
 }
 
 // JobTransitionParams name the job and attempt a transition applies to.
@@ -260,7 +288,9 @@ func RetryOnFailure(spec *cikit.JobSpec, class cikit.FailureClass, attempt int) 
 // TransitionResult is what a transition changed.
 type TransitionResult struct {
 	// Changed lists every job whose state changed, in the order of the
-	// changes (see Next).
+	// changes (see Next). JobQueue of a job with cancel_in_progress lists
+	// the job first, then the jobs it cancelled, which may belong to
+	// other runs, and their consequences.
 	Changed []*Job
 	// Run is the run after the transition.
 	Run *Run
@@ -274,6 +304,9 @@ type Run struct {
 	FinishedAt time.Time // zero until the run is terminal
 	// IdempotencyKey is the key the run was created with, if any.
 	IdempotencyKey string
+	// Pipeline and Branch are those the run was created with.
+	Pipeline string
+	Branch   string
 }
 
 // Job is one job of a run and its current state.
@@ -287,7 +320,8 @@ type Job struct {
 	// Runner is who runs or ran the attempt, as JobStart named it.
 	Runner string
 	// Reason explains a terminal state that is not success: a failure
-	// message, the job whose failure skipped this one, a cancellation.
+	// message, the job whose failure skipped this one, a cancellation;
+	// and for CANCEL_REQUESTED, why the job is being cancelled.
 	Reason     string
 	ReadyAt    time.Time
 	QueuedAt   time.Time

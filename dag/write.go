@@ -16,6 +16,8 @@ type write struct {
 	ev       Event
 	job      *JobEvent // the job event, nil for run events
 	retrying bool      // a failure retried on its own: the event's job gets a new attempt
+	// reason is why a cancel event cancels; "run cancelled" when empty.
+	reason string
 }
 
 // newWrite resolves a run event ev, or the job event je when it is not
@@ -96,11 +98,13 @@ func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
 			j.QueuedAt = now
 		case c.To == cikit.JobRunning:
 			j.StartedAt, j.Runner = now, w.job.Runner
+		case c.To == cikit.JobCancelRequested:
+			j.Reason = w.cancelReason()
 		case c.To.Terminal():
 			j.FinishedAt = now
 			switch {
-			case w.ev.Kind == EventCancel:
-				j.Reason = "run cancelled"
+			case w.ev.Kind == EventCancel || own && w.ev.Kind == EventCancelJob:
+				j.Reason = w.cancelReason()
 			case own:
 				j.ExitCode, j.Reason = w.job.ExitCode, w.job.Reason
 			default:
@@ -113,4 +117,12 @@ func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
 		}
 	}
 	return out, nil
+}
+
+// cancelReason is the reason recorded on the jobs a cancel event cancels.
+func (w *write) cancelReason() string {
+	if w.reason == "" {
+		return "run cancelled"
+	}
+	return w.reason
 }

@@ -26,10 +26,19 @@ import (
 // return a store that shares nothing with the others.
 type Factory func(t *testing.T, now func() time.Time) dag.Store
 
-// clock ticks one second on every read, so durations are exact.
-type clock struct{ t time.Time }
+// clock ticks one second on every read, so durations are exact. Stores
+// read it from concurrent calls.
+type clock struct {
+	mu sync.Mutex
+	t  time.Time
+}
 
-func (c *clock) now() time.Time { c.t = c.t.Add(time.Second); return c.t }
+func (c *clock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(time.Second)
+	return c.t
+}
 
 // pipeline is build -> [unit, lint(allow_failure)] -> integration.
 func pipeline() []*cikit.JobSpec {
@@ -88,6 +97,7 @@ func states(jobs []*dag.Job) []cikit.JobState {
 
 // Exercise runs the conformance suite against the stores factory makes.
 func Exercise(t *testing.T, factory Factory) {
+	exerciseGroups(t, factory)
 	t.Run("Lifecycle", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
