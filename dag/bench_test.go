@@ -112,8 +112,7 @@ func schedule(b *testing.B, store dag.Store, runs []*dag.Run, jobsPerRun, worker
 // creates 20 runs of 22 jobs and drives them to their end with 4
 // workers applying events in batches of up to batch.
 func benchmarkScheduler(b *testing.B, store dag.Store, batch int) {
-	const runsPer, width = 20, 20
-	workers := benchWorkers
+	const runsPer, width, workers = 20, 20, 4
 	specs := fanSpecs(width)
 	ctx := context.Background()
 	jobs, batches := 0, 0
@@ -156,5 +155,3 @@ func BenchmarkScheduler(b *testing.B) {
 		})
 	}
 }
-
-var benchWorkers = 4
