@@ -130,7 +130,8 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	r.updateRun(now)
 	s.runs[id] = r
 	run := r.run
-	s.outbox = append(s.outbox, &OutboxEvent{ID: newEventID(), Type: EventPipelineCreated, RunID: id, State: string(run.State), CreatedAt: now})
+	s.outbox = append(s.outbox, &OutboxEvent{ID: newEventID(), Type: EventPipelineCreated, RunID: id, Pipeline: run.Pipeline,
+		State: string(run.State), CreatedAt: now})
 	var initial []*Job
 	for i := range r.jobs {
 		if r.jobs[i].State != cikit.JobPending {

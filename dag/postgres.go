@@ -161,7 +161,7 @@ func (s *PostgresStore) RunCreate(ctx context.Context, p *RunCreateParams) (run 
 	// Committed: the run's graph is known without reading it back. (Not
 	// in RunCreateTx, whose caller may still roll back.)
 	if g, err := FromSpecs(p.Jobs); err == nil {
-		s.graphs.put(run.ID, &runGraph{g: g, specs: cloneSpecs(p.Jobs), branch: p.Branch})
+		s.graphs.put(run.ID, &runGraph{g: g, specs: cloneSpecs(p.Jobs), branch: p.Branch, pipeline: p.Pipeline})
 	}
 	return run, nil
 }
@@ -248,7 +248,8 @@ func (s *PostgresStore) runCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreate
 			ended = append(ended, j)
 		}
 	}
-	evs := append([]*OutboxEvent{{ID: newEventID(), Type: EventPipelineCreated, RunID: run.ID, State: string(run.State), CreatedAt: now}},
+	evs := append([]*OutboxEvent{{ID: newEventID(), Type: EventPipelineCreated, RunID: run.ID, Pipeline: run.Pipeline,
+		State: string(run.State), CreatedAt: now}},
 		events(newEventID, now, run, false, initial)...)
 	b := &pgx.Batch{}
 	queueAttempts(b, ended)
@@ -729,16 +730,16 @@ func queueOutbox(b *pgx.Batch, evs []*OutboxEvent) {
 	if len(evs) == 0 {
 		return
 	}
-	var ids, types, runs, jobs, states, reasons []string
+	var ids, types, runs, pipelines, jobs, states, reasons []string
 	var attempts []int
 	var created []time.Time
 	for _, e := range evs {
-		ids, types, runs, jobs = append(ids, e.ID), append(types, e.Type), append(runs, e.RunID), append(jobs, e.JobID)
+		ids, types, runs, pipelines, jobs = append(ids, e.ID), append(types, e.Type), append(runs, e.RunID), append(pipelines, e.Pipeline), append(jobs, e.JobID)
 		attempts, states, reasons, created = append(attempts, e.Attempt), append(states, e.State), append(reasons, e.Reason), append(created, e.CreatedAt)
 	}
-	b.Queue(`INSERT INTO outbox (id, type, run_id, job_id, attempt, state, reason, created_at)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[], $8::timestamptz[])`,
-		ids, types, runs, jobs, attempts, states, reasons, created)
+	b.Queue(`INSERT INTO outbox (id, type, run_id, pipeline, job_id, attempt, state, reason, created_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::text[], $8::text[], $9::timestamptz[])`,
+		ids, types, runs, pipelines, jobs, attempts, states, reasons, created)
 }
 
 // jobColumns are jobs' records as one array per column, for unnest.
@@ -790,7 +791,7 @@ func queueJobUpdates(b *pgx.Batch, runID string, changed []*Job) {
 }
 
 func (s *PostgresStore) OutboxPending(ctx context.Context, limit int) ([]*OutboxEvent, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, type, run_id, job_id, attempt, state, reason, created_at
+	rows, err := s.pool.Query(ctx, `SELECT id, type, run_id, pipeline, job_id, attempt, state, reason, created_at
 		FROM outbox WHERE published_at IS NULL ORDER BY seq LIMIT $1`, limit)
 	if err != nil {
 		return nil, interpretError(err)
@@ -799,7 +800,7 @@ func (s *PostgresStore) OutboxPending(ctx context.Context, limit int) ([]*Outbox
 	var out []*OutboxEvent
 	for rows.Next() {
 		e := &OutboxEvent{}
-		if err := rows.Scan(&e.ID, &e.Type, &e.RunID, &e.JobID, &e.Attempt, &e.State, &e.Reason, &e.CreatedAt); err != nil {
+		if err := rows.Scan(&e.ID, &e.Type, &e.RunID, &e.Pipeline, &e.JobID, &e.Attempt, &e.State, &e.Reason, &e.CreatedAt); err != nil {
 			return nil, interpretError(err)
 		}
 		e.CreatedAt = e.CreatedAt.UTC()

@@ -21,6 +21,8 @@ type runGraph struct {
 	g      *Graph
 	specs  []*cikit.JobSpec
 	branch string // the run's, which scopes its concurrency groups
+	// pipeline is the run's, which its outbox events name.
+	pipeline string
 }
 
 // defaultGraphCache is how many runs' graphs a PostgresStore keeps.
@@ -65,15 +67,15 @@ func (s *PostgresStore) graph(ctx context.Context, q querier, runID string) (*ru
 	if rg, ok := s.graphs.get(runID); ok {
 		return rg, nil
 	}
-	rows, err := q.Query(ctx, `SELECT j.spec, r.branch FROM jobs j JOIN pipeline_runs r ON r.id = j.run_id
+	rows, err := q.Query(ctx, `SELECT j.spec, r.branch, r.pipeline FROM jobs j JOIN pipeline_runs r ON r.id = j.run_id
 		WHERE j.run_id = $1 ORDER BY j.position`, runID)
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	var branch string
+	var branch, pipeline string
 	specs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*cikit.JobSpec, error) {
 		var data []byte
-		if err := row.Scan(&data, &branch); err != nil {
+		if err := row.Scan(&data, &branch, &pipeline); err != nil {
 			return nil, err
 		}
 		spec := &cikit.JobSpec{}
@@ -92,7 +94,7 @@ func (s *PostgresStore) graph(ctx context.Context, q querier, runID string) (*ru
 	if err != nil {
 		return nil, fmt.Errorf("dag: run %q: stored jobs do not form a graph: %w", runID, err)
 	}
-	rg := &runGraph{g: g, specs: specs, branch: branch}
+	rg := &runGraph{g: g, specs: specs, branch: branch, pipeline: pipeline}
 	s.graphs.put(runID, rg)
 	return rg, nil
 }
@@ -356,7 +358,11 @@ func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobE
 				changed = append(changed, j)
 			}
 		}
-		queueOutbox(b, events(newEventID, now, &Run{}, false, append(changed, readied...)))
+		evs, err := s.jobEvents(ctx, now, append(changed, readied...))
+		if err != nil {
+			return err
+		}
+		queueOutbox(b, evs)
 		if err := tx.SendBatch(ctx, b).Close(); err != nil {
 			return interpretError(err)
 		}
@@ -494,6 +500,20 @@ func scanJobs(rows pgx.Rows) ([]*Job, error) {
 	return out, interpretError(rows.Err())
 }
 
+// jobEvents lists the outbox events of jobs of runs that do not end with
+// this write (the fast path's).
+func (s *PostgresStore) jobEvents(ctx context.Context, now time.Time, jobs []*Job) ([]*OutboxEvent, error) {
+	var out []*OutboxEvent
+	for _, j := range jobs {
+		rg, err := s.graph(ctx, s.pool, j.RunID)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, events(newEventID, now, &Run{ID: j.RunID, Pipeline: rg.pipeline}, false, []*Job{j})...)
+	}
+	return out, nil
+}
+
 // readyChildren makes READY, in tx, the children of edges whose needs are
 // all satisfied, and returns them with their specs.
 func (s *PostgresStore) readyChildren(ctx context.Context, tx pgx.Tx, edges []edge, now time.Time) ([]*Job, error) {
@@ -553,8 +573,12 @@ func (s *PostgresStore) readyChecked(ctx context.Context, check []edge, now time
 		if readied, err = s.readyChildren(ctx, tx, check, now); err != nil {
 			return err
 		}
+		evs, err := s.jobEvents(ctx, now, readied)
+		if err != nil {
+			return err
+		}
 		b = &pgx.Batch{}
-		queueOutbox(b, events(newEventID, now, &Run{}, false, readied))
+		queueOutbox(b, evs)
 		return interpretError(tx.SendBatch(ctx, b).Close())
 	})
 	return readied, err

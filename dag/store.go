@@ -121,6 +121,8 @@ type OutboxEvent struct {
 	ID        string // unique, ordered by creation (UUIDv7)
 	Type      string
 	RunID     string
+	// Pipeline is the run's (RunCreateParams.Pipeline), "" if it has none.
+	Pipeline  string
 	JobID     string // "" for pipeline events
 	Attempt   int    // 0 for pipeline events
 	State     string // the job's or the run's new state
@@ -158,15 +160,15 @@ func jobEventType(s cikit.JobState) string {
 }
 
 // events lists the outbox events of a write: the job changes, then the
-// run's completion when it became terminal now.
+// run's completion when it became terminal now. The jobs are run's.
 func events(newID func() string, now time.Time, run *Run, wasTerminal bool, changed []*Job) []*OutboxEvent {
 	out := make([]*OutboxEvent, 0, len(changed)+1)
 	for _, j := range changed {
-		out = append(out, &OutboxEvent{ID: newID(), Type: jobEventType(j.State), RunID: j.RunID, JobID: j.ID(),
+		out = append(out, &OutboxEvent{ID: newID(), Type: jobEventType(j.State), RunID: j.RunID, Pipeline: run.Pipeline, JobID: j.ID(),
 			Attempt: j.Attempt, State: string(j.State), Reason: j.Reason, CreatedAt: now})
 	}
 	if run.State.Terminal() && !wasTerminal {
-		out = append(out, &OutboxEvent{ID: newID(), Type: EventPipelineCompleted, RunID: run.ID, State: string(run.State), CreatedAt: now})
+		out = append(out, &OutboxEvent{ID: newID(), Type: EventPipelineCompleted, RunID: run.ID, Pipeline: run.Pipeline, State: string(run.State), CreatedAt: now})
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -199,6 +200,29 @@ func exerciseBatch(t *testing.T, factory Factory) {
 		require.ErrorIs(t, err, cikit.ErrNotFound)
 		_, err = b.store.JobAttempts(ctx, "nope", "build")
 		require.ErrorIs(t, err, cikit.ErrNotFound)
+	})
+
+	t.Run("OutboxNamesThePipeline", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+		s := factory(t, c.now)
+		run, err := s.RunCreate(ctx, &dag.RunCreateParams{Jobs: pipeline(), Pipeline: "acme/api:.cikit.yml", Branch: "main"})
+		require.NoError(t, err)
+		b := &bundle{store: s, run: run}
+		b.advance(t, "build", cikit.JobSucceeded)
+		b.advance(t, "unit", cikit.JobSucceeded)
+		b.advance(t, "lint", cikit.JobSucceeded)
+		b.advance(t, "integration", cikit.JobFailed)
+		evs, err := s.OutboxPending(ctx, 1000)
+		require.NoError(t, err)
+		require.NotEmpty(t, evs)
+		types := map[string]bool{}
+		for _, e := range evs {
+			require.Equal(t, "acme/api:.cikit.yml", e.Pipeline, "%s of %s", e.Type, e.JobID)
+			types[e.Type] = true
+		}
+		require.True(t, types[dag.EventPipelineCreated] && types[dag.EventJobReady] && types[dag.EventPipelineCompleted], "%v", types)
 	})
 
 	t.Run("AttemptsOfRetryFailed", func(t *testing.T) {
