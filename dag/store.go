@@ -118,9 +118,9 @@ type Store interface {
 // OutboxEvent is one event a store write recorded, for a relay to publish.
 // Consumers deduplicate by ID: a relay may publish an event twice.
 type OutboxEvent struct {
-	ID        string // unique, ordered by creation (UUIDv7)
-	Type      string
-	RunID     string
+	ID    string // unique, ordered by creation (UUIDv7)
+	Type  string
+	RunID string
 	// Pipeline is the run's (RunCreateParams.Pipeline), "" if it has none.
 	Pipeline  string
 	JobID     string // "" for pipeline events
