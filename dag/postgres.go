@@ -10,8 +10,6 @@ import (
 	"io/fs"
 	"maps"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/internal/pgmigrate"
 )
 
 //go:embed migrations/*.sql
@@ -104,49 +103,11 @@ func NewPostgresStore(cfg PostgresConfig) (*PostgresStore, error) {
 	return s, nil
 }
 
-// Migrate applies the migrations the database does not have yet, each in
-// a transaction, recording them in cikit_migrations. It is safe to run
+// Migrate applies the migrations the database does not have yet, in one
+// transaction, recording them in cikit_migrations. It is safe to run
 // from several processes at once: an advisory lock serialises them.
 func (s *PostgresStore) Migrate(ctx context.Context) error {
-	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext('cikit_migrations'))`); err != nil {
-			return err
-		}
-		if _, err := tx.Exec(ctx, `CREATE TABLE IF NOT EXISTS cikit_migrations (
-			component text NOT NULL, version int NOT NULL, applied_at timestamptz NOT NULL DEFAULT now(),
-			PRIMARY KEY (component, version))`); err != nil {
-			return err
-		}
-		files, err := fs.Glob(Migrations(), "*.sql")
-		if err != nil {
-			return err
-		}
-		slices.Sort(files)
-		for _, f := range files {
-			version, err := strconv.Atoi(strings.SplitN(f, "_", 2)[0])
-			if err != nil {
-				return fmt.Errorf("dag: migration %s is not numbered", f)
-			}
-			var done bool
-			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM cikit_migrations WHERE component = 'dag' AND version = $1)`, version).Scan(&done); err != nil {
-				return err
-			}
-			if done {
-				continue
-			}
-			sql, err := fs.ReadFile(Migrations(), f)
-			if err != nil {
-				return err
-			}
-			if _, err := tx.Exec(ctx, string(sql)); err != nil {
-				return fmt.Errorf("dag: migration %s: %w", f, err)
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO cikit_migrations (component, version) VALUES ('dag', $1)`, version); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	return pgmigrate.Apply(ctx, s.pool, "dag", Migrations())
 }
 
 func (s *PostgresStore) RunCreate(ctx context.Context, p *RunCreateParams) (run *Run, err error) {
