@@ -36,6 +36,8 @@ type Provider interface {
 	// request of repo whose head is branch; ok is false when there is
 	// none.
 	OpenPullRequest(ctx context.Context, repo, branch string) (number int, ok bool, err error)
+	// ResolveRef returns the commit a branch or tag of repo points at.
+	ResolveRef(ctx context.Context, repo, ref string) (sha string, err error)
 }
 
 // Memory is a Provider over commits held in memory. The zero value is
@@ -44,6 +46,7 @@ type Memory struct {
 	mu      sync.Mutex
 	commits map[string]map[string][]byte // "repo@sha" -> path -> content
 	prs     map[string]int               // "repo\x00branch" -> number
+	refs    map[string]string            // "repo\x00ref" -> sha
 }
 
 var _ Provider = (*Memory)(nil)
@@ -61,6 +64,29 @@ func (m *Memory) AddCommit(repo, sha string, files map[string]string) {
 		c[p] = []byte(data)
 	}
 	m.commits[repo+"@"+sha] = c
+}
+
+// SetRef points a branch or tag of repo at sha.
+func (m *Memory) SetRef(repo, ref, sha string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.refs == nil {
+		m.refs = make(map[string]string)
+	}
+	m.refs[repo+"\x00"+ref] = sha
+}
+
+func (m *Memory) ResolveRef(ctx context.Context, repo, ref string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	sha, ok := m.refs[repo+"\x00"+ref]
+	if !ok {
+		return "", fmt.Errorf("vcs: ref %s of %s: %w", ref, repo, ErrNotFound)
+	}
+	return sha, nil
 }
 
 // SetPullRequest opens pull request number of repo with head branch, or

@@ -48,4 +48,11 @@ func TestMemory(t *testing.T) {
 	m.SetPullRequest("acme/api", "feature", 0)
 	_, ok, _ = m.OpenPullRequest(ctx, "acme/api", "feature")
 	require.False(t, ok, "closed")
+
+	_, err = m.ResolveRef(ctx, "acme/api", "main")
+	require.ErrorIs(t, err, vcs.ErrNotFound)
+	m.SetRef("acme/api", "main", "abc")
+	sha, err := m.ResolveRef(ctx, "acme/api", "main")
+	require.NoError(t, err)
+	require.Equal(t, "abc", sha)
 }
