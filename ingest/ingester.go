@@ -1,0 +1,301 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path"
+	"strings"
+	"time"
+
+	"github.com/cikit/cikit/compiler"
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/vcs"
+)
+
+// DefaultDebounce is how long a push to a branch other than the default
+// one waits before it builds (seed 002): time for the pull request whose
+// head it is to show, so that one push builds once.
+const DefaultDebounce = 2 * time.Second
+
+// PipelineFiles are the files an Ingester looks for at a commit: the
+// native format, GitLab's, and every GitHub workflow.
+var PipelineFiles = []string{".cikit.yml", ".gitlab-ci.yml", ".github/workflows/*.yml", ".github/workflows/*.yaml"}
+
+// IngesterConfig configures an Ingester.
+type IngesterConfig struct {
+	// Runs records deliveries and creates their runs. Required.
+	Runs RunStore
+	// VCS reads pipelines at the event's commit and answers whether a
+	// branch has an open pull request. Required.
+	VCS vcs.Provider
+	// Debounce is how long a push to a branch other than the default one
+	// waits before it is decided; DefaultDebounce when zero, none when
+	// negative.
+	Debounce time.Duration
+	// Sleep waits for d, or returns ctx's error when it ends first.
+	// Default: a timer.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// MaxMatrixJobs bounds each matrix's expansion (compiler.Options).
+	MaxMatrixJobs int
+	// Logger receives a line per decision. Default: discard.
+	Logger *slog.Logger
+}
+
+// Ingester turns events into pipeline runs: it skips what was seen,
+// debounces branch pushes in favour of pull requests, reads every
+// pipeline file at the event's commit, compiles it with the event,
+// keeps those the event triggers, and creates their runs together with
+// the delivery's record (RunStore.CreateRuns). It is safe for concurrent
+// use; events of one ref must come in order (the Kafka consumer keys by
+// ref), since ordering is judged by event time against what was seen.
+type Ingester struct {
+	cfg IngesterConfig
+	log *slog.Logger
+}
+
+// NewIngester returns an Ingester.
+func NewIngester(cfg IngesterConfig) (*Ingester, error) {
+	if cfg.Runs == nil || cfg.VCS == nil {
+		return nil, errors.New("ingest: IngesterConfig needs Runs and VCS")
+	}
+	if cfg.Debounce == 0 {
+		cfg.Debounce = DefaultDebounce
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Ingester{cfg: cfg, log: log}, nil
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Ingest creates the runs of ev, once however often it is delivered, and
+// returns the delivery's record. An error is transient (the VCS or the
+// store failed): the caller delivers ev again later.
+func (in *Ingester) Ingest(ctx context.Context, ev *Event) (*Delivery, error) {
+	if err := validate(ev); err != nil {
+		return nil, err
+	}
+	if d, err := in.cfg.Runs.Seen(ctx, ev); err != nil || d != nil {
+		return d, err
+	}
+	reason, err := in.yield(ctx, ev)
+	if err != nil {
+		return nil, err
+	}
+	p := &CreateRunsParams{Event: ev, Reason: reason}
+	if reason == "" {
+		if p.Runs, p.Reason, err = in.plan(ctx, ev); err != nil {
+			return nil, err
+		}
+	}
+	d, created, err := in.cfg.Runs.CreateRuns(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if created {
+		in.log.InfoContext(ctx, "delivery taken in", "delivery", ev.DeliveryID, "key", ev.Key(), "sha", ev.SHA,
+			"runs", d.RunIDs, "dropped", d.Dropped)
+	}
+	return d, nil
+}
+
+// validate refuses an event that cannot be ingested whatever happens: it
+// is malformed, and retrying will not help (see Permanent).
+func validate(ev *Event) error {
+	switch {
+	case ev == nil:
+		return errors.New("ingest: no event")
+	case ev.Provider == "" || ev.DeliveryID == "":
+		return errors.New("ingest: event without provider or delivery id")
+	case ev.Org == "" || ev.Repo == "" || ev.RefName == "" || ev.SHA == "":
+		return fmt.Errorf("ingest: event %s names no repository, ref or commit", ev.DeliveryID)
+	}
+	return nil
+}
+
+// yield debounces a push to a branch other than the default one: after
+// the window, a pull request seen with the push's commit at its head, or
+// an open pull request of the branch, builds it instead. It returns the
+// reason the push yields, or "" when it builds.
+func (in *Ingester) yield(ctx context.Context, ev *Event) (string, error) {
+	if ev.Kind != KindPush || ev.RefType != RefBranch || ev.DefaultBranch == "" || ev.RefName == ev.DefaultBranch || in.cfg.Debounce < 0 {
+		return "", nil
+	}
+	if err := in.cfg.Sleep(ctx, in.cfg.Debounce); err != nil {
+		return "", err
+	}
+	n, ok, err := in.cfg.Runs.PullRequestHead(ctx, ev.Org, ev.Repo, ev.RefName, ev.SHA)
+	if err != nil {
+		return "", err
+	}
+	if ok {
+		return fmt.Sprintf("the push yields to pull request #%d, which builds %s", n, ev.SHA), nil
+	}
+	n, ok, err = in.cfg.VCS.OpenPullRequest(ctx, ev.Org+"/"+ev.Repo, ev.RefName)
+	if err != nil {
+		// Building twice is better than not at all.
+		in.log.WarnContext(ctx, "cannot tell whether the branch has a pull request; building the push",
+			"delivery", ev.DeliveryID, "branch", ev.RefName, "err", err)
+		return "", nil
+	}
+	if ok {
+		return fmt.Sprintf("the push yields to open pull request #%d of %s", n, ev.RefName), nil
+	}
+	return "", nil
+}
+
+// plan reads and compiles the pipelines at ev's commit and returns the
+// runs of those ev triggers, or the reason there are none.
+func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams, string, error) {
+	repo := ev.Org + "/" + ev.Repo
+	files, err := in.pipelineFiles(ctx, repo, ev.SHA)
+	if err != nil {
+		return nil, "", err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Sprintf("%s has no pipeline at %s", repo, ev.SHA), nil
+	}
+	cev := compilerEvent(ev)
+	src := &source{vcs: in.cfg.VCS, repo: repo, sha: ev.SHA}
+	var runs []*dag.RunCreateParams
+	var why []string
+	for _, f := range files {
+		plan, diags, err := compiler.Compile(ctx, src, f, compiler.Options{Event: cev, MaxMatrixJobs: in.cfg.MaxMatrixJobs})
+		if err != nil {
+			if ctx.Err() != nil || !errors.Is(err, vcs.ErrNotFound) && !isCompileRefusal(err) {
+				return nil, "", fmt.Errorf("ingest: compile %s of %s at %s: %w", f, repo, ev.SHA, err)
+			}
+			why = append(why, fmt.Sprintf("%s: %v", f, err))
+			continue
+		}
+		if compiler.HasErrors(diags) {
+			why = append(why, fmt.Sprintf("%s does not compile: %s", f, diags[0]))
+			continue
+		}
+		if ok, reason := plan.Triggered(cev); !ok {
+			why = append(why, f+": "+reason)
+			continue
+		}
+		if len(plan.Jobs) == 0 {
+			why = append(why, f+": no job runs for this event")
+			continue
+		}
+		runs = append(runs, &dag.RunCreateParams{
+			Jobs: plan.Jobs, Pipeline: repo + ":" + f, Branch: branchOf(ev),
+			DefaultBranch: ev.RefType == RefBranch && ev.RefName == ev.DefaultBranch,
+		})
+	}
+	if len(runs) > 0 {
+		return runs, "", nil
+	}
+	return nil, strings.Join(why, "; "), nil
+}
+
+// isCompileRefusal reports whether a compile error is the file's fault
+// (an unknown format), which no retry cures.
+func isCompileRefusal(err error) bool {
+	return errors.Is(err, compiler.ErrUnknownFormat)
+}
+
+// pipelineFiles lists the PipelineFiles present in repo at sha.
+func (in *Ingester) pipelineFiles(ctx context.Context, repo, sha string) ([]string, error) {
+	var files []string
+	dirs := map[string][]string{}
+	for _, pattern := range PipelineFiles {
+		dir, name := path.Split(pattern)
+		dir = strings.TrimSuffix(dir, "/")
+		if !strings.ContainsAny(name, "*?[") {
+			_, err := in.cfg.VCS.ReadFile(ctx, repo, sha, pattern)
+			switch {
+			case err == nil:
+				files = append(files, pattern)
+			case !vcs.IsNotFound(err):
+				return nil, err
+			}
+			continue
+		}
+		names, ok := dirs[dir]
+		if !ok {
+			var err error
+			names, err = in.cfg.VCS.ReadDir(ctx, repo, sha, dir)
+			if err != nil && !vcs.IsNotFound(err) {
+				return nil, err
+			}
+			dirs[dir] = names
+		}
+		for _, n := range names {
+			if ok, _ := path.Match(name, n); ok {
+				files = append(files, path.Join(dir, n))
+			}
+		}
+	}
+	return files, nil
+}
+
+// source is a compiler.FileSource over a repository at a commit.
+type source struct {
+	vcs       vcs.Provider
+	repo, sha string
+}
+
+func (s *source) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	return s.vcs.ReadFile(ctx, s.repo, s.sha, p)
+}
+
+func branchOf(ev *Event) string {
+	if ev.RefType == RefBranch {
+		return ev.RefName
+	}
+	return ""
+}
+
+// compilerEvent is what the compiler needs to know of ev.
+func compilerEvent(ev *Event) *compiler.Event {
+	c := &compiler.Event{SHA: ev.SHA, DefaultBranch: ev.DefaultBranch, ChangedFiles: ev.Paths, Actor: ev.Actor,
+		Variables: ev.Variables}
+	switch ev.Kind {
+	case KindPush:
+		c.Name = "push"
+	case KindTag:
+		c.Name = "tag"
+	case KindPullRequest:
+		c.Name, c.BaseBranch = "pull_request", ev.BaseRef
+	case KindDispatch:
+		c.Name = "manual"
+		if len(ev.Variables) > 0 {
+			c.Inputs = make(map[string]any, len(ev.Variables))
+			for k, v := range ev.Variables {
+				c.Inputs[k] = v
+			}
+		}
+	}
+	if ev.RefType == RefTag {
+		c.Ref, c.Tag = "refs/tags/"+ev.RefName, ev.RefName
+	} else {
+		c.Ref, c.Branch = "refs/heads/"+ev.RefName, ev.RefName
+	}
+	if len(ev.Raw) > 0 {
+		var payload map[string]any
+		if json.Unmarshal(ev.Raw, &payload) == nil {
+			c.Payload = payload
+		}
+	}
+	return c
+}

@@ -1,0 +1,264 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/ingest"
+	"github.com/cikit/cikit/ingest/ingesttest"
+	"github.com/cikit/cikit/vcs"
+)
+
+const (
+	native = `on:
+  push:
+    branches: [main, "feature/**"]
+  pull_request:
+    branches: [main]
+jobs:
+  build:
+    steps: [make]
+  test:
+    needs: [build]
+    steps: [make test]
+`
+	ghCI = `on:
+  push:
+    branches: [main]
+jobs:
+  lint:
+    runs-on: ubuntu-latest
+    steps:
+      - run: make lint
+`
+	ghRelease = `on:
+  push:
+    tags: ["v*"]
+jobs:
+  release:
+    runs-on: ubuntu-latest
+    steps:
+      - run: make release
+`
+)
+
+// sleeps records the debounce waits instead of waiting.
+type sleeps struct {
+	mu sync.Mutex
+	d  []time.Duration
+}
+
+func (s *sleeps) sleep(ctx context.Context, d time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.d = append(s.d, d)
+	return ctx.Err()
+}
+
+type fixture struct {
+	in     *ingest.Ingester
+	vcs    *vcs.Memory
+	dag    dag.Store
+	sleeps *sleeps
+}
+
+func newFixture(t *testing.T, debounce time.Duration) *fixture {
+	t.Helper()
+	f := &fixture{vcs: &vcs.Memory{}, dag: dag.NewMemoryStore(dag.MemoryConfig{}), sleeps: &sleeps{}}
+	f.vcs.AddCommit("acme/api", "c1", map[string]string{
+		".cikit.yml":                    native,
+		".github/workflows/ci.yml":      ghCI,
+		".github/workflows/release.yml": ghRelease,
+		"README.md":                     "hi",
+	})
+	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: ingest.NewMemoryRunStore(f.dag, nil), VCS: f.vcs,
+		Debounce: debounce, Sleep: f.sleeps.sleep})
+	require.NoError(t, err)
+	f.in = in
+	return f
+}
+
+func (f *fixture) pipelines(t *testing.T, d *ingest.Delivery) []string {
+	t.Helper()
+	var out []string
+	for _, id := range d.RunIDs {
+		run, err := f.dag.RunGet(context.Background(), id)
+		require.NoError(t, err)
+		out = append(out, run.Pipeline)
+	}
+	return out
+}
+
+func TestIngestPushToDefaultBranch(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, 0)
+	ev := ingesttest.Push("d1", "main", "c0", "c1", 0)
+	d, err := f.in.Ingest(ctx, ev)
+	require.NoError(t, err)
+	require.Equal(t, []string{"acme/api:.cikit.yml", "acme/api:.github/workflows/ci.yml"}, f.pipelines(t, d),
+		"the release workflow runs on tags only")
+	require.Empty(t, f.sleeps.d, "the default branch is not debounced")
+	run, err := f.dag.RunGet(ctx, d.RunIDs[0])
+	require.NoError(t, err)
+	require.Equal(t, "main", run.Branch)
+	jobs, err := f.dag.JobList(ctx, d.RunIDs[0])
+	require.NoError(t, err)
+	require.Len(t, jobs, 2)
+	require.Equal(t, cikit.JobReady, jobs[0].State)
+
+	again, err := f.in.Ingest(ctx, ev)
+	require.NoError(t, err)
+	require.Equal(t, d.RunIDs, again.RunIDs, "a redelivery returns the runs it created")
+}
+
+func TestIngestTag(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 0)
+	ev := &ingest.Event{Provider: ingest.GitHub, DeliveryID: "t1", Kind: ingest.KindTag, Org: "acme", Repo: "api",
+		RefType: ingest.RefTag, RefName: "v1.2.0", SHA: "c1", DefaultBranch: "main"}
+	d, err := f.in.Ingest(context.Background(), ev)
+	require.NoError(t, err)
+	require.Equal(t, []string{"acme/api:.github/workflows/release.yml"}, f.pipelines(t, d))
+}
+
+func TestIngestNothingTriggered(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, -1)
+	d, err := f.in.Ingest(context.Background(), ingesttest.Push("d1", "docs", "c0", "c1", 0))
+	require.NoError(t, err)
+	require.Empty(t, d.RunIDs)
+	require.Contains(t, d.Dropped, ".cikit.yml: ")
+	require.Contains(t, d.Dropped, "docs", "the reason names what did not match")
+
+	f.vcs.AddCommit("acme/api", "c2", map[string]string{"README.md": "no pipeline"})
+	d, err = f.in.Ingest(context.Background(), ingesttest.Push("d2", "main", "c1", "c2", time.Second))
+	require.NoError(t, err)
+	require.Equal(t, "acme/api has no pipeline at c2", d.Dropped)
+}
+
+func TestIngestSkipsPipelinesThatDoNotCompile(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 0)
+	f.vcs.AddCommit("acme/api", "c2", map[string]string{
+		".cikit.yml":               "jobs: {a: {stepz: [x]}}",
+		".github/workflows/ci.yml": ghCI,
+	})
+	d, err := f.in.Ingest(context.Background(), ingesttest.Push("d1", "main", "c1", "c2", 0))
+	require.NoError(t, err)
+	require.Equal(t, []string{"acme/api:.github/workflows/ci.yml"}, f.pipelines(t, d), "a broken file does not stop the others")
+
+	f.vcs.AddCommit("acme/api", "c3", map[string]string{".cikit.yml": "jobs: {a: {stepz: [x]}}"})
+	d, err = f.in.Ingest(context.Background(), ingesttest.Push("d2", "main", "c2", "c3", time.Second))
+	require.NoError(t, err)
+	require.Empty(t, d.RunIDs)
+	require.Contains(t, d.Dropped, ".cikit.yml does not compile")
+}
+
+func TestIngestDebounce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, 0)
+	d, err := f.in.Ingest(ctx, ingesttest.Push("d1", "feature/x", "c0", "c1", 0))
+	require.NoError(t, err)
+	require.Equal(t, []time.Duration{ingest.DefaultDebounce}, f.sleeps.d, "a branch push waits first")
+	require.Equal(t, []string{"acme/api:.cikit.yml"}, f.pipelines(t, d), "no pull request: the push builds")
+
+	f.vcs.SetPullRequest("acme/api", "feature/x", 7)
+	d, err = f.in.Ingest(ctx, ingesttest.Push("d2", "feature/x", "c1", "c1", time.Second))
+	require.NoError(t, err)
+	require.Empty(t, d.RunIDs)
+	require.Equal(t, "the push yields to open pull request #7 of feature/x", d.Dropped)
+
+	// The pull request's own event came first: the push of its head
+	// yields to it without asking the provider.
+	f.vcs.SetPullRequest("acme/api", "feature/y", 0)
+	pr := &ingest.Event{Provider: ingest.GitHub, DeliveryID: "p1", Kind: ingest.KindPullRequest, Org: "acme", Repo: "api",
+		RefType: ingest.RefBranch, RefName: "feature/y", SHA: "c1", PRNumber: 9, BaseRef: "main", DefaultBranch: "main"}
+	d, err = f.in.Ingest(ctx, pr)
+	require.NoError(t, err)
+	require.Equal(t, []string{"acme/api:.cikit.yml"}, f.pipelines(t, d), "the pull request builds")
+	d, err = f.in.Ingest(ctx, ingesttest.Push("d3", "feature/y", "c0", "c1", 0))
+	require.NoError(t, err)
+	require.Equal(t, "the push yields to pull request #9, which builds c1", d.Dropped)
+}
+
+func TestIngestDebounceCancelled(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := f.in.Ingest(ctx, ingesttest.Push("d1", "feature/x", "c0", "c1", 0))
+	require.ErrorIs(t, err, context.Canceled)
+	d, err := f.in.Ingest(context.Background(), ingesttest.Push("d1", "feature/x", "c0", "c1", 0))
+	require.NoError(t, err)
+	require.Len(t, d.RunIDs, 1, "nothing was recorded: the redelivery builds")
+}
+
+// failing is a provider that fails until healed.
+type failing struct {
+	vcs.Provider
+	mu     sync.Mutex
+	broken bool
+}
+
+func (f *failing) ReadFile(ctx context.Context, repo, sha, p string) ([]byte, error) {
+	f.mu.Lock()
+	broken := f.broken
+	f.mu.Unlock()
+	if broken {
+		return nil, errors.New("connection reset")
+	}
+	return f.Provider.ReadFile(ctx, repo, sha, p)
+}
+
+func TestIngestTransientFailure(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, -1)
+	p := &failing{Provider: f.vcs, broken: true}
+	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: ingest.NewMemoryRunStore(f.dag, nil), VCS: p, Debounce: -1})
+	require.NoError(t, err)
+	ev := ingesttest.Push("d1", "main", "c0", "c1", 0)
+	_, err = in.Ingest(ctx, ev)
+	require.ErrorContains(t, err, "connection reset")
+	p.mu.Lock()
+	p.broken = false
+	p.mu.Unlock()
+	d, err := in.Ingest(ctx, ev)
+	require.NoError(t, err)
+	require.Len(t, d.RunIDs, 2, "the retry builds")
+}
+
+func TestIngestSupersedes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, -1)
+	f.vcs.AddCommit("acme/api", "c2", map[string]string{".cikit.yml": native})
+	first, err := f.in.Ingest(ctx, ingesttest.Push("d1", "feature/x", "c0", "c1", 0))
+	require.NoError(t, err)
+	_, err = f.in.Ingest(ctx, ingesttest.Push("d2", "feature/x", "c1", "c2", time.Second))
+	require.NoError(t, err)
+	run, err := f.dag.RunGet(ctx, first.RunIDs[0])
+	require.NoError(t, err)
+	require.Equal(t, cikit.RunCancelled, run.State, "a newer push to a feature branch supersedes the older run")
+}
+
+func TestIngestRefusesMalformedEvents(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, -1)
+	for _, ev := range []*ingest.Event{nil, {}, {Provider: ingest.GitHub, DeliveryID: "x"}} {
+		_, err := f.in.Ingest(context.Background(), ev)
+		require.Error(t, err)
+	}
+	_, err := ingest.NewIngester(ingest.IngesterConfig{})
+	require.True(t, strings.Contains(err.Error(), "needs Runs and VCS"))
+}
