@@ -86,46 +86,52 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // Ingest creates the runs of ev, once however often it is delivered, and
-// returns the delivery's record. An error is transient (the VCS or the
-// store failed): the caller delivers ev again later.
-func (in *Ingester) Ingest(ctx context.Context, ev *Event) (*Delivery, error) {
+// returns the delivery's record; created is false when the delivery (or
+// its semantic key) was taken in before. An error from a malformed event
+// matches ErrMalformed; any other is transient (the VCS or the store
+// failed): the caller delivers ev again later.
+func (in *Ingester) Ingest(ctx context.Context, ev *Event) (d *Delivery, created bool, err error) {
 	if err := validate(ev); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if d, err := in.cfg.Runs.Seen(ctx, ev); err != nil || d != nil {
-		return d, err
+		return d, false, err
 	}
 	reason, err := in.yield(ctx, ev)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	p := &CreateRunsParams{Event: ev, Reason: reason}
 	if reason == "" {
 		if p.Runs, p.Reason, err = in.plan(ctx, ev); err != nil {
-			return nil, err
+			return nil, false, err
 		}
 	}
-	d, created, err := in.cfg.Runs.CreateRuns(ctx, p)
+	d, created, err = in.cfg.Runs.CreateRuns(ctx, p)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if created {
 		in.log.InfoContext(ctx, "delivery taken in", "delivery", ev.DeliveryID, "key", ev.Key(), "sha", ev.SHA,
 			"runs", d.RunIDs, "dropped", d.Dropped)
 	}
-	return d, nil
+	return d, created, nil
 }
+
+// ErrMalformed is matched by the errors of events that cannot be
+// ingested whatever happens: retrying them is no use.
+var ErrMalformed = errors.New("ingest: malformed event")
 
 // validate refuses an event that cannot be ingested whatever happens: it
 // is malformed, and retrying will not help (see Permanent).
 func validate(ev *Event) error {
 	switch {
 	case ev == nil:
-		return errors.New("ingest: no event")
+		return fmt.Errorf("%w: no event", ErrMalformed)
 	case ev.Provider == "" || ev.DeliveryID == "":
-		return errors.New("ingest: event without provider or delivery id")
+		return fmt.Errorf("%w: no provider or delivery id", ErrMalformed)
 	case ev.Org == "" || ev.Repo == "" || ev.RefName == "" || ev.SHA == "":
-		return fmt.Errorf("ingest: event %s names no repository, ref or commit", ev.DeliveryID)
+		return fmt.Errorf("%w: delivery %s names no repository, ref or commit", ErrMalformed, ev.DeliveryID)
 	}
 	return nil
 }

@@ -102,7 +102,7 @@ func TestIngestPushToDefaultBranch(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, 0)
 	ev := ingesttest.Push("d1", "main", "c0", "c1", 0)
-	d, err := f.in.Ingest(ctx, ev)
+	d, _, err := f.in.Ingest(ctx, ev)
 	require.NoError(t, err)
 	require.Equal(t, []string{"acme/api:.cikit.yml", "acme/api:.github/workflows/ci.yml"}, f.pipelines(t, d),
 		"the release workflow runs on tags only")
@@ -115,8 +115,9 @@ func TestIngestPushToDefaultBranch(t *testing.T) {
 	require.Len(t, jobs, 2)
 	require.Equal(t, cikit.JobReady, jobs[0].State)
 
-	again, err := f.in.Ingest(ctx, ev)
+	again, created, err := f.in.Ingest(ctx, ev)
 	require.NoError(t, err)
+	require.False(t, created)
 	require.Equal(t, d.RunIDs, again.RunIDs, "a redelivery returns the runs it created")
 }
 
@@ -125,7 +126,7 @@ func TestIngestTag(t *testing.T) {
 	f := newFixture(t, 0)
 	ev := &ingest.Event{Provider: ingest.GitHub, DeliveryID: "t1", Kind: ingest.KindTag, Org: "acme", Repo: "api",
 		RefType: ingest.RefTag, RefName: "v1.2.0", SHA: "c1", DefaultBranch: "main"}
-	d, err := f.in.Ingest(context.Background(), ev)
+	d, _, err := f.in.Ingest(context.Background(), ev)
 	require.NoError(t, err)
 	require.Equal(t, []string{"acme/api:.github/workflows/release.yml"}, f.pipelines(t, d))
 }
@@ -133,14 +134,14 @@ func TestIngestTag(t *testing.T) {
 func TestIngestNothingTriggered(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, -1)
-	d, err := f.in.Ingest(context.Background(), ingesttest.Push("d1", "docs", "c0", "c1", 0))
+	d, _, err := f.in.Ingest(context.Background(), ingesttest.Push("d1", "docs", "c0", "c1", 0))
 	require.NoError(t, err)
 	require.Empty(t, d.RunIDs)
 	require.Contains(t, d.Dropped, ".cikit.yml: ")
 	require.Contains(t, d.Dropped, "docs", "the reason names what did not match")
 
 	f.vcs.AddCommit("acme/api", "c2", map[string]string{"README.md": "no pipeline"})
-	d, err = f.in.Ingest(context.Background(), ingesttest.Push("d2", "main", "c1", "c2", time.Second))
+	d, _, err = f.in.Ingest(context.Background(), ingesttest.Push("d2", "main", "c1", "c2", time.Second))
 	require.NoError(t, err)
 	require.Equal(t, "acme/api has no pipeline at c2", d.Dropped)
 }
@@ -152,12 +153,12 @@ func TestIngestSkipsPipelinesThatDoNotCompile(t *testing.T) {
 		".cikit.yml":               "jobs: {a: {stepz: [x]}}",
 		".github/workflows/ci.yml": ghCI,
 	})
-	d, err := f.in.Ingest(context.Background(), ingesttest.Push("d1", "main", "c1", "c2", 0))
+	d, _, err := f.in.Ingest(context.Background(), ingesttest.Push("d1", "main", "c1", "c2", 0))
 	require.NoError(t, err)
 	require.Equal(t, []string{"acme/api:.github/workflows/ci.yml"}, f.pipelines(t, d), "a broken file does not stop the others")
 
 	f.vcs.AddCommit("acme/api", "c3", map[string]string{".cikit.yml": "jobs: {a: {stepz: [x]}}"})
-	d, err = f.in.Ingest(context.Background(), ingesttest.Push("d2", "main", "c2", "c3", time.Second))
+	d, _, err = f.in.Ingest(context.Background(), ingesttest.Push("d2", "main", "c2", "c3", time.Second))
 	require.NoError(t, err)
 	require.Empty(t, d.RunIDs)
 	require.Contains(t, d.Dropped, ".cikit.yml does not compile")
@@ -167,13 +168,13 @@ func TestIngestDebounce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	f := newFixture(t, 0)
-	d, err := f.in.Ingest(ctx, ingesttest.Push("d1", "feature/x", "c0", "c1", 0))
+	d, _, err := f.in.Ingest(ctx, ingesttest.Push("d1", "feature/x", "c0", "c1", 0))
 	require.NoError(t, err)
 	require.Equal(t, []time.Duration{ingest.DefaultDebounce}, f.sleeps.d, "a branch push waits first")
 	require.Equal(t, []string{"acme/api:.cikit.yml"}, f.pipelines(t, d), "no pull request: the push builds")
 
 	f.vcs.SetPullRequest("acme/api", "feature/x", 7)
-	d, err = f.in.Ingest(ctx, ingesttest.Push("d2", "feature/x", "c1", "c1", time.Second))
+	d, _, err = f.in.Ingest(ctx, ingesttest.Push("d2", "feature/x", "c1", "c1", time.Second))
 	require.NoError(t, err)
 	require.Empty(t, d.RunIDs)
 	require.Equal(t, "the push yields to open pull request #7 of feature/x", d.Dropped)
@@ -183,10 +184,10 @@ func TestIngestDebounce(t *testing.T) {
 	f.vcs.SetPullRequest("acme/api", "feature/y", 0)
 	pr := &ingest.Event{Provider: ingest.GitHub, DeliveryID: "p1", Kind: ingest.KindPullRequest, Org: "acme", Repo: "api",
 		RefType: ingest.RefBranch, RefName: "feature/y", SHA: "c1", PRNumber: 9, BaseRef: "main", DefaultBranch: "main"}
-	d, err = f.in.Ingest(ctx, pr)
+	d, _, err = f.in.Ingest(ctx, pr)
 	require.NoError(t, err)
 	require.Equal(t, []string{"acme/api:.cikit.yml"}, f.pipelines(t, d), "the pull request builds")
-	d, err = f.in.Ingest(ctx, ingesttest.Push("d3", "feature/y", "c0", "c1", 0))
+	d, _, err = f.in.Ingest(ctx, ingesttest.Push("d3", "feature/y", "c0", "c1", 0))
 	require.NoError(t, err)
 	require.Equal(t, "the push yields to pull request #9, which builds c1", d.Dropped)
 }
@@ -196,9 +197,9 @@ func TestIngestDebounceCancelled(t *testing.T) {
 	f := newFixture(t, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := f.in.Ingest(ctx, ingesttest.Push("d1", "feature/x", "c0", "c1", 0))
+	_, _, err := f.in.Ingest(ctx, ingesttest.Push("d1", "feature/x", "c0", "c1", 0))
 	require.ErrorIs(t, err, context.Canceled)
-	d, err := f.in.Ingest(context.Background(), ingesttest.Push("d1", "feature/x", "c0", "c1", 0))
+	d, _, err := f.in.Ingest(context.Background(), ingesttest.Push("d1", "feature/x", "c0", "c1", 0))
 	require.NoError(t, err)
 	require.Len(t, d.RunIDs, 1, "nothing was recorded: the redelivery builds")
 }
@@ -228,12 +229,12 @@ func TestIngestTransientFailure(t *testing.T) {
 	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: ingest.NewMemoryRunStore(f.dag, nil), VCS: p, Debounce: -1})
 	require.NoError(t, err)
 	ev := ingesttest.Push("d1", "main", "c0", "c1", 0)
-	_, err = in.Ingest(ctx, ev)
+	_, _, err = in.Ingest(ctx, ev)
 	require.ErrorContains(t, err, "connection reset")
 	p.mu.Lock()
 	p.broken = false
 	p.mu.Unlock()
-	d, err := in.Ingest(ctx, ev)
+	d, _, err := in.Ingest(ctx, ev)
 	require.NoError(t, err)
 	require.Len(t, d.RunIDs, 2, "the retry builds")
 }
@@ -243,9 +244,9 @@ func TestIngestSupersedes(t *testing.T) {
 	ctx := context.Background()
 	f := newFixture(t, -1)
 	f.vcs.AddCommit("acme/api", "c2", map[string]string{".cikit.yml": native})
-	first, err := f.in.Ingest(ctx, ingesttest.Push("d1", "feature/x", "c0", "c1", 0))
+	first, _, err := f.in.Ingest(ctx, ingesttest.Push("d1", "feature/x", "c0", "c1", 0))
 	require.NoError(t, err)
-	_, err = f.in.Ingest(ctx, ingesttest.Push("d2", "feature/x", "c1", "c2", time.Second))
+	_, _, err = f.in.Ingest(ctx, ingesttest.Push("d2", "feature/x", "c1", "c2", time.Second))
 	require.NoError(t, err)
 	run, err := f.dag.RunGet(ctx, first.RunIDs[0])
 	require.NoError(t, err)
@@ -256,7 +257,7 @@ func TestIngestRefusesMalformedEvents(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, -1)
 	for _, ev := range []*ingest.Event{nil, {}, {Provider: ingest.GitHub, DeliveryID: "x"}} {
-		_, err := f.in.Ingest(context.Background(), ev)
+		_, _, err := f.in.Ingest(context.Background(), ev)
 		require.Error(t, err)
 	}
 	_, err := ingest.NewIngester(ingest.IngesterConfig{})
