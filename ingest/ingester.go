@@ -40,6 +40,10 @@ type IngesterConfig struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// MaxMatrixJobs bounds each matrix's expansion (compiler.Options).
 	MaxMatrixJobs int
+	// SeenCache is how many recent deliveries the Ingester remembers, so
+	// that a storm of redeliveries is absorbed without asking the store.
+	// Default: DefaultSeenCache; negative disables it.
+	SeenCache int
 	// Logger receives a line per decision. Default: discard.
 	Logger *slog.Logger
 }
@@ -52,9 +56,13 @@ type IngesterConfig struct {
 // use; events of one ref must come in order (the Kafka consumer keys by
 // ref), since ordering is judged by event time against what was seen.
 type Ingester struct {
-	cfg IngesterConfig
-	log *slog.Logger
+	cfg  IngesterConfig
+	log  *slog.Logger
+	seen *seenCache // nil when disabled
 }
+
+// DefaultSeenCache is the default IngesterConfig.SeenCache.
+const DefaultSeenCache = 100_000
 
 // NewIngester returns an Ingester.
 func NewIngester(cfg IngesterConfig) (*Ingester, error) {
@@ -71,7 +79,14 @@ func NewIngester(cfg IngesterConfig) (*Ingester, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Ingester{cfg: cfg, log: log}, nil
+	in := &Ingester{cfg: cfg, log: log}
+	if cfg.SeenCache == 0 {
+		cfg.SeenCache = DefaultSeenCache
+	}
+	if cfg.SeenCache > 0 {
+		in.seen = newSeenCache(cfg.SeenCache)
+	}
+	return in, nil
 }
 
 func sleep(ctx context.Context, d time.Duration) error {
@@ -94,7 +109,13 @@ func (in *Ingester) Ingest(ctx context.Context, ev *Event) (d *Delivery, created
 	if err := validate(ev); err != nil {
 		return nil, false, err
 	}
+	if d := in.seen.get(ev); d != nil {
+		return d, false, nil
+	}
 	if d, err := in.cfg.Runs.Seen(ctx, ev); err != nil || d != nil {
+		if d != nil {
+			in.seen.put(ev, d)
+		}
 		return d, false, err
 	}
 	reason, err := in.yield(ctx, ev)
@@ -111,6 +132,7 @@ func (in *Ingester) Ingest(ctx context.Context, ev *Event) (d *Delivery, created
 	if err != nil {
 		return nil, false, err
 	}
+	in.seen.put(ev, d)
 	if created {
 		in.log.InfoContext(ctx, "delivery taken in", "delivery", ev.DeliveryID, "key", ev.Key(), "sha", ev.SHA,
 			"runs", d.RunIDs, "dropped", d.Dropped)
