@@ -103,6 +103,10 @@ func NewPostgresStore(cfg PostgresConfig) (*PostgresStore, error) {
 	return s, nil
 }
 
+// Pool returns the store's database, for callers' own transactions
+// around the …Tx methods.
+func (s *PostgresStore) Pool() *pgxpool.Pool { return s.pool }
+
 // Migrate applies the migrations the database does not have yet, in one
 // transaction, recording them in cikit_migrations. It is safe to run
 // from several processes at once: an advisory lock serialises them.
@@ -136,95 +140,213 @@ func (s *PostgresStore) RunCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreate
 }
 
 // runCreateTx is RunCreateTx; created is false when the run existed.
-func (s *PostgresStore) runCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreateParams) (_ *Run, created bool, _ error) {
-	g, err := FromSpecs(p.Jobs)
+func (s *PostgresStore) runCreateTx(ctx context.Context, tx pgx.Tx, p *RunCreateParams) (*Run, bool, error) {
+	runs, created, err := s.runCreateManyTx(ctx, tx, []*RunCreateParams{p})
 	if err != nil {
 		return nil, false, err
 	}
-	if err := p.Supersede.check(); err != nil {
-		return nil, false, err
-	}
+	return runs[0], created[0], nil
+}
+
+// RunCreateManyTx creates runs as RunCreateTx would, one after the other,
+// in the caller's transaction, with a few statements for all of them
+// instead of a few for each: the way to create the runs of many
+// deliveries in one commit. It returns the runs in the order of ps; a
+// key used before, or earlier in ps, returns that run. A param that is
+// not valid fails the whole call, naming its index.
+func (s *PostgresStore) RunCreateManyTx(ctx context.Context, tx pgx.Tx, ps []*RunCreateParams) ([]*Run, error) {
+	runs, _, err := s.runCreateManyTx(ctx, tx, ps)
+	return runs, err
+}
+
+// newRun is a run being created and what its rows are made of.
+type newRun struct {
+	p      *RunCreateParams
+	g      *Graph
+	states []cikit.JobState
+	run    *Run
+}
+
+func (s *PostgresStore) runCreateManyTx(ctx context.Context, tx pgx.Tx, ps []*RunCreateParams) (runs []*Run, created []bool, err error) {
 	now := s.now()
-	states := Initial(g)
-	run := &Run{ID: s.newID(), CreatedAt: now, State: RunStatus(g, states), IdempotencyKey: p.IdempotencyKey,
-		Pipeline: p.Pipeline, Branch: p.Branch}
-	if run.State.Terminal() {
-		run.FinishedAt = now
-	}
-	if p.IdempotencyKey != "" {
-		// The key first: a concurrent creation with the same key waits
-		// here until the first commits, then finds its run.
-		tag, err := tx.Exec(ctx, `INSERT INTO idempotency_keys (key, run_id, created_at) VALUES ($1, $2, $3) ON CONFLICT (key) DO NOTHING`,
-			p.IdempotencyKey, run.ID, now)
+	all := make([]*newRun, len(ps))
+	var keys, keyRuns []string
+	for i, p := range ps {
+		g, err := FromSpecs(p.Jobs)
 		if err != nil {
-			return nil, false, interpretError(err)
+			return nil, nil, fmt.Errorf("dag: run %d: %w", i, err)
 		}
-		if tag.RowsAffected() == 0 {
-			var existing string
-			if err := tx.QueryRow(ctx, `SELECT run_id FROM idempotency_keys WHERE key = $1`, p.IdempotencyKey).Scan(&existing); err != nil {
-				return nil, false, interpretError(err)
+		if err := p.Supersede.check(); err != nil {
+			return nil, nil, fmt.Errorf("dag: run %d: %w", i, err)
+		}
+		states := Initial(g)
+		run := &Run{ID: s.newID(), CreatedAt: now, State: RunStatus(g, states), IdempotencyKey: p.IdempotencyKey,
+			Pipeline: p.Pipeline, Branch: p.Branch}
+		if run.State.Terminal() {
+			run.FinishedAt = now
+		}
+		all[i] = &newRun{p: p, g: g, states: states, run: run}
+		if p.IdempotencyKey != "" {
+			keys, keyRuns = append(keys, p.IdempotencyKey), append(keyRuns, run.ID)
+		}
+	}
+	// The keys first: a concurrent creation with one of them waits here
+	// until the first commits, then finds its run.
+	owner := map[string]string{} // key -> the run that holds it
+	if len(keys) > 0 {
+		rows, err := tx.Query(ctx, `INSERT INTO idempotency_keys (key, run_id, created_at)
+			SELECT k, r, $3 FROM unnest($1::text[], $2::text[]) AS t(k, r) ON CONFLICT (key) DO NOTHING RETURNING key, run_id`,
+			keys, keyRuns, now)
+		if err != nil {
+			return nil, nil, interpretError(err)
+		}
+		for rows.Next() {
+			var k, r string
+			if err := rows.Scan(&k, &r); err != nil {
+				rows.Close()
+				return nil, nil, interpretError(err)
 			}
-			run, err := s.runTx(ctx, tx, existing)
-			return run, false, err
+			owner[k] = r
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, nil, interpretError(err)
+		}
+		var taken []string
+		for _, k := range keys {
+			if _, ok := owner[k]; !ok {
+				taken = append(taken, k)
+			}
+		}
+		if len(taken) > 0 {
+			rows, err := tx.Query(ctx, `SELECT key, run_id FROM idempotency_keys WHERE key = ANY($1)`, taken)
+			if err != nil {
+				return nil, nil, interpretError(err)
+			}
+			for rows.Next() {
+				var k, r string
+				if err := rows.Scan(&k, &r); err != nil {
+					rows.Close()
+					return nil, nil, interpretError(err)
+				}
+				owner[k] = r
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return nil, nil, interpretError(err)
+			}
 		}
 	}
-	if _, err := tx.Exec(ctx, `INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key, pipeline, branch)
-		VALUES ($1, $2, $3, $4, $5, $6, $7)`,
-		run.ID, run.State, now, nullTime(run.FinishedAt), nullString(p.IdempotencyKey), p.Pipeline, p.Branch); err != nil {
-		return nil, false, interpretError(err)
-	}
-	rows := make([][]any, len(p.Jobs))
-	var deps [][]any
-	var initial []*Job
-	for i, spec := range p.Jobs {
-		data, err := json.Marshal(spec)
-		if err != nil {
-			return nil, false, fmt.Errorf("dag: job %q: %w", spec.ID, err)
+	runs, created = make([]*Run, len(ps)), make([]bool, len(ps))
+	var fresh []*newRun
+	var existing []string
+	for i, n := range all {
+		if k := n.p.IdempotencyKey; k != "" && owner[k] != n.run.ID {
+			existing = append(existing, owner[k])
+			continue
 		}
-		j := &Job{RunID: run.ID, Spec: spec, State: states[i], Attempt: 1}
-		switch states[i] {
-		case cikit.JobReady:
-			j.ReadyAt = now
-		case cikit.JobSkipped:
-			j.FinishedAt, j.Reason = now, ConsequenceReason(g, states, i)
-		}
-		if j.State != cikit.JobPending {
-			initial = append(initial, j)
-		}
-		rows[i] = []any{run.ID, i, spec.ID, data, string(j.State), j.Reason, nullTime(j.ReadyAt), nullTime(j.FinishedAt), spec.AllowFailure}
-		for _, p := range g.Parents(i) {
-			deps = append(deps, []any{run.ID, spec.ID, g.Node(p).ID})
-		}
+		runs[i], created[i] = n.run, true
+		fresh = append(fresh, n)
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"jobs"},
-		[]string{"run_id", "position", "job_id", "spec", "state", "reason", "ready_at", "finished_at", "allow_failure"}, pgx.CopyFromRows(rows)); err != nil {
-		return nil, false, interpretError(err)
+	if err := s.insertRuns(ctx, tx, fresh, now); err != nil {
+		return nil, nil, err
 	}
-	if _, err := tx.CopyFrom(ctx, pgx.Identifier{"job_deps"}, []string{"run_id", "job_id", "needs_job_id"}, pgx.CopyFromRows(deps)); err != nil {
-		return nil, false, interpretError(err)
-	}
-	var ended []*Job
-	for _, j := range initial {
-		if j.State.Terminal() {
-			ended = append(ended, j)
+	if len(existing) > 0 {
+		found := map[string]*Run{}
+		for _, id := range existing {
+			if _, ok := found[id]; ok {
+				continue
+			}
+			r, err := s.runTx(ctx, tx, id)
+			if err != nil {
+				return nil, nil, err
+			}
+			found[id] = r
+		}
+		for i, n := range all {
+			if runs[i] == nil {
+				r := *found[owner[n.p.IdempotencyKey]]
+				runs[i] = &r
+			}
 		}
 	}
-	evs := append([]*OutboxEvent{{ID: newEventID(), Type: EventPipelineCreated, RunID: run.ID, Pipeline: run.Pipeline,
-		State: string(run.State), CreatedAt: now}},
-		events(newEventID, now, run, false, initial)...)
+	for _, n := range fresh {
+		if err := s.supersedeTx(ctx, tx, n.run, n.p); err != nil {
+			return nil, nil, err
+		}
+		// The counters exist before the run commits, so no count of this
+		// run's jobs can come before them.
+		s.rebuildCounters(ctx, n.run.ID, n.g, n.states)
+	}
+	return runs, created, nil
+}
+
+// insertRuns writes new runs, their jobs, needs, ended attempts and
+// outbox events, in one round trip.
+func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newRun, now time.Time) error {
+	if len(fresh) == 0 {
+		return nil
+	}
+	var (
+		runIDs, runStates, runKeys, runPipelines, runBranches []string
+		runFinished                                           []*time.Time
+		jRuns, jIDs, jSpecs, jStates, jReasons                []string
+		jPositions                                            []int
+		jReady, jFinished                                     []*time.Time
+		jAllow                                                []bool
+		dRuns, dJobs, dNeeds                                  []string
+		ended                                                 []*Job
+		evs                                                   []*OutboxEvent
+	)
+	for _, n := range fresh {
+		run, p := n.run, n.p
+		runIDs, runStates, runKeys = append(runIDs, run.ID), append(runStates, string(run.State)), append(runKeys, p.IdempotencyKey)
+		runPipelines, runBranches, runFinished = append(runPipelines, p.Pipeline), append(runBranches, p.Branch), append(runFinished, nullTime(run.FinishedAt))
+		var initial []*Job
+		for i, spec := range p.Jobs {
+			data, err := json.Marshal(spec)
+			if err != nil {
+				return fmt.Errorf("dag: job %q: %w", spec.ID, err)
+			}
+			j := &Job{RunID: run.ID, Spec: spec, State: n.states[i], Attempt: 1}
+			switch j.State {
+			case cikit.JobReady:
+				j.ReadyAt = now
+			case cikit.JobSkipped:
+				j.FinishedAt, j.Reason = now, ConsequenceReason(n.g, n.states, i)
+				ended = append(ended, j)
+			}
+			if j.State != cikit.JobPending {
+				initial = append(initial, j)
+			}
+			jRuns, jIDs, jSpecs, jStates = append(jRuns, run.ID), append(jIDs, spec.ID), append(jSpecs, string(data)), append(jStates, string(j.State))
+			jReasons, jPositions, jAllow = append(jReasons, j.Reason), append(jPositions, i), append(jAllow, spec.AllowFailure)
+			jReady, jFinished = append(jReady, nullTime(j.ReadyAt)), append(jFinished, nullTime(j.FinishedAt))
+			for _, pi := range n.g.Parents(i) {
+				dRuns, dJobs, dNeeds = append(dRuns, run.ID), append(dJobs, spec.ID), append(dNeeds, n.g.Node(pi).ID)
+			}
+		}
+		evs = append(evs, &OutboxEvent{ID: newEventID(), Type: EventPipelineCreated, RunID: run.ID, Pipeline: run.Pipeline,
+			State: string(run.State), CreatedAt: now})
+		evs = append(evs, events(newEventID, now, run, false, initial)...)
+	}
 	b := &pgx.Batch{}
+	b.Queue(`INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key, pipeline, branch)
+		SELECT id, st, $3, fin, nullif(k, ''), pl, br
+		FROM unnest($1::text[], $2::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[]) AS t(id, st, fin, k, pl, br)`,
+		runIDs, runStates, now, runFinished, runKeys, runPipelines, runBranches)
+	b.Queue(`INSERT INTO jobs (run_id, position, job_id, spec, state, reason, ready_at, finished_at, allow_failure)
+		SELECT r, pos, j, sp::jsonb, st, rs, rd, fn, af
+		FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::timestamptz[], $9::bool[])
+			AS t(r, pos, j, sp, st, rs, rd, fn, af)`,
+		jRuns, jPositions, jIDs, jSpecs, jStates, jReasons, jReady, jFinished, jAllow)
+	if len(dRuns) > 0 {
+		b.Queue(`INSERT INTO job_deps (run_id, job_id, needs_job_id) SELECT * FROM unnest($1::text[], $2::text[], $3::text[])`,
+			dRuns, dJobs, dNeeds)
+	}
 	queueAttempts(b, ended)
 	queueOutbox(b, evs)
-	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return nil, false, interpretError(err)
-	}
-	if err := s.supersedeTx(ctx, tx, run, p); err != nil {
-		return nil, false, err
-	}
-	// The counters exist before the run commits, so no count of this
-	// run's jobs can come before them.
-	s.rebuildCounters(ctx, run.ID, g, states)
-	return run, true, nil
+	return interpretError(tx.SendBatch(ctx, b).Close())
 }
 
 func (s *PostgresStore) RunGet(ctx context.Context, runID string) (*Run, error) {

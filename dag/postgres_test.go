@@ -5,8 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/dag/dagtest"
 	"github.com/cikit/cikit/internal/pgtest"
@@ -82,4 +84,76 @@ func TestPostgresStoreRules(t *testing.T) {
 			return newPostgresStore(t, now, ns)
 		}, dagtest.RulesConfig{Runs: runs, Flush: func(ctx context.Context) error { return ns.Flush(ctx) }})
 	})
+}
+
+func TestPostgresStoreRunCreateManyTx(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s := newPostgresStore(t, nil, nil)
+	db := s.Pool()
+	before, err := s.RunCreate(ctx, &dag.RunCreateParams{Jobs: pipeline(), IdempotencyKey: "old"})
+	require.NoError(t, err)
+	var runs []*dag.Run
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		runs, err = s.RunCreateManyTx(ctx, tx, []*dag.RunCreateParams{
+			{Jobs: pipeline(), IdempotencyKey: "a", Pipeline: "acme/api:.cikit.yml", Branch: "main"},
+			{Jobs: pipeline()},
+			{Jobs: pipeline(), IdempotencyKey: "a"},
+			{Jobs: pipeline(), IdempotencyKey: "old"},
+		})
+		return err
+	})
+	require.NoError(t, err)
+	require.Len(t, runs, 4)
+	require.Equal(t, runs[0].ID, runs[2].ID, "a key repeated in the batch returns the batch's run")
+	require.Equal(t, before.ID, runs[3].ID, "a key used before returns that run")
+	require.NotEqual(t, runs[0].ID, runs[1].ID)
+	for _, r := range runs[:2] {
+		got, err := s.RunGet(ctx, r.ID)
+		require.NoError(t, err)
+		require.Equal(t, r.Pipeline, got.Pipeline)
+		jobs, err := s.JobList(ctx, r.ID)
+		require.NoError(t, err)
+		require.Len(t, jobs, 4)
+		require.Equal(t, cikit.JobReady, jobs[0].State)
+		require.Equal(t, cikit.JobPending, jobs[3].State)
+	}
+	res := advanceAll(t, s, runs[1].ID)
+	require.Equal(t, cikit.RunSucceeded, res.State, "the needs were written: the run goes to its end")
+
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		_, err := s.RunCreateManyTx(ctx, tx, []*dag.RunCreateParams{{Jobs: pipeline(), IdempotencyKey: "b"},
+			{Jobs: []*cikit.JobSpec{{ID: "a", Needs: []string{"nope"}}}}})
+		return err
+	})
+	require.ErrorContains(t, err, "dag: run 1:")
+	var n int
+	require.NoError(t, db.QueryRow(ctx, `SELECT count(*) FROM idempotency_keys WHERE key = 'b'`).Scan(&n))
+	require.Zero(t, n, "nothing of a failed call is written")
+}
+
+// advanceAll drives every job of a run to success, in plan order, and
+// returns the run.
+func advanceAll(t *testing.T, s dag.Store, runID string) *dag.Run {
+	t.Helper()
+	ctx := t.Context()
+	for range 10 {
+		jobs, err := s.JobList(ctx, runID)
+		require.NoError(t, err)
+		for _, j := range jobs {
+			if j.State != cikit.JobReady {
+				continue
+			}
+			p := &dag.JobTransitionParams{RunID: runID, JobID: j.ID(), Attempt: j.Attempt}
+			_, err := s.JobQueue(ctx, p)
+			require.NoError(t, err)
+			_, err = s.JobStart(ctx, p)
+			require.NoError(t, err)
+			_, err = s.JobComplete(ctx, &dag.JobCompleteParams{RunID: runID, JobID: j.ID(), Attempt: j.Attempt, Outcome: cikit.JobSucceeded})
+			require.NoError(t, err)
+		}
+	}
+	run, err := s.RunGet(ctx, runID)
+	require.NoError(t, err)
+	return run
 }
