@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -29,9 +31,10 @@ func Migrations() fs.FS {
 // written in the transaction that creates its runs in a dag.PostgresStore
 // (RunCreateTx), so either both exist or neither does.
 type PostgresRunStore struct {
-	pool *pgxpool.Pool
-	dag  *dag.PostgresStore
-	now  func() time.Time
+	pool  *pgxpool.Pool
+	dag   *dag.PostgresStore
+	now   func() time.Time
+	batch *groupCommit
 }
 
 var _ RunStore = (*PostgresRunStore)(nil)
@@ -46,7 +49,17 @@ func NewPostgresRunStore(pool *pgxpool.Pool, runs *dag.PostgresStore, now func()
 	if now == nil {
 		now = time.Now
 	}
-	return &PostgresRunStore{pool: pool, dag: runs, now: now}, nil
+	s := &PostgresRunStore{pool: pool, dag: runs, now: now}
+	s.batch = &groupCommit{max: MaxBatch, one: s.createOne, many: func(ctx context.Context, ps []*CreateRunsParams) ([]created, error) {
+		var res []created
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			var err error
+			res, err = s.createMany(ctx, tx, ps)
+			return err
+		})
+		return res, err
+	}}
+	return s, nil
 }
 
 // Migrate applies the migrations the database does not have yet.
@@ -77,72 +90,189 @@ func (s *PostgresRunStore) Seen(ctx context.Context, ev *Event) (*Delivery, erro
 	return d, err
 }
 
-func (s *PostgresRunStore) CreateRuns(ctx context.Context, p *CreateRunsParams) (d *Delivery, created bool, err error) {
-	ev := p.Event
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		d, created = nil, false
-		now := s.now()
-		sem := SemanticKey(ev)
-		// The record first: a concurrent delivery with either key waits
-		// here for this transaction, then finds the record.
-		tag, err := tx.Exec(ctx, `INSERT INTO webhook_deliveries (provider, hook_id, delivery_id, semantic_key, dropped, created_at)
-			VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING`,
-			ev.Provider, ev.HookID, ev.DeliveryID, nullString(sem), p.Reason, now)
-		if err != nil {
-			return err
-		}
-		if tag.RowsAffected() == 0 {
-			d, err = scanDelivery(tx.QueryRow(ctx, seenQuery, ev.Provider, ev.HookID, ev.DeliveryID, nullString(sem)))
-			return err
-		}
-		d = &Delivery{Provider: ev.Provider, HookID: ev.HookID, DeliveryID: ev.DeliveryID, SemanticKey: sem, Dropped: p.Reason, CreatedAt: now.UTC()}
-		created = true
-		order := OrderKey(ev)
-		if !ev.EventTime.IsZero() {
-			var newest time.Time
-			err := tx.QueryRow(ctx, `SELECT event_time FROM ref_states WHERE ref = $1 FOR UPDATE`, order).Scan(&newest)
-			switch {
-			case err == nil && ev.EventTime.Before(newest):
-				d.Dropped = outOfOrder(ev, newest)
-				_, err = tx.Exec(ctx, `UPDATE webhook_deliveries SET dropped = $4 WHERE (provider, hook_id, delivery_id) = ($1, $2, $3)`,
-					ev.Provider, ev.HookID, ev.DeliveryID, d.Dropped)
-				return err
-			case err != nil && !errors.Is(err, pgx.ErrNoRows):
-				return err
-			}
-			if _, err := tx.Exec(ctx, `INSERT INTO ref_states (ref, event_time, sha) VALUES ($1, $2, $3)
-				ON CONFLICT (ref) DO UPDATE SET event_time = excluded.event_time, sha = excluded.sha`, order, ev.EventTime, ev.SHA); err != nil {
-				return err
-			}
-		}
-		if ev.Kind == KindPullRequest {
-			if _, err := tx.Exec(ctx, `INSERT INTO pull_request_heads (repo, branch, sha, number, seen_at) VALUES ($1, $2, $3, $4, $5)
-				ON CONFLICT (repo, branch, sha) DO UPDATE SET number = excluded.number, seen_at = excluded.seen_at`,
-				ev.Org+"/"+ev.Repo, ev.RefName, ev.SHA, ev.PRNumber, now); err != nil {
-				return err
-			}
-		}
-		for i, rp := range p.Runs {
-			c := *rp
-			c.IdempotencyKey = runKey(ev, i)
-			run, err := s.dag.RunCreateTx(ctx, tx, &c)
-			if err != nil {
-				return fmt.Errorf("ingest: delivery %s: run %d: %w", ev.DeliveryID, i, err)
-			}
-			d.RunIDs = append(d.RunIDs, run.ID)
-		}
-		if len(d.RunIDs) == 0 {
-			return nil
-		}
-		d.Dropped = ""
-		_, err = tx.Exec(ctx, `UPDATE webhook_deliveries SET run_ids = $4, dropped = '' WHERE (provider, hook_id, delivery_id) = ($1, $2, $3)`,
-			ev.Provider, ev.HookID, ev.DeliveryID, d.RunIDs)
+// CreateRuns joins the calls made at the same time into one transaction
+// (group commit): the first caller writes its own and every call that
+// arrives meanwhile, up to MaxBatch, and the others wait for it. One
+// commit then serves many deliveries, which is what lets a consumer with
+// many partitions in flight create runs faster than one commit at a time.
+// When a batch fails, its calls are written again one by one, so that one
+// bad delivery fails alone.
+func (s *PostgresRunStore) CreateRuns(ctx context.Context, p *CreateRunsParams) (*Delivery, bool, error) {
+	return s.batch.do(ctx, p)
+}
+
+// createOne is CreateRuns alone in its transaction.
+func (s *PostgresRunStore) createOne(ctx context.Context, p *CreateRunsParams) (*Delivery, bool, error) {
+	var res []created
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = s.createMany(ctx, tx, []*CreateRunsParams{p})
 		return err
 	})
 	if err != nil {
 		return nil, false, err
 	}
-	return d, created, nil
+	return res[0].d, res[0].created, nil
+}
+
+// created is the answer to one CreateRuns.
+type created struct {
+	d       *Delivery
+	created bool
+}
+
+// createMany records deliveries and creates their runs in tx, in a few
+// statements for all of them.
+func (s *PostgresRunStore) createMany(ctx context.Context, tx pgx.Tx, ps []*CreateRunsParams) ([]created, error) {
+	now := s.now()
+	out := make([]created, len(ps))
+	var provs, hooks, ids, reasons []string
+	var sems []*string
+	for _, p := range ps {
+		ev := p.Event
+		provs, hooks, ids = append(provs, string(ev.Provider)), append(hooks, ev.HookID), append(ids, ev.DeliveryID)
+		sems, reasons = append(sems, nullString(SemanticKey(ev))), append(reasons, p.Reason)
+	}
+	// The records first: a concurrent delivery with either key waits
+	// here for this transaction, then finds the record.
+	rows, err := tx.Query(ctx, `INSERT INTO webhook_deliveries (provider, hook_id, delivery_id, semantic_key, dropped, created_at)
+		SELECT p, h, d, sk, r, $6 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS t(p, h, d, sk, r)
+		ON CONFLICT DO NOTHING RETURNING provider, hook_id, delivery_id`, provs, hooks, ids, sems, reasons, now)
+	if err != nil {
+		return nil, err
+	}
+	inserted := map[[3]string]bool{}
+	for rows.Next() {
+		var k [3]string
+		if err := rows.Scan(&k[0], &k[1], &k[2]); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		inserted[k] = true
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	// Ordering: the newest event time of every sequence the batch
+	// touches, locked in one order by every writer.
+	var fresh []int
+	var orderKeys []string
+	for i, p := range ps {
+		k := deliveryKey(p.Event)
+		if !inserted[k] {
+			continue
+		}
+		delete(inserted, k) // a delivery twice in the batch: the first
+		fresh = append(fresh, i)
+		d := &Delivery{Provider: p.Event.Provider, HookID: p.Event.HookID, DeliveryID: p.Event.DeliveryID,
+			SemanticKey: SemanticKey(p.Event), Dropped: p.Reason, CreatedAt: now.UTC()}
+		out[i] = created{d: d, created: true}
+		if !p.Event.EventTime.IsZero() {
+			orderKeys = append(orderKeys, OrderKey(p.Event))
+		}
+	}
+	newest := map[string]time.Time{}
+	if len(orderKeys) > 0 {
+		slices.Sort(orderKeys)
+		orderKeys = slices.Compact(orderKeys)
+		rows, err := tx.Query(ctx, `SELECT ref, event_time FROM ref_states WHERE ref = ANY($1) ORDER BY ref FOR UPDATE`, orderKeys)
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var ref string
+			var t time.Time
+			if err := rows.Scan(&ref, &t); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			newest[ref] = t
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	changedRefs := map[string]string{} // ref -> sha of its newest event
+	var runs []*dag.RunCreateParams
+	var runOf []int // index in ps of each of runs
+	b := &pgx.Batch{}
+	for _, i := range fresh {
+		ev, d := ps[i].Event, out[i].d
+		if !ev.EventTime.IsZero() {
+			ref := OrderKey(ev)
+			if t, ok := newest[ref]; ok && ev.EventTime.Before(t) {
+				d.Dropped = outOfOrder(ev, t)
+				continue
+			}
+			newest[ref], changedRefs[ref] = ev.EventTime, ev.SHA
+		}
+		if ev.Kind == KindPullRequest {
+			b.Queue(`INSERT INTO pull_request_heads (repo, branch, sha, number, seen_at) VALUES ($1, $2, $3, $4, $5)
+				ON CONFLICT (repo, branch, sha) DO UPDATE SET number = excluded.number, seen_at = excluded.seen_at`,
+				ev.Org+"/"+ev.Repo, ev.RefName, ev.SHA, ev.PRNumber, now)
+		}
+		for k, rp := range ps[i].Runs {
+			c := *rp
+			c.IdempotencyKey = runKey(ev, k)
+			runs, runOf = append(runs, &c), append(runOf, i)
+		}
+	}
+	if len(changedRefs) > 0 {
+		refs := slices.Sorted(maps.Keys(changedRefs))
+		times, shas := make([]time.Time, len(refs)), make([]string, len(refs))
+		for k, ref := range refs {
+			times[k], shas[k] = newest[ref], changedRefs[ref]
+		}
+		b.Queue(`INSERT INTO ref_states (ref, event_time, sha) SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[])
+			ON CONFLICT (ref) DO UPDATE SET event_time = excluded.event_time, sha = excluded.sha`, refs, times, shas)
+	}
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return nil, err
+	}
+	if len(runs) > 0 {
+		made, err := s.dag.RunCreateManyTx(ctx, tx, runs)
+		if err != nil {
+			return nil, fmt.Errorf("ingest: create runs: %w", err)
+		}
+		for k, r := range made {
+			d := out[runOf[k]].d
+			d.RunIDs, d.Dropped = append(d.RunIDs, r.ID), ""
+		}
+	}
+	b = &pgx.Batch{}
+	for _, i := range fresh {
+		ev, d := ps[i].Event, out[i].d
+		if len(d.RunIDs) > 0 || d.Dropped != ps[i].Reason {
+			b.Queue(`UPDATE webhook_deliveries SET run_ids = coalesce($4::text[], '{}'), dropped = $5 WHERE (provider, hook_id, delivery_id) = ($1, $2, $3)`,
+				ev.Provider, ev.HookID, ev.DeliveryID, d.RunIDs, d.Dropped)
+		}
+	}
+	// What the others found: records of earlier deliveries, or of this
+	// batch's (written above, so visible here).
+	var lookups []int
+	for i, p := range ps {
+		if out[i].d == nil {
+			lookups = append(lookups, i)
+			b.Queue(seenQuery, p.Event.Provider, p.Event.HookID, p.Event.DeliveryID, nullString(SemanticKey(p.Event)))
+		}
+	}
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	for range b.Len() - len(lookups) {
+		if _, err := br.Exec(); err != nil {
+			return nil, err
+		}
+	}
+	for _, i := range lookups {
+		d, err := scanDelivery(br.QueryRow())
+		if err != nil {
+			return nil, fmt.Errorf("ingest: delivery %s: its record: %w", ps[i].Event.DeliveryID, err)
+		}
+		out[i] = created{d: d}
+	}
+	return out, br.Close()
 }
 
 func (s *PostgresRunStore) PullRequestHead(ctx context.Context, org, repo, branch, sha string) (int, bool, error) {
