@@ -30,8 +30,10 @@ type MemoryStore struct {
 	mu   sync.Mutex
 	runs map[string]*memRun
 	keys map[string]string // idempotency key -> run ID
-	// outbox holds unpublished events in creation order.
-	outbox []*OutboxEvent
+	// outbox holds unpublished events in creation order; claimed, those
+	// an OutboxPublish is publishing.
+	outbox  []*OutboxEvent
+	claimed map[string]bool
 	// lines holds the runs of each pipeline and branch, and groups the
 	// jobs of each concurrency group, in creation order.
 	lines  map[line][]*memRun

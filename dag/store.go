@@ -113,6 +113,25 @@ type Store interface {
 	// OutboxMarkPublished marks events published; unknown or already
 	// published IDs are ignored.
 	OutboxMarkPublished(ctx context.Context, ids []string) error
+	// OutboxPublish is how a relay publishes the outbox. It claims up to
+	// limit events not yet marked published that no concurrent
+	// OutboxPublish holds, oldest first, calls publish with them (not
+	// at all when there are none) and marks them published if publish
+	// returns nil. It returns how many events it published. When
+	// publish fails, OutboxPublish returns its error unchanged and the
+	// events stay pending, to be handed out again; so do the events of
+	// a caller that dies before OutboxPublish returns. limit must be
+	// positive.
+	//
+	// A claim lasts until publish returns, so any number of relays may
+	// call OutboxPublish at once: each gets other events. Events stay
+	// in OutboxPending while claimed. Publication is at least once: an
+	// event the broker acknowledged whose mark was lost (the relay
+	// crashed, the store failed) is published again, so consumers
+	// deduplicate by OutboxEvent.ID. One caller publishes events in
+	// order; concurrent callers may publish events of different claims
+	// out of order.
+	OutboxPublish(ctx context.Context, limit int, publish func(ctx context.Context, evs []*OutboxEvent) error) (int, error)
 }
 
 // OutboxEvent is one event a store write recorded, for a relay to publish.

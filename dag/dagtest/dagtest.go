@@ -506,6 +506,7 @@ func Exercise(t *testing.T, factory Factory) {
 		require.Equal(t, ev{dag.EventPipelineCompleted, "", "failed"}, got[len(got)-1], "the run's completion comes last, once")
 	})
 
+	t.Run("OutboxPublish", func(t *testing.T) { exerciseOutboxPublish(t, factory) })
 	t.Run("Expire", func(t *testing.T) { exerciseExpire(t, factory) })
 	t.Run("Batch", func(t *testing.T) { exerciseBatch(t, factory) })
 
