@@ -38,10 +38,12 @@
 // by key, and a fast path for events local to one job whose dependency
 // counters live in Redis when configured (PostgresConfig.Redis): Redis
 // only says which jobs are worth checking, PostgreSQL decides, and
-// Repair rebuilds the counters. Every write records its
-// events in the same transaction, in an outbox a relay publishes from
-// (OutboxPending, OutboxMarkPublished). Both pass one conformance suite,
-// dagtest.Exercise, which a platform team can run on a store of its own.
+// Repair rebuilds the counters. Every write records its events in the
+// same transaction, in an outbox a relay publishes from: OutboxPublish
+// claims events for a relay, several relays sharing the work;
+// OutboxPending and OutboxMarkPublished inspect and mark. Both stores
+// pass one conformance suite, dagtest.Exercise, which a platform team can
+// run on a store of its own.
 // JobsExpire fails the jobs past their timeout or the max queue time, and
 // Report summarises a run with the critical path of its actual durations.
 // A Driver runs one run to its end in this process on an Executor, up to
