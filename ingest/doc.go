@@ -17,8 +17,8 @@
 //
 // # Verification
 //
-// Nothing is parsed before its signature is checked, and every
-// comparison with a secret takes the same time whatever the input:
+// Nothing is parsed before its signature is checked, and signatures and
+// tokens are compared with the expected ones in constant time:
 //
 //   - GitHub: X-Hub-Signature-256, "sha256=" and the hex HMAC-SHA256 of
 //     the body (GitHubVerifier). The SHA-1 X-Hub-Signature is not

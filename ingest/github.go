@@ -44,7 +44,7 @@ const gitHubMaxPushCommits = 2048
 // the ref, the commit), is an error: the sender should be told 400.
 func NormalizeGitHub(wh *Webhook) (Normalized, error) {
 	event := wh.Header.Get(headerGitHubEvent)
-	var n normalizer
+	var n gitHubNormalizer
 	switch event {
 	case "":
 		return Normalized{}, fmt.Errorf("github: no %s header", headerGitHubEvent)
@@ -74,13 +74,13 @@ func NormalizeGitHub(wh *Webhook) (Normalized, error) {
 	if ev.DeliveryID == "" {
 		return Normalized{}, fmt.Errorf("github %s: no %s header", event, headerGitHubDelivery)
 	}
-	return finish(ev, wh, "github "+event, event == "create" || event == "workflow_dispatch")
+	return finishEvent(ev, wh, "github "+event, event == "create" || event == "workflow_dispatch")
 }
 
-// A normalizer reads the payload of one GitHub event. It returns an
+// A gitHubNormalizer reads the payload of one GitHub event. It returns an
 // event, or the reason the payload starts no pipeline, or an error for a
 // malformed payload; received is the time of the delivery.
-type normalizer func(body []byte, received time.Time) (ev *Event, ignored string, err error)
+type gitHubNormalizer func(body []byte, received time.Time) (ev *Event, ignored string, err error)
 
 // gitHubIgnore ignores a delivery whose payload is not read, once it is
 // known to be JSON.
@@ -149,7 +149,7 @@ func gitHubPush(body []byte, received time.Time) (*Event, string, error) {
 			Name string `json:"name"`
 		} `json:"pusher"`
 	}
-	if err := decode(body, &p); err != nil {
+	if err := decodePayload(body, &p); err != nil {
 		return nil, "", err
 	}
 	org, repo, err := p.Repository.name()
@@ -190,7 +190,7 @@ func gitHubPush(body []byte, received time.Time) (*Event, string, error) {
 		}
 	}
 	if p.HeadCommit != nil && p.HeadCommit.Timestamp != "" {
-		if ev.EventTime, err = parseTime("head_commit.timestamp", p.HeadCommit.Timestamp); err != nil {
+		if ev.EventTime, err = parsePayloadTime("head_commit.timestamp", p.HeadCommit.Timestamp); err != nil {
 			return nil, "", err
 		}
 	}
@@ -219,7 +219,7 @@ func gitHubPullRequest(body []byte, _ time.Time) (*Event, string, error) {
 		Repository *gitHubRepository `json:"repository"`
 		Sender     *gitHubUser       `json:"sender"`
 	}
-	if err := decode(body, &p); err != nil {
+	if err := decodePayload(body, &p); err != nil {
 		return nil, "", err
 	}
 	switch p.Action {
@@ -247,7 +247,7 @@ func gitHubPullRequest(body []byte, _ time.Time) (*Event, string, error) {
 	if pr.UpdatedAt == "" {
 		return nil, "", fmt.Errorf("no pull_request.updated_at")
 	}
-	updated, err := parseTime("pull_request.updated_at", pr.UpdatedAt)
+	updated, err := parsePayloadTime("pull_request.updated_at", pr.UpdatedAt)
 	if err != nil {
 		return nil, "", err
 	}
@@ -296,7 +296,7 @@ func gitHubCreate(body []byte, received time.Time) (*Event, string, error) {
 		Repository   *gitHubRepository `json:"repository"`
 		Sender       *gitHubUser       `json:"sender"`
 	}
-	if err := decode(body, &p); err != nil {
+	if err := decodePayload(body, &p); err != nil {
 		return nil, "", err
 	}
 	switch p.RefType {
@@ -334,7 +334,7 @@ func gitHubDispatch(body []byte, received time.Time) (*Event, string, error) {
 		Repository *gitHubRepository          `json:"repository"`
 		Sender     *gitHubUser                `json:"sender"`
 	}
-	if err := decode(body, &p); err != nil {
+	if err := decodePayload(body, &p); err != nil {
 		return nil, "", err
 	}
 	org, repo, err := p.Repository.name()

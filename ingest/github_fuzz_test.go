@@ -10,7 +10,8 @@ import (
 )
 
 // FuzzNormalizeGitHub feeds arbitrary payloads to NormalizeGitHub, under
-// arbitrary event names, seeded with the golden GitHub payloads.
+// arbitrary event names and delivery ids, seeded with the golden GitHub
+// payloads.
 //
 // Invariant: NormalizeGitHub never panics; when it returns no error, the
 // result holds checkNormalized's invariants: one of an event and an
@@ -29,11 +30,12 @@ func FuzzNormalizeGitHub(f *testing.F) {
 			f.Fatal(err)
 		}
 		event, _, _ := strings.Cut(filepath.Base(file), "__")
-		f.Add(event, body)
+		f.Add(event, "72d3162e-cc78-11e3-81ab-4c9367dc0958", body)
 	}
-	f.Fuzz(func(t *testing.T, event string, body []byte) {
+	f.Fuzz(func(t *testing.T, event, delivery string, body []byte) {
 		wh := &ingest.Webhook{Header: gitHubHeaders("fuzz"), Body: body, Received: goldenReceived}
 		wh.Header.Set("X-GitHub-Event", event)
+		wh.Header.Set("X-GitHub-Delivery", delivery)
 		res, err := ingest.NormalizeGitHub(wh)
 		if err != nil {
 			return

@@ -36,8 +36,11 @@ const (
 //
 // DeliveryID is the Idempotency-Key header, which GitLab keeps when it
 // retries a delivery, or, from GitLab versions without it, the
-// X-Gitlab-Event-UUID. GitLab sends no id of the webhook itself, so
-// HookID stays empty.
+// X-Gitlab-Event-UUID, which every webhook set off by one chain of events
+// shares (a push and the merge request update it causes may carry the
+// same one). GitLab sends no id of the webhook itself (its
+// X-Gitlab-Webhook-UUID is new for every request), so HookID stays
+// empty.
 //
 // A body that is not JSON, or lacks what its kind needs, is an error.
 func NormalizeGitLab(wh *Webhook) (Normalized, error) {
@@ -47,7 +50,7 @@ func NormalizeGitLab(wh *Webhook) (Normalized, error) {
 	var head struct {
 		ObjectKind string `json:"object_kind"`
 	}
-	if err := decode(wh.Body, &head); err != nil {
+	if err := decodePayload(wh.Body, &head); err != nil {
 		return Normalized{}, fmt.Errorf("gitlab: %w", err)
 	}
 	kind := head.ObjectKind
@@ -77,7 +80,7 @@ func NormalizeGitLab(wh *Webhook) (Normalized, error) {
 	if ev.DeliveryID == "" {
 		return Normalized{}, fmt.Errorf("gitlab %s: no %s or %s header", kind, headerIdempotencyKey, headerGitLabEventUUID)
 	}
-	return finish(ev, wh, "gitlab "+kind, false)
+	return finishEvent(ev, wh, "gitlab "+kind, false)
 }
 
 // gitLabDeliveryID returns the id of a GitLab delivery: the
@@ -127,7 +130,7 @@ func gitLabPush(body []byte, received time.Time) (*Event, string, error) {
 		Commits           []gitLabCommit `json:"commits"`
 		TotalCommitsCount int            `json:"total_commits_count"`
 	}
-	if err := decode(body, &p); err != nil {
+	if err := decodePayload(body, &p); err != nil {
 		return nil, "", err
 	}
 	org, repo, err := p.Project.name()
@@ -161,7 +164,7 @@ func gitLabPush(body []byte, received time.Time) (*Event, string, error) {
 	}
 	for _, c := range p.Commits {
 		if c.ID == ev.SHA && c.Timestamp != "" {
-			if ev.EventTime, err = parseTime("commits.timestamp", c.Timestamp); err != nil {
+			if ev.EventTime, err = parsePayloadTime("commits.timestamp", c.Timestamp); err != nil {
 				return nil, "", err
 			}
 			break
@@ -203,7 +206,7 @@ func gitLabMergeRequest(body []byte) (*Event, string, error) {
 		Project          *gitLabProject `json:"project"`
 		ObjectAttributes *gitLabMR      `json:"object_attributes"`
 	}
-	if err := decode(body, &p); err != nil {
+	if err := decodePayload(body, &p); err != nil {
 		return nil, "", err
 	}
 	mr := p.ObjectAttributes
@@ -230,7 +233,7 @@ func gitLabMergeRequest(body []byte) (*Event, string, error) {
 	if mr.UpdatedAt == "" {
 		return nil, "", fmt.Errorf("no object_attributes.updated_at")
 	}
-	updated, err := parseTime("object_attributes.updated_at", mr.UpdatedAt)
+	updated, err := parsePayloadTime("object_attributes.updated_at", mr.UpdatedAt)
 	if err != nil {
 		return nil, "", err
 	}

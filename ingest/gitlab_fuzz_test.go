@@ -8,8 +8,8 @@ import (
 	"github.com/cikit/cikit/ingest"
 )
 
-// FuzzNormalizeGitLab feeds arbitrary payloads to NormalizeGitLab,
-// seeded with the golden GitLab payloads.
+// FuzzNormalizeGitLab feeds arbitrary payloads to NormalizeGitLab, under
+// arbitrary delivery ids, seeded with the golden GitLab payloads.
 //
 // Invariant: NormalizeGitLab never panics; when it returns no error, the
 // result holds checkNormalized's invariants: one of an event and an
@@ -26,10 +26,11 @@ func FuzzNormalizeGitLab(f *testing.F) {
 		if err != nil {
 			f.Fatal(err)
 		}
-		f.Add(body)
+		f.Add("5f3c0b1e-8f0e-4a57-9d1c-2f9c7a3e6b10", body)
 	}
-	f.Fuzz(func(t *testing.T, body []byte) {
+	f.Fuzz(func(t *testing.T, delivery string, body []byte) {
 		wh := &ingest.Webhook{Header: gitLabHeaders("fuzz"), Body: body, Received: goldenReceived}
+		wh.Header.Set("Idempotency-Key", delivery)
 		res, err := ingest.NormalizeGitLab(wh)
 		if err != nil {
 			return

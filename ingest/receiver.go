@@ -70,29 +70,32 @@ type ReceiverConfig struct {
 // X-Gitlab-Event is GitLab, and webhook-id is any other Standard Webhooks
 // sender. Its answers, all JSON:
 //
-//	202 {"delivery_id": …}                   published
+//	202 {"delivery_id": …}                    published
 //	200 {"ignored": reason, "delivery_id": …} verified, but starts no pipeline (a ping, a closed pull request)
-//	400 {"error": …, "delivery_id": …}        no known provider, a provider without secrets here, malformed payload
+//	400 {"error": …, "delivery_id": …}        no known provider, a provider without secrets here, a malformed payload
 //	401 {"error": …, "delivery_id": …}        "missing signature", "signature mismatch" or "timestamp outside tolerance"
-//	405                                       not a POST
-//	413                                       body larger than MaxBodyBytes
-//	415                                       a body that is not JSON (a GitHub webhook set to form encoding)
-//	503 {"error": …} and Retry-After          Publish failed: the provider should deliver again
+//	405 {"error": …}                          not a POST
+//	413 {"error": …, "delivery_id": …}        a body larger than MaxBodyBytes
+//	415 {"error": …, "delivery_id": …}        a body that is not JSON (a GitHub webhook set to form encoding)
+//	503 {"error": …, "delivery_id": …}        Publish failed; with Retry-After, so that the provider delivers again
 //
+// delivery_id is left out when the delivery names none a normalized
+// event could carry.
 // A 401 says no more than which of the three verification failures it
 // was; the log says what exactly. Duplicates are not detected here: a
 // redelivery is published again, with the same DeliveryID, for the
 // consumer to drop.
 type Receiver struct {
-	sources   map[Provider]*source
+	sources   map[Provider]*webhookSource
 	publisher Publisher
 	maxBody   int64
 	now       func() time.Time
 	log       *slog.Logger
 }
 
-// source is what the receiver does with the deliveries of one provider.
-type source struct {
+// webhookSource is what the receiver does with the deliveries of one
+// provider.
+type webhookSource struct {
 	name       string                          // for people: "GitHub"
 	verify     func(http.Header, []byte) error // nil when no secret is configured
 	normalize  func(*Webhook) (Normalized, error)
@@ -118,7 +121,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		maxBody:   cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes),
 		now:       cfg.Now,
 		log:       cfg.Logger,
-		sources: map[Provider]*source{
+		sources: map[Provider]*webhookSource{
 			GitHub: {
 				name:       "GitHub",
 				normalize:  NormalizeGitHub,
@@ -179,7 +182,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		r.answer(w, http.StatusMethodNotAllowed, response{Error: "webhooks are POST requests"})
+		r.answer(w, http.StatusMethodNotAllowed, webhookAnswer{Error: "webhooks are POST requests"})
 		return
 	}
 	ctx := req.Context()
@@ -189,6 +192,9 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	id := src.deliveryID(req.Header)
+	if !validDeliveryID(id) {
+		id = "" // not echoed: it would be refused anyway
+	}
 	log := r.log.With(slog.String("provider", string(provider)), slog.String("delivery_id", id))
 	if src.verify == nil {
 		r.refuse(ctx, w, log, http.StatusBadRequest, id, "this receiver accepts no "+src.name+" deliveries")
@@ -217,7 +223,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 	if err := src.verify(req.Header, body); err != nil {
 		log.LogAttrs(ctx, slog.LevelWarn, "webhook refused", slog.Int("status", http.StatusUnauthorized), slog.String("error", err.Error()))
-		r.answer(w, http.StatusUnauthorized, response{Error: verifyFailure(err), DeliveryID: id})
+		r.answer(w, http.StatusUnauthorized, webhookAnswer{Error: verifyFailure(err), DeliveryID: id})
 		return
 	}
 	res, err := src.normalize(&Webhook{Header: req.Header, Body: body, Received: received})
@@ -227,23 +233,23 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if res.Ignored != nil {
 		log.LogAttrs(ctx, slog.LevelDebug, "webhook ignored", slog.String("event", res.Ignored.Event), slog.String("reason", res.Ignored.Reason))
-		r.answer(w, http.StatusOK, response{Ignored: res.Ignored.Reason, DeliveryID: id})
+		r.answer(w, http.StatusOK, webhookAnswer{Ignored: res.Ignored.Reason, DeliveryID: id})
 		return
 	}
 	ev := res.Event
 	if err := r.publisher.Publish(ctx, ev); err != nil {
 		log.LogAttrs(ctx, slog.LevelError, "webhook not published", slog.String("key", ev.Key()), slog.String("error", err.Error()))
 		w.Header().Set("Retry-After", retryAfterSeconds)
-		r.answer(w, http.StatusServiceUnavailable, response{Error: "the event could not be stored; deliver it again later", DeliveryID: ev.DeliveryID})
+		r.answer(w, http.StatusServiceUnavailable, webhookAnswer{Error: "the event could not be stored; deliver it again later", DeliveryID: ev.DeliveryID})
 		return
 	}
 	log.LogAttrs(ctx, slog.LevelDebug, "webhook published", slog.String("kind", string(ev.Kind)), slog.String("key", ev.Key()), slog.String("sha", ev.SHA))
-	r.answer(w, http.StatusAccepted, response{DeliveryID: ev.DeliveryID})
+	r.answer(w, http.StatusAccepted, webhookAnswer{DeliveryID: ev.DeliveryID})
 }
 
 // route tells the provider of a delivery from its headers; nil when no
 // provider's header is there.
-func (r *Receiver) route(h http.Header) (Provider, *source) {
+func (r *Receiver) route(h http.Header) (Provider, *webhookSource) {
 	switch {
 	case h.Get(headerGitHubEvent) != "":
 		return GitHub, r.sources[GitHub]
@@ -266,8 +272,8 @@ func verifyFailure(err error) string {
 	return ErrSignatureMismatch.Error()
 }
 
-// response is the JSON body of every answer.
-type response struct {
+// webhookAnswer is the JSON body of every answer.
+type webhookAnswer struct {
 	Error      string `json:"error,omitempty"`
 	Ignored    string `json:"ignored,omitempty"`
 	DeliveryID string `json:"delivery_id,omitempty"`
@@ -277,10 +283,10 @@ type response struct {
 // malformed payload, and answers it.
 func (r *Receiver) refuse(ctx context.Context, w http.ResponseWriter, log *slog.Logger, status int, id, msg string) {
 	log.LogAttrs(ctx, slog.LevelWarn, "webhook refused", slog.Int("status", status), slog.String("error", msg))
-	r.answer(w, status, response{Error: msg, DeliveryID: id})
+	r.answer(w, status, webhookAnswer{Error: msg, DeliveryID: id})
 }
 
-func (r *Receiver) answer(w http.ResponseWriter, status int, body response) {
+func (r *Receiver) answer(w http.ResponseWriter, status int, body webhookAnswer) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
@@ -359,7 +365,7 @@ func NormalizeDispatch(wh *Webhook) (Normalized, error) {
 			Variables  map[string]string `json:"variables"`
 		} `json:"data"`
 	}
-	if err := decode(wh.Body, &p); err != nil {
+	if err := decodePayload(wh.Body, &p); err != nil {
 		return Normalized{}, fmt.Errorf("dispatch: %w", err)
 	}
 	switch p.Type {
@@ -400,18 +406,18 @@ func NormalizeDispatch(wh *Webhook) (Normalized, error) {
 		ev.Variables = d.Variables
 	}
 	if p.Timestamp != "" {
-		if ev.EventTime, err = parseTime("timestamp", p.Timestamp); err != nil {
+		if ev.EventTime, err = parsePayloadTime("timestamp", p.Timestamp); err != nil {
 			return Normalized{}, fmt.Errorf("dispatch: %w", err)
 		}
 	}
-	return finish(ev, wh, "dispatch", true)
+	return finishEvent(ev, wh, "dispatch", true)
 }
 
 // Normalization helpers shared by the providers.
 
-// decode unmarshals a JSON body into v. Its errors speak of the JSON, not
+// decodePayload unmarshals a JSON body into v. Its errors speak of the JSON, not
 // of the Go types it is decoded into.
-func decode(body []byte, v any) error {
+func decodePayload(body []byte, v any) error {
 	err := json.Unmarshal(body, v)
 	if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
 		got, _, _ := strings.Cut(typeErr.Value, " ")
@@ -444,11 +450,11 @@ func jsonKind(t reflect.Type) string {
 	}
 }
 
-// finish checks what every event must hold, so that nothing malformed
+// finishEvent checks what every event must hold, so that nothing malformed
 // reaches the topic, and completes it with the raw body. what names the
 // payload in errors ("github push"); shaOptional allows an event without
 // a SHA, for payloads that name no commit.
-func finish(ev *Event, wh *Webhook, what string, shaOptional bool) (Normalized, error) {
+func finishEvent(ev *Event, wh *Webhook, what string, shaOptional bool) (Normalized, error) {
 	if err := checkNormalized(ev, shaOptional); err != nil {
 		return Normalized{}, fmt.Errorf("%s: %w", what, err)
 	}
@@ -459,6 +465,9 @@ func finish(ev *Event, wh *Webhook, what string, shaOptional bool) (Normalized, 
 func checkNormalized(ev *Event, shaOptional bool) error {
 	if ev.DeliveryID == "" {
 		return errors.New("no delivery id")
+	}
+	if !validDeliveryID(ev.DeliveryID) || ev.HookID != "" && !validDeliveryID(ev.HookID) {
+		return fmt.Errorf("the delivery or hook id is not 1 to %d printable ASCII characters", maxDeliveryIDLen)
 	}
 	if err := checkRepoPath(ev.Org, ev.Repo); err != nil {
 		return err
@@ -490,6 +499,17 @@ func checkNormalized(ev *Event, shaOptional bool) error {
 		return errors.New("the commit SHA is all zeros")
 	}
 	return nil
+}
+
+// maxDeliveryIDLen is the longest delivery or hook id accepted; providers send
+// UUIDs and ids of a few dozen characters.
+const maxDeliveryIDLen = 256
+
+// validDeliveryID reports whether a delivery or hook id is 1 to maxDeliveryIDLen
+// printable ASCII characters: ids are keys of the deduplication record,
+// and invalid UTF-8 would not survive the Event's JSON.
+func validDeliveryID(id string) bool {
+	return id != "" && len(id) <= maxDeliveryIDLen && !strings.ContainsFunc(id, func(r rune) bool { return r < '!' || r > '~' })
 }
 
 // splitRef splits a full ref name into a branch or a tag and its short
@@ -593,13 +613,20 @@ func isZeroSHA(s string) bool {
 	return s != "" && strings.Trim(s, "0") == ""
 }
 
-// parseTime parses a timestamp of a payload: RFC 3339, or GitLab's older
-// "2006-01-02 15:04:05 UTC". It returns the time in UTC.
-func parseTime(field, s string) (time.Time, error) {
+// parsePayloadTime parses a timestamp of a payload: RFC 3339, or GitLab's older
+// "2006-01-02 15:04:05 UTC". It returns the time in UTC, which must be
+// within the years 0 to 9999 that an Event's JSON can hold: a zone offset
+// can push a time written in one of them out.
+func parsePayloadTime(field, s string) (time.Time, error) {
 	for _, layout := range []string{time.RFC3339, "2006-01-02 15:04:05 MST", "2006-01-02 15:04:05 -0700"} {
-		if t, err := time.Parse(layout, s); err == nil {
-			return t.UTC(), nil
+		t, err := time.Parse(layout, s)
+		if err != nil {
+			continue
 		}
+		if t = t.UTC(); t.Year() < 0 || t.Year() > 9999 {
+			return time.Time{}, fmt.Errorf("%s %q is before the year 0 or after 9999 in UTC", field, s)
+		}
+		return t, nil
 	}
 	return time.Time{}, fmt.Errorf("%s %q is not a time in RFC 3339 or 2006-01-02 15:04:05 UTC form", field, s)
 }

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -80,11 +81,29 @@ func TestParseTime(t *testing.T) {
 	t.Parallel()
 	want := time.Date(2017, 9, 15, 16, 50, 55, 0, time.UTC)
 	for _, s := range []string{"2017-09-15T16:50:55Z", "2017-09-15T18:50:55+02:00", "2017-09-15 16:50:55 UTC", "2017-09-15 18:50:55 +0200"} {
-		got, err := parseTime("updated_at", s)
+		got, err := parsePayloadTime("updated_at", s)
 		require.NoError(t, err, s)
 		require.Equal(t, want, got, s)
 		require.Equal(t, time.UTC, got.Location(), s)
 	}
-	_, err := parseTime("updated_at", "15/09/2017")
+	_, err := parsePayloadTime("updated_at", "15/09/2017")
 	require.EqualError(t, err, `updated_at "15/09/2017" is not a time in RFC 3339 or 2006-01-02 15:04:05 UTC form`)
+	// Times an Event's JSON cannot hold.
+	_, err = parsePayloadTime("updated_at", "0000-01-01T00:00:00+01:00")
+	require.EqualError(t, err, `updated_at "0000-01-01T00:00:00+01:00" is before the year 0 or after 9999 in UTC`)
+	_, err = parsePayloadTime("updated_at", "9999-12-31 23:30:00 -0100")
+	require.Error(t, err)
+	got, err := parsePayloadTime("updated_at", "0000-01-01T00:00:00Z")
+	require.NoError(t, err)
+	require.Zero(t, got.Year())
+}
+
+func TestValidID(t *testing.T) {
+	t.Parallel()
+	for _, id := range []string{"72d3162e-cc78-11e3-81ab-4c9367dc0958", "msg_2KWPBgLlAfxdpx2AI54pPJ85f4W", "1", strings.Repeat("a", maxDeliveryIDLen)} {
+		require.True(t, validDeliveryID(id), id)
+	}
+	for _, id := range []string{"", "a b", "a\nb", "\x80", "é", strings.Repeat("a", maxDeliveryIDLen+1)} {
+		require.False(t, validDeliveryID(id), "%q", id)
+	}
 }

@@ -32,17 +32,17 @@ const (
 	testStandardSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 )
 
-// testNow is the clock of the receivers under test.
-var testNow = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
+// receiverNow is the clock of the receivers under test.
+var receiverNow = time.Date(2024, 5, 1, 12, 0, 0, 0, time.UTC)
 
-// recordingPublisher keeps what it is given, or fails with err.
-type recordingPublisher struct {
+// publishRecorder keeps what it is given, or fails with err.
+type publishRecorder struct {
 	err    error
 	mu     sync.Mutex
 	events []*ingest.Event
 }
 
-func (p *recordingPublisher) Publish(ctx context.Context, ev *ingest.Event) error {
+func (p *publishRecorder) Publish(ctx context.Context, ev *ingest.Event) error {
 	if p.err != nil {
 		return p.err
 	}
@@ -52,7 +52,7 @@ func (p *recordingPublisher) Publish(ctx context.Context, ev *ingest.Event) erro
 	return nil
 }
 
-func (p *recordingPublisher) published() []*ingest.Event {
+func (p *publishRecorder) published() []*ingest.Event {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return slices.Clone(p.events)
@@ -60,21 +60,21 @@ func (p *recordingPublisher) published() []*ingest.Event {
 
 type receiverBundle struct {
 	receiver  *ingest.Receiver
-	publisher *recordingPublisher
-	logs      *lockedBuffer
+	publisher *publishRecorder
+	logs      *logBuffer
 }
 
 // setupReceiver returns a receiver of every source, with a recording
 // publisher and its log in a buffer; change adjusts its configuration.
 func setupReceiver(t *testing.T, change func(*ingest.ReceiverConfig)) *receiverBundle {
 	t.Helper()
-	b := &receiverBundle{publisher: &recordingPublisher{}, logs: &lockedBuffer{}}
+	b := &receiverBundle{publisher: &publishRecorder{}, logs: &logBuffer{}}
 	cfg := ingest.ReceiverConfig{
 		GitHubSecrets:   []string{testGitHubSecret},
 		GitLabTokens:    []string{testGitLabToken},
 		StandardSecrets: []string{testStandardSecret},
 		Publisher:       b.publisher,
-		Now:             func() time.Time { return testNow },
+		Now:             func() time.Time { return receiverNow },
 		Logger:          slog.New(slog.NewTextHandler(b.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	}
 	if change != nil {
@@ -86,19 +86,19 @@ func setupReceiver(t *testing.T, change func(*ingest.ReceiverConfig)) *receiverB
 	return b
 }
 
-// lockedBuffer is a buffer a logger can write to from many goroutines.
-type lockedBuffer struct {
+// logBuffer is a buffer a logger can write to from many goroutines.
+type logBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *lockedBuffer) Write(p []byte) (int, error) {
+func (b *logBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *lockedBuffer) String() string {
+func (b *logBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
@@ -154,9 +154,9 @@ func setStandardHeaders(t *testing.T, h http.Header, id, body, secret string, se
 	h.Set("webhook-signature", sig)
 }
 
-// serve has the receiver answer req, and returns the status, the
+// serveDelivery has the receiver answer req, and returns the status, the
 // decoded JSON body and the headers of the answer.
-func serve(t *testing.T, r http.Handler, req *http.Request) (int, map[string]string, http.Header) {
+func serveDelivery(t *testing.T, r http.Handler, req *http.Request) (int, map[string]string, http.Header) {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	r.ServeHTTP(rec, req)
@@ -183,7 +183,7 @@ func TestReceiverPublishes(t *testing.T) {
 				Provider: ingest.GitHub, DeliveryID: "gh-1", HookID: "42", Kind: ingest.KindPush,
 				Org: "acme", Repo: "api", RefType: ingest.RefBranch, RefName: "main",
 				SHA: "2222222222222222222222222222222222222222", Before: "1111111111111111111111111111111111111111",
-				Actor: "alice", EventTime: testNow, Raw: json.RawMessage(testPushBody),
+				Actor: "alice", EventTime: receiverNow, Raw: json.RawMessage(testPushBody),
 			},
 		},
 		{
@@ -194,7 +194,7 @@ func TestReceiverPublishes(t *testing.T) {
 			want: ingest.Event{
 				Provider: ingest.GitLab, DeliveryID: "gl-1", Kind: ingest.KindPush,
 				Org: "acme/platform", Repo: "api", RefType: ingest.RefBranch, RefName: "main",
-				SHA: "2222222222222222222222222222222222222222", EventTime: testNow, Raw: json.RawMessage(testGitLabPushBody),
+				SHA: "2222222222222222222222222222222222222222", EventTime: receiverNow, Raw: json.RawMessage(testGitLabPushBody),
 			},
 		},
 		{
@@ -206,31 +206,31 @@ func TestReceiverPublishes(t *testing.T) {
 			req: func(t *testing.T) *http.Request {
 				req := gitLabRequest("gl-2", testGitLabPushBody, "")
 				req.Header.Del("X-Gitlab-Token")
-				setStandardHeaders(t, req.Header, "gl-2", testGitLabPushBody, testStandardSecret, testNow.Add(-time.Minute))
+				setStandardHeaders(t, req.Header, "gl-2", testGitLabPushBody, testStandardSecret, receiverNow.Add(-time.Minute))
 				return req
 			},
 			want: ingest.Event{
 				Provider: ingest.GitLab, DeliveryID: "gl-2", Kind: ingest.KindPush,
 				Org: "acme/platform", Repo: "api", RefType: ingest.RefBranch, RefName: "main",
-				SHA: "2222222222222222222222222222222222222222", EventTime: testNow, Raw: json.RawMessage(testGitLabPushBody),
+				SHA: "2222222222222222222222222222222222222222", EventTime: receiverNow, Raw: json.RawMessage(testGitLabPushBody),
 			},
 		},
 		{
 			name: "Standard Webhooks dispatch",
 			req: func(t *testing.T) *http.Request {
-				return standardRequest(t, "msg_1", testDispatchBody, testStandardSecret, testNow)
+				return standardRequest(t, "msg_1", testDispatchBody, testStandardSecret, receiverNow)
 			},
 			want: ingest.Event{
 				Provider: ingest.Manual, DeliveryID: "msg_1", Kind: ingest.KindDispatch,
 				Org: "acme", Repo: "api", RefType: ingest.RefBranch, RefName: "main",
-				EventTime: testNow, Raw: json.RawMessage(testDispatchBody),
+				EventTime: receiverNow, Raw: json.RawMessage(testDispatchBody),
 			},
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setupReceiver(t, tc.cfg)
-			status, body, _ := serve(t, b.receiver, tc.req(t))
+			status, body, _ := serveDelivery(t, b.receiver, tc.req(t))
 			require.Equal(t, http.StatusAccepted, status)
 			require.Equal(t, map[string]string{"delivery_id": tc.want.DeliveryID}, body)
 			got := b.publisher.published()
@@ -242,7 +242,7 @@ func TestReceiverPublishes(t *testing.T) {
 
 func TestReceiverRefuses(t *testing.T) {
 	t.Parallel()
-	stale := testNow.Add(-ingest.DefaultTolerance - time.Second)
+	stale := receiverNow.Add(-ingest.DefaultTolerance - time.Second)
 	for _, tc := range []struct {
 		name   string
 		cfg    func(*ingest.ReceiverConfig)
@@ -328,6 +328,14 @@ func TestReceiverRefuses(t *testing.T) {
 			body:   map[string]string{"error": "github push: malformed JSON: unexpected end of JSON input", "delivery_id": "gh-1"},
 		},
 		{
+			name: "unprintable delivery id",
+			req: func(t *testing.T) *http.Request {
+				return gitHubRequest("push", "gh 1\n", testPushBody, testGitHubSecret)
+			},
+			status: http.StatusBadRequest,
+			body:   map[string]string{"error": "github push: the delivery or hook id is not 1 to 256 printable ASCII characters"},
+		},
+		{
 			name: "payload without a repository",
 			req: func(t *testing.T) *http.Request {
 				return gitHubRequest("push", "gh-1", `{"ref":"refs/heads/main","after":"2222222222222222222222222222222222222222"}`, testGitHubSecret)
@@ -339,7 +347,7 @@ func TestReceiverRefuses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setupReceiver(t, tc.cfg)
-			status, body, _ := serve(t, b.receiver, tc.req(t))
+			status, body, _ := serveDelivery(t, b.receiver, tc.req(t))
 			require.Equal(t, tc.status, status)
 			require.Equal(t, tc.body, body)
 			require.Empty(t, b.publisher.published())
@@ -362,7 +370,7 @@ func TestReceiverIgnores(t *testing.T) {
 			`"repository":{"name":"api","owner":{"login":"acme"}}}`, "the branch old was deleted"},
 		{"star", `{"action":"created"}`, `GitHub event "star" starts no pipeline`},
 	} {
-		status, body, _ := serve(t, b.receiver, gitHubRequest(tc.event, "gh-"+tc.event, tc.body, testGitHubSecret))
+		status, body, _ := serveDelivery(t, b.receiver, gitHubRequest(tc.event, "gh-"+tc.event, tc.body, testGitHubSecret))
 		require.Equal(t, http.StatusOK, status, tc.event)
 		require.Equal(t, map[string]string{"ignored": tc.reason, "delivery_id": "gh-" + tc.event}, body)
 	}
@@ -388,9 +396,9 @@ func TestReceiverOnlyPOST(t *testing.T) {
 func TestReceiverPublishFails(t *testing.T) {
 	t.Parallel()
 	b := setupReceiver(t, func(c *ingest.ReceiverConfig) {
-		c.Publisher = &recordingPublisher{err: errors.New("kafka: not enough in-sync replicas")}
+		c.Publisher = &publishRecorder{err: errors.New("kafka: not enough in-sync replicas")}
 	})
-	status, body, header := serve(t, b.receiver, gitHubRequest("push", "gh-1", testPushBody, testGitHubSecret))
+	status, body, header := serveDelivery(t, b.receiver, gitHubRequest("push", "gh-1", testPushBody, testGitHubSecret))
 	require.Equal(t, http.StatusServiceUnavailable, status)
 	require.Equal(t, map[string]string{"error": "the event could not be stored; deliver it again later", "delivery_id": "gh-1"}, body)
 	require.Equal(t, "30", header.Get("Retry-After"))
@@ -398,38 +406,38 @@ func TestReceiverPublishFails(t *testing.T) {
 	require.Contains(t, b.logs.String(), "not enough in-sync replicas")
 }
 
-// blockingPublisher holds Publish until released.
-type blockingPublisher struct {
+// heldPublisher holds Publish until released.
+type heldPublisher struct {
 	entered, release chan struct{}
 }
 
-func (p *blockingPublisher) Publish(ctx context.Context, ev *ingest.Event) error {
+func (p *heldPublisher) Publish(ctx context.Context, ev *ingest.Event) error {
 	close(p.entered)
 	<-p.release
 	return nil
 }
 
-// watchedWriter records whether an answer has been started.
-type watchedWriter struct {
+// answerWatcher records whether an answer has been started.
+type answerWatcher struct {
 	*httptest.ResponseRecorder
 	answered atomic.Bool
 }
 
-func (w *watchedWriter) WriteHeader(status int) {
+func (w *answerWatcher) WriteHeader(status int) {
 	w.answered.Store(true)
 	w.ResponseRecorder.WriteHeader(status)
 }
 
-func (w *watchedWriter) Write(p []byte) (int, error) {
+func (w *answerWatcher) Write(p []byte) (int, error) {
 	w.answered.Store(true)
 	return w.ResponseRecorder.Write(p)
 }
 
 func TestReceiverAnswersAfterPublish(t *testing.T) {
 	t.Parallel()
-	pub := &blockingPublisher{entered: make(chan struct{}), release: make(chan struct{})}
+	pub := &heldPublisher{entered: make(chan struct{}), release: make(chan struct{})}
 	b := setupReceiver(t, func(c *ingest.ReceiverConfig) { c.Publisher = pub })
-	w := &watchedWriter{ResponseRecorder: httptest.NewRecorder()}
+	w := &answerWatcher{ResponseRecorder: httptest.NewRecorder()}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -451,40 +459,40 @@ func TestReceiverBodyCap(t *testing.T) {
 	limit := int64(len(testPushBody))
 	b := setupReceiver(t, func(c *ingest.ReceiverConfig) { c.MaxBodyBytes = limit })
 
-	status, _, _ := serve(t, b.receiver, gitHubRequest("push", "gh-at-cap", testPushBody, testGitHubSecret))
+	status, _, _ := serveDelivery(t, b.receiver, gitHubRequest("push", "gh-at-cap", testPushBody, testGitHubSecret))
 	require.Equal(t, http.StatusAccepted, status, "a body of exactly MaxBodyBytes")
 
 	over := testPushBody + " "
 	tooLarge := map[string]string{"error": fmt.Sprintf("the body is larger than %d bytes", limit), "delivery_id": "gh-over"}
-	status, body, _ := serve(t, b.receiver, gitHubRequest("push", "gh-over", over, testGitHubSecret))
+	status, body, _ := serveDelivery(t, b.receiver, gitHubRequest("push", "gh-over", over, testGitHubSecret))
 	require.Equal(t, http.StatusRequestEntityTooLarge, status, "declared by Content-Length")
 	require.Equal(t, tooLarge, body)
 
 	// A declared size over the cap is refused before anything is read.
 	req := gitHubRequest("push", "gh-over", over, testGitHubSecret)
-	unread := &countingReader{r: strings.NewReader(over)}
+	unread := &readCounter{r: strings.NewReader(over)}
 	req.Body = io.NopCloser(unread)
-	status, body, _ = serve(t, b.receiver, req)
+	status, body, _ = serveDelivery(t, b.receiver, req)
 	require.Equal(t, http.StatusRequestEntityTooLarge, status)
 	require.Zero(t, unread.n, "bytes read of a body declared too large")
 
 	req = gitHubRequest("push", "gh-over", over, testGitHubSecret)
 	req.ContentLength = -1 // chunked: the size shows only while reading
 	req.Body = io.NopCloser(strings.NewReader(over))
-	status, body, _ = serve(t, b.receiver, req)
+	status, body, _ = serveDelivery(t, b.receiver, req)
 	require.Equal(t, http.StatusRequestEntityTooLarge, status, "found while reading")
 	require.Equal(t, tooLarge, body)
 
 	require.Len(t, b.publisher.published(), 1)
 }
 
-// countingReader counts the bytes read through it.
-type countingReader struct {
+// readCounter counts the bytes read through it.
+type readCounter struct {
 	r io.Reader
 	n int
 }
 
-func (c *countingReader) Read(p []byte) (int, error) {
+func (c *readCounter) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
 	c.n += n
 	return n, err
@@ -536,7 +544,7 @@ func TestReceiverConcurrentDeliveries(t *testing.T) {
 
 func TestNewReceiverValidates(t *testing.T) {
 	t.Parallel()
-	pub := &recordingPublisher{}
+	pub := &publishRecorder{}
 	for _, tc := range []struct {
 		name string
 		cfg  ingest.ReceiverConfig

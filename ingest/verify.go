@@ -98,8 +98,8 @@ func SignGitHub(secret string, body []byte) string {
 }
 
 // GitLabVerifierConfig configures a GitLabVerifier. At least one of Tokens
-// and SigningTokens is required; each one configured is required of every
-// delivery.
+// and SigningTokens is required; every delivery must pass each kind that
+// is configured.
 type GitLabVerifierConfig struct {
 	// Tokens are the secret tokens GitLab sends in X-Gitlab-Token; any
 	// one of them passes.

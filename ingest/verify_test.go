@@ -36,7 +36,7 @@ const (
 	standardVectorSignature = "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
 )
 
-func headerOf(kv ...string) http.Header {
+func webhookHeader(kv ...string) http.Header {
 	h := http.Header{}
 	for i := 0; i < len(kv); i += 2 {
 		h.Add(kv[i], kv[i+1])
@@ -54,7 +54,7 @@ func newGitHubVerifier(t *testing.T, secrets ...string) *ingest.GitHubVerifier {
 func TestGitHubVerifierVector(t *testing.T) {
 	t.Parallel()
 	v := newGitHubVerifier(t, gitHubVectorSecret)
-	require.NoError(t, v.Verify(headerOf("X-Hub-Signature-256", gitHubVectorSignature), []byte(gitHubVectorBody)))
+	require.NoError(t, v.Verify(webhookHeader("X-Hub-Signature-256", gitHubVectorSignature), []byte(gitHubVectorBody)))
 	require.Equal(t, gitHubVectorSignature, ingest.SignGitHub(gitHubVectorSecret, []byte(gitHubVectorBody)))
 }
 
@@ -90,26 +90,26 @@ func TestGitHubVerifierRefuses(t *testing.T) {
 	}
 
 	v := newGitHubVerifier(t, testGitHubSecret)
-	require.NoError(t, v.Verify(headerOf("X-Hub-Signature-256", sig), body))
+	require.NoError(t, v.Verify(webhookHeader("X-Hub-Signature-256", sig), body))
 	for _, tc := range []struct {
 		name   string
 		header http.Header
 		body   []byte
 		want   error
 	}{
-		{"flipped body byte", headerOf("X-Hub-Signature-256", sig), flipped, ingest.ErrSignatureMismatch},
-		{"re-serialized JSON", headerOf("X-Hub-Signature-256", sig), reserialized, ingest.ErrSignatureMismatch},
-		{"other last digit", headerOf("X-Hub-Signature-256", sig[:len(sig)-1]+string(otherDigit)), body, ingest.ErrSignatureMismatch},
-		{"wrong secret", headerOf("X-Hub-Signature-256", ingest.SignGitHub("not-the-secret", body)), body, ingest.ErrSignatureMismatch},
-		{"sha1= in the SHA-256 header", headerOf("X-Hub-Signature-256", sha1Sig), body, ingest.ErrSignatureMismatch},
-		{"only the SHA-1 header", headerOf("X-Hub-Signature", sha1Sig), body, ingest.ErrMissingSignature},
+		{"flipped body byte", webhookHeader("X-Hub-Signature-256", sig), flipped, ingest.ErrSignatureMismatch},
+		{"re-serialized JSON", webhookHeader("X-Hub-Signature-256", sig), reserialized, ingest.ErrSignatureMismatch},
+		{"other last digit", webhookHeader("X-Hub-Signature-256", sig[:len(sig)-1]+string(otherDigit)), body, ingest.ErrSignatureMismatch},
+		{"wrong secret", webhookHeader("X-Hub-Signature-256", ingest.SignGitHub("not-the-secret", body)), body, ingest.ErrSignatureMismatch},
+		{"sha1= in the SHA-256 header", webhookHeader("X-Hub-Signature-256", sha1Sig), body, ingest.ErrSignatureMismatch},
+		{"only the SHA-1 header", webhookHeader("X-Hub-Signature", sha1Sig), body, ingest.ErrMissingSignature},
 		{"no header", http.Header{}, body, ingest.ErrMissingSignature},
-		{"truncated", headerOf("X-Hub-Signature-256", sig[:len(sig)-2]), body, ingest.ErrSignatureMismatch},
-		{"too long", headerOf("X-Hub-Signature-256", sig+"00"), body, ingest.ErrSignatureMismatch},
-		{"not hex", headerOf("X-Hub-Signature-256", sig[:len(sig)-1]+"g"), body, ingest.ErrSignatureMismatch},
-		{"no prefix", headerOf("X-Hub-Signature-256", sig[len("sha256="):]), body, ingest.ErrSignatureMismatch},
-		{"empty", headerOf("X-Hub-Signature-256", ""), body, ingest.ErrSignatureMismatch},
-		{"twice", headerOf("X-Hub-Signature-256", sig, "X-Hub-Signature-256", sig), body, ingest.ErrSignatureMismatch},
+		{"truncated", webhookHeader("X-Hub-Signature-256", sig[:len(sig)-2]), body, ingest.ErrSignatureMismatch},
+		{"too long", webhookHeader("X-Hub-Signature-256", sig+"00"), body, ingest.ErrSignatureMismatch},
+		{"not hex", webhookHeader("X-Hub-Signature-256", sig[:len(sig)-1]+"g"), body, ingest.ErrSignatureMismatch},
+		{"no prefix", webhookHeader("X-Hub-Signature-256", sig[len("sha256="):]), body, ingest.ErrSignatureMismatch},
+		{"empty", webhookHeader("X-Hub-Signature-256", ""), body, ingest.ErrSignatureMismatch},
+		{"twice", webhookHeader("X-Hub-Signature-256", sig, "X-Hub-Signature-256", sig), body, ingest.ErrSignatureMismatch},
 	} {
 		err := v.Verify(tc.header, tc.body)
 		require.ErrorIs(t, err, tc.want, tc.name)
@@ -122,9 +122,9 @@ func TestGitHubVerifierRotation(t *testing.T) {
 	body := []byte(testPushBody)
 	v := newGitHubVerifier(t, "old-secret", "new-secret")
 	for _, secret := range []string{"old-secret", "new-secret"} {
-		require.NoError(t, v.Verify(headerOf("X-Hub-Signature-256", ingest.SignGitHub(secret, body)), body), secret)
+		require.NoError(t, v.Verify(webhookHeader("X-Hub-Signature-256", ingest.SignGitHub(secret, body)), body), secret)
 	}
-	err := v.Verify(headerOf("X-Hub-Signature-256", ingest.SignGitHub("retired-secret", body)), body)
+	err := v.Verify(webhookHeader("X-Hub-Signature-256", ingest.SignGitHub("retired-secret", body)), body)
 	require.ErrorIs(t, err, ingest.ErrSignatureMismatch)
 	require.EqualError(t, err, "signature mismatch: X-Hub-Signature-256 matches none of the 2 secrets")
 }
@@ -149,18 +149,18 @@ func TestGitLabVerifierToken(t *testing.T) {
 	body := []byte(testGitLabPushBody)
 	v := newGitLabVerifier(t, ingest.GitLabVerifierConfig{Tokens: []string{"old-token", "new-token"}})
 	for _, token := range []string{"old-token", "new-token"} {
-		require.NoError(t, v.Verify(headerOf("X-Gitlab-Token", token), body), token)
+		require.NoError(t, v.Verify(webhookHeader("X-Gitlab-Token", token), body), token)
 	}
 	for _, tc := range []struct {
 		name   string
 		header http.Header
 		want   error
 	}{
-		{"other token", headerOf("X-Gitlab-Token", "guess"), ingest.ErrSignatureMismatch},
-		{"prefix of a token", headerOf("X-Gitlab-Token", "new-tok"), ingest.ErrSignatureMismatch},
-		{"token and more", headerOf("X-Gitlab-Token", "new-token "), ingest.ErrSignatureMismatch},
-		{"empty", headerOf("X-Gitlab-Token", ""), ingest.ErrSignatureMismatch},
-		{"twice", headerOf("X-Gitlab-Token", "new-token", "X-Gitlab-Token", "new-token"), ingest.ErrSignatureMismatch},
+		{"other token", webhookHeader("X-Gitlab-Token", "guess"), ingest.ErrSignatureMismatch},
+		{"prefix of a token", webhookHeader("X-Gitlab-Token", "new-tok"), ingest.ErrSignatureMismatch},
+		{"token and more", webhookHeader("X-Gitlab-Token", "new-token "), ingest.ErrSignatureMismatch},
+		{"empty", webhookHeader("X-Gitlab-Token", ""), ingest.ErrSignatureMismatch},
+		{"twice", webhookHeader("X-Gitlab-Token", "new-token", "X-Gitlab-Token", "new-token"), ingest.ErrSignatureMismatch},
 		{"no header", http.Header{}, ingest.ErrMissingSignature},
 	} {
 		require.ErrorIs(t, v.Verify(tc.header, body), tc.want, tc.name)
@@ -183,7 +183,7 @@ func TestGitLabVerifierSigned(t *testing.T) {
 
 	onlySigning := newGitLabVerifier(t, ingest.GitLabVerifierConfig{SigningTokens: []string{testStandardSecret}, Now: clock})
 	require.NoError(t, onlySigning.Verify(signed(false, now), body))
-	require.ErrorIs(t, onlySigning.Verify(headerOf("X-Gitlab-Token", testGitLabToken), body), ingest.ErrMissingSignature)
+	require.ErrorIs(t, onlySigning.Verify(webhookHeader("X-Gitlab-Token", testGitLabToken), body), ingest.ErrMissingSignature)
 	require.ErrorIs(t, onlySigning.Verify(signed(false, now.Add(-time.Hour)), body), ingest.ErrTimestampOutsideTolerance)
 
 	// Both configured: both required, so a leaked plain token forges nothing.
@@ -192,7 +192,7 @@ func TestGitLabVerifierSigned(t *testing.T) {
 	})
 	require.NoError(t, both.Verify(signed(true, now), body))
 	require.ErrorIs(t, both.Verify(signed(false, now), body), ingest.ErrMissingSignature)
-	require.ErrorIs(t, both.Verify(headerOf("X-Gitlab-Token", testGitLabToken), body), ingest.ErrMissingSignature)
+	require.ErrorIs(t, both.Verify(webhookHeader("X-Gitlab-Token", testGitLabToken), body), ingest.ErrMissingSignature)
 	tampered := []byte(testGitLabPushBody + " ")
 	require.ErrorIs(t, both.Verify(signed(true, now), tampered), ingest.ErrSignatureMismatch)
 }
@@ -225,7 +225,7 @@ func newStandardVerifier(t *testing.T, now time.Time, tolerance time.Duration, s
 // standardHeader is the header of the Standard Webhooks vector, with
 // changes applied as name/value pairs; an empty value removes the header.
 func standardHeader(changes ...string) http.Header {
-	h := headerOf(
+	h := webhookHeader(
 		"webhook-id", standardVectorID,
 		"webhook-timestamp", strconv.Itoa(standardVectorTimestamp),
 		"webhook-signature", standardVectorSignature,
@@ -340,7 +340,7 @@ func TestStandardVerifierRotation(t *testing.T) {
 		return sig
 	}
 	header := func(sigs ...string) http.Header {
-		h := headerOf("webhook-id", "msg_1", "webhook-timestamp", fmt.Sprint(sent.Unix()))
+		h := webhookHeader("webhook-id", "msg_1", "webhook-timestamp", fmt.Sprint(sent.Unix()))
 		for i, s := range sigs {
 			if i == 0 {
 				h.Set("webhook-signature", s)
