@@ -1,0 +1,67 @@
+// Package ingest is where events enter the platform: webhooks from GitHub,
+// GitLab and other senders are verified, normalized into one Event and
+// handed to a Publisher, which makes them durable on the topic the rest
+// of the platform consumes.
+//
+// # Receiving webhooks
+//
+// A Receiver is an http.Handler a platform mounts at the address its
+// webhooks are sent to. It is stateless and does three things per
+// delivery, in order, and nothing else: it verifies the signature on the
+// body exactly as received, normalizes the payload, and publishes the
+// event, answering 202 only after Publish has returned. A provider is
+// therefore told that a delivery was taken only when it is durable; when
+// Publish fails the answer is 503 and the provider delivers it again.
+// Deliveries that start no pipeline (a ping, a branch deletion, a closed
+// pull request) are answered 200 with the reason, and are not published.
+//
+// # Verification
+//
+// Nothing is parsed before its signature is checked, and signatures and
+// tokens are compared with the expected ones in constant time:
+//
+//   - GitHub: X-Hub-Signature-256, "sha256=" and the hex HMAC-SHA256 of
+//     the body (GitHubVerifier). The SHA-1 X-Hub-Signature is not
+//     accepted.
+//   - GitLab: the X-Gitlab-Token secret token, compared through SHA-256
+//     digests so that its length does not show; and, for webhooks with a
+//     signing token, the Standard Webhooks signature (GitLabVerifier).
+//   - Standard Webhooks (https://www.standardwebhooks.com): webhook-id,
+//     webhook-timestamp and webhook-signature, an HMAC-SHA256 of
+//     "id.timestamp.body" under a "whsec_" secret, with the timestamp
+//     within a tolerance of the clock, five minutes by default
+//     (StandardVerifier).
+//
+// Every verifier takes several secrets, any of which passes, so secrets
+// can be rotated without refusing deliveries. Failures wrap
+// ErrMissingSignature, ErrSignatureMismatch or
+// ErrTimestampOutsideTolerance; a Receiver tells the sender only which,
+// and logs the detail.
+//
+// A valid signature does not make a delivery new: GitHub and GitLab sign
+// no timestamp, and a redelivery is signed like the first delivery.
+// Deduplication by Event.DeliveryID happens downstream, where the
+// delivery record is written.
+//
+// # Normalization
+//
+// NormalizeGitHub, NormalizeGitLab and NormalizeDispatch turn a verified
+// Webhook into a Normalized: an Event, or an Ignored with the reason the
+// delivery starts no pipeline. A payload that is not JSON or lacks what
+// its event needs is an error, answered 400. Normalized events are
+// checked before they leave: Org and Repo are paths of letters, digits,
+// '.', '_' and '-'; RefName, BaseRef and DefaultBranch are valid git
+// branch or tag names; SHAs are 40 or 64 lowercase hex digits. So keys
+// and refs taken from an event are safe to use.
+//
+// Events from programs rather than from a forge, such as a release tool
+// asking for the pipelines of a tag, are Standard Webhooks deliveries of
+// type DispatchType; they become events of the Manual provider.
+//
+// # Stability
+//
+// Event is the value on the topic: its fields are only added, never
+// renamed or repurposed. The verifiers, the normalizers and the
+// Receiver's status codes are stable; the reasons of Ignored and the
+// texts of errors are for people and may change.
+package ingest
