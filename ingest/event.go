@@ -45,11 +45,13 @@ const (
 type Event struct {
 	Provider Provider `json:"provider"`
 	// DeliveryID is the provider's id of this delivery (GitHub's
-	// X-GitHub-Delivery, GitLab's X-Gitlab-Event-UUID, Standard Webhooks'
-	// webhook-id); a redelivery repeats it.
+	// X-GitHub-Delivery; GitLab's Idempotency-Key, else its
+	// X-Gitlab-Event-UUID; Standard Webhooks' webhook-id); a redelivery
+	// repeats it.
 	DeliveryID string `json:"delivery_id"`
 	// HookID names the webhook configuration that sent it, when the
-	// provider says (GitHub's X-GitHub-Hook-ID, GitLab's X-Gitlab-Webhook-UUID).
+	// provider says (GitHub's X-GitHub-Hook-ID; GitLab says nothing that
+	// a retry repeats).
 	HookID string `json:"hook_id,omitempty"`
 	Kind   Kind   `json:"kind"`
 	// Org and Repo name the repository: "acme" and "api" for acme/api.
@@ -61,7 +63,9 @@ type Event struct {
 	RefType RefType `json:"ref_type"`
 	RefName string  `json:"ref_name"`
 	// SHA is the commit to build: the pushed head, a tag's commit, a pull
-	// request's head (MergeSHA is its test merge commit, when known).
+	// request's head (MergeSHA is its test merge commit, when known). A
+	// created tag or a dispatch may name only a ref: the Ingester then
+	// builds the ref's commit.
 	SHA      string `json:"sha"`
 	MergeSHA string `json:"merge_sha,omitempty"`
 	// Before is the ref's previous commit for a push, all zeros for a new

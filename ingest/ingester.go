@@ -104,10 +104,18 @@ func sleep(ctx context.Context, d time.Duration) error {
 // returns the delivery's record; created is false when the delivery (or
 // its semantic key) was taken in before. An error from a malformed event
 // matches ErrMalformed; any other is transient (the VCS or the store
-// failed): the caller delivers ev again later.
+// failed): the caller delivers ev again later. An event without a SHA (a
+// tag created, a dispatch) is given its ref's current commit.
 func (in *Ingester) Ingest(ctx context.Context, ev *Event) (d *Delivery, created bool, err error) {
 	if err := validate(ev); err != nil {
 		return nil, false, err
+	}
+	if ev.SHA == "" {
+		// A tag created or a dispatch names a ref, not a commit: the
+		// commit is the ref's now.
+		if err := in.resolve(ctx, ev); err != nil {
+			return nil, false, err
+		}
 	}
 	if d := in.seen.get(ev); d != nil {
 		return d, false, nil
@@ -152,9 +160,27 @@ func validate(ev *Event) error {
 		return fmt.Errorf("%w: no event", ErrMalformed)
 	case ev.Provider == "" || ev.DeliveryID == "":
 		return fmt.Errorf("%w: no provider or delivery id", ErrMalformed)
-	case ev.Org == "" || ev.Repo == "" || ev.RefName == "" || ev.SHA == "":
-		return fmt.Errorf("%w: delivery %s names no repository, ref or commit", ErrMalformed, ev.DeliveryID)
+	case ev.Org == "" || ev.Repo == "" || ev.RefName == "":
+		return fmt.Errorf("%w: delivery %s names no repository or ref", ErrMalformed, ev.DeliveryID)
 	}
+	return nil
+}
+
+// resolve sets ev.SHA to the commit its ref points at. A ref that does
+// not exist makes the event malformed: nothing can be built for it.
+func (in *Ingester) resolve(ctx context.Context, ev *Event) error {
+	ref := ev.RefName
+	if ev.RefType == RefTag {
+		ref = "refs/tags/" + ref
+	}
+	sha, err := in.cfg.VCS.ResolveRef(ctx, ev.Org+"/"+ev.Repo, ref)
+	switch {
+	case vcs.IsNotFound(err):
+		return fmt.Errorf("%w: delivery %s: %s/%s has no ref %s", ErrMalformed, ev.DeliveryID, ev.Org, ev.Repo, ref)
+	case err != nil:
+		return err
+	}
+	ev.SHA = sha
 	return nil
 }
 

@@ -131,6 +131,22 @@ func TestIngestTag(t *testing.T) {
 	require.Equal(t, []string{"acme/api:.github/workflows/release.yml"}, f.pipelines(t, d))
 }
 
+func TestIngestResolvesTheRef(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, 0)
+	f.vcs.SetRef("acme/api", "refs/tags/v2.0.0", "c1")
+	ev := &ingest.Event{Provider: ingest.GitHub, DeliveryID: "t2", Kind: ingest.KindTag, Org: "acme", Repo: "api",
+		RefType: ingest.RefTag, RefName: "v2.0.0"}
+	d, _, err := f.in.Ingest(context.Background(), ev)
+	require.NoError(t, err)
+	require.Equal(t, []string{"acme/api:.github/workflows/release.yml"}, f.pipelines(t, d), "built at the tag's commit")
+	require.Equal(t, "c1", ev.SHA)
+
+	_, _, err = f.in.Ingest(context.Background(), &ingest.Event{Provider: ingest.GitHub, DeliveryID: "t3", Kind: ingest.KindTag,
+		Org: "acme", Repo: "api", RefType: ingest.RefTag, RefName: "v9"})
+	require.ErrorIs(t, err, ingest.ErrMalformed, "a ref that does not exist")
+}
+
 func TestIngestNothingTriggered(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, -1)
