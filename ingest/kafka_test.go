@@ -102,3 +102,40 @@ func TestNewKafkaPublisherNeedsClient(t *testing.T) {
 	_, err := ingest.NewKafkaPublisher(ingest.KafkaPublisherConfig{})
 	require.ErrorContains(t, err, "Client is required")
 }
+
+// TestKafkaPublisherFeedsConsumer publishes events and consumes them with
+// the Consumer, as the platform does: the events of one ref arrive in
+// order.
+func TestKafkaPublisherFeedsConsumer(t *testing.T) {
+	t.Parallel()
+	kc := kafkatest.New(t, ingest.TopicVCSEvents, ingest.TopicVCSEventsDLQ)
+	pub, err := ingest.NewKafkaPublisher(ingest.KafkaPublisherConfig{Client: kc.Client(t)})
+	require.NoError(t, err)
+	var want []string
+	for _, sha := range []string{"a1", "b2", "c3", "d4"} {
+		ev := testEvent()
+		ev.SHA, ev.DeliveryID = sha, "delivery-"+sha
+		require.NoError(t, pub.Publish(t.Context(), ev))
+		want = append(want, sha)
+	}
+
+	got := make(chan string, len(want))
+	cfg := consumerConfig(t, kc, func(_ context.Context, rec *kgo.Record) error {
+		var ev ingest.Event
+		if err := json.Unmarshal(rec.Value, &ev); err != nil {
+			return ingest.Permanent(err)
+		}
+		got <- ev.SHA
+		return nil
+	})
+	cfg.Topic, cfg.DLQTopic = "", ""
+	startConsumer(t, cfg)
+	for _, sha := range want {
+		select {
+		case g := <-got:
+			require.Equal(t, sha, g)
+		case <-time.After(kafkatest.WaitTimeout):
+			t.Fatalf("event %s not consumed", sha)
+		}
+	}
+}
