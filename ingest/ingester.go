@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/cikit/cikit/compiler"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/vcs"
@@ -352,4 +354,20 @@ func compilerEvent(ev *Event) *compiler.Event {
 		}
 	}
 	return c
+}
+
+// HandleRecord is the RecordHandler of a Consumer of TopicVCSEvents: it
+// decodes the record's Event and ingests it. A record that is not an
+// event, and an event that can never be ingested, are Permanent (the
+// consumer dead-letters them); other failures are retried.
+func (in *Ingester) HandleRecord(ctx context.Context, rec *kgo.Record) error {
+	var ev Event
+	if err := json.Unmarshal(rec.Value, &ev); err != nil {
+		return Permanent(fmt.Errorf("ingest: record %d of partition %d is not an event: %w", rec.Offset, rec.Partition, err))
+	}
+	_, _, err := in.Ingest(ctx, &ev)
+	if errors.Is(err, ErrMalformed) {
+		return Permanent(err)
+	}
+	return err
 }

@@ -16,11 +16,8 @@ import (
 	"github.com/cikit/cikit/dag"
 )
 
-// relayTopicPipelineEvents receives every outbox event; relayDispatchTopic
-// is where the dispatch envelopes of a lane go.
-const relayTopicPipelineEvents = "cikit.pipeline-events"
-
-func relayDispatchTopic(lane string) string { return "cikit.dispatch." + lane }
+// dispatchTopics are the topics of the dispatch lanes.
+var dispatchTopics = map[string]string{"p0": TopicDispatchP0, "p1": TopicDispatchP1, "p2": TopicDispatchP2}
 
 // Defaults for RelayConfig.
 const (
@@ -215,12 +212,13 @@ func (r *Relay) records(evs []*dag.OutboxEvent) ([]*kgo.Record, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ingest: encode outbox event %s: %w", ev.ID, err)
 		}
-		recs = append(recs, relayRecord(relayTopicPipelineEvents, key, value, ev.ID))
+		recs = append(recs, relayRecord(TopicPipelineEvents, key, value, ev.ID))
 		if ev.Type != dag.EventJobReady {
 			continue
 		}
 		lane := r.cfg.Lane(ev)
-		if lane != "p0" && lane != "p1" && lane != "p2" {
+		topic, ok := dispatchTopics[lane]
+		if !ok {
 			return nil, &laneError{lane: lane, ev: ev}
 		}
 		value, err = json.Marshal(&DispatchEnvelope{EventID: ev.ID, RunID: ev.RunID, JobID: ev.JobID,
@@ -228,7 +226,7 @@ func (r *Relay) records(evs []*dag.OutboxEvent) ([]*kgo.Record, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ingest: encode dispatch of outbox event %s: %w", ev.ID, err)
 		}
-		recs = append(recs, relayRecord(relayDispatchTopic(lane), key, value, ev.ID))
+		recs = append(recs, relayRecord(topic, key, value, ev.ID))
 	}
 	return recs, nil
 }

@@ -1,0 +1,140 @@
+package ingest_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/ingest"
+	"github.com/cikit/cikit/internal/kafkatest"
+	"github.com/cikit/cikit/vcs"
+)
+
+const e2eSecret = "It's a Secret to Everybody"
+
+// platform is the ingest path end to end: a Receiver publishing to Kafka,
+// a Consumer ingesting into PostgreSQL.
+type platform struct {
+	srv      *httptest.Server
+	runs     *ingest.PostgresRunStore
+	dag      *dag.PostgresStore
+	handled  atomic.Int64
+	stop     func()
+	vcs      *vcs.Memory
+	consumer *ingest.Consumer
+}
+
+func newPlatform(t *testing.T) *platform {
+	t.Helper()
+	cluster := kafkatest.New(t, ingest.TopicVCSEvents, ingest.TopicVCSEventsDLQ)
+	pub, err := ingest.NewKafkaPublisher(ingest.KafkaPublisherConfig{Client: cluster.Client(t)})
+	require.NoError(t, err)
+	recv, err := ingest.NewReceiver(ingest.ReceiverConfig{GitHubSecrets: []string{e2eSecret}, Publisher: pub})
+	require.NoError(t, err)
+	p := &platform{srv: httptest.NewServer(recv), vcs: &vcs.Memory{}}
+	t.Cleanup(p.srv.Close)
+	p.runs, p.dag = newPostgresRunStore(t, nil)
+	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: p.runs, VCS: p.vcs})
+	require.NoError(t, err)
+	p.consumer, err = ingest.NewConsumer(ingest.ConsumerConfig{Brokers: cluster.Addrs(), Group: "ingest",
+		CommitInterval: 100 * time.Millisecond,
+		Handler: func(ctx context.Context, rec *kgo.Record) error {
+			err := in.HandleRecord(ctx, rec)
+			if err == nil {
+				p.handled.Add(1)
+			}
+			return err
+		}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- p.consumer.Run(ctx) }()
+	p.stop = func() {
+		cancel()
+		require.NoError(t, <-done)
+	}
+	t.Cleanup(func() {
+		if ctx.Err() == nil {
+			p.stop()
+		}
+	})
+	return p
+}
+
+// pushBody is a GitHub push of acme/api's main branch to sha.
+func pushBody(before, sha string) []byte {
+	return fmt.Appendf(nil, `{"ref": "refs/heads/main", "before": %q, "after": %q, "created": false, "deleted": false,
+		"head_commit": {"id": %q, "timestamp": "2026-11-30T09:00:00Z", "added": [], "removed": [], "modified": ["main.go"]},
+		"commits": [{"id": %q, "timestamp": "2026-11-30T09:00:00Z", "added": [], "removed": [], "modified": ["main.go"]}],
+		"repository": {"name": "api", "full_name": "acme/api", "default_branch": "main", "owner": {"login": "acme"}},
+		"pusher": {"name": "alice"}, "sender": {"login": "alice"}}`, before, sha, sha, sha)
+}
+
+func (p *platform) deliver(t *testing.T, delivery string, body []byte) int {
+	req, err := http.NewRequest(http.MethodPost, p.srv.URL, bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	req.Header.Set("X-GitHub-Hook-ID", "42")
+	req.Header.Set("X-Hub-Signature-256", ingest.SignGitHub(e2eSecret, body))
+	resp, err := p.srv.Client().Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+func (p *platform) countRuns(t *testing.T) int {
+	var n int
+	require.NoError(t, p.dag.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pipeline_runs`).Scan(&n))
+	return n
+}
+
+// TestEndToEndOneRunPerDelivery sends one push 50 times at once with one
+// delivery id, and once more later: every request is accepted, and
+// exactly one run exists, with one set of outbox events.
+func TestEndToEndOneRunPerDelivery(t *testing.T) {
+	t.Parallel()
+	p := newPlatform(t)
+	sha := "2222222222222222222222222222222222222222"
+	p.vcs.AddCommit("acme/api", sha, map[string]string{".cikit.yml": native})
+	body := pushBody("1111111111111111111111111111111111111111", sha)
+	var wg sync.WaitGroup
+	statuses := make([]int, 50)
+	for i := range statuses {
+		wg.Go(func() { statuses[i] = p.deliver(t, "delivery-1", body) })
+	}
+	wg.Wait()
+	for i, s := range statuses {
+		require.Equal(t, http.StatusAccepted, s, "request %d", i)
+	}
+	require.Eventually(t, func() bool { return p.handled.Load() == 50 }, 30*time.Second, 10*time.Millisecond,
+		"the consumer ingests every record")
+	require.Equal(t, 1, p.countRuns(t), "one run for 50 deliveries of one id")
+
+	require.Equal(t, http.StatusAccepted, p.deliver(t, "delivery-1", body), "a redelivery later")
+	require.Eventually(t, func() bool { return p.handled.Load() == 51 }, 30*time.Second, 10*time.Millisecond)
+	require.Equal(t, http.StatusAccepted, p.deliver(t, "forged-id", body), "the same body under another id")
+	require.Eventually(t, func() bool { return p.handled.Load() == 52 }, 30*time.Second, 10*time.Millisecond)
+	require.Equal(t, 1, p.countRuns(t), "still one run")
+
+	evs, err := p.dag.OutboxPending(context.Background(), 1000)
+	require.NoError(t, err)
+	created := 0
+	for _, e := range evs {
+		if e.Type == dag.EventPipelineCreated {
+			created++
+		}
+	}
+	require.Equal(t, 1, created, "one set of outbox rows")
+}
