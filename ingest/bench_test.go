@@ -36,7 +36,7 @@ func benchmarkIngest(b *testing.B, workers, dupEvery int) {
 		sha := fmt.Sprintf("c%d", n%commits)
 		return &ingest.Event{Provider: ingest.GitHub, HookID: "h", DeliveryID: fmt.Sprintf("d%d", n), Kind: ingest.KindPush,
 			Org: "acme", Repo: "api", RefType: ingest.RefBranch, RefName: "main", DefaultBranch: "main",
-			Before: fmt.Sprintf("b%d", n), SHA: sha}
+			Before: fmt.Sprintf("b%d", n), SHA: sha, EventTime: time.Unix(1_800_000_000, 0)}
 	}
 	b.ResetTimer()
 	start := time.Now()
@@ -74,5 +74,5 @@ func BenchmarkIngest(b *testing.B) {
 
 // BenchmarkIngestDuplicateStorm: 99% of deliveries repeat an earlier one.
 func BenchmarkIngestDuplicateStorm(b *testing.B) {
-	benchmarkIngest(b, 8, 100)
+	benchmarkIngest(b, 32, 100)
 }

@@ -408,6 +408,15 @@ func (r *consumerRun) dispatch(fetches kgo.Fetches) {
 	defer r.mu.Unlock()
 	var full []int32
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if len(fp.Records) == 0 {
+			// An error alone: a poll cut short to take in a drained
+			// partition, a client closing. The client retries fetch
+			// errors itself.
+			if fp.Err != nil {
+				r.log.Debug("ingest: fetch ended without records", "partition", fp.Partition, "err", fp.Err)
+			}
+			return
+		}
 		p := r.parts[fp.Partition]
 		if p == nil {
 			// BlockRebalanceOnPoll rules this out; dropping the records

@@ -34,7 +34,7 @@ type platform struct {
 	consumer *ingest.Consumer
 }
 
-func newPlatform(t *testing.T) *platform {
+func newPlatform(t testing.TB, debounce time.Duration) *platform {
 	t.Helper()
 	cluster := kafkatest.New(t, ingest.TopicVCSEvents, ingest.TopicVCSEventsDLQ)
 	pub, err := ingest.NewKafkaPublisher(ingest.KafkaPublisherConfig{Client: cluster.Client(t)})
@@ -44,10 +44,13 @@ func newPlatform(t *testing.T) *platform {
 	p := &platform{srv: httptest.NewServer(recv), vcs: &vcs.Memory{}}
 	t.Cleanup(p.srv.Close)
 	p.runs, p.dag = newPostgresRunStore(t, nil)
-	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: p.runs, VCS: p.vcs})
+	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: p.runs, VCS: p.vcs, Debounce: debounce})
 	require.NoError(t, err)
 	p.consumer, err = ingest.NewConsumer(ingest.ConsumerConfig{Brokers: cluster.Addrs(), Group: "ingest",
-		CommitInterval: 100 * time.Millisecond,
+		// One partition may hold all records in flight: the default
+		// (64) pauses and resumes partitions so often under this load
+		// that the consumer runs a tenth as fast (an open issue).
+		CommitInterval: 100 * time.Millisecond, MaxInFlightPerPartition: ingest.DefaultConsumerMaxInFlight,
 		Handler: func(ctx context.Context, rec *kgo.Record) error {
 			err := in.HandleRecord(ctx, rec)
 			if err == nil {
@@ -72,15 +75,18 @@ func newPlatform(t *testing.T) *platform {
 }
 
 // pushBody is a GitHub push of acme/api's main branch to sha.
-func pushBody(before, sha string) []byte {
+func pushBody(before, sha string) []byte { return repoPush("api", before, sha) }
+
+// repoPush is a GitHub push of the main branch of acme's repo to sha.
+func repoPush(repo, before, sha string) []byte {
 	return fmt.Appendf(nil, `{"ref": "refs/heads/main", "before": %q, "after": %q, "created": false, "deleted": false,
 		"head_commit": {"id": %q, "timestamp": "2026-11-30T09:00:00Z", "added": [], "removed": [], "modified": ["main.go"]},
 		"commits": [{"id": %q, "timestamp": "2026-11-30T09:00:00Z", "added": [], "removed": [], "modified": ["main.go"]}],
-		"repository": {"name": "api", "full_name": "acme/api", "default_branch": "main", "owner": {"login": "acme"}},
-		"pusher": {"name": "alice"}, "sender": {"login": "alice"}}`, before, sha, sha, sha)
+		"repository": {"name": %q, "full_name": "acme/%s", "default_branch": "main", "owner": {"login": "acme"}},
+		"pusher": {"name": "alice"}, "sender": {"login": "alice"}}`, before, sha, sha, sha, repo, repo)
 }
 
-func (p *platform) deliver(t *testing.T, delivery string, body []byte) int {
+func (p *platform) deliver(t testing.TB, delivery string, body []byte) int {
 	req, err := http.NewRequest(http.MethodPost, p.srv.URL, bytes.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
@@ -94,7 +100,7 @@ func (p *platform) deliver(t *testing.T, delivery string, body []byte) int {
 	return resp.StatusCode
 }
 
-func (p *platform) countRuns(t *testing.T) int {
+func (p *platform) countRuns(t testing.TB) int {
 	var n int
 	require.NoError(t, p.dag.Pool().QueryRow(context.Background(), `SELECT count(*) FROM pipeline_runs`).Scan(&n))
 	return n
@@ -105,7 +111,7 @@ func (p *platform) countRuns(t *testing.T) int {
 // exactly one run exists, with one set of outbox events.
 func TestEndToEndOneRunPerDelivery(t *testing.T) {
 	t.Parallel()
-	p := newPlatform(t)
+	p := newPlatform(t, 0)
 	sha := "2222222222222222222222222222222222222222"
 	p.vcs.AddCommit("acme/api", sha, map[string]string{".cikit.yml": native})
 	body := pushBody("1111111111111111111111111111111111111111", sha)
@@ -138,3 +144,81 @@ func TestEndToEndOneRunPerDelivery(t *testing.T) {
 	}
 	require.Equal(t, 1, created, "one set of outbox rows")
 }
+
+// benchPipeline runs on pushes of every branch.
+const benchPipeline = `on: [push]
+jobs:
+  build:
+    steps: [make]
+  test:
+    needs: [build]
+    steps: [make test]
+`
+
+// benchmarkEndToEnd measures signed deliveries per second from the HTTP
+// request to the committed run: 32 clients post pushes of the default
+// branches of 64 repositories (so without debounce or superseding) to the
+// Receiver, which publishes to Kafka; the Consumer ingests them into
+// PostgreSQL. With dupEvery > 0 all but one in dupEvery deliveries
+// repeat the one before.
+func benchmarkEndToEnd(b *testing.B, dupEvery int) {
+	p := newPlatform(b, -1)
+	type delivery struct {
+		id   string
+		body []byte
+	}
+	ds := make([]delivery, b.N)
+	originals := 0
+	for i := range ds {
+		if dupEvery > 0 && i%dupEvery != 0 {
+			ds[i] = ds[i-1]
+			continue
+		}
+		sha, repo := fmt.Sprintf("%040x", i+1), fmt.Sprintf("api-%d", i%64)
+		p.vcs.AddCommit("acme/"+repo, sha, map[string]string{".cikit.yml": benchPipeline})
+		ds[i] = delivery{id: fmt.Sprintf("d%d", i), body: repoPush(repo, fmt.Sprintf("%040x", i), sha)}
+		originals++
+	}
+	const clients = 32
+	var next atomic.Int64
+	b.ResetTimer()
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if i >= int64(len(ds)) {
+					return
+				}
+				if s := p.deliver(b, ds[i].id, ds[i].body); s != http.StatusAccepted {
+					b.Errorf("delivery %d: status %d", i, s)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	accepted := time.Since(start)
+	deadline := time.Now().Add(2 * time.Minute)
+	for p.handled.Load() < int64(len(ds)) {
+		if time.Now().After(deadline) {
+			b.Fatalf("%d of %d deliveries ingested", p.handled.Load(), len(ds))
+		}
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	if n := p.countRuns(b); n != originals {
+		b.Fatalf("%d runs for %d distinct deliveries", n, originals)
+	}
+	b.ReportMetric(float64(len(ds))/accepted.Seconds(), "accepted/s")
+	b.ReportMetric(float64(len(ds))/elapsed.Seconds(), "deliveries/s")
+	b.ReportMetric(float64(originals)/elapsed.Seconds(), "runs/s")
+}
+
+// BenchmarkEndToEnd: every delivery distinct, each committing a run.
+func BenchmarkEndToEnd(b *testing.B) { benchmarkEndToEnd(b, 0) }
+
+// BenchmarkEndToEndDuplicateStorm: 99% of deliveries are redeliveries.
+func BenchmarkEndToEndDuplicateStorm(b *testing.B) { benchmarkEndToEnd(b, 100) }

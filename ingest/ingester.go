@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/cikit/cikit/compiler"
 	"github.com/cikit/cikit/dag"
@@ -61,6 +62,10 @@ type Ingester struct {
 	cfg  IngesterConfig
 	log  *slog.Logger
 	seen *seenCache // nil when disabled
+	// inflight joins the concurrent ingestions of one delivery: the
+	// copies of a redelivery storm wait for the first instead of each
+	// asking the store.
+	inflight singleflight.Group
 }
 
 // DefaultSeenCache is the default IngesterConfig.SeenCache.
@@ -122,6 +127,28 @@ func (in *Ingester) Ingest(ctx context.Context, ev *Event) (d *Delivery, created
 	if d := in.seen.get(ev); d != nil {
 		return d, false, nil
 	}
+	first := false
+	v, err, _ := in.inflight.Do(string(ev.Provider)+"\x00"+ev.HookID+"\x00"+ev.DeliveryID, func() (any, error) {
+		first = true
+		d, created, err := in.ingest(ctx, ev)
+		return created2{d, created}, err
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	r := v.(created2)
+	return r.d.clone(), r.created && first, nil
+}
+
+// created2 is what one ingestion answers.
+type created2 struct {
+	d       *Delivery
+	created bool
+}
+
+// ingest is Ingest of a delivery not in the cache, once at a time per
+// delivery.
+func (in *Ingester) ingest(ctx context.Context, ev *Event) (d *Delivery, created bool, err error) {
 	if d, err := in.cfg.Runs.Seen(ctx, ev); err != nil || d != nil {
 		if d != nil {
 			in.seen.put(ev, d)

@@ -279,3 +279,32 @@ func TestIngestRefusesMalformedEvents(t *testing.T) {
 	_, err := ingest.NewIngester(ingest.IngesterConfig{})
 	require.True(t, strings.Contains(err.Error(), "needs Runs and VCS"))
 }
+
+func TestIngestConcurrentCopies(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, -1)
+	ev := ingesttest.Push("d1", "main", "c0", "c1", 0)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	created := 0
+	ids := map[string]bool{}
+	for range 50 {
+		wg.Go(func() {
+			c := *ev
+			d, ok, err := f.in.Ingest(context.Background(), &c)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if ok {
+				created++
+			}
+			ids[strings.Join(d.RunIDs, ",")] = true
+		})
+	}
+	wg.Wait()
+	require.Equal(t, 1, created, "one copy creates, the others are told it exists")
+	require.Len(t, ids, 1, "all see the same runs")
+}
