@@ -26,6 +26,7 @@ const e2eSecret = "It's a Secret to Everybody"
 // a Consumer ingesting into PostgreSQL.
 type platform struct {
 	srv      *httptest.Server
+	client   *http.Client
 	runs     *ingest.PostgresRunStore
 	dag      *dag.PostgresStore
 	handled  atomic.Int64
@@ -43,6 +44,11 @@ func newPlatform(t testing.TB, debounce time.Duration) *platform {
 	require.NoError(t, err)
 	p := &platform{srv: httptest.NewServer(recv), vcs: &vcs.Memory{}}
 	t.Cleanup(p.srv.Close)
+	// Providers keep connections open; so do the test's clients.
+	tr := p.srv.Client().Transport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	p.client = &http.Client{Transport: tr}
+	t.Cleanup(tr.CloseIdleConnections)
 	p.runs, p.dag = newPostgresRunStore(t, nil)
 	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: p.runs, VCS: p.vcs, Debounce: debounce})
 	require.NoError(t, err)
@@ -94,7 +100,7 @@ func (p *platform) deliver(t testing.TB, delivery string, body []byte) int {
 	req.Header.Set("X-GitHub-Delivery", delivery)
 	req.Header.Set("X-GitHub-Hook-ID", "42")
 	req.Header.Set("X-Hub-Signature-256", ingest.SignGitHub(e2eSecret, body))
-	resp, err := p.srv.Client().Do(req)
+	resp, err := p.client.Do(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	return resp.StatusCode
