@@ -49,9 +49,9 @@ type Event struct {
 	// X-Gitlab-Event-UUID; Standard Webhooks' webhook-id); a redelivery
 	// repeats it.
 	DeliveryID string `json:"delivery_id"`
-	// HookID names the webhook configuration that sent it, when the
-	// provider says (GitHub's X-GitHub-Hook-ID; GitLab says nothing that
-	// a retry repeats).
+	// HookID scopes DeliveryID: the webhook configuration that sent it
+	// (GitHub's X-GitHub-Hook-ID), or for GitLab, which sends no stable
+	// id of its webhooks, the payload's object kind.
 	HookID string `json:"hook_id,omitempty"`
 	Kind   Kind   `json:"kind"`
 	// Org and Repo name the repository: "acme" and "api" for acme/api.

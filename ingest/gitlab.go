@@ -39,8 +39,9 @@ const (
 // X-Gitlab-Event-UUID, which every webhook set off by one chain of events
 // shares (a push and the merge request update it causes may carry the
 // same one). GitLab sends no id of the webhook itself (its
-// X-Gitlab-Webhook-UUID is new for every request), so HookID stays
-// empty.
+// X-Gitlab-Webhook-UUID is new for every request), so HookID holds the
+// object kind instead, which scopes the delivery id: the push and the
+// merge request of one chain are two deliveries, a retry of either one.
 //
 // A body that is not JSON, or lacks what its kind needs, is an error.
 func NormalizeGitLab(wh *Webhook) (Normalized, error) {
@@ -75,7 +76,7 @@ func NormalizeGitLab(wh *Webhook) (Normalized, error) {
 	if ignored != "" {
 		return Normalized{Ignored: &Ignored{Event: kind, Reason: ignored}}, nil
 	}
-	ev.Provider = GitLab
+	ev.Provider, ev.HookID = GitLab, kind
 	ev.DeliveryID = gitLabDeliveryID(wh.Header)
 	if ev.DeliveryID == "" {
 		return Normalized{}, fmt.Errorf("gitlab %s: no %s or %s header", kind, headerIdempotencyKey, headerGitLabEventUUID)

@@ -47,20 +47,20 @@ func TestNormalizeGitLabReal(t *testing.T) {
 		"gitlab__pipeline.json":   ignored("pipeline"),
 		"gitlab__release.json":    ignored("release"),
 		"gitlab__merge_request.json": {Event: &ingest.Event{
-			Kind: ingest.KindPullRequest, Org: "gitlabhq", Repo: "gitlab-test",
+			HookID: "merge_request", Kind: ingest.KindPullRequest, Org: "gitlabhq", Repo: "gitlab-test",
 			RefType: ingest.RefBranch, RefName: "ms-viewport", SHA: "da1560886d4f094c3e6c9ef40349f7d38b5d27d7",
 			DefaultBranch: "master", Actor: "user1", PRNumber: 1, BaseRef: "master",
 			EventTime: time.Date(2013, 12, 3, 17, 23, 34, 0, time.UTC),
 		}},
 		// Two of its four commits are listed: the changed files are not known.
 		"gitlab__push.json": {Event: &ingest.Event{
-			Kind: ingest.KindPush, Org: "mike", Repo: "diaspora",
+			HookID: "push", Kind: ingest.KindPush, Org: "mike", Repo: "diaspora",
 			RefType: ingest.RefBranch, RefName: "master", SHA: "da1560886d4f094c3e6c9ef40349f7d38b5d27d7",
 			Before: "95790bf891e76fee5e1747ab589903a6a1f80f22", DefaultBranch: "master", Actor: "jsmith",
 			EventTime: commitTime,
 		}},
 		"gitlab__tag_push.json": {Event: &ingest.Event{
-			Kind: ingest.KindTag, Org: "jsmith", Repo: "example",
+			HookID: "tag_push", Kind: ingest.KindTag, Org: "jsmith", Repo: "example",
 			RefType: ingest.RefTag, RefName: "v1.0.0", SHA: "82b3d5ae55f7080f1e6022629cdb57bfae7cccc7",
 			Before: "0000000000000000000000000000000000000000", DefaultBranch: "master", Actor: "jsmith",
 			Paths: []string{"CHANGELOG", "UPGRADE.md"}, EventTime: commitTime,
@@ -112,7 +112,7 @@ func TestNormalizeGitLabDeliveryID(t *testing.T) {
 		res, err := ingest.NormalizeGitLab(&ingest.Webhook{Header: h, Body: body})
 		require.NoError(t, err)
 		require.Equal(t, tc.want, res.Event.DeliveryID)
-		require.Empty(t, res.Event.HookID)
+		require.Equal(t, "push", res.Event.HookID, "the object kind scopes the delivery id")
 	}
 	_, err := ingest.NormalizeGitLab(&ingest.Webhook{Header: http.Header{}, Body: body})
 	require.EqualError(t, err, "gitlab push: no Idempotency-Key or X-Gitlab-Event-UUID header")

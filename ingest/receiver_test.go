@@ -192,7 +192,7 @@ func TestReceiverPublishes(t *testing.T) {
 				return gitLabRequest("gl-1", testGitLabPushBody, testGitLabToken)
 			},
 			want: ingest.Event{
-				Provider: ingest.GitLab, DeliveryID: "gl-1", Kind: ingest.KindPush,
+				Provider: ingest.GitLab, DeliveryID: "gl-1", HookID: "push", Kind: ingest.KindPush,
 				Org: "acme/platform", Repo: "api", RefType: ingest.RefBranch, RefName: "main",
 				SHA: "2222222222222222222222222222222222222222", EventTime: receiverNow, Raw: json.RawMessage(testGitLabPushBody),
 			},
@@ -210,7 +210,7 @@ func TestReceiverPublishes(t *testing.T) {
 				return req
 			},
 			want: ingest.Event{
-				Provider: ingest.GitLab, DeliveryID: "gl-2", Kind: ingest.KindPush,
+				Provider: ingest.GitLab, DeliveryID: "gl-2", HookID: "push", Kind: ingest.KindPush,
 				Org: "acme/platform", Repo: "api", RefType: ingest.RefBranch, RefName: "main",
 				SHA: "2222222222222222222222222222222222222222", EventTime: receiverNow, Raw: json.RawMessage(testGitLabPushBody),
 			},
