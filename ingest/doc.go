@@ -58,6 +58,29 @@
 // asking for the pipelines of a tag, are Standard Webhooks deliveries of
 // type DispatchType; they become events of the Manual provider.
 //
+// # From the topic to runs
+//
+// A Consumer reads the topic as a member of a consumer group: records of
+// one key (one ref) in order, other keys in parallel, offsets committed
+// only up to the oldest record not yet done, failures retried and then
+// dead-lettered with their origin. Its handler, Ingester.HandleRecord,
+// turns each Event into pipeline runs: it skips a delivery already taken
+// in, lets a push to a branch other than the default one wait and yield to
+// a pull request of the same commit, reads every pipeline file at the
+// event's commit through a vcs.Provider, compiles it with the event, and
+// keeps those whose triggers match. RunStore.CreateRuns then writes the
+// delivery's record and the runs in one transaction, so that each delivery
+// (and each replay of its body under another id: the SemanticKey) makes
+// its runs once, and events older than their ref's newest are dropped.
+// ManualTrigger starts pipelines on request through the same path.
+//
+// # From runs to the platform
+//
+// A Relay publishes the outbox events the run store wrote to
+// cikit.pipeline-events, and the jobs that became ready to the dispatch
+// lanes cikit.dispatch.p0|p1|p2, marking them published only after the
+// broker's ack; several relays share the work.
+//
 // # Stability
 //
 // Event is the value on the topic: its fields are only added, never
