@@ -197,20 +197,8 @@ func (s *PostgresStore) runCreateManyTx(ctx context.Context, tx pgx.Tx, ps []*Ru
 		rows, err := tx.Query(ctx, `INSERT INTO idempotency_keys (key, run_id, created_at)
 			SELECT k, r, $3 FROM unnest($1::text[], $2::text[]) AS t(k, r) ON CONFLICT (key) DO NOTHING RETURNING key, run_id`,
 			keys, keyRuns, now)
-		if err != nil {
-			return nil, nil, interpretError(err)
-		}
-		for rows.Next() {
-			var k, r string
-			if err := rows.Scan(&k, &r); err != nil {
-				rows.Close()
-				return nil, nil, interpretError(err)
-			}
-			owner[k] = r
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return nil, nil, interpretError(err)
+		if err := collectOwners(rows, err, owner); err != nil {
+			return nil, nil, err
 		}
 		var taken []string
 		for _, k := range keys {
@@ -220,20 +208,8 @@ func (s *PostgresStore) runCreateManyTx(ctx context.Context, tx pgx.Tx, ps []*Ru
 		}
 		if len(taken) > 0 {
 			rows, err := tx.Query(ctx, `SELECT key, run_id FROM idempotency_keys WHERE key = ANY($1)`, taken)
-			if err != nil {
-				return nil, nil, interpretError(err)
-			}
-			for rows.Next() {
-				var k, r string
-				if err := rows.Scan(&k, &r); err != nil {
-					rows.Close()
-					return nil, nil, interpretError(err)
-				}
-				owner[k] = r
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return nil, nil, interpretError(err)
+			if err := collectOwners(rows, err, owner); err != nil {
+				return nil, nil, err
 			}
 		}
 	}
@@ -279,6 +255,26 @@ func (s *PostgresStore) runCreateManyTx(ctx context.Context, tx pgx.Tx, ps []*Ru
 		s.rebuildCounters(ctx, n.run.ID, n.g, n.states)
 	}
 	return runs, created, nil
+}
+
+// collectOwners adds the (key, run id) rows of a query on
+// idempotency_keys to owner.
+func collectOwners(rows pgx.Rows, err error, owner map[string]string) error {
+	if err != nil {
+		return interpretError(err)
+	}
+	pairs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) ([2]string, error) {
+		var p [2]string
+		err := row.Scan(&p[0], &p[1])
+		return p, err
+	})
+	if err != nil {
+		return interpretError(err)
+	}
+	for _, p := range pairs {
+		owner[p[0]] = p[1]
+	}
+	return nil
 }
 
 // insertRuns writes new runs, their jobs, needs, ended attempts and
