@@ -53,10 +53,7 @@ func newPlatform(t testing.TB, debounce time.Duration) *platform {
 	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: p.runs, VCS: p.vcs, Debounce: debounce})
 	require.NoError(t, err)
 	p.consumer, err = ingest.NewConsumer(ingest.ConsumerConfig{Brokers: cluster.Addrs(), Group: "ingest",
-		// One partition may hold all records in flight: the default
-		// (64) pauses and resumes partitions so often under this load
-		// that the consumer runs a tenth as fast (an open issue).
-		CommitInterval: 100 * time.Millisecond, MaxInFlightPerPartition: ingest.DefaultConsumerMaxInFlight,
+		CommitInterval: 100 * time.Millisecond,
 		Handler: func(ctx context.Context, rec *kgo.Record) error {
 			err := in.HandleRecord(ctx, rec)
 			if err == nil {
