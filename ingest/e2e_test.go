@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -99,6 +100,7 @@ func (p *platform) deliver(t testing.TB, delivery string, body []byte) int {
 	req.Header.Set("X-Hub-Signature-256", ingest.SignGitHub(e2eSecret, body))
 	resp, err := p.client.Do(req)
 	require.NoError(t, err)
+	_, _ = io.Copy(io.Discard, resp.Body) // read to the end, so the connection is reused
 	resp.Body.Close()
 	return resp.StatusCode
 }
