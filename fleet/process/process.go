@@ -1,6 +1,7 @@
 package process
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -185,9 +187,16 @@ func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
 	}()
 	var groups []int
 	defer func() {
-		// Whatever the steps left running dies with the job.
+		// Whatever the steps left running dies with the job, before Run
+		// returns: SIGKILL is delivered asynchronously, so wait for it.
 		for _, g := range groups {
 			_ = syscall.Kill(-g, syscall.SIGKILL)
+		}
+		deadline := time.Now().Add(killWait)
+		for _, g := range groups {
+			for !groupGone(g) && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
 		}
 		_ = pw.Close()
 		select {
@@ -509,4 +518,36 @@ func (e *Executor) removeWorkspace(ws string) {
 	if err := os.RemoveAll(ws); err != nil {
 		e.cfg.Logger.Warn("could not remove workspace", "dir", ws, "err", err)
 	}
+}
+
+// killWait bounds how long Run waits for killed processes to be gone.
+const killWait = 5 * time.Second
+
+// groupGone reports whether process group g has no live process left;
+// zombies, which are gone but for their exit status, do not count (an
+// init that does not reap orphans leaves them).
+func groupGone(g int) bool {
+	if syscall.Kill(-g, 0) != nil {
+		return true // no process at all
+	}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return false // without /proc only the kernel's answer above tells
+	}
+	want := strconv.Itoa(g)
+	for _, e := range entries {
+		if e.Name()[0] < '0' || e.Name()[0] > '9' {
+			continue
+		}
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue // it ended while we looked
+		}
+		// After the command name, in parentheses: state, ppid, pgrp.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) >= 3 && f[2] == want && f[0] != "Z" {
+			return false
+		}
+	}
+	return true
 }
