@@ -346,12 +346,7 @@ func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newR
 }
 
 func (s *PostgresStore) RunGet(ctx context.Context, runID string) (*Run, error) {
-	var run *Run
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		run, err = s.runTx(ctx, tx, runID)
-		return err
-	})
+	run, err := s.runTx(ctx, s.pool, runID)
 	if err != nil {
 		return nil, fmt.Errorf("dag: run %q: %w", runID, err)
 	}
@@ -359,19 +354,14 @@ func (s *PostgresStore) RunGet(ctx context.Context, runID string) (*Run, error) 
 }
 
 func (s *PostgresStore) JobList(ctx context.Context, runID string) ([]*Job, error) {
-	var jobs []*Job
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rg, _, js, err := s.jobs(ctx, tx, runID, false)
-		if err != nil {
-			return err
-		}
-		for i, j := range js {
-			j.Spec = rg.specs[i].Clone()
-		}
-		jobs = js
-		return err
-	})
-	return jobs, err
+	rg, _, jobs, err := s.jobs(ctx, s.pool, runID, false)
+	if err != nil {
+		return nil, err
+	}
+	for i, j := range jobs {
+		j.Spec = rg.specs[i].Clone()
+	}
+	return jobs, nil
 }
 
 func (s *PostgresStore) JobAttempts(ctx context.Context, runID, jobID string) ([]*Job, error) {
@@ -496,7 +486,7 @@ func lockRunsTx(ctx context.Context, tx pgx.Tx, runIDs []string) error {
 // jobs reads a run's graph, row and jobs in plan order, in one round trip;
 // lock takes the run's exclusive lock first. Jobs' Spec fields are the
 // cached specs: callers clone them before handing them out.
-func (s *PostgresStore) jobs(ctx context.Context, tx pgx.Tx, runID string, lock bool) (*runGraph, *Run, []*Job, error) {
+func (s *PostgresStore) jobs(ctx context.Context, tx conn, runID string, lock bool) (*runGraph, *Run, []*Job, error) {
 	rg, err := s.graph(ctx, tx, runID)
 	if err != nil {
 		return nil, nil, nil, err
@@ -745,7 +735,7 @@ func (s *PostgresStore) inTx(ctx context.Context, fn func(pgx.Tx) error) error {
 // maxTxTries bounds how often inTx runs a transaction PostgreSQL aborted.
 const maxTxTries = 5
 
-func (s *PostgresStore) runTx(ctx context.Context, tx pgx.Tx, runID string) (*Run, error) {
+func (s *PostgresStore) runTx(ctx context.Context, tx conn, runID string) (*Run, error) {
 	return scanRun(runID, tx.QueryRow(ctx, `SELECT `+runColumns+` FROM pipeline_runs WHERE id = $1`, runID))
 }
 

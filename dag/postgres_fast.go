@@ -62,6 +62,14 @@ type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
 }
 
+// conn is a pool or a transaction: reads outside a transaction run on the
+// pool, and a batch sent to it is one implicit transaction.
+type conn interface {
+	querier
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+	SendBatch(ctx context.Context, b *pgx.Batch) pgx.BatchResults
+}
+
 // graph returns a run's graph, from the cache or from its jobs' specs.
 func (s *PostgresStore) graph(ctx context.Context, q querier, runID string) (*runGraph, error) {
 	if rg, ok := s.graphs.get(runID); ok {

@@ -90,12 +90,42 @@ func TestGroupCommit(t *testing.T) {
 	require.LessOrEqual(t, largest.Load(), int32(8), "batches are bounded")
 	require.Greater(t, largest.Load(), int32(1), "waiting calls are written together")
 
+}
+
+// TestGroupCommitWaiterGivesUp: a call waiting behind a leader returns
+// when its context ends; the leader's write goes on.
+func TestGroupCommitWaiterGivesUp(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	g := &groupCommit{max: 8,
+		one: func(_ context.Context, p *CreateRunsParams) (*Delivery, bool, error) {
+			<-release
+			return &Delivery{DeliveryID: p.Event.DeliveryID}, true, nil
+		},
+		many: func(_ context.Context, ps []*CreateRunsParams) ([]created, error) {
+			out := make([]created, len(ps))
+			for i, p := range ps {
+				out[i] = created{d: &Delivery{DeliveryID: p.Event.DeliveryID}, created: true}
+			}
+			return out, nil
+		},
+	}
+	led := make(chan error)
+	go func() {
+		_, _, err := g.do(context.Background(), &CreateRunsParams{Event: &Event{DeliveryID: "lead"}})
+		led <- err
+	}()
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.leading && len(g.queue) == 0
+	}, 5*time.Second, time.Millisecond, "the leader is writing")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, _, err = g.do(ctx, &CreateRunsParams{Event: ev("late")})
-	if err != nil {
-		require.ErrorIs(t, err, context.Canceled)
-	}
+	_, _, err := g.do(ctx, &CreateRunsParams{Event: &Event{DeliveryID: "late"}})
+	require.ErrorIs(t, err, context.Canceled, "a follower whose context ended stops waiting")
+	close(release)
+	require.NoError(t, <-led)
 }
 
 // TestCreateManyInOneBatch writes deliveries that meet in one batch: a

@@ -47,7 +47,7 @@ type IngesterConfig struct {
 	// that a storm of redeliveries is absorbed without asking the store.
 	// Default: DefaultSeenCache; negative disables it.
 	SeenCache int
-	// Logger receives a line per decision. Default: discard.
+	// Logger receives a line per decision. Default: slog.Default().
 	Logger *slog.Logger
 }
 
@@ -84,7 +84,7 @@ func NewIngester(cfg IngesterConfig) (*Ingester, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	in := &Ingester{cfg: cfg, log: log}
 	if cfg.SeenCache == 0 {
@@ -113,7 +113,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // matches ErrMalformed; any other is transient (the VCS or the store
 // failed): the caller delivers ev again later. An event without a SHA (a
 // tag created, a dispatch) is given its ref's current commit.
-func (in *Ingester) Ingest(ctx context.Context, ev *Event) (d *Delivery, created bool, err error) {
+func (in *Ingester) Ingest(ctx context.Context, ev *Event) (*Delivery, bool, error) {
 	if err := validate(ev); err != nil {
 		return nil, false, err
 	}
@@ -128,22 +128,17 @@ func (in *Ingester) Ingest(ctx context.Context, ev *Event) (d *Delivery, created
 		return d, false, nil
 	}
 	first := false
-	v, err, _ := in.inflight.Do(string(ev.Provider)+"\x00"+ev.HookID+"\x00"+ev.DeliveryID, func() (any, error) {
+	key, _ := cacheKeys(ev)
+	v, err, _ := in.inflight.Do(key, func() (any, error) {
 		first = true
-		d, created, err := in.ingest(ctx, ev)
-		return created2{d, created}, err
+		d, ok, err := in.ingest(ctx, ev)
+		return created{d, ok}, err
 	})
 	if err != nil {
 		return nil, false, err
 	}
-	r := v.(created2)
+	r := v.(created)
 	return r.d.clone(), r.created && first, nil
-}
-
-// created2 is what one ingestion answers.
-type created2 struct {
-	d       *Delivery
-	created bool
 }
 
 // ingest is Ingest of a delivery not in the cache, once at a time per

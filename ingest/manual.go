@@ -121,21 +121,9 @@ func (m *ManualTrigger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, &ManualResponse{DeliveryID: d.DeliveryID, SHA: ev.SHA, RunIDs: d.RunIDs, Dropped: d.Dropped})
 }
 
-// errorBody is the JSON of an error answer.
-type errorBody struct {
-	Error      string `json:"error"`
-	DeliveryID string `json:"delivery_id,omitempty"`
-}
-
 func writeError(w http.ResponseWriter, status int, delivery, msg string) {
 	if status == http.StatusServiceUnavailable {
-		w.Header().Set("Retry-After", "5")
+		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
-	writeJSON(w, status, &errorBody{Error: msg, DeliveryID: delivery})
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v) // the client went away: nothing to do
+	writeJSON(w, status, webhookAnswer{Error: msg, DeliveryID: delivery})
 }

@@ -22,7 +22,7 @@ type PrunerConfig struct {
 	Interval time.Duration
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
-	// Logger receives a line per pruning. Default: discard.
+	// Logger receives a line per pruning. Default: slog.Default().
 	Logger *slog.Logger
 }
 
@@ -51,7 +51,7 @@ func NewPruner(cfg PrunerConfig) (*Pruner, error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(slog.DiscardHandler)
+		log = slog.Default()
 	}
 	return &Pruner{cfg: cfg, log: log}, nil
 }

@@ -182,7 +182,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		r.answer(w, http.StatusMethodNotAllowed, webhookAnswer{Error: "webhooks are POST requests"})
+		writeJSON(w, http.StatusMethodNotAllowed, webhookAnswer{Error: "webhooks are POST requests"})
 		return
 	}
 	ctx := req.Context()
@@ -223,7 +223,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 
 	if err := src.verify(req.Header, body); err != nil {
 		log.LogAttrs(ctx, slog.LevelWarn, "webhook refused", slog.Int("status", http.StatusUnauthorized), slog.String("error", err.Error()))
-		r.answer(w, http.StatusUnauthorized, webhookAnswer{Error: verifyFailure(err), DeliveryID: id})
+		writeJSON(w, http.StatusUnauthorized, webhookAnswer{Error: verifyFailure(err), DeliveryID: id})
 		return
 	}
 	res, err := src.normalize(&Webhook{Header: req.Header, Body: body, Received: received})
@@ -233,18 +233,18 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 	if res.Ignored != nil {
 		log.LogAttrs(ctx, slog.LevelDebug, "webhook ignored", slog.String("event", res.Ignored.Event), slog.String("reason", res.Ignored.Reason))
-		r.answer(w, http.StatusOK, webhookAnswer{Ignored: res.Ignored.Reason, DeliveryID: id})
+		writeJSON(w, http.StatusOK, webhookAnswer{Ignored: res.Ignored.Reason, DeliveryID: id})
 		return
 	}
 	ev := res.Event
 	if err := r.publisher.Publish(ctx, ev); err != nil {
 		log.LogAttrs(ctx, slog.LevelError, "webhook not published", slog.String("key", ev.Key()), slog.String("error", err.Error()))
 		w.Header().Set("Retry-After", retryAfterSeconds)
-		r.answer(w, http.StatusServiceUnavailable, webhookAnswer{Error: "the event could not be stored; deliver it again later", DeliveryID: ev.DeliveryID})
+		writeJSON(w, http.StatusServiceUnavailable, webhookAnswer{Error: "the event could not be stored; deliver it again later", DeliveryID: ev.DeliveryID})
 		return
 	}
 	log.LogAttrs(ctx, slog.LevelDebug, "webhook published", slog.String("kind", string(ev.Kind)), slog.String("key", ev.Key()), slog.String("sha", ev.SHA))
-	r.answer(w, http.StatusAccepted, webhookAnswer{DeliveryID: ev.DeliveryID})
+	writeJSON(w, http.StatusAccepted, webhookAnswer{DeliveryID: ev.DeliveryID})
 }
 
 // route tells the provider of a delivery from its headers; nil when no
@@ -283,16 +283,18 @@ type webhookAnswer struct {
 // malformed payload, and answers it.
 func (r *Receiver) refuse(ctx context.Context, w http.ResponseWriter, log *slog.Logger, status int, id, msg string) {
 	log.LogAttrs(ctx, slog.LevelWarn, "webhook refused", slog.Int("status", status), slog.String("error", msg))
-	r.answer(w, status, webhookAnswer{Error: msg, DeliveryID: id})
+	writeJSON(w, status, webhookAnswer{Error: msg, DeliveryID: id})
 }
 
-func (r *Receiver) answer(w http.ResponseWriter, status int, body webhookAnswer) {
+// writeJSON answers with status and v as JSON: the Receiver's and the
+// ManualTrigger's answers.
+func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(status)
 	// The status is sent; a failure to write the rest is the sender's
 	// connection failing, which the sender sees.
-	_ = json.NewEncoder(w).Encode(body)
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 // Webhook is one delivery as a receiver read it: what the normalizers

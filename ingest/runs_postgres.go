@@ -115,7 +115,7 @@ func (s *PostgresRunStore) createOne(ctx context.Context, p *CreateRunsParams) (
 	return res[0].d, res[0].created, nil
 }
 
-// created is the answer to one CreateRuns.
+// created is the answer to one CreateRuns or Ingest.
 type created struct {
 	d       *Delivery
 	created bool
