@@ -67,7 +67,7 @@ func benchmarkIngest(b *testing.B, workers, dupEvery int) {
 
 // BenchmarkIngest: distinct deliveries, each committing a run.
 func BenchmarkIngest(b *testing.B) {
-	for _, workers := range []int{1, 8, 32} {
+	for _, workers := range []int{1, 8, 32, 128} {
 		b.Run(fmt.Sprintf("workers=%d", workers), func(b *testing.B) { benchmarkIngest(b, workers, 0) })
 	}
 }

@@ -6,14 +6,17 @@
 // # Receiving webhooks
 //
 // A Receiver is an http.Handler a platform mounts at the address its
-// webhooks are sent to. It is stateless and does three things per
-// delivery, in order, and nothing else: it verifies the signature on the
-// body exactly as received, normalizes the payload, and publishes the
-// event, answering 202 only after Publish has returned. A provider is
-// therefore told that a delivery was taken only when it is durable; when
-// Publish fails the answer is 503 and the provider delivers it again.
-// Deliveries that start no pipeline (a ping, a branch deletion, a closed
-// pull request) are answered 200 with the reason, and are not published.
+// webhooks are sent to. It does three things per delivery, in order: it
+// verifies the signature on the body exactly as received, normalizes the
+// payload, and publishes the event, answering 202 only after Publish has
+// returned. A provider is therefore told that a delivery was taken only
+// when it is durable; when Publish fails the answer is 503 and the
+// provider delivers it again. Deliveries that start no pipeline (a ping,
+// a branch deletion, a closed pull request) are answered 200 with the
+// reason, and are not published. The only state it keeps is a bounded
+// memory of what it published, so that a verified redelivery is answered
+// 202 without being published twice; the consumer's deduplication is the
+// guarantee, the memory spares it the work.
 //
 // # Verification
 //

@@ -20,7 +20,7 @@ func (printPublisher) Publish(ctx context.Context, ev *ingest.Event) error {
 }
 
 // A receiver takes a signed GitHub push, publishes its event and answers
-// 202; a ping is answered 200 and not published; a forged delivery is
+// 202; a redelivery of it is answered 202 and not published again; a ping is answered 200 and not published; a forged delivery is
 // refused.
 func ExampleReceiver() {
 	receiver, err := ingest.NewReceiver(ingest.ReceiverConfig{
@@ -46,11 +46,13 @@ func ExampleReceiver() {
 	push := `{"ref": "refs/heads/main", "after": "9f2c1d3e4b5a69788796a5b4c3d2e1f0a9b8c7d6",
 		"repository": {"name": "api", "owner": {"login": "acme"}}, "sender": {"login": "alice"}}`
 	deliver("push", push, "webhook-secret")
+	deliver("push", push, "webhook-secret") // the provider delivers again
 	deliver("ping", `{"zen": "Approachable is better than simple."}`, "webhook-secret")
 	deliver("push", push, "a guess")
 	// Output:
 	// published push acme/api/branch/main 9f2c1d3 by alice
 	// 202 {"delivery_id":"72d3162e-cc78-11e3-81ab-4c9367dc0958"}
+	// 202 {"delivery_id":"72d3162e-cc78-11e3-81ab-4c9367dc0958","duplicate":true}
 	// 200 {"ignored":"a ping only checks that the webhook is reachable","delivery_id":"72d3162e-cc78-11e3-81ab-4c9367dc0958"}
 	// 401 {"error":"signature mismatch","delivery_id":"72d3162e-cc78-11e3-81ab-4c9367dc0958"}
 }

@@ -3,12 +3,14 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit"
@@ -21,7 +23,7 @@ func TestGroupCommit(t *testing.T) {
 	var batches, singles atomic.Int32
 	var largest atomic.Int32
 	release := make(chan struct{})
-	g := &groupCommit{max: 8,
+	g := &groupCommit{max: 8, writers: 1,
 		one: func(_ context.Context, p *CreateRunsParams) (*Delivery, bool, error) {
 			singles.Add(1)
 			if p.Event.DeliveryID == "lead" {
@@ -97,29 +99,16 @@ func TestGroupCommit(t *testing.T) {
 func TestGroupCommitWaiterGivesUp(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
-	g := &groupCommit{max: 8,
+	g := &groupCommit{max: 8, writers: 1,
 		one: func(_ context.Context, p *CreateRunsParams) (*Delivery, bool, error) {
 			<-release
 			return &Delivery{DeliveryID: p.Event.DeliveryID}, true, nil
 		},
 		many: func(_ context.Context, ps []*CreateRunsParams) ([]created, error) {
-			out := make([]created, len(ps))
-			for i, p := range ps {
-				out[i] = created{d: &Delivery{DeliveryID: p.Event.DeliveryID}, created: true}
-			}
-			return out, nil
+			return answers(ps), nil
 		},
 	}
-	led := make(chan error)
-	go func() {
-		_, _, err := g.do(context.Background(), &CreateRunsParams{Event: &Event{DeliveryID: "lead"}})
-		led <- err
-	}()
-	require.Eventually(t, func() bool {
-		g.mu.Lock()
-		defer g.mu.Unlock()
-		return g.leading && len(g.queue) == 0
-	}, 5*time.Second, time.Millisecond, "the leader is writing")
+	led := startWriting(t, g)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	_, _, err := g.do(ctx, &CreateRunsParams{Event: &Event{DeliveryID: "late"}})
@@ -179,4 +168,154 @@ func TestCreateManyInOneBatch(t *testing.T) {
 	seen, err := s.Seen(ctx, ps[1].Event)
 	require.NoError(t, err)
 	require.Contains(t, seen.Dropped, "out of order", "the drop is recorded")
+}
+
+// TestGroupCommitWriterReturnsWithItsAnswer: a call that writes for others
+// returns once its own call is answered, handing its place to a waiting
+// call, rather than writing until nobody waits (which held up its caller,
+// and in the consumer the deliveries of its ref, behind the others').
+func TestGroupCommitWriterReturnsWithItsAnswer(t *testing.T) {
+	t.Parallel()
+	first, second := make(chan struct{}), make(chan struct{})
+	var batches atomic.Int32
+	write := func(id string) {
+		if id == "lead" {
+			<-first
+			return
+		}
+		if batches.Add(1) == 1 {
+			<-second
+		}
+	}
+	g := &groupCommit{max: 2, writers: 1,
+		one: func(_ context.Context, p *CreateRunsParams) (*Delivery, bool, error) {
+			write(p.Event.DeliveryID)
+			return &Delivery{DeliveryID: p.Event.DeliveryID}, true, nil
+		},
+		many: func(_ context.Context, ps []*CreateRunsParams) ([]created, error) {
+			write(ps[0].Event.DeliveryID)
+			return answers(ps), nil
+		},
+	}
+	led := startWriting(t, g)
+	var wg sync.WaitGroup
+	for i := range 6 {
+		wg.Go(func() {
+			_, _, err := g.do(context.Background(), &CreateRunsParams{Event: &Event{DeliveryID: fmt.Sprint(i)}})
+			assert.NoError(t, err)
+		})
+	}
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return len(g.queue) == 6
+	}, 5*time.Second, time.Millisecond, "the others wait")
+	close(first)
+	select {
+	case err := <-led:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the first call still writes for the others")
+	}
+	// The place was handed on: the next batch is being written, the
+	// rest wait for it.
+	require.Eventually(t, func() bool { return batches.Load() == 1 }, 5*time.Second, time.Millisecond)
+	g.mu.Lock()
+	require.Equal(t, 1, g.writing)
+	require.Len(t, g.queue, 4)
+	g.mu.Unlock()
+	close(second)
+	wg.Wait()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	require.Zero(t, g.writing, "the place is given up when nobody waits")
+	require.Empty(t, g.queue)
+}
+
+// TestGroupCommitStress: many calls, some of whose callers stop waiting,
+// with two writers: every call still waiting gets its own answer, each
+// call is written exactly once, and no writer's place is lost.
+func TestGroupCommitStress(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	written := map[string]int{}
+	record := func(id string) {
+		mu.Lock()
+		written[id]++
+		mu.Unlock()
+	}
+	g := &groupCommit{max: 4, writers: 2,
+		one: func(_ context.Context, p *CreateRunsParams) (*Delivery, bool, error) {
+			record(p.Event.DeliveryID)
+			return &Delivery{DeliveryID: p.Event.DeliveryID}, true, nil
+		},
+		many: func(_ context.Context, ps []*CreateRunsParams) ([]created, error) {
+			time.Sleep(100 * time.Microsecond) // a transaction takes a while
+			out := make([]created, len(ps))
+			for i, p := range ps {
+				record(p.Event.DeliveryID)
+				out[i] = created{d: &Delivery{DeliveryID: p.Event.DeliveryID}, created: true}
+			}
+			return out, nil
+		},
+	}
+	const callers, calls = 16, 200
+	var wg sync.WaitGroup
+	for w := range callers {
+		wg.Go(func() {
+			for i := range calls {
+				id := fmt.Sprintf("%d-%d", w, i)
+				ctx, cancel := context.WithCancel(context.Background())
+				if i%7 == 0 {
+					cancel() // this caller does not wait
+				}
+				d, _, err := g.do(ctx, &CreateRunsParams{Event: &Event{DeliveryID: id}})
+				cancel()
+				if err != nil {
+					assert.ErrorIs(t, err, context.Canceled)
+					continue
+				}
+				assert.Equal(t, id, d.DeliveryID, "its own answer")
+			}
+		})
+	}
+	wg.Wait()
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.writing == 0 && len(g.queue) == 0
+	}, 10*time.Second, time.Millisecond, "every call written, every place given up")
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, written, callers*calls)
+	for id, n := range written {
+		require.Equal(t, 1, n, "call %s written", id)
+	}
+}
+
+// answers are the answers of a batch written without fault.
+func answers(ps []*CreateRunsParams) []created {
+	out := make([]created, len(ps))
+	for i, p := range ps {
+		out[i] = created{d: &Delivery{DeliveryID: p.Event.DeliveryID}, created: true}
+	}
+	return out
+}
+
+// startWriting starts a call "lead" and waits until it is writing, alone;
+// its error arrives on the channel returned.
+func startWriting(t *testing.T, g *groupCommit) <-chan error {
+	t.Helper()
+	led := make(chan error, 1)
+	go func() {
+		_, _, err := g.do(context.Background(), &CreateRunsParams{Event: &Event{DeliveryID: "lead"}})
+		led <- err
+	}()
+	require.Eventually(t, func() bool {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		return g.writing == 1 && len(g.queue) == 0
+	}, 5*time.Second, time.Millisecond, "the first call is writing")
+	return led
 }

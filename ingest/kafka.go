@@ -51,7 +51,13 @@ type KafkaPublisherConfig struct {
 	// Client produces the records. Required. The publisher does not close
 	// it. Its producer settings decide durability: franz-go's default,
 	// acks from all in-sync replicas with idempotence, is what Publish's
-	// guarantee assumes.
+	// guarantee assumes. They decide latency too: Publish waits for the
+	// ack, and a Receiver answers after Publish, so the client's linger
+	// (franz-go waits 10ms by default for a batch to fill) is added to
+	// every answer and bounds a Receiver serving N requests at once to
+	// N per linger. Give a Receiver's client kgo.ProducerLinger(0):
+	// records still go out in batches, those buffered while a produce
+	// request is in flight.
 	Client *kgo.Client
 	// Topic receives the events. Default: TopicVCSEvents.
 	Topic string

@@ -53,14 +53,20 @@ type ReceiverConfig struct {
 	// Now is the clock for signed timestamps and for the EventTime of
 	// events whose payload gives no time. Default: time.Now.
 	Now func() time.Time
+	// Remember is how many published deliveries the Receiver remembers,
+	// so that a redelivery of one — the same provider, delivery id, hook
+	// and body, verified again — is answered 202 without being published
+	// a second time, and copies arriving together are published once.
+	// Default: DefaultRemember. Negative: every copy is published, for the
+	// consumer to drop.
+	Remember int
 	// Logger receives a record of every refused or failed delivery
 	// (Warn, Error) and of every accepted or ignored one (Debug).
 	// Default: slog.Default().
 	Logger *slog.Logger
 }
 
-// Receiver is the HTTP endpoint webhooks are sent to. It is stateless:
-// it verifies each delivery's signature on the raw body, normalizes it
+// Receiver is the HTTP endpoint webhooks are sent to. It verifies each delivery's signature on the raw body, normalizes it
 // into an Event and hands that to the Publisher, and answers only once
 // Publish has returned, so that a provider is told a delivery was taken
 // only when it is durable. Mount it at any path; it is safe for
@@ -71,6 +77,7 @@ type ReceiverConfig struct {
 // sender. Its answers, all JSON:
 //
 //	202 {"delivery_id": …}                    published
+//	202 {"delivery_id": …, "duplicate": true} published before (see below)
 //	200 {"ignored": reason, "delivery_id": …} verified, but starts no pipeline (a ping, a closed pull request)
 //	400 {"error": …, "delivery_id": …}        no known provider, a provider without secrets here, a malformed payload
 //	401 {"error": …, "delivery_id": …}        "missing signature", "signature mismatch" or "timestamp outside tolerance"
@@ -82,11 +89,18 @@ type ReceiverConfig struct {
 // delivery_id is left out when the delivery names none a normalized
 // event could carry.
 // A 401 says no more than which of the three verification failures it
-// was; the log says what exactly. Duplicates are not detected here: a
-// redelivery is published again, with the same DeliveryID, for the
-// consumer to drop.
+// was; the log says what exactly.
+//
+// A Receiver remembers the deliveries it published (ReceiverConfig.
+// Remember): a verified redelivery of one is answered 202 with
+// "duplicate": true and not published again, and copies arriving while
+// the first is being published wait for its outcome. The memory is an
+// optimization, not the guarantee — it is per process and bounded — so a
+// redelivery it has forgotten, or one sent to another replica, is
+// published again with the same DeliveryID for the consumer to drop.
 type Receiver struct {
 	sources   map[Provider]*webhookSource
+	published *publishedSet
 	publisher Publisher
 	maxBody   int64
 	now       func() time.Time
@@ -100,6 +114,9 @@ type webhookSource struct {
 	verify     func(http.Header, []byte) error // nil when no secret is configured
 	normalize  func(*Webhook) (Normalized, error)
 	deliveryID func(http.Header) string // before verification, for answers and logs
+	// keyHeaders are the headers besides the delivery id that
+	// normalization reads: part of a delivery's digest.
+	keyHeaders []string
 }
 
 // NewReceiver validates cfg and returns a Receiver.
@@ -117,6 +134,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		return nil, fmt.Errorf("ingest: ReceiverConfig.Tolerance must not be negative, got %s", cfg.Tolerance)
 	}
 	r := &Receiver{
+		published: newPublishedSet(cmp.Or(cfg.Remember, DefaultRemember)),
 		publisher: cfg.Publisher,
 		maxBody:   cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes),
 		now:       cfg.Now,
@@ -126,6 +144,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 				name:       "GitHub",
 				normalize:  NormalizeGitHub,
 				deliveryID: func(h http.Header) string { return h.Get(headerGitHubDelivery) },
+				keyHeaders: []string{headerGitHubEvent, headerGitHubHookID},
 			},
 			GitLab: {
 				name:       "GitLab",
@@ -226,25 +245,51 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeJSON(w, http.StatusUnauthorized, webhookAnswer{Error: verifyFailure(err), DeliveryID: id})
 		return
 	}
-	res, err := src.normalize(&Webhook{Header: req.Header, Body: body, Received: received})
+	wh := &Webhook{Header: req.Header, Body: body, Received: received}
+	if id == "" {
+		// Without a delivery id there is no redelivery to recognize; the
+		// normalizer refuses such a delivery or ignores it.
+		r.normalizeAndPublish(ctx, w, log, src, id, wh)
+		return
+	}
+	digest := digestDelivery(provider, id, req.Header, src.keyHeaders, body)
+	duplicate, err := r.published.publish(ctx, digest, func() bool {
+		return r.normalizeAndPublish(ctx, w, log, src, id, wh)
+	})
+	switch {
+	case err != nil:
+		log.LogAttrs(ctx, slog.LevelWarn, "webhook not published", slog.String("error", "waiting for its copy in flight: "+err.Error()))
+		w.Header().Set("Retry-After", retryAfterSeconds)
+		writeJSON(w, http.StatusServiceUnavailable, webhookAnswer{Error: "the event could not be stored; deliver it again later", DeliveryID: id})
+	case duplicate:
+		log.LogAttrs(ctx, slog.LevelDebug, "webhook redelivered", slog.String("outcome", "published before"))
+		writeJSON(w, http.StatusAccepted, webhookAnswer{DeliveryID: id, Duplicate: true})
+	}
+}
+
+// normalizeAndPublish normalizes a verified delivery, publishes its event
+// and answers the request; it reports whether the event was published.
+func (r *Receiver) normalizeAndPublish(ctx context.Context, w http.ResponseWriter, log *slog.Logger, src *webhookSource, id string, wh *Webhook) bool {
+	res, err := src.normalize(wh)
 	if err != nil {
 		r.refuse(ctx, w, log, http.StatusBadRequest, id, err.Error())
-		return
+		return false
 	}
 	if res.Ignored != nil {
 		log.LogAttrs(ctx, slog.LevelDebug, "webhook ignored", slog.String("event", res.Ignored.Event), slog.String("reason", res.Ignored.Reason))
 		writeJSON(w, http.StatusOK, webhookAnswer{Ignored: res.Ignored.Reason, DeliveryID: id})
-		return
+		return false
 	}
 	ev := res.Event
 	if err := r.publisher.Publish(ctx, ev); err != nil {
 		log.LogAttrs(ctx, slog.LevelError, "webhook not published", slog.String("key", ev.Key()), slog.String("error", err.Error()))
 		w.Header().Set("Retry-After", retryAfterSeconds)
 		writeJSON(w, http.StatusServiceUnavailable, webhookAnswer{Error: "the event could not be stored; deliver it again later", DeliveryID: ev.DeliveryID})
-		return
+		return false
 	}
 	log.LogAttrs(ctx, slog.LevelDebug, "webhook published", slog.String("kind", string(ev.Kind)), slog.String("key", ev.Key()), slog.String("sha", ev.SHA))
 	writeJSON(w, http.StatusAccepted, webhookAnswer{DeliveryID: ev.DeliveryID})
+	return true
 }
 
 // route tells the provider of a delivery from its headers; nil when no
@@ -277,6 +322,9 @@ type webhookAnswer struct {
 	Error      string `json:"error,omitempty"`
 	Ignored    string `json:"ignored,omitempty"`
 	DeliveryID string `json:"delivery_id,omitempty"`
+	// Duplicate is set on the answer to a redelivery of an event
+	// published before.
+	Duplicate bool `json:"duplicate,omitempty"`
 }
 
 // refuse logs a delivery refused before it was verified, or for a

@@ -155,14 +155,18 @@ func setStandardHeaders(t *testing.T, h http.Header, id, body, secret string, se
 }
 
 // serveDelivery has the receiver answer req, and returns the status, the
-// decoded JSON body and the headers of the answer.
+// decoded JSON body, its values printed, and the headers of the answer.
 func serveDelivery(t *testing.T, r http.Handler, req *http.Request) (int, map[string]string, http.Header) {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	r.ServeHTTP(rec, req)
 	require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
-	var body map[string]string
-	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body), "answer %q", rec.Body.String())
+	var answer map[string]any
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &answer), "answer %q", rec.Body.String())
+	body := make(map[string]string, len(answer))
+	for k, v := range answer {
+		body[k] = fmt.Sprint(v)
+	}
 	return rec.Code, body, rec.Header()
 }
 

@@ -9,14 +9,33 @@ import "sync"
 // look. A nil cache remembers nothing.
 type seenCache struct {
 	mu    sync.Mutex
-	max   int
 	byKey map[string]*Delivery
-	order []string // ring of keys, oldest at next
-	next  int
+	order fifo[string]
 }
 
 func newSeenCache(max int) *seenCache {
-	return &seenCache{max: max, byKey: make(map[string]*Delivery, max)}
+	return &seenCache{byKey: make(map[string]*Delivery, max), order: fifo[string]{max: max}}
+}
+
+// fifo is the order in which at most max keys were added, to forget the
+// oldest first.
+type fifo[K comparable] struct {
+	max   int
+	order []K // a ring, oldest at next once full
+	next  int
+}
+
+// add records k as the newest key; when that makes one too many, it
+// returns the oldest, which it forgets.
+func (f *fifo[K]) add(k K) (oldest K, full bool) {
+	if len(f.order) < f.max {
+		f.order = append(f.order, k)
+		return oldest, false
+	}
+	oldest = f.order[f.next]
+	f.order[f.next] = k
+	f.next = (f.next + 1) % f.max
+	return oldest, true
 }
 
 func cacheKeys(ev *Event) (delivery, semantic string) {
@@ -60,12 +79,8 @@ func (c *seenCache) put(ev *Event, d *Delivery) {
 			c.byKey[k] = d
 			continue
 		}
-		if len(c.order) < c.max {
-			c.order = append(c.order, k)
-		} else {
-			delete(c.byKey, c.order[c.next])
-			c.order[c.next] = k
-			c.next = (c.next + 1) % c.max
+		if oldest, full := c.order.add(k); full {
+			delete(c.byKey, oldest)
 		}
 		c.byKey[k] = d
 	}
