@@ -39,6 +39,13 @@ func (p *ExpireParams) validate() error {
 	return nil
 }
 
+// Reasons of the failures JobsExpire makes start with one of these
+// prefixes, so that people and programs can tell the deadlines apart.
+const (
+	ReasonTimeout      = "timeout: "       // a RUNNING job ran past its timeout
+	ReasonQueueTimeout = "queue_timeout: " // a job waited past the max queue time
+)
+
 // expiry returns why a job in state, ready since readyAt, started at
 // startedAt and limited to timeout by its spec (0 for none), is past its
 // deadline at p.Now, or "" when it is not.
@@ -49,11 +56,11 @@ func (p *ExpireParams) expiry(state cikit.JobState, readyAt, startedAt time.Time
 			timeout = p.DefaultTimeout
 		}
 		if timeout > 0 && startedAt.Add(timeout).Before(p.Now) {
-			return fmt.Sprintf("exceeded its timeout of %s", timeout)
+			return fmt.Sprintf("%sexceeded its timeout of %s", ReasonTimeout, timeout)
 		}
 	case waiting(state):
 		if p.MaxQueueTime > 0 && readyAt.Add(p.MaxQueueTime).Before(p.Now) {
-			return fmt.Sprintf("waited %s in the queue, longer than the max queue time of %s", p.Now.Sub(readyAt), p.MaxQueueTime)
+			return fmt.Sprintf("%swaited %s in the queue, longer than the max queue time of %s", ReasonQueueTimeout, p.Now.Sub(readyAt), p.MaxQueueTime)
 		}
 	}
 	return ""

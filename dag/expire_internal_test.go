@@ -97,12 +97,12 @@ func TestExpiry(t *testing.T) {
 		timeout time.Duration
 		want    string
 	}{
-		{cikit.JobRunning, t0, t0, 0, "exceeded its timeout of 45m0s"},
+		{cikit.JobRunning, t0, t0, 0, "timeout: exceeded its timeout of 45m0s"},
 		{cikit.JobRunning, t0, t0, time.Hour, ""},
-		{cikit.JobRunning, t0, t0, time.Minute, "exceeded its timeout of 1m0s"},
-		{cikit.JobRunning, t0, t0, -time.Minute, "exceeded its timeout of 45m0s"},
+		{cikit.JobRunning, t0, t0, time.Minute, "timeout: exceeded its timeout of 1m0s"},
+		{cikit.JobRunning, t0, t0, -time.Minute, "timeout: exceeded its timeout of 45m0s"},
 		{cikit.JobRunning, t0, t0.Add(30 * time.Minute), 0, ""},
-		{cikit.JobReady, t0, time.Time{}, time.Minute, "waited 1h0m0s in the queue, longer than the max queue time of 30m0s"},
+		{cikit.JobReady, t0, time.Time{}, time.Minute, "queue_timeout: waited 1h0m0s in the queue, longer than the max queue time of 30m0s"},
 		{cikit.JobQueued, t0.Add(30 * time.Minute), time.Time{}, 0, ""},
 		{cikit.JobPending, time.Time{}, time.Time{}, 0, ""},
 		{cikit.JobCancelRequested, t0, t0, time.Minute, ""},

@@ -187,6 +187,23 @@ func (s *MemoryStore) JobList(ctx context.Context, runID string) ([]*Job, error)
 	return jobs, nil
 }
 
+func (s *MemoryStore) JobGet(ctx context.Context, runID, jobID string) (*Job, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, err := s.get(runID)
+	if err != nil {
+		return nil, err
+	}
+	i, ok := r.graph.Index(jobID)
+	if !ok {
+		return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, jobID, cikit.ErrNotFound)
+	}
+	return r.jobs[i].clone(), nil
+}
+
 func (s *MemoryStore) JobQueue(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
 	return s.queue(ctx, p.event(EventQueue))
 }

@@ -364,6 +364,27 @@ func (s *PostgresStore) JobList(ctx context.Context, runID string) ([]*Job, erro
 	return jobs, nil
 }
 
+func (s *PostgresStore) JobGet(ctx context.Context, runID, jobID string) (*Job, error) {
+	rg, err := s.graph(ctx, s.pool, runID)
+	if err != nil {
+		return nil, err
+	}
+	i, ok := rg.g.Index(jobID)
+	if !ok {
+		return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, jobID, cikit.ErrNotFound)
+	}
+	j := &Job{RunID: runID}
+	var ready, queued, started, finished *time.Time
+	if err := s.pool.QueryRow(ctx, `SELECT state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at
+		FROM jobs WHERE run_id = $1 AND job_id = $2`, runID, jobID).
+		Scan(&j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished); err != nil {
+		return nil, fmt.Errorf("dag: run %q job %q: %w", runID, jobID, interpretError(err))
+	}
+	j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
+	j.Spec = rg.specs[i].Clone()
+	return j, nil
+}
+
 func (s *PostgresStore) JobAttempts(ctx context.Context, runID, jobID string) ([]*Job, error) {
 	rg, err := s.graph(ctx, s.pool, runID)
 	if err != nil {

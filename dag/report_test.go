@@ -111,7 +111,7 @@ func TestReportSkippedAndExpiredJobsRanNothing(t *testing.T) {
 	test := reportJob("test", cikit.JobSkipped, -1, -1, 4)
 	test.Reason = "needs build, which failed"
 	docs := reportJob("docs", cikit.JobFailed, 0, -1, 61)
-	docs.Reason = "waited 1h1m0s in the queue, longer than the max queue time of 1h0m0s"
+	docs.Reason = "queue_timeout: waited 1h1m0s in the queue, longer than the max queue time of 1h0m0s"
 	run := &dag.Run{ID: "run-1", State: cikit.RunFailed, CreatedAt: at(0), FinishedAt: at(61)}
 
 	r := dag.Report(g, run, []*dag.Job{build, test, docs}, at(90))

@@ -50,6 +50,10 @@ type Store interface {
 	RunRetryFailed(ctx context.Context, runID string) (*TransitionResult, error)
 	// JobList returns the jobs of a run in plan order.
 	JobList(ctx context.Context, runID string) ([]*Job, error)
+	// JobGet returns one job of a run as JobList would, reading only that
+	// job: it is how a lease manager checks, on every heartbeat, that the
+	// attempt it fences is still the job's current one.
+	JobGet(ctx context.Context, runID, jobID string) (*Job, error)
 	// JobQueue moves a READY job to QUEUED. A job of a concurrency group
 	// is queued only when its turn has come: no job of its group is
 	// active and none has waited longer; otherwise JobQueue returns a

@@ -506,6 +506,34 @@ func Exercise(t *testing.T, factory Factory) {
 		require.Equal(t, ev{dag.EventPipelineCompleted, "", "failed"}, got[len(got)-1], "the run's completion comes last, once")
 	})
 
+	t.Run("JobGet", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setup(t, factory, pipeline())
+		p := &dag.JobTransitionParams{RunID: b.run.ID, JobID: "build", Attempt: 1, Runner: "r1"}
+		_, err := b.store.JobQueue(ctx, p)
+		require.NoError(t, err)
+		_, err = b.store.JobStart(ctx, p)
+		require.NoError(t, err)
+		for _, id := range []string{"build", "integration"} {
+			got, err := b.store.JobGet(ctx, b.run.ID, id)
+			require.NoError(t, err)
+			require.Equal(t, b.job(t, id), got, "JobGet reads the job as JobList does")
+		}
+		got, _ := b.store.JobGet(ctx, b.run.ID, "build")
+		require.Equal(t, cikit.JobRunning, got.State)
+		require.Equal(t, "r1", got.Runner)
+		got.Spec.Env["A"] = "changed"
+		again, err := b.store.JobGet(ctx, b.run.ID, "build")
+		require.NoError(t, err)
+		require.Equal(t, "1", again.Spec.Env["A"], "results are copies")
+
+		_, err = b.store.JobGet(ctx, b.run.ID, "nope")
+		require.ErrorIs(t, err, cikit.ErrNotFound)
+		_, err = b.store.JobGet(ctx, "no-such-run", "build")
+		require.ErrorIs(t, err, cikit.ErrNotFound)
+	})
+
 	t.Run("OutboxPublish", func(t *testing.T) { exerciseOutboxPublish(t, factory) })
 	t.Run("Expire", func(t *testing.T) { exerciseExpire(t, factory) })
 	t.Run("Batch", func(t *testing.T) { exerciseBatch(t, factory) })

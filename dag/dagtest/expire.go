@@ -93,7 +93,7 @@ func exerciseExpire(t *testing.T, factory Factory) {
 		}, changed(res[0]))
 		j := res[0].Changed[0]
 		require.Equal(t, "build", j.ID(), "the expired job's own change comes first")
-		require.Equal(t, "exceeded its timeout of 10m0s", j.Reason)
+		require.Equal(t, "timeout: exceeded its timeout of 10m0s", j.Reason)
 		require.Equal(t, -1, j.ExitCode)
 		require.Equal(t, 1, j.Attempt)
 		require.False(t, j.FinishedAt.IsZero())
@@ -111,7 +111,7 @@ func exerciseExpire(t *testing.T, factory Factory) {
 			got = append(got, ev{e.Type, e.JobID, e.State, e.Reason})
 		}
 		require.Equal(t, []ev{
-			{dag.EventJobCompleted, "build", "failed", "exceeded its timeout of 10m0s"},
+			{dag.EventJobCompleted, "build", "failed", "timeout: exceeded its timeout of 10m0s"},
 			{dag.EventJobCompleted, "unit", "skipped", "needs build, which failed"},
 			{dag.EventJobCompleted, "lint", "skipped", "needs build, which failed"},
 			{dag.EventJobCompleted, "integration", "skipped", "needs unit, which was skipped"},
@@ -135,7 +135,7 @@ func exerciseExpire(t *testing.T, factory Factory) {
 		res := b.expire(t, dag.ExpireParams{Now: now, DefaultTimeout: time.Hour})
 		require.Len(t, res, 1)
 		require.Equal(t, map[string]cikit.JobState{"plain": cikit.JobFailed}, changed(res[0]))
-		require.Equal(t, "exceeded its timeout of 1h0m0s", res[0].Changed[0].Reason)
+		require.Equal(t, "timeout: exceeded its timeout of 1h0m0s", res[0].Changed[0].Reason)
 		require.Equal(t, cikit.JobRunning, b.job(t, "long").State, "its own timeout of 2h is not over")
 		require.Equal(t, cikit.RunRunning, res[0].Run.State)
 	})
@@ -165,7 +165,7 @@ func exerciseExpire(t *testing.T, factory Factory) {
 		require.Equal(t, map[string]cikit.JobState{"queued": cikit.JobFailed}, changed(res[1]))
 		for _, r := range res {
 			j := r.Changed[0]
-			require.Equal(t, "waited 1h0m1s in the queue, longer than the max queue time of 1h0m0s", j.Reason, j.ID())
+			require.Equal(t, "queue_timeout: waited 1h0m1s in the queue, longer than the max queue time of 1h0m0s", j.Reason, j.ID())
 			require.Equal(t, -1, j.ExitCode)
 			require.True(t, j.StartedAt.IsZero(), "it never started")
 		}
@@ -203,9 +203,9 @@ func exerciseExpire(t *testing.T, factory Factory) {
 			require.True(t, j.StartedAt.IsZero())
 		}
 		require.Equal(t, "slow", res[0].Changed[0].ID())
-		require.Equal(t, "attempt 1 failed (timeout): exceeded its timeout of 10m0s; retrying", res[0].Changed[0].Reason)
+		require.Equal(t, "attempt 1 failed (timeout): timeout: exceeded its timeout of 10m0s; retrying", res[0].Changed[0].Reason)
 		require.Equal(t, "stuck", res[1].Changed[0].ID())
-		require.Equal(t, fmt.Sprintf("attempt 1 failed (timeout): waited %s in the queue, longer than the max queue time of 10m0s; retrying", waited),
+		require.Equal(t, fmt.Sprintf("attempt 1 failed (timeout): queue_timeout: waited %s in the queue, longer than the max queue time of 10m0s; retrying", waited),
 			res[1].Changed[0].Reason)
 
 		_, err := b.store.JobComplete(ctx, &dag.JobCompleteParams{RunID: b.run.ID, JobID: "slow", Attempt: 1, Outcome: cikit.JobSucceeded})
@@ -217,7 +217,7 @@ func exerciseExpire(t *testing.T, factory Factory) {
 		require.Len(t, res, 1)
 		require.Equal(t, map[string]cikit.JobState{"slow": cikit.JobFailed, "deploy": cikit.JobSkipped}, changed(res[0]), "the budget is spent")
 		require.Equal(t, 2, res[0].Changed[0].Attempt)
-		require.Equal(t, "exceeded its timeout of 10m0s", res[0].Changed[0].Reason)
+		require.Equal(t, "timeout: exceeded its timeout of 10m0s", res[0].Changed[0].Reason)
 	})
 
 	t.Run("NothingToDo", func(t *testing.T) {
