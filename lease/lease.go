@@ -71,7 +71,9 @@ func (e *FencedError) Error() string {
 
 // Is makes errors.Is(err, ErrFenced) and errors.Is(err, cikit.ErrConflict)
 // true.
-func (e *FencedError) Is(target error) bool { return target == ErrFenced || target == cikit.ErrConflict }
+func (e *FencedError) Is(target error) bool {
+	return target == ErrFenced || target == cikit.ErrConflict
+}
 
 // Store holds the authoritative lease records: at most one per job, of the
 // job's latest leased attempt. Redis, when a Manager has it, is a hint in
