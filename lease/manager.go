@@ -293,21 +293,16 @@ func (m *Manager) holds(ctx context.Context, a Attempt, token string) error {
 // Complete reports how attempt a ended and ends its lease. p's RunID,
 // JobID and Attempt are taken from a. The dag transition is conditional
 // on the attempt, so of two attempts at most one completes, and a stale
-// one gets a *FencedError (ErrFenced). A completion repeated after it
-// succeeded (a runner that lost the answer) changes nothing and returns
-// the dag store's answer to a repeat; one with another outcome is
-// fenced.
+// one gets a *FencedError (ErrFenced). The lease ends with the first
+// completion, so a repeated one is fenced too: a runner that lost the
+// answer learns how the job ended from the job, not from its token,
+// which is never accepted again.
 func (m *Manager) Complete(ctx context.Context, a Attempt, token string, p *dag.JobCompleteParams) (*dag.TransitionResult, error) {
 	if err := a.validate(); err != nil {
 		return nil, err
 	}
 	if err := m.holds(ctx, a, token); err != nil {
-		if !errors.Is(err, ErrFenced) || !m.ended(ctx, a) {
-			return nil, err
-		}
-		// The lease is gone and the attempt ended: perhaps by this very
-		// completion. dag applies a repeat as a no-op and refuses any
-		// other, so it decides without the token.
+		return nil, err
 	}
 	c := *p
 	c.RunID, c.JobID, c.Attempt = a.RunID, a.JobID, a.Attempt
@@ -320,12 +315,6 @@ func (m *Manager) Complete(ctx context.Context, a Attempt, token string, p *dag.
 	}
 	m.end(ctx, a, token)
 	return res, nil
-}
-
-// ended reports whether attempt a is the job's last and it is terminal.
-func (m *Manager) ended(ctx context.Context, a Attempt) bool {
-	j, err := m.jobs.JobGet(ctx, a.RunID, a.JobID)
-	return err == nil && j.Attempt == a.Attempt && j.State.Terminal()
 }
 
 // end deletes the lease of an ended attempt; a failure leaves a stale
