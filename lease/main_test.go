@@ -7,15 +7,14 @@ import (
 	"go.uber.org/goleak"
 )
 
-// TestMain raises rapid's default from 100 to 300 generated cases per
-// property (each drives real Redis), unless -rapid.checks is given or the
-// run is -short.
+// TestMain raises rapid's default from 100 to 1,000 generated cases per
+// property, unless -rapid.checks is given or the run is -short.
 func TestMain(m *testing.M) {
 	flag.Parse()
 	set := false
 	flag.Visit(func(f *flag.Flag) { set = set || f.Name == "rapid.checks" })
 	if !set && !testing.Short() && flag.Lookup("rapid.checks") != nil {
-		if err := flag.Set("rapid.checks", "300"); err != nil {
+		if err := flag.Set("rapid.checks", "1000"); err != nil {
 			panic(err)
 		}
 	}

@@ -152,6 +152,17 @@ func (m *Manager) Claim(ctx context.Context, a Attempt, runner string) (*Lease, 
 	if err := a.validate(); err != nil {
 		return nil, err
 	}
+	// The job first: only once it is QUEUED at attempt a are the leases
+	// of earlier attempts leftovers that the claim may replace. Without
+	// this, a claim of a later attempt would displace the holder's.
+	j, err := m.jobs.JobGet(ctx, a.RunID, a.JobID)
+	if err != nil {
+		return nil, err
+	}
+	if j.Attempt != a.Attempt || j.State != cikit.JobQueued {
+		return nil, fmt.Errorf("lease: cannot claim %s: %w: %w", a, ErrNotClaimed, &cikit.TransitionError{Job: a.JobID, Attempt: a.Attempt,
+			From: j.State, To: cikit.JobRunning, Reason: fmt.Sprintf("the job is %s at attempt %d", j.State, j.Attempt)})
+	}
 	l := &Lease{Attempt: a, Token: m.newToken(), Runner: runner, Expires: m.expiry()}
 	val := redisValue(a, l.Token)
 	inRedis := false
