@@ -1,0 +1,69 @@
+// Package lease owns execution leases: the right of one runner to run one
+// attempt of a job, fenced by a token, kept alive by heartbeats and taken
+// back by a reaper when the runner goes quiet.
+//
+// A runner is an untrusted, unreliable process far away. It may crash,
+// hang, lose its network, or come back after its attempt was given to
+// another runner. Leases make sure that whatever it does, at most one
+// attempt of a job commits, and a stale attempt is refused everywhere.
+//
+// # What it owns
+//
+// The lease records (Store: PostgresStore in the table job_leases, with
+// embedded numbered migrations applied by Migrate, and MemoryStore), the
+// Redis hint of each lease, the Manager that grants, renews, checks and
+// ends leases, and the Reaper. It does not own job states: those are the
+// dag.Store's, and every lease action that changes one is a conditional
+// dag transition.
+//
+// # The protocol
+//
+// Claim leases attempt a of a job that is QUEUED at attempt a: it reads
+// the job, sets the Redis hint (SET NX, replacing only a hint of an
+// earlier attempt), inserts the lease record (conditional: no lease of
+// this attempt or a later one) and starts the job (dag JobStart,
+// conditional on QUEUED at attempt a). A refusal at any step undoes the
+// steps before it and returns ErrNotClaimed.
+//
+// The runner then calls Renew every TTL/3 or so; Renew checks that the
+// job still runs at that attempt and extends the record (conditional on
+// attempt and token), then the hint (compare-and-set), and says whether
+// the run was cancelled. Log chunks and artifact uploads pass Check: a
+// matching hint is a fast accept, anything else asks the Store and the
+// job. Complete and Return end the attempt with a dag JobComplete,
+// conditional on the attempt, then delete the record and the hint.
+//
+// The Reaper scans expired records in batches. An attempt whose job still
+// runs at it is failed as an infrastructure failure (reason
+// "runner_lost: …"), which dag's retry policy turns into a new attempt or
+// a final failure; one being cancelled is cancelled; any other record is
+// stale and deleted. With MaxQueueTime it also fails the jobs that waited
+// too long for a runner (dag.Store.JobsExpire).
+//
+// # Guarantees
+//
+//   - SAFETY: of the attempts of a job, at most one commits, since every
+//     completion is a dag transition conditional on the attempt.
+//   - SAFETY: Renew, Complete and Return accept only the token of the
+//     job's current lease while the job runs at that attempt. They decide
+//     by the Store and the dag.Store, never by Redis, so a lost, flushed or
+//     unreachable Redis lets no stale attempt through; it only costs the
+//     fast paths.
+//   - Check may accept the token of an attempt that just ended for as
+//     long as Redis keeps a hint that could not be deleted (at most the
+//     TTL). It guards log chunks and artifacts, never commits.
+//   - Any number of Managers and Reapers may run at once: every write is
+//     conditional.
+//   - LIVENESS: a job whose runner stops renewing is reaped within TTL
+//     plus the reaper's interval, and retried by dag's policy.
+//
+// The rapid state-machine test of this package checks the safety
+// properties against a model, with the clock, reaper, cancellations and
+// Redis flushes interleaved at random.
+//
+// # Stability
+//
+// The Manager's methods, the Store interface and the errors are the
+// contract of the runner API and are stable. The Redis key layout and the
+// value in it are internal and may change.
+package lease
