@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -189,7 +190,8 @@ func parseContentRange(s string) (start, end int64, err error) {
 	}
 	x, err1 := strconv.ParseUint(a, 10, 63)
 	y, err2 := strconv.ParseUint(b, 10, 63)
-	if err1 != nil || err2 != nil || y < x {
+	// y is below MaxInt64 so that the end after it, y+1, is an offset too.
+	if err1 != nil || err2 != nil || y < x || y == math.MaxInt64 {
 		return bad()
 	}
 	return int64(x), int64(y), nil
