@@ -199,7 +199,8 @@ func parseContentRange(s string) (start, end int64, err error) {
 
 // Append takes one chunk: PATCH with the raw bytes as the body.
 func (h *Handler) Append(w http.ResponseWriter, r *http.Request) {
-	key, ok := h.authorize(w, r, h.authWrite)
+	query := r.URL.Query()
+	key, ok := h.authorizeQuery(w, r, query, h.authWrite)
 	if !ok {
 		return
 	}
@@ -218,7 +219,7 @@ func (h *Handler) Append(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	c, err := DecodeChunk(key.RunID, key.JobID, r.URL.Query(), r.Header, body)
+	c, err := DecodeChunk(key.RunID, key.JobID, query, r.Header, body)
 	if err != nil {
 		h.refuse(w, r, key, http.StatusBadRequest, err.Error())
 		return
@@ -416,7 +417,11 @@ func appendEnd(buf []byte, res *FinishResult) []byte {
 // authorize reads the key of r's path and query and asks auth; it answers
 // r and returns false when either fails.
 func (h *Handler) authorize(w http.ResponseWriter, r *http.Request, auth AuthorizeFunc) (Key, bool) {
-	key, err := decodeKey(r.PathValue("run_id"), r.PathValue("job_id"), r.URL.Query())
+	return h.authorizeQuery(w, r, r.URL.Query(), auth)
+}
+
+func (h *Handler) authorizeQuery(w http.ResponseWriter, r *http.Request, query url.Values, auth AuthorizeFunc) (Key, bool) {
+	key, err := decodeKey(r.PathValue("run_id"), r.PathValue("job_id"), query)
 	if err != nil {
 		h.refuse(w, r, key, http.StatusBadRequest, err.Error())
 		return key, false

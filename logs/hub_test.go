@@ -498,3 +498,25 @@ func TestConcurrentLogs(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+func TestFinishedLogsForgotten(t *testing.T) {
+	t.Parallel()
+	b := setup(t, logs.Config{RememberFinished: 1})
+	ctx := context.Background()
+	b.append(t, 0, 0, 0, "first")
+	b.finish(t, "first")
+	other := &bundle{hub: b.hub, key: logs.Key{RunID: "run-1", JobID: "test", Attempt: 1}}
+	other.append(t, 0, 0, 0, "second")
+	other.finish(t, "second") // the first log's totals are forgotten now
+
+	res, err := b.hub.Finish(ctx, b.key, logs.FinishParams{TotalBytes: 1, SHA256: digest("x")})
+	require.NoError(t, err, "a forgotten log answers a repeated Finish with its verdict")
+	require.Equal(t, &logs.FinishResult{Complete: true, Bytes: 5}, res)
+	_, err = other.hub.Finish(ctx, other.key, logs.FinishParams{TotalBytes: 1, SHA256: digest("x")})
+	require.ErrorIs(t, err, logs.ErrFinished, "a remembered one refuses other totals")
+
+	_, err = b.try(0, 0, 0, "first")
+	require.ErrorIs(t, err, logs.ErrFinished)
+	got, _, _ := follow(t, b.hub, b.key, 0)
+	require.Equal(t, "first", got)
+}
