@@ -24,11 +24,11 @@ import (
 // MemorySink are in this package; S3 is planned. logstest.ExerciseSink
 // checks an implementation.
 type Sink interface {
-	// StepPut stores the size bytes read from r as the log of key's step
-	// and returns the blob key it is stored under (for the segment
-	// index). Putting a step again replaces it: a Hub puts again only
-	// after a failure, with the same bytes. A reader that ends before
-	// size bytes is an error, and nothing is stored.
+	// StepPut stores the bytes read from r, which are size bytes, as the
+	// log of key's step and returns the blob key it is stored under (for
+	// the segment index). Putting a step again replaces it: a Hub puts
+	// again only after a failure, with the same bytes. A reader that
+	// gives other than size bytes is an error, and nothing is stored.
 	StepPut(ctx context.Context, key Key, step int, r io.Reader, size int64) (blob string, err error)
 	// StepGet returns the stored log of key's step. A step never put is
 	// cikit.ErrNotFound.
@@ -67,9 +67,11 @@ func (s *FileSink) StepPut(ctx context.Context, key Key, step int, r io.Reader, 
 	if err != nil {
 		return "", err
 	}
-	n, err := io.Copy(f, io.LimitReader(r, size))
-	if err == nil && n < size {
-		err = fmt.Errorf("the reader ended after %d of %d bytes", n, size)
+	// Not limited to size: io.Copy then uses the Hub's reader's WriteTo,
+	// which spares a copy of every byte.
+	n, err := io.Copy(f, r)
+	if err == nil && n != size {
+		err = fmt.Errorf("the reader gave %d bytes, not %d", n, size)
 	}
 	if err == nil {
 		err = f.Sync()
@@ -119,6 +121,9 @@ func (s *MemorySink) StepPut(ctx context.Context, key Key, step int, r io.Reader
 	b := make([]byte, size)
 	if _, err := io.ReadFull(r, b); err != nil {
 		return "", fmt.Errorf("reading %d bytes: %w", size, err)
+	}
+	if n, _ := r.Read(make([]byte, 1)); n > 0 {
+		return "", fmt.Errorf("the reader gave more than %d bytes", size)
 	}
 	blob := BlobKey(key, step)
 	s.mu.Lock()

@@ -228,13 +228,15 @@ func ExerciseSink(t *testing.T, factory SinkFactory) {
 		require.Equal(t, "second", string(get(t, s, key, 0)))
 	})
 
-	t.Run("ShortReader", func(t *testing.T) {
+	t.Run("WrongSize", func(t *testing.T) {
 		t.Parallel()
 		s := factory(t)
 		ctx := context.Background()
 		key := logs.Key{RunID: "run-1", JobID: "build", Attempt: 1}
 		_, err := s.StepPut(ctx, key, 0, strings.NewReader("abc"), 10)
 		require.Error(t, err, "a reader shorter than size")
+		_, err = s.StepPut(ctx, key, 0, strings.NewReader("abcdef"), 3)
+		require.Error(t, err, "a reader longer than size")
 		_, err = s.StepGet(ctx, key, 0)
 		require.ErrorIs(t, err, cikit.ErrNotFound, "nothing is stored of a failed put")
 	})
