@@ -8,6 +8,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 
 	"github.com/cikit/cikit/logs"
 )
@@ -79,4 +82,45 @@ func Example() {
 	// complete: true
 	// step 0 at 0: "$ go build\nok\n"
 	// step 1 at 14: "$ go test\nPASS\n"
+}
+
+// A server mounts the Handler; a runner appends a chunk over HTTP.
+func ExampleHandler() {
+	hub, err := logs.NewHub(logs.Config{Sink: &logs.MemorySink{}, Segments: &logs.MemorySegmentStore{}})
+	if err != nil {
+		panic(err)
+	}
+	h, err := logs.NewHandler(logs.HandlerConfig{
+		Hub: hub,
+		// A real server checks the runner's token for this job attempt,
+		// and the reader's session, returning logs.ErrUnauthenticated,
+		// logs.ErrForbidden or cikit.ErrConflict.
+		AuthorizeWrite:  logs.AllowAll,
+		AuthorizeFollow: logs.AllowAll,
+	})
+	if err != nil {
+		panic(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/v1/jobs/", h) // or mux.HandleFunc(logs.PatternAppend, h.Append) and so on
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+
+	for _, c := range []struct{ seq, contentRange, body string }{
+		{"0", "bytes 0-5", "hello\n"},
+		{"2", "bytes 9-11", "!!\n"}, // the chunk before it was lost
+	} {
+		req, _ := http.NewRequest(http.MethodPatch, srv.URL+"/v1/jobs/run-42/build/log?attempt=1&step=0&seq="+c.seq, strings.NewReader(c.body))
+		req.Header.Set("Content-Range", c.contentRange)
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			panic(err)
+		}
+		body, _ := io.ReadAll(res.Body)
+		res.Body.Close()
+		fmt.Print(res.StatusCode, " ", res.Header.Get("Range"), " ", string(body))
+	}
+	// Output:
+	// 202  {"next_offset":6}
+	// 416 0-6 {"error":"log run-42/build#1: the chunk starts at offset 9 but the log ends at 6; send again from 6","expected_offset":6}
 }

@@ -87,6 +87,9 @@ type Handler struct {
 	log        *slog.Logger
 	mux        *http.ServeMux
 	bodies     sync.Pool // *[]byte of cap maxChunk
+	// closing ends the follow streams when canceled.
+	closing context.Context
+	close   context.CancelFunc
 }
 
 // NewHandler validates cfg and returns a Handler.
@@ -109,11 +112,18 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		log:        cmp.Or(cfg.Logger, slog.Default()),
 		mux:        http.NewServeMux(),
 	}
+	h.closing, h.close = context.WithCancel(context.Background())
 	h.mux.HandleFunc(PatternAppend, h.Append)
 	h.mux.HandleFunc(PatternFinish, h.Finish)
 	h.mux.HandleFunc(PatternFollow, h.Follow)
 	return h, nil
 }
+
+// CloseFollowers ends the follow streams being served and makes new ones
+// end at once, so that a server shutting down gracefully does not wait for
+// them (register it with http.Server.RegisterOnShutdown). Their clients
+// reconnect, with Last-Event-ID, to another server. Safe to call twice.
+func (h *Handler) CloseFollowers() { h.close() }
 
 // ServeHTTP routes to Append, Finish and Follow by the Pattern constants.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) { h.mux.ServeHTTP(w, r) }
@@ -342,7 +352,9 @@ func (h *Handler) Follow(w http.ResponseWriter, r *http.Request) {
 		}
 		from = int64(n)
 	}
-	ctx := r.Context()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	defer context.AfterFunc(h.closing, cancel)()
 	f, err := h.hub.Follow(ctx, key, from)
 	if err != nil {
 		h.fail(w, r, key, err)
@@ -372,7 +384,7 @@ func (h *Handler) Follow(w http.ResponseWriter, r *http.Request) {
 			res := f.Result()
 			buf = appendEnd(buf[:0], res)
 		case err != nil:
-			if ctx.Err() == nil {
+			if ctx.Err() == nil { // not the client leaving nor CloseFollowers
 				h.log.LogAttrs(ctx, slog.LevelError, "log follow failed", slog.String("log", key.String()), slog.String("error", err.Error()))
 			}
 			return

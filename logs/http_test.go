@@ -377,3 +377,29 @@ func TestHTTPFollowDisconnect(t *testing.T) {
 	require.Equal(t, "hello", string(ev.data))
 	cancel() // the handler's goroutine ends: goleak checks at the end
 }
+
+func TestHTTPCloseFollowers(t *testing.T) {
+	t.Parallel()
+	b := setup(t, logs.Config{})
+	h, err := logs.NewHandler(logs.HandlerConfig{Hub: b.hub, AuthorizeWrite: logs.AllowAll, AuthorizeFollow: logs.AllowAll, Logger: slog.New(slog.DiscardHandler)})
+	require.NoError(t, err)
+	srv := httptest.NewUnstartedServer(h)
+	srv.Config.RegisterOnShutdown(h.CloseFollowers)
+	srv.Start()
+	defer srv.Close()
+	b.append(t, 0, 0, 0, "hello")
+
+	res, err := http.Get(srv.URL + "/v1/jobs/run-1/build/log/follow?attempt=1")
+	require.NoError(t, err)
+	defer res.Body.Close()
+	r := &sseReader{r: bufio.NewReader(res.Body)}
+	ev, err := r.next()
+	require.NoError(t, err)
+	require.Equal(t, "5", ev.id)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, srv.Config.Shutdown(ctx), "shutdown does not wait for the live log to finish")
+	_, err = r.next()
+	require.ErrorIs(t, err, io.EOF, "the stream ended; the client reconnects with Last-Event-ID 5")
+}
