@@ -40,7 +40,7 @@
 // Finish gives the runner's total length and SHA-256 digest. A log that
 // does not match them is stored anyway and marked incomplete; the runner
 // learns it from the result, not from an error. After Finish a log takes
-// no new bytes (ErrFinished).
+// no chunk (ErrFinished), not even a copy of one it holds.
 //
 // # Guarantees
 //

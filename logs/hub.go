@@ -129,8 +129,8 @@ type AppendResult struct {
 //   - different bytes for a range already written, or a step lower than
 //     the step of the bytes before, with a *ConflictError (matching
 //     cikit.ErrConflict);
-//   - new bytes for a finished log with ErrFinished (matching
-//     cikit.ErrConflict);
+//   - any chunk of a log Finish was called for with ErrFinished
+//     (matching cikit.ErrConflict);
 //   - new bytes beyond Config.MaxLogBytes with ErrLogTooLarge.
 //
 // A log starts with its first chunk at offset 0. Append copies c.Data.
@@ -376,7 +376,10 @@ type finish struct {
 }
 
 func (l *liveLog) append(c *Chunk, maxLog int64) (*AppendResult, error) {
-	if l.released {
+	// Once finished, every chunk is refused, copies of ones taken before
+	// included: the runner has had them all acknowledged, and the answer
+	// does not depend on whether the bytes are still in memory.
+	if l.fin != nil {
 		return nil, fmt.Errorf("logs: log %s: %w", l.key, ErrFinished)
 	}
 	end := l.end
@@ -395,9 +398,6 @@ func (l *liveLog) append(c *Chunk, maxLog int64) (*AppendResult, error) {
 		return &AppendResult{NextOffset: end}, nil
 	}
 	tail := c.Data[end-c.Offset:]
-	if l.fin != nil {
-		return nil, fmt.Errorf("logs: log %s: %w", l.key, ErrFinished)
-	}
 	if n := len(l.steps); n > 0 && c.Step < l.steps[n-1].step {
 		return nil, &ConflictError{Key: l.key, Offset: end, Reason: fmt.Sprintf("step %d comes after step %d", c.Step, l.steps[n-1].step)}
 	}
