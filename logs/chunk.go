@@ -66,7 +66,8 @@ type Chunk struct {
 	// the bytes before it.
 	Step int
 	// Seq numbers the runner's chunks, one more per chunk. The offset,
-	// not Seq, decides where bytes go; Seq is recorded for diagnosis.
+	// not Seq, decides where bytes go; errors name Seq, so that a refused
+	// chunk can be found in the runner's log.
 	Seq int64
 	// Offset is the position of Data's first byte in the whole log of
 	// the attempt, one byte stream across all its steps.
@@ -93,12 +94,13 @@ var (
 // between are missing. The runner sends again from Expected.
 type GapError struct {
 	Key      Key
+	Seq      int64 // of the refused chunk
 	Offset   int64 // where the refused chunk started
 	Expected int64 // the end of the log: the offset the next chunk must start at or before
 }
 
 func (e *GapError) Error() string {
-	return fmt.Sprintf("log %s: the chunk starts at offset %d but the log ends at %d; send again from %d", e.Key, e.Offset, e.Expected, e.Expected)
+	return fmt.Sprintf("log %s: chunk %d starts at offset %d but the log ends at %d; send again from %d", e.Key, e.Seq, e.Offset, e.Expected, e.Expected)
 }
 
 // ConflictError refuses a chunk that disagrees with the log: different
@@ -106,12 +108,13 @@ func (e *GapError) Error() string {
 // matches cikit.ErrConflict.
 type ConflictError struct {
 	Key    Key
+	Seq    int64  // of the refused chunk
 	Offset int64  // the first offset in disagreement
 	Reason string // for people
 }
 
 func (e *ConflictError) Error() string {
-	return fmt.Sprintf("log %s: conflict at offset %d: %s", e.Key, e.Offset, e.Reason)
+	return fmt.Sprintf("log %s: chunk %d conflicts at offset %d: %s", e.Key, e.Seq, e.Offset, e.Reason)
 }
 
 // Is makes errors.Is(err, cikit.ErrConflict) true.

@@ -33,7 +33,7 @@
 //     cikit.ErrConflict; HTTP 409).
 //   - Each chunk belongs to one step; steps appear in increasing order
 //     and a step without output has no bytes, and no segment.
-//   - Seq numbers a runner's chunks; it is recorded, the offset decides.
+//   - Seq numbers a runner's chunks; errors name it, the offset decides.
 //   - A log may hold at most Config.MaxLogBytes (64 MiB by default);
 //     beyond it chunks are refused with ErrLogTooLarge (HTTP 413).
 //

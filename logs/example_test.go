@@ -122,5 +122,5 @@ func ExampleHandler() {
 	}
 	// Output:
 	// 202  {"next_offset":6}
-	// 416 0-6 {"error":"log run-42/build#1: the chunk starts at offset 9 but the log ends at 6; send again from 6","expected_offset":6}
+	// 416 0-6 {"error":"log run-42/build#1: chunk 2 starts at offset 9 but the log ends at 6; send again from 6","expected_offset":6}
 }

@@ -161,7 +161,7 @@ func (h *Hub) open(ctx context.Context, c *Chunk) (*liveLog, error) {
 		return v.(*liveLog), nil
 	}
 	if c.Offset > 0 {
-		return nil, &GapError{Key: c.Key, Offset: c.Offset}
+		return nil, &GapError{Key: c.Key, Seq: c.Seq, Offset: c.Offset}
 	}
 	if len(c.Data) == 0 {
 		return nil, nil
@@ -347,13 +347,12 @@ const (
 type liveLog struct {
 	key Key
 
-	mu      sync.Mutex
-	blocks  [][]byte
-	starts  []int64 // offset of each block's first byte
-	end     int64
-	steps   []stepStart
-	lastSeq int64
-	hash    hash.Hash // of bytes [0, end)
+	mu     sync.Mutex
+	blocks [][]byte
+	starts []int64 // offset of each block's first byte
+	end    int64
+	steps  []stepStart
+	hash   hash.Hash // of bytes [0, end)
 	// wake is closed when bytes are appended or the log is done; nil
 	// while no follower waits.
 	wake chan struct{}
@@ -384,14 +383,14 @@ func (l *liveLog) append(c *Chunk, maxLog int64) (*AppendResult, error) {
 	}
 	end := l.end
 	if c.Offset > end {
-		return nil, &GapError{Key: l.key, Offset: c.Offset, Expected: end}
+		return nil, &GapError{Key: l.key, Seq: c.Seq, Offset: c.Offset, Expected: end}
 	}
 	if overlap := min(c.End(), end); c.Offset < overlap {
 		if at := l.mismatch(c.Offset, c.Data[:overlap-c.Offset]); at >= 0 {
-			return nil, &ConflictError{Key: l.key, Offset: at, Reason: "the chunk's bytes differ from those the log holds"}
+			return nil, &ConflictError{Key: l.key, Seq: c.Seq, Offset: at, Reason: "the chunk's bytes differ from those the log holds"}
 		}
 		if at, step := l.otherStep(c.Offset, overlap, c.Step); at >= 0 {
-			return nil, &ConflictError{Key: l.key, Offset: at, Reason: fmt.Sprintf("the bytes there belong to step %d, not step %d", step, c.Step)}
+			return nil, &ConflictError{Key: l.key, Seq: c.Seq, Offset: at, Reason: fmt.Sprintf("the bytes there belong to step %d, not step %d", step, c.Step)}
 		}
 	}
 	if c.End() <= end {
@@ -399,7 +398,7 @@ func (l *liveLog) append(c *Chunk, maxLog int64) (*AppendResult, error) {
 	}
 	tail := c.Data[end-c.Offset:]
 	if n := len(l.steps); n > 0 && c.Step < l.steps[n-1].step {
-		return nil, &ConflictError{Key: l.key, Offset: end, Reason: fmt.Sprintf("step %d comes after step %d", c.Step, l.steps[n-1].step)}
+		return nil, &ConflictError{Key: l.key, Seq: c.Seq, Offset: end, Reason: fmt.Sprintf("step %d comes after step %d", c.Step, l.steps[n-1].step)}
 	}
 	if end+int64(len(tail)) > maxLog {
 		return nil, fmt.Errorf("logs: log %s: %d bytes would exceed the limit of %d: %w", l.key, end+int64(len(tail)), maxLog, ErrLogTooLarge)
@@ -409,7 +408,6 @@ func (l *liveLog) append(c *Chunk, maxLog int64) (*AppendResult, error) {
 	}
 	l.write(tail)
 	l.hash.Write(tail)
-	l.lastSeq = c.Seq
 	l.wakeAll()
 	return &AppendResult{NextOffset: l.end, Appended: len(tail)}, nil
 }
