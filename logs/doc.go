@@ -55,6 +55,14 @@
 //   - Finish is idempotent; a failure to store leaves the log sealed and
 //     live, and Finish may be called again.
 //
+// # Runners that vanish
+//
+// A log whose runner never finishes it would stay in memory. The platform
+// calls Hub.Abandon when it gives up on an attempt (its lease expired),
+// and Hub.Run, a long-running loop, abandons logs that received no bytes
+// for Config.IdleTimeout. An abandoned log is stored like a finished one,
+// marked incomplete; its runner's late Finish is refused.
+//
 // The live buffer is in one process's memory: a platform with several
 // server replicas routes all requests of one attempt to one replica (for
 // example by hashing the key), and a restart loses the live logs, which

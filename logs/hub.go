@@ -25,6 +25,9 @@ const (
 	// DefaultMaxEventBytes is the most bytes one follower Event carries:
 	// 64 KiB.
 	DefaultMaxEventBytes = 64 << 10
+	// DefaultIdleTimeout is how long a live log may go without new bytes
+	// before Run abandons it: 6 hours.
+	DefaultIdleTimeout = 6 * time.Hour
 	// DefaultRememberFinished is how many finished logs a Hub remembers
 	// the runner's totals of.
 	DefaultRememberFinished = 10_000
@@ -50,7 +53,12 @@ type Config struct {
 	// memory is a few hundred bytes a log.
 	// Default: DefaultRememberFinished.
 	RememberFinished int
-	// Now stamps the segments of finished logs. Default: time.Now.
+	// IdleTimeout is how long a live log may go without new bytes before
+	// Run abandons it (see Abandon): a safety net for runners that vanish
+	// without the platform calling Abandon. Default: DefaultIdleTimeout.
+	IdleTimeout time.Duration
+	// Now stamps the segments of finished logs and tells idle logs.
+	// Default: time.Now.
 	Now func() time.Time
 	// Logger receives a record of every finished log (Info when
 	// complete, Warn when not) and of failed assemblies (Error).
@@ -67,6 +75,7 @@ type Hub struct {
 	segments SegmentStore
 	maxLog   int64
 	maxEvent int
+	idle     time.Duration
 	now      func() time.Time
 	log      *slog.Logger
 	live     sync.Map // Key -> *liveLog
@@ -88,6 +97,9 @@ func NewHub(cfg Config) (*Hub, error) {
 	if cfg.MaxEventBytes < 0 {
 		return nil, fmt.Errorf("logs: Config.MaxEventBytes must not be negative, got %d", cfg.MaxEventBytes)
 	}
+	if cfg.IdleTimeout < 0 {
+		return nil, fmt.Errorf("logs: Config.IdleTimeout must not be negative, got %s", cfg.IdleTimeout)
+	}
 	if cfg.RememberFinished < 0 {
 		return nil, fmt.Errorf("logs: Config.RememberFinished must not be negative, got %d", cfg.RememberFinished)
 	}
@@ -96,6 +108,7 @@ func NewHub(cfg Config) (*Hub, error) {
 		segments: cfg.Segments,
 		maxLog:   cmp.Or(cfg.MaxLogBytes, DefaultMaxLogBytes),
 		maxEvent: cmp.Or(cfg.MaxEventBytes, DefaultMaxEventBytes),
+		idle:     cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout),
 		recent:   make([]Key, cmp.Or(cfg.RememberFinished, DefaultRememberFinished)),
 		now:      cfg.Now,
 		log:      cfg.Logger,
@@ -149,7 +162,7 @@ func (h *Hub) Append(ctx context.Context, c *Chunk) (*AppendResult, error) {
 		return &AppendResult{}, nil
 	}
 	l.mu.Lock()
-	res, err := l.append(c, h.maxLog)
+	res, err := l.append(c, h.maxLog, h.now)
 	l.mu.Unlock()
 	return res, err
 }
@@ -176,7 +189,7 @@ func (h *Hub) open(ctx context.Context, c *Chunk) (*liveLog, error) {
 	if len(segs) > 0 {
 		return nil, fmt.Errorf("logs: log %s: %w", c.Key, ErrFinished)
 	}
-	v, _ := h.live.LoadOrStore(c.Key, &liveLog{key: c.Key, hash: sha256.New()})
+	v, _ := h.live.LoadOrStore(c.Key, &liveLog{key: c.Key, hash: sha256.New(), lastWrite: h.now()})
 	return v.(*liveLog), nil
 }
 
@@ -223,6 +236,24 @@ func (h *Hub) Finish(ctx context.Context, key Key, p FinishParams) (*FinishResul
 	if !validSHA256(p.SHA256) {
 		return nil, fmt.Errorf("logs: log %s: the digest must be 64 hex digits, got %q", key, p.SHA256)
 	}
+	return h.end(ctx, key, &p)
+}
+
+// Abandon ends a log whose runner is gone: the platform calls it when it
+// gives up on the attempt (a lost lease), and Run when the log has been
+// idle for Config.IdleTimeout. The bytes that arrived are stored as
+// Finish stores them, marked incomplete, and a later Finish of the log
+// is refused with ErrFinished. Abandoning a finished log returns its
+// verdict; a log that never received a byte is cikit.ErrNotFound.
+func (h *Hub) Abandon(ctx context.Context, key Key) (*FinishResult, error) {
+	if err := key.Validate(); err != nil {
+		return nil, fmt.Errorf("logs: %w", err)
+	}
+	return h.end(ctx, key, nil)
+}
+
+// end is Finish with p, and Abandon with p nil.
+func (h *Hub) end(ctx context.Context, key Key, p *FinishParams) (*FinishResult, error) {
 	v, ok := h.live.Load(key)
 	if !ok {
 		return h.finished(ctx, key, p)
@@ -232,13 +263,20 @@ func (h *Hub) Finish(ctx context.Context, key Key, p FinishParams) (*FinishResul
 	defer l.finishMu.Unlock()
 
 	l.mu.Lock()
-	if l.fin != nil && l.fin.params != p {
+	if l.fin != nil && p != nil && (l.fin.abandoned || l.fin.params != *p) {
 		l.mu.Unlock()
+		if l.fin.abandoned {
+			return nil, fmt.Errorf("logs: log %s was abandoned: %w", key, ErrFinished)
+		}
 		return nil, fmt.Errorf("logs: log %s was finished with %d bytes and digest %s: %w", key, l.fin.params.TotalBytes, l.fin.params.SHA256, ErrFinished)
 	}
-	if l.fin == nil {
+	switch {
+	case l.fin != nil:
+	case p == nil:
+		l.fin = &finish{abandoned: true, result: FinishResult{Bytes: l.end}}
+	default:
 		digest := hex.EncodeToString(l.hash.Sum(nil))
-		l.fin = &finish{params: p, result: FinishResult{Complete: l.end == p.TotalBytes && digest == p.SHA256, Bytes: l.end}}
+		l.fin = &finish{params: *p, result: FinishResult{Complete: l.end == p.TotalBytes && digest == p.SHA256, Bytes: l.end}}
 	}
 	res := l.fin.result
 	if l.done {
@@ -278,12 +316,16 @@ func (h *Hub) Finish(ctx context.Context, key Key, p FinishParams) (*FinishResul
 	l.mu.Unlock()
 	h.release(l)
 
-	level := slog.LevelInfo
-	if !res.Complete {
-		level = slog.LevelWarn
+	switch {
+	case p == nil:
+		h.log.LogAttrs(ctx, slog.LevelWarn, "log abandoned", slog.String("log", key.String()), slog.Int64("bytes", res.Bytes), slog.Int("steps", len(segs)))
+	case res.Complete:
+		h.log.LogAttrs(ctx, slog.LevelInfo, "log finished", slog.String("log", key.String()), slog.Bool("complete", true),
+			slog.Int64("bytes", res.Bytes), slog.Int("steps", len(segs)))
+	default:
+		h.log.LogAttrs(ctx, slog.LevelWarn, "log finished", slog.String("log", key.String()), slog.Bool("complete", false),
+			slog.Int64("bytes", res.Bytes), slog.Int64("total_bytes", p.TotalBytes), slog.Int("steps", len(segs)))
 	}
-	h.log.LogAttrs(ctx, level, "log finished", slog.String("log", key.String()), slog.Bool("complete", res.Complete),
-		slog.Int64("bytes", res.Bytes), slog.Int64("total_bytes", p.TotalBytes), slog.Int("steps", len(segs)))
 	return &res, nil
 }
 
@@ -304,15 +346,15 @@ func (h *Hub) release(l *liveLog) {
 	h.next = (h.next + 1) % len(h.recent)
 }
 
-// finished answers Finish for a log that is not live: finished before,
-// or never started.
-func (h *Hub) finished(ctx context.Context, key Key, p FinishParams) (*FinishResult, error) {
+// finished answers Finish (p) or Abandon (p nil) for a log that is not
+// live: finished before, or never started.
+func (h *Hub) finished(ctx context.Context, key Key, p *FinishParams) (*FinishResult, error) {
 	segs, err := h.segments.SegmentsList(ctx, key)
 	if err != nil {
 		return nil, fmt.Errorf("logs: log %s: %w", key, err)
 	}
 	if len(segs) == 0 {
-		if p.TotalBytes == 0 {
+		if p != nil && p.TotalBytes == 0 {
 			return &FinishResult{Complete: p.SHA256 == emptySHA256}, nil
 		}
 		return nil, fmt.Errorf("logs: log %s has no bytes here; send it again from offset 0: %w", key, cikit.ErrNotFound)
@@ -353,6 +395,8 @@ type liveLog struct {
 	end    int64
 	steps  []stepStart
 	hash   hash.Hash // of bytes [0, end)
+	// lastWrite is when bytes were last appended, for AbandonIdle.
+	lastWrite time.Time
 	// wake is closed when bytes are appended or the log is done; nil
 	// while no follower waits.
 	wake chan struct{}
@@ -370,11 +414,56 @@ type stepStart struct {
 }
 
 type finish struct {
-	params FinishParams
-	result FinishResult
+	params    FinishParams
+	abandoned bool // by Abandon: params are empty
+	result    FinishResult
 }
 
-func (l *liveLog) append(c *Chunk, maxLog int64) (*AppendResult, error) {
+// AbandonIdle abandons the live logs that have had no new bytes for
+// Config.IdleTimeout, once, and returns how many it abandoned.
+func (h *Hub) AbandonIdle(ctx context.Context) (int, error) {
+	now := h.now()
+	var idle []Key
+	h.live.Range(func(k, v any) bool {
+		l := v.(*liveLog)
+		l.mu.Lock()
+		if l.fin == nil && now.Sub(l.lastWrite) >= h.idle {
+			idle = append(idle, l.key)
+		}
+		l.mu.Unlock()
+		return true
+	})
+	var errs []error
+	n := 0
+	for _, key := range idle {
+		if _, err := h.Abandon(ctx, key); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}
+
+// Run abandons idle logs (AbandonIdle) every quarter of
+// Config.IdleTimeout until ctx ends; a failure is logged and tried again
+// at the next round. It returns nil when ctx ends.
+func (h *Hub) Run(ctx context.Context) error {
+	t := time.NewTicker(h.idle / 4)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		if _, err := h.AbandonIdle(ctx); err != nil && ctx.Err() == nil {
+			h.log.LogAttrs(ctx, slog.LevelError, "abandoning idle logs failed", slog.String("error", err.Error()))
+		}
+	}
+}
+
+func (l *liveLog) append(c *Chunk, maxLog int64, now func() time.Time) (*AppendResult, error) {
 	// Once finished, every chunk is refused, copies of ones taken before
 	// included: the runner has had them all acknowledged, and the answer
 	// does not depend on whether the bytes are still in memory.
@@ -408,6 +497,7 @@ func (l *liveLog) append(c *Chunk, maxLog int64) (*AppendResult, error) {
 	}
 	l.write(tail)
 	l.hash.Write(tail)
+	l.lastWrite = now()
 	l.wakeAll()
 	return &AppendResult{NextOffset: l.end, Appended: len(tail)}, nil
 }

@@ -520,3 +520,94 @@ func TestFinishedLogsForgotten(t *testing.T) {
 	got, _, _ := follow(t, b.hub, b.key, 0)
 	require.Equal(t, "first", got)
 }
+
+// fakeClock is a clock tests move by hand; the Hub reads it concurrently.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = c.t.Add(d)
+}
+
+func TestAbandon(t *testing.T) {
+	t.Parallel()
+	b := setup(t, logs.Config{})
+	ctx := context.Background()
+	_, err := b.hub.Abandon(ctx, b.key)
+	require.ErrorIs(t, err, cikit.ErrNotFound, "a log never begun")
+
+	b.append(t, 0, 0, 0, "half a")
+	f, err := b.hub.Follow(ctx, b.key, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	res, err := b.hub.Abandon(ctx, b.key)
+	require.NoError(t, err)
+	require.Equal(t, &logs.FinishResult{Complete: false, Bytes: 6}, res)
+	again, err := b.hub.Abandon(ctx, b.key)
+	require.NoError(t, err)
+	require.Equal(t, res, again)
+	_, err = b.hub.Finish(ctx, b.key, logs.FinishParams{TotalBytes: 6, SHA256: digest("half a")})
+	require.ErrorIs(t, err, logs.ErrFinished, "the runner comes back too late")
+
+	ev, err := f.Next(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "half a", string(ev.Data))
+	_, err = f.Next(ctx)
+	require.Equal(t, io.EOF, err)
+	require.Equal(t, res, f.Result())
+	segs, err := b.segments.SegmentsList(ctx, b.key)
+	require.NoError(t, err)
+	require.Len(t, segs, 1)
+	require.False(t, segs[0].Complete)
+}
+
+func TestAbandonIdle(t *testing.T) {
+	t.Parallel()
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	hub, err := logs.NewHub(logs.Config{
+		Sink: &logs.MemorySink{}, Segments: &logs.MemorySegmentStore{},
+		IdleTimeout: 20 * time.Millisecond, Now: clock.now, Logger: slog.New(slog.DiscardHandler),
+	})
+	require.NoError(t, err)
+	quiet := &bundle{hub: hub, key: logs.Key{RunID: "run-1", JobID: "quiet", Attempt: 1}}
+	busy := &bundle{hub: hub, key: logs.Key{RunID: "run-1", JobID: "busy", Attempt: 1}}
+	ctx := context.Background()
+	quiet.append(t, 0, 0, 0, "hello")
+	busy.append(t, 0, 0, 0, "hello")
+
+	clock.add(15 * time.Millisecond)
+	busy.append(t, 0, 1, 5, " again")
+	n, err := hub.AbandonIdle(ctx)
+	require.NoError(t, err)
+	require.Zero(t, n, "nobody idle yet")
+
+	clock.add(10 * time.Millisecond)
+	n, err = hub.AbandonIdle(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 1, n, "the quiet log")
+	_, err = quiet.try(0, 1, 5, "!")
+	require.ErrorIs(t, err, logs.ErrFinished)
+	busy.append(t, 0, 2, 11, "!")
+
+	// Run does the same in the background.
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- hub.Run(runCtx) }()
+	clock.add(time.Hour)
+	require.Eventually(t, func() bool {
+		_, err := busy.try(0, 0, 0, "hello") // a copy: it does not count as activity
+		return errors.Is(err, logs.ErrFinished)
+	}, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+}
