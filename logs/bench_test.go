@@ -36,6 +36,8 @@ func BenchmarkIngestHTTP(b *testing.B) {
 		Sink:     &logs.FileSink{Dir: b.TempDir()},
 		Segments: &logs.MemorySegmentStore{},
 		Logger:   slog.New(slog.DiscardHandler),
+		// The logs grow with b.N and are finished only at the end.
+		MaxLiveBytes: 1 << 40,
 	})
 	if err != nil {
 		b.Fatal(err)

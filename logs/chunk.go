@@ -85,6 +85,10 @@ var (
 	// ErrLogTooLarge: the chunk would take the log beyond
 	// Config.MaxLogBytes. Nothing was appended.
 	ErrLogTooLarge = errors.New("the log is larger than this server keeps")
+	// ErrBusy: the live logs together hold Config.MaxLiveBytes; the
+	// chunk may be sent again once finished logs have made room. Nothing
+	// was appended.
+	ErrBusy = errors.New("the server holds as many live log bytes as it may; send the chunk again later")
 	// ErrFinished: the log was finished, so it takes no more chunks, or
 	// it was finished with other totals. It matches cikit.ErrConflict.
 	ErrFinished = fmt.Errorf("the log is finished: %w", cikit.ErrConflict)

@@ -473,6 +473,9 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, key Key, err erro
 		return
 	}
 	switch {
+	case errors.Is(err, ErrBusy):
+		w.Header().Set("Retry-After", "5")
+		h.refuse(w, r, key, http.StatusServiceUnavailable, ErrBusy.Error())
 	case errors.Is(err, ErrLogTooLarge):
 		h.refuse(w, r, key, http.StatusRequestEntityTooLarge, err.Error())
 	case errors.Is(err, cikit.ErrConflict):

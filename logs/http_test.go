@@ -27,9 +27,9 @@ type server struct {
 	base string // the log's URL
 }
 
-func newServer(t *testing.T, cfg logs.HandlerConfig) *server {
+func newServer(t *testing.T, cfg logs.HandlerConfig, hubCfg ...logs.Config) *server {
 	t.Helper()
-	b := setup(t, logs.Config{})
+	b := setup(t, append(hubCfg, logs.Config{})[0])
 	cfg.Hub = b.hub
 	if cfg.AuthorizeWrite == nil {
 		cfg.AuthorizeWrite = logs.AllowAll
@@ -402,4 +402,14 @@ func TestHTTPCloseFollowers(t *testing.T) {
 	require.NoError(t, srv.Config.Shutdown(ctx), "shutdown does not wait for the live log to finish")
 	_, err = r.next()
 	require.ErrorIs(t, err, io.EOF, "the stream ended; the client reconnects with Last-Event-ID 5")
+}
+
+func TestHTTPBusy(t *testing.T) {
+	t.Parallel()
+	s := newServer(t, logs.HandlerConfig{}, logs.Config{MaxLiveBytes: 8})
+	s.send(t, 0, 0, 0, "12345")
+	a := s.patch(t, "attempt=1&step=0&seq=1", "bytes 5-9", "67890")
+	require.Equal(t, http.StatusServiceUnavailable, a.status)
+	require.Equal(t, "5", a.header.Get("Retry-After"))
+	require.Contains(t, a.body["error"], "send the chunk again later")
 }

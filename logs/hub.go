@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cikit/cikit"
@@ -22,6 +23,9 @@ import (
 const (
 	// DefaultMaxLogBytes is the largest live log a Hub keeps: 64 MiB.
 	DefaultMaxLogBytes = 64 << 20
+	// DefaultMaxLiveBytes is the most bytes all live logs of a Hub hold
+	// together: 2 GiB.
+	DefaultMaxLiveBytes = 2 << 30
 	// DefaultMaxEventBytes is the most bytes one follower Event carries:
 	// 64 KiB.
 	DefaultMaxEventBytes = 64 << 10
@@ -44,6 +48,10 @@ type Config struct {
 	// a log beyond it is refused with ErrLogTooLarge.
 	// Default: DefaultMaxLogBytes.
 	MaxLogBytes int64
+	// MaxLiveBytes is the most bytes all live logs hold together; a chunk
+	// that would take them beyond it is refused with ErrBusy until
+	// finished logs make room. Default: DefaultMaxLiveBytes.
+	MaxLiveBytes int64
 	// MaxEventBytes is the most bytes one Event of a Follower carries.
 	// Default: DefaultMaxEventBytes.
 	MaxEventBytes int
@@ -74,6 +82,8 @@ type Hub struct {
 	sink     Sink
 	segments SegmentStore
 	maxLog   int64
+	maxLive  int64
+	liveSize atomic.Int64 // bytes held by live logs
 	maxEvent int
 	idle     time.Duration
 	now      func() time.Time
@@ -94,6 +104,9 @@ func NewHub(cfg Config) (*Hub, error) {
 	if cfg.MaxLogBytes < 0 {
 		return nil, fmt.Errorf("logs: Config.MaxLogBytes must not be negative, got %d", cfg.MaxLogBytes)
 	}
+	if cfg.MaxLiveBytes < 0 {
+		return nil, fmt.Errorf("logs: Config.MaxLiveBytes must not be negative, got %d", cfg.MaxLiveBytes)
+	}
 	if cfg.MaxEventBytes < 0 {
 		return nil, fmt.Errorf("logs: Config.MaxEventBytes must not be negative, got %d", cfg.MaxEventBytes)
 	}
@@ -107,6 +120,7 @@ func NewHub(cfg Config) (*Hub, error) {
 		sink:     cfg.Sink,
 		segments: cfg.Segments,
 		maxLog:   cmp.Or(cfg.MaxLogBytes, DefaultMaxLogBytes),
+		maxLive:  cmp.Or(cfg.MaxLiveBytes, DefaultMaxLiveBytes),
 		maxEvent: cmp.Or(cfg.MaxEventBytes, DefaultMaxEventBytes),
 		idle:     cmp.Or(cfg.IdleTimeout, DefaultIdleTimeout),
 		recent:   make([]Key, cmp.Or(cfg.RememberFinished, DefaultRememberFinished)),
@@ -144,7 +158,9 @@ type AppendResult struct {
 //     cikit.ErrConflict);
 //   - any chunk of a log Finish was called for with ErrFinished
 //     (matching cikit.ErrConflict);
-//   - new bytes beyond Config.MaxLogBytes with ErrLogTooLarge.
+//   - new bytes beyond Config.MaxLogBytes with ErrLogTooLarge;
+//   - new bytes beyond Config.MaxLiveBytes of all live logs with ErrBusy,
+//     to be sent again later.
 //
 // A log starts with its first chunk at offset 0. Append copies c.Data.
 func (h *Hub) Append(ctx context.Context, c *Chunk) (*AppendResult, error) {
@@ -162,7 +178,7 @@ func (h *Hub) Append(ctx context.Context, c *Chunk) (*AppendResult, error) {
 		return &AppendResult{}, nil
 	}
 	l.mu.Lock()
-	res, err := l.append(c, h.maxLog, h.now)
+	res, err := l.append(c, h)
 	l.mu.Unlock()
 	return res, err
 }
@@ -334,7 +350,9 @@ func (h *Hub) end(ctx context.Context, key Key, p *FinishParams) (*FinishResult,
 // the log keep its bytes until they are done.
 func (h *Hub) release(l *liveLog) {
 	tomb := &liveLog{key: l.key, end: l.end, fin: l.fin, done: true, released: true}
-	h.live.CompareAndSwap(l.key, l, tomb)
+	if h.live.CompareAndSwap(l.key, l, tomb) {
+		h.liveSize.Add(-l.end)
+	}
 	h.recentMu.Lock()
 	defer h.recentMu.Unlock()
 	if old := h.recent[h.next]; old != (Key{}) {
@@ -463,7 +481,7 @@ func (h *Hub) Run(ctx context.Context) error {
 	}
 }
 
-func (l *liveLog) append(c *Chunk, maxLog int64, now func() time.Time) (*AppendResult, error) {
+func (l *liveLog) append(c *Chunk, h *Hub) (*AppendResult, error) {
 	// Once finished, every chunk is refused, copies of ones taken before
 	// included: the runner has had them all acknowledged, and the answer
 	// does not depend on whether the bytes are still in memory.
@@ -489,15 +507,19 @@ func (l *liveLog) append(c *Chunk, maxLog int64, now func() time.Time) (*AppendR
 	if n := len(l.steps); n > 0 && c.Step < l.steps[n-1].step {
 		return nil, &ConflictError{Key: l.key, Seq: c.Seq, Offset: end, Reason: fmt.Sprintf("step %d comes after step %d", c.Step, l.steps[n-1].step)}
 	}
-	if end+int64(len(tail)) > maxLog {
-		return nil, fmt.Errorf("logs: log %s: %d bytes would exceed the limit of %d: %w", l.key, end+int64(len(tail)), maxLog, ErrLogTooLarge)
+	if end+int64(len(tail)) > h.maxLog {
+		return nil, fmt.Errorf("logs: log %s: %d bytes would exceed the limit of %d: %w", l.key, end+int64(len(tail)), h.maxLog, ErrLogTooLarge)
+	}
+	if h.liveSize.Add(int64(len(tail))) > h.maxLive {
+		h.liveSize.Add(-int64(len(tail)))
+		return nil, fmt.Errorf("logs: log %s: the live logs hold %d bytes: %w", l.key, h.maxLive, ErrBusy)
 	}
 	if n := len(l.steps); n == 0 || l.steps[n-1].step != c.Step {
 		l.steps = append(l.steps, stepStart{step: c.Step, start: end})
 	}
 	l.write(tail)
 	l.hash.Write(tail)
-	l.lastWrite = now()
+	l.lastWrite = h.now()
 	l.wakeAll()
 	return &AppendResult{NextOffset: l.end, Appended: len(tail)}, nil
 }

@@ -611,3 +611,15 @@ func TestAbandonIdle(t *testing.T) {
 	cancel()
 	require.NoError(t, <-done)
 }
+
+func TestMaxLiveBytes(t *testing.T) {
+	t.Parallel()
+	b := setup(t, logs.Config{MaxLiveBytes: 10})
+	other := &bundle{hub: b.hub, key: logs.Key{RunID: "run-1", JobID: "test", Attempt: 1}}
+	b.append(t, 0, 0, 0, "123456")
+	_, err := other.try(0, 0, 0, "12345")
+	require.ErrorIs(t, err, logs.ErrBusy, "the two logs would hold 11 bytes")
+	other.append(t, 0, 0, 0, "1234")
+	b.finish(t, "123456") // makes room
+	other.append(t, 0, 1, 4, "56789")
+}
