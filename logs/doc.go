@@ -35,7 +35,10 @@
 //     and a step without output has no bytes, and no segment.
 //   - Seq numbers a runner's chunks; errors name it, the offset decides.
 //   - A log may hold at most Config.MaxLogBytes (64 MiB by default);
-//     beyond it chunks are refused with ErrLogTooLarge (HTTP 413).
+//     beyond it chunks are refused with ErrLogTooLarge (HTTP 413). All
+//     live logs of a Hub together hold at most Config.MaxLiveBytes (2 GiB
+//     by default); beyond it chunks are refused with ErrBusy (HTTP 503,
+//     send again later).
 //
 // Finish gives the runner's total length and SHA-256 digest. A log that
 // does not match them is stored anyway and marked incomplete; the runner
@@ -50,7 +53,8 @@
 //   - Followers never hold a writer up and never lose bytes: they read
 //     the log's buffer at their own pace (the buffer holds the whole live
 //     log), and each keeps at most one event's bytes of its own.
-//   - Logs share no lock: appends to different logs run in parallel, and
+//   - Logs share no lock (only an atomic count of their bytes): appends to
+//     different logs run in parallel, and
 //     a log's lock is held only to compare and copy one chunk.
 //   - Finish is idempotent; a failure to store leaves the log sealed and
 //     live, and Finish may be called again.
