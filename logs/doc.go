@@ -54,8 +54,8 @@
 //     the log's buffer at their own pace (the buffer holds the whole live
 //     log), and each keeps at most one event's bytes of its own.
 //   - Logs share no lock (only an atomic count of their bytes): appends to
-//     different logs run in parallel, and
-//     a log's lock is held only to compare and copy one chunk.
+//     different logs run in parallel, and a log's lock is held only to
+//     compare, copy and hash one chunk.
 //   - Finish is idempotent; a failure to store leaves the log sealed and
 //     live, and Finish may be called again.
 //
