@@ -13,6 +13,7 @@ import (
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/internal/clocktest"
 	"github.com/cikit/cikit/internal/pgtest"
 	"github.com/cikit/cikit/internal/redistest"
 	"github.com/cikit/cikit/lease"
@@ -20,25 +21,7 @@ import (
 
 const ttl = 30 * time.Second
 
-// clock is a manual clock shared by the stores and the Manager.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func newClock() *clock { return &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+func newClock() *clocktest.Clock { return clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)) }
 
 // stack is a combination of stores a Manager runs on.
 type stack struct {
@@ -55,7 +38,7 @@ type bundle struct {
 	store lease.Store
 	jobs  dag.Store
 	ns    *redistest.NS // nil without Redis
-	clock *clock
+	clock *clocktest.Clock
 	run   *dag.Run
 }
 
@@ -67,14 +50,14 @@ func setup(t testing.TB, st stack, specs ...*cikit.JobSpec) *bundle {
 	b := &bundle{clock: newClock()}
 	if st.pg {
 		db := pgtest.New(t)
-		js, err := dag.NewPostgresStore(dag.PostgresConfig{Pool: db.Pool, Now: b.clock.now})
+		js, err := dag.NewPostgresStore(dag.PostgresConfig{Pool: db.Pool, Now: b.clock.Now})
 		require.NoError(t, err)
 		require.NoError(t, js.Migrate(t.Context()))
 		b.jobs, b.store = js, newPostgresStore(t, db)
 	} else {
-		b.jobs, b.store = dag.NewMemoryStore(dag.MemoryConfig{Now: b.clock.now}), lease.NewMemoryStore()
+		b.jobs, b.store = dag.NewMemoryStore(dag.MemoryConfig{Now: b.clock.Now}), lease.NewMemoryStore()
 	}
-	cfg := lease.Config{Store: b.store, Jobs: b.jobs, TTL: ttl, Now: b.clock.now, Logger: quiet}
+	cfg := lease.Config{Store: b.store, Jobs: b.jobs, TTL: ttl, Now: b.clock.Now, Logger: quiet}
 	if st.redis {
 		b.ns = redistest.New(t)
 		cfg.Redis, cfg.KeyPrefix = b.ns.Client, b.ns.Prefix
@@ -172,7 +155,7 @@ func TestManagerLifecycle(t *testing.T) {
 		require.Equal(t, a, l.Attempt)
 		require.Len(t, l.Token, 32)
 		require.Equal(t, "runner-1", l.Runner)
-		require.True(t, l.Expires.Equal(b.clock.now().Add(ttl)))
+		require.True(t, l.Expires.Equal(b.clock.Now().Add(ttl)))
 		j := b.job(t, "build")
 		require.Equal(t, cikit.JobRunning, j.State)
 		require.Equal(t, "runner-1", j.Runner)
@@ -183,10 +166,10 @@ func TestManagerLifecycle(t *testing.T) {
 			require.Equal(t, "1:"+l.Token, b.redisValue(t, "build"))
 		}
 
-		b.clock.advance(10 * time.Second)
+		b.clock.Advance(10 * time.Second)
 		r, err := b.m.Renew(ctx, a, l.Token)
 		require.NoError(t, err)
-		require.Equal(t, &lease.Renewal{Expires: b.clock.now().Add(ttl)}, r)
+		require.Equal(t, &lease.Renewal{Expires: b.clock.Now().Add(ttl)}, r)
 		stored, _ = b.store.LeaseGet(ctx, b.run.ID, "build")
 		require.True(t, stored.Expires.Equal(r.Expires))
 		require.NoError(t, b.m.Check(ctx, a, l.Token))
@@ -352,7 +335,7 @@ func TestManagerRedisDown(t *testing.T) {
 		b := setup(t, stack{pg: pg})
 		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond, DialerRetries: 1})
 		t.Cleanup(func() { _ = rdb.Close() })
-		m, err := lease.NewManager(lease.Config{Store: b.store, Jobs: b.jobs, Redis: rdb, Now: b.clock.now, Logger: quiet})
+		m, err := lease.NewManager(lease.Config{Store: b.store, Jobs: b.jobs, Redis: rdb, Now: b.clock.Now, Logger: quiet})
 		require.NoError(t, err)
 		ctx := t.Context()
 		a := b.attempt("build", 1)

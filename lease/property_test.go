@@ -158,18 +158,18 @@ func (m *machine) intruder(t *rapid.T) {
 	fenced(t, err, "Complete")
 	_, err = m.b.m.Return(m.ctx, a, token, "")
 	fenced(t, err, "Return")
-	fenced(t, m.b.store.LeaseRenew(m.ctx, a, token, m.b.clock.now().Add(time.Hour)), "Store.LeaseRenew")
+	fenced(t, m.b.store.LeaseRenew(m.ctx, a, token, m.b.clock.Now().Add(time.Hour)), "Store.LeaseRenew")
 }
 
 func (m *machine) advance(t *rapid.T) {
-	m.b.clock.advance(time.Duration(rapid.IntRange(1, 60).Draw(t, "seconds")) * time.Second)
+	m.b.clock.Advance(time.Duration(rapid.IntRange(1, 60).Draw(t, "seconds")) * time.Second)
 }
 
 func (m *machine) reap(t *rapid.T) {
 	if _, err := m.r.Reap(m.ctx); err != nil {
 		t.Fatal(err)
 	}
-	now := m.b.clock.now()
+	now := m.b.clock.Now()
 	for _, j := range m.jobs {
 		if j.holder == nil || j.expires.After(now) {
 			continue
@@ -254,9 +254,9 @@ func TestPropertyLeases(t *testing.T) {
 			var checks atomic.Int64
 			rapid.Check(t, func(t *rapid.T) {
 				c := newClock()
-				b := &bundle{clock: c, jobs: dag.NewMemoryStore(dag.MemoryConfig{Now: c.now}), store: lease.NewMemoryStore()}
+				b := &bundle{clock: c, jobs: dag.NewMemoryStore(dag.MemoryConfig{Now: c.Now}), store: lease.NewMemoryStore()}
 				var tokens atomic.Int64
-				cfg := lease.Config{Store: b.store, Jobs: b.jobs, TTL: ttl, Now: c.now, Logger: quiet,
+				cfg := lease.Config{Store: b.store, Jobs: b.jobs, TTL: ttl, Now: c.Now, Logger: quiet,
 					NewToken: func() string { return fmt.Sprintf("tok%d", tokens.Add(1)) }}
 				m := &machine{ctx: context.Background(), b: b, ns: ns, names: []string{"a", "b"}}
 				if ns != nil {

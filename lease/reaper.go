@@ -38,6 +38,12 @@ type ReaperConfig struct {
 	// Logger receives what a pass did and what failed. Default: the
 	// Manager's.
 	Logger *slog.Logger
+	// OnTransition, when set, is given every transition a pass applied:
+	// an attempt ended (which may have made a new attempt READY, or jobs
+	// that need it READY or SKIPPED) or a job failed for its queue time.
+	// A dispatcher passes them on, so that what became READY is queued.
+	// It is called from the pass's goroutine.
+	OnTransition func(*dag.TransitionResult)
 }
 
 // Reaper ends the attempts whose runners stopped renewing their leases.
@@ -51,6 +57,7 @@ type Reaper struct {
 	batch    int
 	maxQueue time.Duration
 	log      *slog.Logger
+	notify   func(*dag.TransitionResult)
 }
 
 // NewReaper returns a Reaper of cfg.
@@ -65,13 +72,18 @@ func NewReaper(cfg ReaperConfig) (*Reaper, error) {
 	case cfg.MaxQueueTime < 0:
 		return nil, fmt.Errorf("lease: ReaperConfig.MaxQueueTime must not be negative, got %s", cfg.MaxQueueTime)
 	}
-	return &Reaper{
+	r := &Reaper{
 		m:        cfg.Manager,
 		interval: cmp.Or(cfg.Interval, min(cfg.Manager.ttl/3, MaxReapInterval)),
 		batch:    cmp.Or(cfg.BatchSize, DefaultReapBatchSize),
 		maxQueue: cfg.MaxQueueTime,
 		log:      cmp.Or(cfg.Logger, cfg.Manager.log),
-	}, nil
+		notify:   cfg.OnTransition,
+	}
+	if r.notify == nil {
+		r.notify = func(*dag.TransitionResult) {}
+	}
+	return r, nil
 }
 
 // ReapReport counts what a pass did.
@@ -150,6 +162,7 @@ func (r *Reaper) Reap(ctx context.Context) (*ReapReport, error) {
 	if r.maxQueue > 0 {
 		res, err := r.m.jobs.JobsExpire(ctx, &dag.ExpireParams{Now: now, MaxQueueTime: r.maxQueue})
 		for _, tr := range res {
+			r.notify(tr)
 			if len(tr.Changed) > 0 && strings.Contains(tr.Changed[0].Reason, dag.ReasonQueueTimeout) {
 				rep.QueueTimeouts++
 			} else {
@@ -224,6 +237,7 @@ func (r *Reaper) end(ctx context.Context, l *Lease) (cikit.JobState, error) {
 	if err != nil {
 		return "", err
 	}
+	r.notify(res)
 	for _, c := range res.Changed {
 		if c.ID() == l.JobID && c.RunID == l.RunID {
 			return c.State, nil

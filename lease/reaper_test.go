@@ -46,9 +46,9 @@ func TestReaper(t *testing.T) {
 			b.queue(t, a)
 			l := b.claim(t, a, fmt.Sprintf("r%d", n))
 			tokens = append(tokens, l.Token)
-			b.clock.advance(ttl - time.Microsecond)
+			b.clock.Advance(ttl - time.Microsecond)
 			require.Equal(t, lease.ReapReport{}, reap(t, r), "a lease within its TTL is left alone")
-			b.clock.advance(time.Microsecond)
+			b.clock.Advance(time.Microsecond)
 			want := lease.ReapReport{Retried: 1}
 			if n == 3 {
 				want = lease.ReapReport{Failed: 1}
@@ -86,10 +86,10 @@ func TestReaperCancelAndStale(t *testing.T) {
 		require.NoError(t, err)
 		_, err = b.jobs.RunCancel(ctx, b.run.ID)
 		require.NoError(t, err)
-		b.clock.advance(ttl / 2)
+		b.clock.Advance(ttl / 2)
 		_, err = b.m.Renew(ctx, b.attempt("c", 1), b.tokenOf(t, "c"))
 		require.NoError(t, err, "c's runner is alive")
-		b.clock.advance(ttl / 2)
+		b.clock.Advance(ttl / 2)
 		require.Equal(t, lease.ReapReport{Cancelled: 1, StaleDeleted: 1}, reap(t, b.reaper(t, lease.ReaperConfig{})))
 		require.Equal(t, cikit.JobCancelled, b.job(t, "a").State)
 		require.Equal(t, cikit.JobSucceeded, b.job(t, "b").State)
@@ -129,9 +129,9 @@ func TestReaperConcurrent(t *testing.T) {
 		b := setup(t, st, specs...)
 		for _, s := range specs {
 			b.claimQueued(t, s.ID)
-			b.clock.advance(time.Millisecond) // distinct expiries
+			b.clock.Advance(time.Millisecond) // distinct expiries
 		}
-		b.clock.advance(ttl)
+		b.clock.Advance(ttl)
 		reports := make([]lease.ReapReport, 2)
 		var wg sync.WaitGroup
 		for i := range reports {
@@ -158,7 +158,7 @@ func TestReaperQueueTimeout(t *testing.T) {
 	t.Parallel()
 	forStacks(t, func(t *testing.T, st stack) {
 		b := setup(t, st)
-		b.clock.advance(time.Hour + time.Second)
+		b.clock.Advance(time.Hour + time.Second)
 		rep := reap(t, b.reaper(t, lease.ReaperConfig{MaxQueueTime: time.Hour}))
 		require.Equal(t, lease.ReapReport{QueueTimeouts: 1}, rep)
 		j := b.job(t, "build")
@@ -195,7 +195,7 @@ func TestRedisFlushed(t *testing.T) {
 			require.ErrorIs(t, b.m.Check(ctx, a1, "thief"), lease.ErrFenced)
 
 			// The old runner goes quiet; Redis is lost again.
-			b.clock.advance(ttl)
+			b.clock.Advance(ttl)
 			flush()
 			require.Equal(t, lease.ReapReport{Retried: 1}, reap(t, b.reaper(t, lease.ReaperConfig{})))
 			a2 := b.attempt("build", 2)
@@ -228,7 +228,7 @@ func TestReaperRun(t *testing.T) {
 	a := b.attempt("build", 1)
 	b.queue(t, a)
 	b.claim(t, a, "r1")
-	b.clock.advance(ttl)
+	b.clock.Advance(ttl)
 	r := b.reaper(t, lease.ReaperConfig{Interval: time.Millisecond})
 	ctx, cancel := contextWithCancel(t)
 	done := make(chan error, 1)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/cikit/cikit"
 )
@@ -19,13 +21,15 @@ func (k Key) String() string {
 	return k.RunID + "/" + k.JobID + "#" + strconv.Itoa(k.Attempt)
 }
 
-// maxIDLen bounds RunID and JobID, which become file names and URL parts.
-const maxIDLen = 128
+// maxIDLen bounds RunID and JobID, which become parts of URLs and blob
+// keys.
+const maxIDLen = 256
 
-// Validate reports whether k can name a log: RunID and JobID are 1 to 128
-// letters, digits, '.', '_' or '-' (and neither "." nor ".."), and
-// Attempt is at least 1. Keys become paths of blobs, so this is checked
-// before a key reaches a Sink.
+// Validate reports whether k can name a log: RunID and JobID are 1 to 256
+// bytes of valid UTF-8 without control characters — job IDs of matrix
+// variants hold spaces, parentheses and commas, those of GitLab's
+// parallel jobs a slash ("test 1/3") — and Attempt is at least 1. BlobKey
+// escapes the IDs, so any valid key is a safe path.
 func (k Key) Validate() error {
 	if err := validID("run id", k.RunID); err != nil {
 		return err
@@ -46,13 +50,12 @@ func validID(what, s string) error {
 	if len(s) > maxIDLen {
 		return fmt.Errorf("the %s is longer than %d bytes", what, maxIDLen)
 	}
-	if s == "." || s == ".." {
-		return fmt.Errorf("the %s %q is not a name", what, s)
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("the %s %q is not UTF-8", what, s)
 	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("the %s %q has a character other than letters, digits, '.', '_' and '-'", what, s)
+	for _, r := range s {
+		if unicode.IsControl(r) {
+			return fmt.Errorf("the %s %q has a control character", what, s)
 		}
 	}
 	return nil

@@ -43,6 +43,11 @@ var (
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrForbidden: the credentials do not allow this log; 403.
 	ErrForbidden = errors.New("forbidden")
+	// ErrStale: the writer's job attempt is no longer the current one
+	// (its lease was lost); 409 with "stale": true, which tells a runner
+	// to stop the job rather than to fix its request. It matches
+	// cikit.ErrConflict.
+	ErrStale = fmt.Errorf("%w: the attempt is no longer current", cikit.ErrConflict)
 )
 
 // AuthorizeFunc decides whether r may act on key's log. It returns nil to
@@ -441,6 +446,10 @@ func (h *Handler) authorizeQuery(w http.ResponseWriter, r *http.Request, query u
 	if err := auth(r, key); err != nil {
 		status, msg := http.StatusServiceUnavailable, "authorization could not be decided; retry later"
 		switch {
+		case errors.Is(err, ErrStale):
+			h.log.LogAttrs(r.Context(), slog.LevelWarn, "log request refused", slog.String("log", key.String()), slog.Int("status", http.StatusConflict), slog.String("error", err.Error()))
+			writeJSON(w, http.StatusConflict, errorAnswer{Error: err.Error(), Stale: true})
+			return key, false
 		case errors.Is(err, ErrUnauthenticated):
 			status, msg = http.StatusUnauthorized, err.Error()
 		case errors.Is(err, ErrForbidden):
@@ -462,6 +471,7 @@ func (h *Handler) authorizeQuery(w http.ResponseWriter, r *http.Request, query u
 type errorAnswer struct {
 	Error          string `json:"error"`
 	ExpectedOffset *int64 `json:"expected_offset,omitempty"`
+	Stale          bool   `json:"stale,omitempty"`
 }
 
 // fail answers a Hub error.

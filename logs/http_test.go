@@ -141,8 +141,10 @@ func TestHTTPAppend(t *testing.T) {
 		require.NotEmpty(t, a.body["error"], name)
 	}
 
-	a = do(t, mustRequest(t, http.MethodPatch, s.srv.URL+"/v1/jobs/run-1/a%2F..%2Fb/log?attempt=1&step=0&seq=0", "x"))
-	require.Equal(t, http.StatusBadRequest, a.status, "a job id that is not a name")
+	req = mustRequest(t, http.MethodPatch, s.srv.URL+"/v1/jobs/run-1/a%00b/log?attempt=1&step=0&seq=0", "x")
+	req.Header.Set("Content-Range", "bytes 0-0")
+	a = do(t, req)
+	require.Equal(t, http.StatusBadRequest, a.status, "a job id with a control character")
 	require.Contains(t, a.body["error"], "job id")
 
 	s.send(t, 1, 1, 5, " world")

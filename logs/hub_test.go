@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/internal/clocktest"
 	"github.com/cikit/cikit/logs"
 )
 
@@ -204,7 +205,8 @@ func TestAppendInvalid(t *testing.T) {
 	t.Parallel()
 	b := setup(t, logs.Config{})
 	for _, c := range []*logs.Chunk{
-		{Key: logs.Key{RunID: "../x", JobID: "j", Attempt: 1}, Data: []byte("x")},
+		{Key: logs.Key{RunID: "", JobID: "j", Attempt: 1}, Data: []byte("x")},
+		{Key: logs.Key{RunID: "r", JobID: "j\x00", Attempt: 1}, Data: []byte("x")},
 		{Key: b.key, Offset: -1, Data: []byte("x")},
 		{Key: b.key, Step: -1, Data: []byte("x")},
 		{Key: b.key, Seq: -1, Data: []byte("x")},
@@ -521,24 +523,6 @@ func TestFinishedLogsForgotten(t *testing.T) {
 	require.Equal(t, "first", got)
 }
 
-// fakeClock is a clock tests move by hand; the Hub reads it concurrently.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fakeClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 func TestAbandon(t *testing.T) {
 	t.Parallel()
 	b := setup(t, logs.Config{})
@@ -573,10 +557,10 @@ func TestAbandon(t *testing.T) {
 
 func TestAbandonIdle(t *testing.T) {
 	t.Parallel()
-	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	clock := clocktest.New(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	hub, err := logs.NewHub(logs.Config{
 		Sink: &logs.MemorySink{}, Segments: &logs.MemorySegmentStore{},
-		IdleTimeout: 20 * time.Millisecond, Now: clock.now, Logger: slog.New(slog.DiscardHandler),
+		IdleTimeout: 20 * time.Millisecond, Now: clock.Now, Logger: slog.New(slog.DiscardHandler),
 	})
 	require.NoError(t, err)
 	quiet := &bundle{hub: hub, key: logs.Key{RunID: "run-1", JobID: "quiet", Attempt: 1}}
@@ -585,13 +569,13 @@ func TestAbandonIdle(t *testing.T) {
 	quiet.append(t, 0, 0, 0, "hello")
 	busy.append(t, 0, 0, 0, "hello")
 
-	clock.add(15 * time.Millisecond)
+	clock.Advance(15 * time.Millisecond)
 	busy.append(t, 0, 1, 5, " again")
 	n, err := hub.AbandonIdle(ctx)
 	require.NoError(t, err)
 	require.Zero(t, n, "nobody idle yet")
 
-	clock.add(10 * time.Millisecond)
+	clock.Advance(10 * time.Millisecond)
 	n, err = hub.AbandonIdle(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "the quiet log")
@@ -603,7 +587,7 @@ func TestAbandonIdle(t *testing.T) {
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- hub.Run(runCtx) }()
-	clock.add(time.Hour)
+	clock.Advance(time.Hour)
 	require.Eventually(t, func() bool {
 		_, err := busy.try(0, 0, 0, "hello") // a copy: it does not count as activity
 		return errors.Is(err, logs.ErrFinished)

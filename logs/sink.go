@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -35,10 +36,23 @@ type Sink interface {
 	StepGet(ctx context.Context, key Key, step int) (io.ReadCloser, error)
 }
 
-// BlobKey is the blob key of a step's log: "<run_id>/<job_id>/<attempt>/<step>.log".
-// Key.Validate makes it a safe relative path.
+// BlobKey is the blob key of a step's log: "<run_id>/<job_id>/<attempt>/<step>.log",
+// the IDs escaped as URL path segments ("test 1/3" is "test%201%2F3"; "."
+// and ".." are "%2E" and "%2E%2E"), so that every valid Key is a safe
+// relative path of its own.
 func BlobKey(key Key, step int) string {
-	return path.Join(key.RunID, key.JobID, strconv.Itoa(key.Attempt), strconv.Itoa(step)+".log")
+	return path.Join(escapeID(key.RunID), escapeID(key.JobID), strconv.Itoa(key.Attempt), strconv.Itoa(step)+".log")
+}
+
+func escapeID(s string) string {
+	switch e := url.PathEscape(s); e {
+	case ".":
+		return "%2E"
+	case "..":
+		return "%2E%2E"
+	default:
+		return e
+	}
 }
 
 // FileSink is a Sink in a directory: each step's log is the file

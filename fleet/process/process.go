@@ -152,8 +152,17 @@ type StepResult struct {
 
 // Run runs spec's steps in a fresh workspace and returns when every
 // process it started has ended. Cancelling ctx cancels the job (the result
-// is JobCancelled); exceeding the job's timeout fails it.
+// is JobCancelled); exceeding the job's timeout fails it. The output goes
+// to Config.Output.
 func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
+	return e.RunOutput(ctx, spec, e.cfg.Output(spec), nil)
+}
+
+// RunOutput is Run with the job's output going to out, and onStep, when
+// not nil, called with a step's index (into Steps, then AfterSteps) as it
+// starts. Output reaches out through a pipe, so the last bytes of a step
+// may arrive after the next step's call.
+func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Writer, onStep func(int)) Result {
 	timeout := spec.Timeout
 	if timeout <= 0 {
 		timeout = e.cfg.Timeout
@@ -183,7 +192,7 @@ func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
 	copied := make(chan struct{})
 	go func() {
 		defer close(copied)
-		_, _ = io.Copy(e.cfg.Output(spec), pr)
+		_, _ = io.Copy(out, pr)
 	}()
 	var groups []int
 	defer func() {
@@ -250,6 +259,9 @@ func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
 			fmt.Fprintf(pw, "--- %s: uses %s; actions are not run by the local executor, skipped\n", name, step.Uses)
 			res.Steps = append(res.Steps, StepResult{Name: name, ExitCode: -1, Skipped: true})
 			continue
+		}
+		if onStep != nil {
+			onStep(i)
 		}
 		fmt.Fprintf(pw, "--- %s\n", name)
 		started := time.Now()

@@ -16,29 +16,12 @@ import (
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/ingest"
+	"github.com/cikit/cikit/internal/clocktest"
 )
 
 // Factory returns a new, empty RunStore whose clock is now, and the dag
 // store it creates runs in.
 type Factory func(t *testing.T, now func() time.Time) (ingest.RunStore, dag.Store)
-
-// clock is a settable clock, safe for concurrent reads.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *clock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
 
 var t0 = time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
 
@@ -65,12 +48,12 @@ func Runs(n int) []*dag.RunCreateParams {
 type bundle struct {
 	runs  ingest.RunStore
 	dag   dag.Store
-	clock *clock
+	clock *clocktest.Clock
 }
 
 func setup(t *testing.T, factory Factory) *bundle {
-	c := &clock{t: t0}
-	runs, d := factory(t, c.now)
+	c := clocktest.New(t0)
+	runs, d := factory(t, c.Now)
 	return &bundle{runs: runs, dag: d, clock: c}
 }
 
@@ -111,7 +94,7 @@ func Exercise(t *testing.T, factory Factory) {
 		require.False(t, created, "a redelivery creates nothing")
 		require.Equal(t, d.RunIDs, again.RunIDs)
 
-		b.clock.set(t0.Add(72 * time.Hour))
+		b.clock.Set(t0.Add(72 * time.Hour))
 		later, created := b.create(t, ev, Runs(2), "")
 		require.False(t, created, "days later, still within the window")
 		require.Equal(t, d.RunIDs, later.RunIDs)
@@ -231,7 +214,7 @@ func Exercise(t *testing.T, factory Factory) {
 		b := setup(t, factory)
 		old := Push("d1", "feature", "aaa", "bbb", 0)
 		first, _ := b.create(t, old, Runs(1), "")
-		b.clock.set(t0.Add(8 * 24 * time.Hour))
+		b.clock.Set(t0.Add(8 * 24 * time.Hour))
 		recent, _ := b.create(t, Push("d2", "feature", "bbb", "ccc", time.Hour), Runs(1), "")
 		n, err := b.runs.PruneDeliveries(ctx, t0.Add(7*24*time.Hour))
 		require.NoError(t, err)

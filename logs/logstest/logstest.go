@@ -246,12 +246,32 @@ func ExerciseSink(t *testing.T, factory SinkFactory) {
 		s := factory(t)
 		ctx := context.Background()
 		for _, key := range []logs.Key{
-			{RunID: "..", JobID: "build", Attempt: 1},
-			{RunID: "run", JobID: "a/../../b", Attempt: 1},
+			{RunID: "", JobID: "build", Attempt: 1},
+			{RunID: "run", JobID: "a\nb", Attempt: 1},
+			{RunID: "run", JobID: strings.Repeat("j", 257), Attempt: 1},
 			{RunID: "run", JobID: "build", Attempt: 0},
 		} {
 			_, err := s.StepPut(ctx, key, 0, strings.NewReader("x"), 1)
 			require.Error(t, err, "key %+v", key)
+		}
+	})
+	t.Run("KeysThatLookLikePaths", func(t *testing.T) {
+		t.Parallel()
+		s := factory(t)
+		ctx := context.Background()
+		// IDs are names, not paths: each is its own log.
+		keys := []logs.Key{
+			{RunID: "..", JobID: "build", Attempt: 1},
+			{RunID: "run", JobID: "a/../../b", Attempt: 1},
+			{RunID: "run", JobID: "test 1/3", Attempt: 1},
+			{RunID: "run", JobID: "test 1", Attempt: 1},
+		}
+		for i, key := range keys {
+			_, err := s.StepPut(ctx, key, 0, strings.NewReader(fmt.Sprint(i)), 1)
+			require.NoError(t, err, "key %+v", key)
+		}
+		for i, key := range keys {
+			require.Equal(t, fmt.Sprint(i), string(get(t, s, key, 0)), "key %+v", key)
 		}
 	})
 }

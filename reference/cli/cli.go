@@ -27,6 +27,7 @@ func commands() []command {
 		{"run", "run the pipeline of a directory locally", runCmd},
 		{"lint", "check pipeline files and print findings", lintCmd},
 		{"graph", "print a pipeline's job graph as Mermaid or DOT", graphCmd},
+		{"runner", "run jobs for a cikit server", runnerCmd},
 		{"version", "print the version", versionCmd},
 	}
 }
@@ -83,10 +84,14 @@ func parse(fs *flag.FlagSet, args []string) int {
 }
 
 func versionCmd(_ context.Context, _ []string, stdout, _ io.Writer) int {
-	version := "(devel)"
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		version = bi.Main.Version
-	}
-	fmt.Fprintln(stdout, "cikit", version)
+	fmt.Fprintln(stdout, "cikit", version())
 	return ExitOK
+}
+
+// version is the module version the binary was built from.
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
 }

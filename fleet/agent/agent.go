@@ -1,0 +1,305 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/cikit/cikit"
+)
+
+// Defaults of Config.
+const (
+	DefaultWait          = 50 * time.Second
+	DefaultChunkInterval = time.Second
+	DefaultChunkBytes    = 64 << 10
+	DefaultShutdownGrace = 30 * time.Second
+)
+
+// Executor runs one job's steps. Run returns when the job has ended and no
+// process of it is left; cancelling ctx cancels the job. out receives the
+// job's output; step is called as each step starts, with its index.
+type Executor interface {
+	Run(ctx context.Context, spec *cikit.JobSpec, out io.Writer, step func(int)) Result
+}
+
+// Result is how a job's execution ended.
+type Result struct {
+	State        cikit.JobState // JobSucceeded, JobFailed or JobCancelled
+	ExitCode     int
+	Reason       string
+	FailureClass cikit.FailureClass
+}
+
+// Config configures an Agent. Server, Executor and either
+// RegistrationToken or RunnerToken are required.
+type Config struct {
+	// Server is the platform's base URL, such as https://ci.example.com.
+	Server string
+	// RegistrationToken registers the agent as a new runner when it
+	// starts; RunnerToken, when set, is used instead.
+	RegistrationToken string
+	RunnerToken       string
+	// Name and Labels describe the runner at registration.
+	Name   string
+	Labels []string
+	// Executor runs the jobs.
+	Executor Executor
+	// HTTPClient makes the calls. Default: a client without timeout
+	// (claims are long polls; each call has its own deadline).
+	HTTPClient *http.Client
+	// Wait is how long a claim waits for a job. Default: DefaultWait.
+	Wait time.Duration
+	// ChunkInterval and ChunkBytes decide when output is sent: every
+	// interval, or as soon as that many bytes wait.
+	ChunkInterval time.Duration
+	ChunkBytes    int
+	// ShutdownGrace is how long Run lets the current job finish once its
+	// context ends; then the job is cancelled and returned to the
+	// server. Default: DefaultShutdownGrace.
+	ShutdownGrace time.Duration
+	// Version is sent at registration.
+	Version string
+	// Logger receives the agent's diagnostics. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Agent is a runner: it registers, claims jobs by long poll, runs each
+// with its Executor while heartbeating and streaming its output, and
+// reports the result. It fences itself: when the server says the attempt
+// is stale, or heartbeats fail for as long as a lease lasts, it kills the
+// job and sends nothing more about it. It never starts a job whose first
+// heartbeat fails.
+type Agent struct {
+	cfg      Config
+	c        *client
+	log      *slog.Logger
+	runnerID string
+	token    string
+}
+
+// New validates cfg and returns an Agent.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Executor == nil {
+		return nil, errors.New("agent: Config.Executor is required")
+	}
+	if cfg.RegistrationToken == "" && cfg.RunnerToken == "" {
+		return nil, errors.New("agent: Config needs a RegistrationToken or a RunnerToken")
+	}
+	base, err := url.Parse(cfg.Server)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return nil, fmt.Errorf("agent: Config.Server %q is not an http or https URL", cfg.Server)
+	}
+	cfg.Wait = cmp.Or(cfg.Wait, DefaultWait)
+	cfg.ChunkInterval = cmp.Or(cfg.ChunkInterval, DefaultChunkInterval)
+	cfg.ChunkBytes = cmp.Or(cfg.ChunkBytes, DefaultChunkBytes)
+	cfg.ShutdownGrace = cmp.Or(cfg.ShutdownGrace, DefaultShutdownGrace)
+	if cfg.HTTPClient == nil {
+		cfg.HTTPClient = &http.Client{}
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Agent{cfg: cfg, c: &client{base: base, http: cfg.HTTPClient}, log: cfg.Logger, token: cfg.RunnerToken}, nil
+}
+
+// Run registers if needed, then claims and runs jobs one at a time until
+// ctx ends. A job running then gets ShutdownGrace to finish; after that it
+// is cancelled and given back to the server, to run elsewhere. Run returns
+// nil after a clean shutdown, or the error that made registering fail.
+func (a *Agent) Run(ctx context.Context) error {
+	if a.token == "" {
+		reg, err := a.c.register(ctx, a.cfg.RegistrationToken, a.cfg.Name, a.cfg.Labels, a.cfg.Version)
+		if err != nil {
+			return fmt.Errorf("agent: registering: %w", err)
+		}
+		a.runnerID, a.token = reg.RunnerID, reg.RunnerToken
+		a.log.Info("agent: registered", "runner", reg.RunnerID, "labels", reg.Labels)
+	}
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		j, err := a.c.claim(ctx, a.token, a.cfg.Wait)
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			a.log.Warn("agent: claiming failed; retrying", "error", err, "in", backoff)
+			select {
+			case <-ctx.Done():
+			case <-time.After(backoff):
+			}
+			backoff = min(backoff*2, 10*time.Second)
+			continue
+		}
+		backoff = 100 * time.Millisecond
+		if j != nil {
+			a.runJob(ctx, j)
+		}
+	}
+	return nil
+}
+
+// runJob runs one claimed job to its report. ctx is the agent's: when it
+// ends, the job gets ShutdownGrace before it is cancelled and returned.
+func (a *Agent) runJob(ctx context.Context, j *job) {
+	log := a.log.With("run", j.RunID, "job", j.JobID, "attempt", j.Attempt)
+	// Calls about the job outlive the agent's context: a shutting-down
+	// agent still reports or returns its job.
+	bg := context.WithoutCancel(ctx)
+	interval, err := time.ParseDuration(j.HeartbeatInterval)
+	if err != nil || interval <= 0 {
+		interval = 10 * time.Second
+	}
+	first, err := a.c.heartbeat(bg, j)
+	if err != nil {
+		// The lease could not be renewed once: the job is not started,
+		// and its lease expires for the reaper to try again.
+		log.Warn("agent: first heartbeat failed; not starting the job", "error", err)
+		return
+	}
+
+	jobCtx, cancelJob := context.WithCancelCause(bg)
+	defer cancelJob(nil)
+	var (
+		mu       sync.Mutex
+		fenced   bool
+		returned bool
+	)
+	fence := func(why string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !fenced {
+			fenced = true
+			log.Warn("agent: fenced; killing the job and sending nothing more", "why", why)
+			cancelJob(errFenced)
+		}
+	}
+	isFenced := func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return fenced
+	}
+
+	stream := newLogStream(bg, a.c, j, a.cfg.ChunkInterval, a.cfg.ChunkBytes, log, func() { fence("a log chunk was refused as stale") })
+
+	// Heartbeats: they renew the lease, carry cancel requests, and
+	// fence the job when refused or when none succeeded for as long as
+	// a lease lasts.
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		leaseEnd := first.LeaseExpiresAt
+		if first.CancelRequested {
+			cancelJob(errCancelRequested)
+		}
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		for {
+			select {
+			case <-jobCtx.Done():
+				return
+			case <-t.C:
+			}
+			hctx, cancel := context.WithTimeout(jobCtx, interval)
+			h, err := a.c.heartbeat(hctx, j)
+			cancel()
+			switch {
+			case err == nil:
+				leaseEnd = h.LeaseExpiresAt
+				if h.CancelRequested {
+					cancelJob(errCancelRequested)
+				}
+			case errors.Is(err, ErrStale):
+				fence("a heartbeat was refused as stale")
+				return
+			case time.Now().After(leaseEnd):
+				fence("no heartbeat succeeded for a lease duration")
+				return
+			default:
+				log.Warn("agent: heartbeat failed", "error", err)
+			}
+		}
+	}()
+
+	// Shutdown: the job gets a grace period, then is cancelled and given
+	// back.
+	shutdownDone := make(chan struct{})
+	go func() {
+		defer close(shutdownDone)
+		select {
+		case <-jobCtx.Done():
+			return
+		case <-ctx.Done():
+		}
+		select {
+		case <-jobCtx.Done():
+		case <-time.After(a.cfg.ShutdownGrace):
+			mu.Lock()
+			returned = true
+			mu.Unlock()
+			cancelJob(errShutdown)
+		}
+	}()
+
+	deadlineCtx, cancelDeadline := context.WithDeadline(jobCtx, j.Deadline)
+	res := a.cfg.Executor.Run(deadlineCtx, j.Spec, stream, stream.setStep)
+	cancelDeadline()
+	cause := context.Cause(jobCtx)
+	cancelJob(nil)
+	<-hbDone
+	<-shutdownDone
+	totals := stream.close(bg)
+	if isFenced() {
+		return
+	}
+	if err := a.c.finishLog(bg, j, totals); err != nil {
+		if errors.Is(err, ErrStale) {
+			fence("the log's finish was refused as stale")
+			return
+		}
+		log.Warn("agent: finishing the log failed", "error", err)
+	}
+	mu.Lock()
+	giveBack := returned
+	mu.Unlock()
+	if giveBack {
+		if err := a.c.giveBack(bg, j); err != nil {
+			log.Warn("agent: returning the job failed; its lease will expire", "error", err)
+		}
+		return
+	}
+	comp := &completion{Result: res.State, ExitCode: res.ExitCode, FailureClass: res.FailureClass, Reason: res.Reason, Log: totals}
+	if errors.Is(cause, errCancelRequested) {
+		comp.Result, comp.FailureClass, comp.Reason = cikit.JobCancelled, "", "cancelled on request"
+	}
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := a.c.complete(bg, j, comp)
+		if err == nil || errors.Is(err, ErrStale) {
+			if err != nil {
+				log.Warn("agent: completion refused as stale", "error", err)
+			}
+			return
+		}
+		var ae *apiError
+		if errors.As(err, &ae) && ae.Status < 500 || attempt == 10 {
+			log.Error("agent: completion failed", "error", err)
+			return
+		}
+		time.Sleep(backoff)
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+var (
+	errFenced          = errors.New("the attempt is no longer current")
+	errCancelRequested = errors.New("cancel requested")
+	errShutdown        = errors.New("the runner is shutting down")
+)

@@ -1,0 +1,238 @@
+package agent_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/fleet"
+	"github.com/cikit/cikit/fleet/agent"
+	"github.com/cikit/cikit/lease"
+)
+
+const regToken = "registration-token-0123456789"
+
+// fakeExecutor writes a line, then waits for release or its context.
+type fakeExecutor struct {
+	started   chan *cikit.JobSpec
+	release   chan agent.Result
+	cancelled atomic.Int32
+}
+
+func newFakeExecutor() *fakeExecutor {
+	return &fakeExecutor{started: make(chan *cikit.JobSpec, 10), release: make(chan agent.Result, 10)}
+}
+
+func (e *fakeExecutor) Run(ctx context.Context, spec *cikit.JobSpec, out io.Writer, step func(int)) agent.Result {
+	step(0)
+	_, _ = io.WriteString(out, "hello from "+spec.ID+"\n")
+	e.started <- spec
+	select {
+	case r := <-e.release:
+		return r
+	case <-ctx.Done():
+		e.cancelled.Add(1)
+		return agent.Result{State: cikit.JobCancelled, ExitCode: -1, Reason: "cancelled"}
+	}
+}
+
+type env struct {
+	jobs   *dag.MemoryStore
+	server *fleet.Server
+	leases *lease.Manager
+	url    string
+	exec   *fakeExecutor
+	failHB atomic.Bool // heartbeats answered 503
+	mu     sync.Mutex
+	calls  []string // job-scoped calls answered, "<call> <status>"
+}
+
+func setup(t *testing.T, ttl time.Duration) *env {
+	t.Helper()
+	e := &env{exec: newFakeExecutor()}
+	e.jobs = dag.NewMemoryStore(dag.MemoryConfig{})
+	var err error
+	e.leases, err = lease.NewManager(lease.Config{Store: lease.NewMemoryStore(), Jobs: e.jobs, TTL: ttl})
+	require.NoError(t, err)
+	e.server, err = fleet.NewServer(fleet.ServerConfig{Jobs: e.jobs, Leases: e.leases, RegistrationTokens: []string{regToken},
+		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, HeartbeatInterval: ttl / 4})
+	require.NoError(t, err)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/heartbeat") && e.failHB.Load() {
+			http.Error(w, `{"error":"down"}`, http.StatusServiceUnavailable)
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		e.server.ServeHTTP(rec, r)
+		if i := strings.LastIndexByte(r.URL.Path, '/'); strings.HasPrefix(r.URL.Path, "/v1/jobs/") && !strings.HasSuffix(r.URL.Path, "/claim") {
+			e.mu.Lock()
+			e.calls = append(e.calls, r.URL.Path[i+1:]+" "+http.StatusText(rec.status))
+			e.mu.Unlock()
+		}
+	}))
+	t.Cleanup(srv.Close)
+	e.url = srv.URL
+	return e
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(s int) { r.status = s; r.ResponseWriter.WriteHeader(s) }
+func (r *statusRecorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+func (e *env) callsMade() []string {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return append([]string(nil), e.calls...)
+}
+
+func (e *env) newRun(t *testing.T) string {
+	t.Helper()
+	run, err := e.jobs.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: []*cikit.JobSpec{{ID: "build", Steps: []cikit.Step{{Run: "make"}}}}})
+	require.NoError(t, err)
+	require.NoError(t, e.server.DispatchRun(context.Background(), run.ID))
+	return run.ID
+}
+
+func (e *env) job(t *testing.T, runID string) *dag.Job {
+	t.Helper()
+	jobs, err := e.jobs.JobList(context.Background(), runID)
+	require.NoError(t, err)
+	return jobs[0]
+}
+
+// start runs an agent until the test ends; stop ends it early.
+func (e *env) start(t *testing.T, grace time.Duration) (stop func()) {
+	t.Helper()
+	a, err := agent.New(agent.Config{Server: e.url, RegistrationToken: regToken, Name: "test", Executor: e.exec,
+		Wait: time.Second, ChunkInterval: 20 * time.Millisecond, ShutdownGrace: grace})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			require.NoError(t, <-done)
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitState(t *testing.T, e *env, runID string, want cikit.JobState) {
+	t.Helper()
+	require.Eventually(t, func() bool { return e.job(t, runID).State == want }, 10*time.Second, 5*time.Millisecond, "job %s", want)
+}
+
+func TestAgentRunsAJob(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2*time.Second)
+	e.start(t, time.Second)
+	runID := e.newRun(t)
+	<-e.exec.started
+	waitState(t, e, runID, cikit.JobRunning)
+	e.exec.release <- agent.Result{State: cikit.JobFailed, ExitCode: 2, Reason: "step 1 exited with 2", FailureClass: cikit.FailureScript}
+	waitState(t, e, runID, cikit.JobFailed)
+	j := e.job(t, runID)
+	require.Equal(t, 2, j.ExitCode)
+	require.Contains(t, e.callsMade(), "complete OK")
+}
+
+func TestAgentObeysCancel(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 800*time.Millisecond)
+	e.start(t, time.Second)
+	runID := e.newRun(t)
+	<-e.exec.started
+	waitState(t, e, runID, cikit.JobRunning)
+	_, err := e.jobs.RunCancel(context.Background(), runID)
+	require.NoError(t, err)
+	waitState(t, e, runID, cikit.JobCancelled)
+	require.EqualValues(t, 1, e.exec.cancelled.Load())
+}
+
+// TestAgentFencesItselfWithoutHeartbeats: when no heartbeat succeeds for a
+// lease duration the agent kills the job and reports nothing.
+func TestAgentFencesItselfWithoutHeartbeats(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 800*time.Millisecond)
+	e.start(t, time.Second)
+	runID := e.newRun(t)
+	<-e.exec.started
+	e.failHB.Store(true)
+	require.Eventually(t, func() bool { return e.exec.cancelled.Load() == 1 }, 10*time.Second, 5*time.Millisecond, "the job is killed")
+	time.Sleep(200 * time.Millisecond) // anything it would still send
+	for _, c := range e.callsMade() {
+		require.NotContains(t, c, "complete", "a fenced agent reports nothing")
+	}
+	require.Equal(t, cikit.JobRunning, e.job(t, runID).State, "the job is the reaper's now")
+}
+
+// TestAgentStopsWhenStale: a heartbeat refused as stale kills the job; the
+// agent sends nothing more about it.
+func TestAgentStopsWhenStale(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 800*time.Millisecond)
+	e.start(t, time.Second)
+	runID := e.newRun(t)
+	<-e.exec.started
+	j := e.job(t, runID)
+	// The attempt ends behind the runner's back, as the reaper would end it.
+	_, err := e.jobs.JobComplete(context.Background(), &dag.JobCompleteParams{RunID: runID, JobID: "build", Attempt: j.Attempt,
+		Outcome: cikit.JobFailed, ExitCode: -1, Reason: "runner_lost: test", FailureClass: cikit.FailureScript})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return e.exec.cancelled.Load() == 1 }, 10*time.Second, 5*time.Millisecond, "the job is killed")
+	calls := e.callsMade()
+	require.Contains(t, calls, "heartbeat Conflict")
+	for _, c := range calls {
+		require.NotContains(t, c, "complete")
+	}
+}
+
+// TestAgentShutdown: a job still running when the agent stops gets the
+// grace period, then is cancelled and returned for another attempt.
+func TestAgentShutdown(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2*time.Second)
+	stop := e.start(t, 100*time.Millisecond)
+	runID := e.newRun(t)
+	<-e.exec.started
+	waitState(t, e, runID, cikit.JobRunning)
+	stop()
+	require.EqualValues(t, 1, e.exec.cancelled.Load())
+	require.Contains(t, e.callsMade(), "return OK")
+	j := e.job(t, runID)
+	require.Equal(t, 2, j.Attempt, "the job gets a new attempt")
+	require.Contains(t, []cikit.JobState{cikit.JobReady, cikit.JobQueued}, j.State)
+
+	// A job that finishes within the grace is reported normally.
+	e2 := setup(t, 2*time.Second)
+	stop = e2.start(t, 5*time.Second)
+	runID = e2.newRun(t)
+	<-e2.exec.started
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		e2.exec.release <- agent.Result{State: cikit.JobSucceeded, ExitCode: 0}
+	}()
+	stop()
+	require.Equal(t, cikit.JobSucceeded, e2.job(t, runID).State)
+}

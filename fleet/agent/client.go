@@ -1,0 +1,205 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cikit/cikit"
+)
+
+// ErrStale is the server refusing a call about a job attempt that is no
+// longer current: another attempt owns the job, and this one must stop.
+var ErrStale = errors.New("agent: the job attempt is no longer current")
+
+// client speaks the runner protocol v1.
+type client struct {
+	base *url.URL
+	http *http.Client
+}
+
+// apiError is an answer other than the one a call expects.
+type apiError struct {
+	Status int
+	Msg    string
+	Header http.Header
+}
+
+func (e *apiError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Status, e.Msg) }
+
+type registration struct {
+	RunnerID    string   `json:"runner_id"`
+	RunnerToken string   `json:"runner_token"`
+	Labels      []string `json:"labels"`
+}
+
+// job is a claimed job attempt.
+type job struct {
+	RunID             string         `json:"run_id"`
+	JobID             string         `json:"job_id"`
+	Attempt           int            `json:"attempt"`
+	JobToken          string         `json:"job_token"`
+	LeaseExpiresAt    time.Time      `json:"lease_expires_at"`
+	HeartbeatInterval string         `json:"heartbeat_interval"`
+	Deadline          time.Time      `json:"deadline"`
+	Spec              *cikit.JobSpec `json:"spec"`
+}
+
+type heartbeat struct {
+	LeaseExpiresAt  time.Time `json:"lease_expires_at"`
+	CancelRequested bool      `json:"cancel_requested"`
+}
+
+type completion struct {
+	Result       cikit.JobState     `json:"result"`
+	ExitCode     int                `json:"exit_code"`
+	FailureClass cikit.FailureClass `json:"failure_class,omitempty"`
+	Reason       string             `json:"reason,omitempty"`
+	Log          *logTotals         `json:"log,omitempty"`
+}
+
+type logTotals struct {
+	TotalBytes int64  `json:"total_bytes"`
+	SHA256     string `json:"sha256"`
+}
+
+func (c *client) url(path string, query url.Values) string {
+	u := *c.base
+	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawQuery = query.Encode()
+	return u.String()
+}
+
+func jobPath(j *job, call string) string {
+	return "/v1/jobs/" + url.PathEscape(j.RunID) + "/" + url.PathEscape(j.JobID) + "/" + call
+}
+
+// do sends a request and decodes a JSON answer of status want into out;
+// 409 with a stale body is ErrStale.
+func (c *client) do(ctx context.Context, method, u, token string, body io.Reader, contentType string, want int, out any) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return resp, err
+	}
+	if resp.StatusCode != want {
+		var e struct {
+			Error string `json:"error"`
+			Stale bool   `json:"stale"`
+		}
+		_ = json.Unmarshal(b, &e)
+		if resp.StatusCode == http.StatusConflict && e.Stale {
+			return resp, fmt.Errorf("%w: %s", ErrStale, e.Error)
+		}
+		return resp, &apiError{Status: resp.StatusCode, Msg: cmpOr(e.Error, strings.TrimSpace(string(b))), Header: resp.Header}
+	}
+	if out != nil && len(b) > 0 {
+		if err := json.Unmarshal(b, out); err != nil {
+			return resp, fmt.Errorf("decoding the answer to %s %s: %w", method, u, err)
+		}
+	}
+	return resp, nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func (c *client) postJSON(ctx context.Context, path, token string, in, out any, want int) error {
+	b, err := json.Marshal(in)
+	if err != nil {
+		return err
+	}
+	_, err = c.do(ctx, http.MethodPost, c.url(path, nil), token, bytes.NewReader(b), "application/json", want, out)
+	return err
+}
+
+func (c *client) register(ctx context.Context, regToken, name string, labels []string, version string) (*registration, error) {
+	var r registration
+	err := c.postJSON(ctx, "/v1/runners", regToken, map[string]any{"name": name, "labels": labels, "version": version}, &r, http.StatusCreated)
+	return &r, err
+}
+
+// claim long-polls for a job; nil without error when none came in wait.
+func (c *client) claim(ctx context.Context, runnerToken string, wait time.Duration) (*job, error) {
+	q := url.Values{"wait": {strconv.Itoa(int(wait / time.Second))}}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url("/v1/jobs/claim", q), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+runnerToken)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return nil, err
+	}
+	switch resp.StatusCode {
+	case http.StatusNoContent:
+		return nil, nil
+	case http.StatusOK:
+		var j job
+		if err := json.Unmarshal(b, &j); err != nil {
+			return nil, fmt.Errorf("decoding a claimed job: %w", err)
+		}
+		if j.Spec == nil || j.JobToken == "" {
+			return nil, errors.New("a claimed job without spec or job token")
+		}
+		return &j, nil
+	}
+	return nil, &apiError{Status: resp.StatusCode, Msg: strings.TrimSpace(string(b)), Header: resp.Header}
+}
+
+func (c *client) heartbeat(ctx context.Context, j *job) (*heartbeat, error) {
+	var h heartbeat
+	err := c.postJSON(ctx, jobPath(j, "heartbeat"), j.JobToken, struct{}{}, &h, http.StatusOK)
+	return &h, err
+}
+
+func (c *client) complete(ctx context.Context, j *job, comp *completion) error {
+	return c.postJSON(ctx, jobPath(j, "complete"), j.JobToken, comp, nil, http.StatusOK)
+}
+
+// finishLog tells the server the log's totals; the server's verdict
+// (complete or not) is its business.
+func (c *client) finishLog(ctx context.Context, j *job, t *logTotals) error {
+	b, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	u := c.url(jobPath(j, "log/finish"), url.Values{"attempt": {strconv.Itoa(j.Attempt)}})
+	_, err = c.do(ctx, http.MethodPost, u, j.JobToken, bytes.NewReader(b), "application/json", http.StatusOK, nil)
+	return err
+}
+
+func (c *client) giveBack(ctx context.Context, j *job) error {
+	return c.postJSON(ctx, jobPath(j, "return"), j.JobToken, struct{}{}, nil, http.StatusOK)
+}

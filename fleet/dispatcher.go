@@ -1,0 +1,216 @@
+package fleet
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cikit/cikit"
+)
+
+// Offer is a QUEUED job attempt waiting for a runner.
+type Offer struct {
+	RunID   string
+	JobID   string
+	Attempt int
+	// Spec is the job as compiled; its RunsOn labels decide which runners
+	// may take it.
+	Spec *cikit.JobSpec
+}
+
+// Dispatcher hands offers to runners waiting for work whose labels
+// include every label an offer's job runs on. Offers of one label set are
+// taken first come, first served; a runner matching several label sets
+// takes the offer that has waited longest among their heads. A waiting
+// runner is woken by the offer itself, not by polling.
+//
+// The Dispatcher is memory only: it holds what was offered in this
+// process. It is safe for concurrent use.
+type Dispatcher struct {
+	mu      sync.Mutex
+	queues  map[string]*offerQueue // by labelKey of the offers' RunsOn
+	waiters []*waiter              // oldest first
+	seq     uint64
+	timers  map[*time.Timer]struct{}
+	closed  bool
+}
+
+// offerQueue holds the offers of one label set, oldest first.
+type offerQueue struct {
+	labels []string // sorted, unique
+	offers []queuedOffer
+}
+
+type queuedOffer struct {
+	*Offer
+	seq uint64 // order of arrival over all queues
+}
+
+// waiter is a runner blocked in Take.
+type waiter struct {
+	labels map[string]bool
+	got    chan *Offer // buffered 1; receives at most one offer
+}
+
+// NewDispatcher returns an empty Dispatcher.
+func NewDispatcher() *Dispatcher {
+	return &Dispatcher{queues: map[string]*offerQueue{}, timers: map[*time.Timer]struct{}{}}
+}
+
+// labelKey is the canonical form of a label set.
+func labelKey(labels []string) (string, []string) {
+	ls := slices.Clone(labels)
+	slices.Sort(ls)
+	ls = slices.Compact(ls)
+	return strings.Join(ls, "\x00"), ls
+}
+
+// Offer adds o, handing it at once to the longest-waiting runner it
+// matches.
+func (d *Dispatcher) Offer(o *Offer) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	d.offerLocked(o)
+}
+
+// OfferAfter adds o once delay has passed: a retried attempt waits out its
+// backoff without holding anything.
+func (d *Dispatcher) OfferAfter(o *Offer, delay time.Duration) {
+	if delay <= 0 {
+		d.Offer(o)
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	var t *time.Timer
+	t = time.AfterFunc(delay, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		delete(d.timers, t)
+		if !d.closed {
+			d.offerLocked(o)
+		}
+	})
+	d.timers[t] = struct{}{}
+}
+
+func (d *Dispatcher) offerLocked(o *Offer) {
+	var runsOn []string
+	if o.Spec != nil {
+		runsOn = o.Spec.RunsOn
+	}
+	key, labels := labelKey(runsOn)
+	for i, w := range d.waiters {
+		if matches(w.labels, labels) {
+			d.waiters = slices.Delete(d.waiters, i, i+1)
+			w.got <- o
+			return
+		}
+	}
+	q := d.queues[key]
+	if q == nil {
+		q = &offerQueue{labels: labels}
+		d.queues[key] = q
+	}
+	d.seq++
+	q.offers = append(q.offers, queuedOffer{Offer: o, seq: d.seq})
+}
+
+func matches(have map[string]bool, need []string) bool {
+	for _, l := range need {
+		if !have[l] {
+			return false
+		}
+	}
+	return true
+}
+
+// Take returns the oldest offer a runner with labels may run, waiting for
+// one until ctx ends; it then returns ctx's error. An offer handed to a
+// Take whose context ends at the same moment is offered again.
+func (d *Dispatcher) Take(ctx context.Context, labels []string) (*Offer, error) {
+	have := make(map[string]bool, len(labels))
+	for _, l := range labels {
+		have[l] = true
+	}
+	d.mu.Lock()
+	if o := d.takeLocked(have); o != nil {
+		d.mu.Unlock()
+		return o, nil
+	}
+	w := &waiter{labels: have, got: make(chan *Offer, 1)}
+	d.waiters = append(d.waiters, w)
+	d.mu.Unlock()
+	select {
+	case o := <-w.got:
+		return o, nil
+	case <-ctx.Done():
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if i := slices.Index(d.waiters, w); i >= 0 {
+			d.waiters = slices.Delete(d.waiters, i, i+1)
+			return nil, ctx.Err()
+		}
+		// An offer was handed over while the context ended: it goes
+		// back, to the next runner.
+		d.offerLocked(<-w.got)
+		return nil, ctx.Err()
+	}
+}
+
+// takeLocked removes and returns the oldest offer whose labels the runner
+// has, or nil.
+func (d *Dispatcher) takeLocked(have map[string]bool) *Offer {
+	var best *offerQueue
+	var bestKey string
+	for key, q := range d.queues {
+		if len(q.offers) == 0 || !matches(have, q.labels) {
+			continue
+		}
+		if best == nil || q.offers[0].seq < best.offers[0].seq {
+			best, bestKey = q, key
+		}
+	}
+	if best == nil {
+		return nil
+	}
+	o := best.offers[0].Offer
+	best.offers[0] = queuedOffer{}
+	best.offers = best.offers[1:]
+	if len(best.offers) == 0 {
+		delete(d.queues, bestKey)
+	}
+	return o
+}
+
+// Len returns how many offers wait for a runner, for metrics and tests.
+func (d *Dispatcher) Len() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, q := range d.queues {
+		n += len(q.offers)
+	}
+	return n
+}
+
+// Close drops the offers waiting and the delayed ones; later offers are
+// ignored. Runners blocked in Take wait until their contexts end.
+func (d *Dispatcher) Close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.closed = true
+	for t := range d.timers {
+		t.Stop()
+	}
+	clear(d.timers)
+	clear(d.queues)
+}

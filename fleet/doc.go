@@ -1,0 +1,38 @@
+// Package fleet is where jobs meet the runners that run them: the
+// platform's side of the runner protocol (docs/runner-protocol.md), the
+// Dispatcher that matches queued jobs with waiting runners by label, and,
+// in its subpackages, the runner agent (fleet/agent) and the local process
+// executor (fleet/process).
+//
+// # The protocol
+//
+// A Server is an http.Handler serving /v1. Runners only ever call it:
+// they register with a registration token and get a runner token, long
+// poll for a job (GET /v1/jobs/claim), and for the job they are given send
+// heartbeats, log chunks and the result, each with the short-lived job
+// token the claim returned. A claim is a lease (package lease): the
+// attempt number and the lease token fence every later call, so a runner
+// that lost its lease — it was paused, partitioned, or presumed dead and
+// replaced — is refused with 409 and must stop.
+//
+// # Dispatch
+//
+// Server.Dispatch takes the results of the store's transitions and queues
+// the jobs that became READY, offering them to the Dispatcher; a waiting
+// runner whose labels include all of a job's runs_on labels is woken at
+// once, without polling. A retried attempt is offered after a backoff.
+// Completions through the Server dispatch what they make ready
+// themselves; whoever else changes jobs (run creation, the reaper) passes
+// its results to Dispatch or calls DispatchRun.
+//
+// # Tokens
+//
+// Runner and job tokens are HMAC-SHA256 signed claims, verified without a
+// store; the first of ServerConfig.SigningKeys signs and all verify, so
+// keys can be rotated. Registration tokens are compared in constant time.
+//
+// # Stability
+//
+// The protocol's v1 paths and fields are stable: fields may be added,
+// none removed. The Go API may still change.
+package fleet

@@ -1,0 +1,603 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/lease"
+	"github.com/cikit/cikit/logs"
+)
+
+// Defaults of ServerConfig.
+const (
+	DefaultHeartbeatInterval = 10 * time.Second
+	DefaultMaxWait           = 60 * time.Second
+	DefaultWait              = 50 * time.Second
+	DefaultJobTimeout        = time.Hour
+)
+
+// Limits on what runners send.
+const (
+	maxLabels      = 64
+	maxLabelLength = 64
+	maxBodyBytes   = 64 << 10
+)
+
+// ServerConfig configures a Server. Jobs, Leases, RegistrationTokens and
+// SigningKeys are required.
+type ServerConfig struct {
+	// Jobs is the store of runs and jobs.
+	Jobs dag.Store
+	// Leases claims, renews and completes job attempts; its store must
+	// be Jobs.
+	Leases *lease.Manager
+	// Dispatcher holds the jobs waiting for runners. Default: a new one.
+	Dispatcher *Dispatcher
+	// RegistrationTokens are the secrets runners register with; any of
+	// them is accepted.
+	RegistrationTokens []string
+	// SigningKeys sign the runner and job tokens: the first signs, all
+	// verify. Each must be at least 32 bytes.
+	SigningKeys [][]byte
+	// HeartbeatInterval is how often runners are told to heartbeat; it
+	// should be a third of the lease TTL or less.
+	// Default: DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
+	// MaxWait bounds a claim's long poll. Default: DefaultMaxWait.
+	MaxWait time.Duration
+	// DefaultJobTimeout is the deadline of a job whose spec sets no
+	// timeout. Default: DefaultJobTimeout.
+	DefaultJobTimeout time.Duration
+	// RetryBackoff is how long a retried attempt waits before it is
+	// offered again; attempt is the new attempt's number (2 or more).
+	// Default: one second, doubling each attempt, at most a minute.
+	RetryBackoff func(attempt int) time.Duration
+	// Logs, when set, takes the jobs' log chunks and serves followers
+	// under /v1/jobs/{run_id}/{job_id}/log (see package logs). Chunks and
+	// finishes are fenced like every job-scoped call.
+	Logs *logs.Hub
+	// AuthorizeFollow decides who may follow a log live. Default: nobody
+	// (403); the platform's API sets it to its users' authorization.
+	AuthorizeFollow logs.AuthorizeFunc
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+	// Logger receives the server's diagnostics. Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// Server is the platform's side of the runner protocol (see
+// docs/runner-protocol.md): an http.Handler serving /v1. It registers
+// runners, hands them jobs through long polls, and takes their heartbeats
+// and results, each fenced by the attempt's lease. It is safe for
+// concurrent use.
+type Server struct {
+	cfg      ServerConfig
+	signer   *signer
+	mux      *http.ServeMux
+	log      *slog.Logger
+	dispatch *Dispatcher
+}
+
+// NewServer validates cfg and returns a Server.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	switch {
+	case cfg.Jobs == nil:
+		return nil, errors.New("fleet: ServerConfig.Jobs is required")
+	case cfg.Leases == nil:
+		return nil, errors.New("fleet: ServerConfig.Leases is required")
+	case len(cfg.RegistrationTokens) == 0:
+		return nil, errors.New("fleet: ServerConfig.RegistrationTokens needs at least one token")
+	case len(cfg.SigningKeys) == 0:
+		return nil, errors.New("fleet: ServerConfig.SigningKeys needs at least one key")
+	}
+	for i, k := range cfg.SigningKeys {
+		if len(k) < 32 {
+			return nil, fmt.Errorf("fleet: ServerConfig.SigningKeys[%d] has %d bytes; a key needs at least 32", i, len(k))
+		}
+	}
+	for i, t := range cfg.RegistrationTokens {
+		if len(t) < 16 {
+			return nil, fmt.Errorf("fleet: ServerConfig.RegistrationTokens[%d] is %d bytes long; a token needs at least 16", i, len(t))
+		}
+	}
+	if cfg.HeartbeatInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultJobTimeout < 0 {
+		return nil, errors.New("fleet: ServerConfig durations must not be negative")
+	}
+	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
+	cfg.MaxWait = cmp.Or(cfg.MaxWait, DefaultMaxWait)
+	cfg.DefaultJobTimeout = cmp.Or(cfg.DefaultJobTimeout, DefaultJobTimeout)
+	if cfg.RetryBackoff == nil {
+		cfg.RetryBackoff = defaultRetryBackoff
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Dispatcher == nil {
+		cfg.Dispatcher = NewDispatcher()
+	}
+	s := &Server{cfg: cfg, signer: &signer{keys: cfg.SigningKeys}, log: cfg.Logger, dispatch: cfg.Dispatcher, mux: http.NewServeMux()}
+	s.mux.HandleFunc("POST /v1/runners", s.register)
+	s.mux.HandleFunc("GET /v1/jobs/claim", s.claim)
+	s.mux.HandleFunc("POST /v1/jobs/{run_id}/{job_id}/heartbeat", s.heartbeat)
+	s.mux.HandleFunc("POST /v1/jobs/{run_id}/{job_id}/complete", s.complete)
+	s.mux.HandleFunc("POST /v1/jobs/{run_id}/{job_id}/return", s.giveBack)
+	if cfg.Logs != nil {
+		follow := cfg.AuthorizeFollow
+		if follow == nil {
+			follow = func(*http.Request, logs.Key) error {
+				return fmt.Errorf("%w: following logs is not configured on this server", logs.ErrForbidden)
+			}
+		}
+		h, err := logs.NewHandler(logs.HandlerConfig{Hub: cfg.Logs, AuthorizeWrite: s.authorizeLogWrite, AuthorizeFollow: follow, Logger: cfg.Logger})
+		if err != nil {
+			return nil, err
+		}
+		s.mux.Handle("/v1/jobs/{run_id}/{job_id}/log", h)
+		s.mux.Handle("/v1/jobs/{run_id}/{job_id}/log/{call}", h)
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such call in runner protocol v1: "+r.Method+" "+r.URL.Path)
+	})
+	return s, nil
+}
+
+func defaultRetryBackoff(attempt int) time.Duration {
+	d := time.Second << min(max(attempt-2, 0), 6)
+	return min(d, time.Minute)
+}
+
+// ServeHTTP serves the runner protocol.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Dispatcher returns the server's dispatcher.
+func (s *Server) Dispatcher() *Dispatcher { return s.dispatch }
+
+// registerRequest is the body of POST /v1/runners.
+type registerRequest struct {
+	Name    string   `json:"name"`
+	Labels  []string `json:"labels"`
+	Version string   `json:"version"`
+}
+
+type registerResponse struct {
+	RunnerID    string   `json:"runner_id"`
+	RunnerToken string   `json:"runner_token"`
+	Labels      []string `json:"labels"`
+}
+
+func (s *Server) register(w http.ResponseWriter, r *http.Request) {
+	token, ok := bearer(r.Header.Get("Authorization"))
+	if !ok || !s.registrationToken(token) {
+		writeError(w, http.StatusUnauthorized, "a valid registration token is required")
+		return
+	}
+	var req registerRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	if req.Name == "" || len(req.Name) > 256 {
+		writeError(w, http.StatusBadRequest, "name must be 1 to 256 bytes long")
+		return
+	}
+	if len(req.Labels) > maxLabels {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("%d labels; at most %d are allowed", len(req.Labels), maxLabels))
+		return
+	}
+	for _, l := range req.Labels {
+		if l == "" || len(l) > maxLabelLength {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("label %q must be 1 to %d bytes long", l, maxLabelLength))
+			return
+		}
+	}
+	_, labels := labelKey(req.Labels)
+	id := "r_" + randomHex(12)
+	rt, err := s.signer.sign(&runnerClaims{Kind: kindRunner, RunnerID: id, Name: req.Name, Labels: labels, Issued: s.cfg.Now().UTC()})
+	if err != nil {
+		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	s.log.Info("fleet: runner registered", "runner", id, "name", req.Name, "labels", labels, "version", req.Version)
+	writeJSON(w, http.StatusCreated, registerResponse{RunnerID: id, RunnerToken: rt, Labels: labels})
+}
+
+// registrationToken compares token with every registration token in
+// constant time.
+func (s *Server) registrationToken(token string) bool {
+	ok := 0
+	for _, t := range s.cfg.RegistrationTokens {
+		ok |= subtle.ConstantTimeCompare([]byte(token), []byte(t))
+	}
+	return ok == 1
+}
+
+// claimResponse is the answer to a claim that found a job.
+type claimResponse struct {
+	RunID             string         `json:"run_id"`
+	JobID             string         `json:"job_id"`
+	Attempt           int            `json:"attempt"`
+	JobToken          string         `json:"job_token"`
+	LeaseExpiresAt    time.Time      `json:"lease_expires_at"`
+	HeartbeatInterval string         `json:"heartbeat_interval"`
+	Deadline          time.Time      `json:"deadline"`
+	Spec              *cikit.JobSpec `json:"spec"`
+}
+
+func (s *Server) runner(w http.ResponseWriter, r *http.Request) (*runnerClaims, bool) {
+	token, ok := bearer(r.Header.Get("Authorization"))
+	var c runnerClaims
+	if !ok || s.signer.verify(token, kindRunner, &c) != nil {
+		writeError(w, http.StatusUnauthorized, "a valid runner token is required")
+		return nil, false
+	}
+	return &c, true
+}
+
+func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
+	rc, ok := s.runner(w, r)
+	if !ok {
+		return
+	}
+	wait := DefaultWait
+	if v := r.URL.Query().Get("wait"); v != "" {
+		d, err := parseWait(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, err.Error())
+			return
+		}
+		wait = d
+	}
+	wait = min(wait, s.cfg.MaxWait)
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	for {
+		o, err := s.dispatch.Take(ctx, rc.Labels)
+		if err != nil {
+			w.WriteHeader(http.StatusNoContent)
+			return
+		}
+		// The claim is made even when the runner has just gone: its
+		// lease then expires and the reaper tries the job again.
+		l, err := s.cfg.Leases.Claim(context.WithoutCancel(r.Context()), lease.Attempt{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt}, rc.RunnerID)
+		if err != nil {
+			if !errors.Is(err, lease.ErrNotClaimed) {
+				// The store failed: the offer is kept for a runner that
+				// comes after the store recovers.
+				s.log.Error("fleet: claim failed", "run", o.RunID, "job", o.JobID, "attempt", o.Attempt, "error", err)
+				s.dispatch.OfferAfter(o, time.Second)
+				writeError(w, http.StatusServiceUnavailable, "the job store is unavailable; claim again later")
+				return
+			}
+			// Cancelled, retried or taken meanwhile: the next offer.
+			continue
+		}
+		timeout := cmp.Or(o.Spec.Timeout, s.cfg.DefaultJobTimeout)
+		deadline := s.cfg.Now().Add(timeout).UTC()
+		jt, err := s.signer.sign(&jobClaims{Kind: kindJob, RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt,
+			Lease: l.Token, RunnerID: rc.RunnerID, Expires: deadline.Add(s.cfg.HeartbeatInterval * 3)})
+		if err != nil {
+			writeError(w, http.StatusInternalServerError, err.Error())
+			return
+		}
+		writeJSON(w, http.StatusOK, claimResponse{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt, JobToken: jt,
+			LeaseExpiresAt: l.Expires.UTC(), HeartbeatInterval: s.cfg.HeartbeatInterval.String(), Deadline: deadline, Spec: o.Spec})
+		return
+	}
+}
+
+// parseWait reads a claim's wait: a Go duration ("50s") or seconds.
+func parseWait(v string) (time.Duration, error) {
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < 0 {
+		return 0, fmt.Errorf("wait %q is neither a duration such as 50s nor a number of seconds", v)
+	}
+	return d, nil
+}
+
+// job authenticates a job-scoped call: the job token must verify, be
+// unexpired and name the job of the path.
+func (s *Server) job(w http.ResponseWriter, r *http.Request) (*jobClaims, lease.Attempt, bool) {
+	token, ok := bearer(r.Header.Get("Authorization"))
+	var c jobClaims
+	if !ok || s.signer.verify(token, kindJob, &c) != nil {
+		writeError(w, http.StatusUnauthorized, "a valid job token is required")
+		return nil, lease.Attempt{}, false
+	}
+	if c.RunID != r.PathValue("run_id") || c.JobID != r.PathValue("job_id") {
+		writeError(w, http.StatusForbidden, "the job token is for another job")
+		return nil, lease.Attempt{}, false
+	}
+	if !s.cfg.Now().Before(c.Expires) {
+		writeError(w, http.StatusUnauthorized, "the job token has expired")
+		return nil, lease.Attempt{}, false
+	}
+	return &c, lease.Attempt{RunID: c.RunID, JobID: c.JobID, Attempt: c.Attempt}, true
+}
+
+// authorizeLogWrite fences a log chunk or finish: the job token must be
+// the attempt's, and its lease current.
+func (s *Server) authorizeLogWrite(r *http.Request, key logs.Key) error {
+	token, ok := bearer(r.Header.Get("Authorization"))
+	var c jobClaims
+	if !ok || s.signer.verify(token, kindJob, &c) != nil {
+		return fmt.Errorf("%w: a valid job token is required", logs.ErrUnauthenticated)
+	}
+	if c.RunID != key.RunID || c.JobID != key.JobID || c.Attempt != key.Attempt {
+		return fmt.Errorf("%w: the job token is for another job attempt", logs.ErrForbidden)
+	}
+	if !s.cfg.Now().Before(c.Expires) {
+		return fmt.Errorf("%w: the job token has expired", logs.ErrUnauthenticated)
+	}
+	err := s.cfg.Leases.Check(r.Context(), lease.Attempt{RunID: c.RunID, JobID: c.JobID, Attempt: c.Attempt}, c.Lease)
+	if errors.Is(err, lease.ErrFenced) {
+		return fmt.Errorf("%w: %v", logs.ErrStale, err)
+	}
+	return err
+}
+
+type heartbeatResponse struct {
+	LeaseExpiresAt  time.Time `json:"lease_expires_at"`
+	CancelRequested bool      `json:"cancel_requested"`
+}
+
+func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
+	c, a, ok := s.job(w, r)
+	if !ok {
+		return
+	}
+	rn, err := s.cfg.Leases.Renew(r.Context(), a, c.Lease)
+	if err != nil {
+		s.leaseError(w, a, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, heartbeatResponse{LeaseExpiresAt: rn.Expires.UTC(), CancelRequested: rn.CancelRequested})
+}
+
+// completeRequest is the body of a completion.
+type completeRequest struct {
+	Result       cikit.JobState     `json:"result"`
+	ExitCode     int                `json:"exit_code"`
+	FailureClass cikit.FailureClass `json:"failure_class"`
+	Reason       string             `json:"reason"`
+	Log          *struct {
+		TotalBytes int64  `json:"total_bytes"`
+		SHA256     string `json:"sha256"`
+	} `json:"log"`
+}
+
+type stateResponse struct {
+	State cikit.JobState `json:"state"`
+}
+
+func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
+	c, a, ok := s.job(w, r)
+	if !ok {
+		return
+	}
+	var req completeRequest
+	if !decodeBody(w, r, &req) {
+		return
+	}
+	switch req.Result {
+	case cikit.JobSucceeded, cikit.JobCancelled:
+	case cikit.JobFailed:
+		switch req.FailureClass {
+		case "":
+			req.FailureClass = cikit.FailureScript
+		case cikit.FailureScript, cikit.FailureTimeout, cikit.FailureInfrastructure:
+		default:
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("failure_class %q is not script, timeout or infrastructure", req.FailureClass))
+			return
+		}
+	default:
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("result %q is not succeeded, failed or cancelled", req.Result))
+		return
+	}
+	res, err := s.cfg.Leases.Complete(r.Context(), a, c.Lease, &dag.JobCompleteParams{RunID: a.RunID, JobID: a.JobID, Attempt: a.Attempt,
+		Outcome: req.Result, ExitCode: req.ExitCode, Reason: req.Reason, FailureClass: req.FailureClass})
+	if err != nil {
+		if errors.Is(err, lease.ErrFenced) {
+			// A completion repeated after its answer was lost finds the
+			// attempt ended as it said.
+			if st, ok := s.endedAs(r.Context(), a, req.Result); ok {
+				writeJSON(w, http.StatusOK, stateResponse{State: st})
+				return
+			}
+		}
+		s.leaseError(w, a, err)
+		return
+	}
+	s.Dispatch(context.WithoutCancel(r.Context()), res)
+	writeJSON(w, http.StatusOK, stateResponse{State: jobState(res, a.JobID, req.Result)})
+}
+
+// endedAs reports whether attempt a ended with result, and the job's state
+// now.
+func (s *Server) endedAs(ctx context.Context, a lease.Attempt, result cikit.JobState) (cikit.JobState, bool) {
+	jobs, err := s.cfg.Jobs.JobList(ctx, a.RunID)
+	if err != nil {
+		return "", false
+	}
+	for _, j := range jobs {
+		if j.ID() != a.JobID {
+			continue
+		}
+		if j.Attempt == a.Attempt {
+			return j.State, j.State == result
+		}
+		ended, err := s.cfg.Jobs.JobAttempts(ctx, a.RunID, a.JobID)
+		if err != nil {
+			return "", false
+		}
+		for _, e := range ended {
+			if e.Attempt == a.Attempt {
+				return j.State, e.State == result
+			}
+		}
+	}
+	return "", false
+}
+
+// jobState is the state of job after res; want when res does not list it.
+func jobState(res *dag.TransitionResult, jobID string, want cikit.JobState) cikit.JobState {
+	st := want
+	if res == nil {
+		return st
+	}
+	for _, j := range res.Changed {
+		if j.ID() == jobID {
+			st = j.State // the last change of the job is its state now
+		}
+	}
+	return st
+}
+
+func (s *Server) giveBack(w http.ResponseWriter, r *http.Request) {
+	c, a, ok := s.job(w, r)
+	if !ok {
+		return
+	}
+	res, err := s.cfg.Leases.Return(r.Context(), a, c.Lease, "returned by runner "+c.RunnerID)
+	if err != nil {
+		s.leaseError(w, a, err)
+		return
+	}
+	s.Dispatch(context.WithoutCancel(r.Context()), res)
+	writeJSON(w, http.StatusOK, stateResponse{State: jobState(res, a.JobID, cikit.JobReady)})
+}
+
+// leaseError answers a refused lease operation.
+func (s *Server) leaseError(w http.ResponseWriter, a lease.Attempt, err error) {
+	if errors.Is(err, lease.ErrFenced) || errors.Is(err, cikit.ErrInvalidTransition) {
+		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Stale: true})
+		return
+	}
+	s.log.Error("fleet: lease operation failed", "run", a.RunID, "job", a.JobID, "attempt", a.Attempt, "error", err)
+	writeError(w, http.StatusServiceUnavailable, "the job store is unavailable; try again")
+}
+
+// Dispatch queues and offers the jobs that the transitions made READY, and
+// the jobs whose turn came in the concurrency groups they freed. A job
+// that became READY as a retry is offered after its backoff.
+func (s *Server) Dispatch(ctx context.Context, results ...*dag.TransitionResult) {
+	for _, res := range results {
+		if res == nil {
+			continue
+		}
+		for _, j := range res.Changed {
+			if j.State == cikit.JobReady {
+				s.queue(ctx, j)
+			}
+		}
+		for _, k := range res.Freed() {
+			j, err := s.cfg.Jobs.GroupNext(ctx, k)
+			if err != nil {
+				s.log.Error("fleet: next job of a concurrency group", "group", k.Group, "branch", k.Branch, "error", err)
+				continue
+			}
+			if j != nil {
+				s.queue(ctx, j)
+			}
+		}
+	}
+}
+
+// DispatchRun queues and offers the READY jobs of a run: after creating
+// it, or after a restart of the process that dispatched it.
+func (s *Server) DispatchRun(ctx context.Context, runID string) error {
+	jobs, err := s.cfg.Jobs.JobList(ctx, runID)
+	if err != nil {
+		return err
+	}
+	for _, j := range jobs {
+		switch j.State {
+		case cikit.JobReady:
+			s.queue(ctx, j)
+		case cikit.JobQueued:
+			s.dispatch.Offer(&Offer{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt, Spec: j.Spec})
+		}
+	}
+	return nil
+}
+
+// queue moves a READY job to QUEUED and offers it.
+func (s *Server) queue(ctx context.Context, j *dag.Job) {
+	res, err := s.cfg.Jobs.JobQueue(ctx, &dag.JobTransitionParams{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt})
+	if err != nil {
+		if !errors.Is(err, dag.ErrGroupBusy) && !errors.Is(err, cikit.ErrInvalidTransition) {
+			s.log.Error("fleet: queueing a job", "run", j.RunID, "job", j.ID(), "attempt", j.Attempt, "error", err)
+		}
+		return
+	}
+	o := &Offer{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt, Spec: j.Spec}
+	if j.Attempt > 1 {
+		s.dispatch.OfferAfter(o, s.cfg.RetryBackoff(j.Attempt))
+	} else {
+		s.dispatch.Offer(o)
+	}
+	// Queueing a job with cancel_in_progress cancels others; their
+	// consequences may free groups or make jobs READY.
+	if len(res.Changed) > 1 {
+		rest := &dag.TransitionResult{Changed: res.Changed[1:], Run: res.Run}
+		s.Dispatch(ctx, rest)
+	}
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+	Stale bool   `json:"stale,omitempty"`
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorBody{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// decodeBody decodes a JSON body into v, answering 400 or 413 when it
+// cannot.
+func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", maxBodyBytes))
+		} else {
+			writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
+		}
+		return false
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		writeError(w, http.StatusBadRequest, "the body is not the JSON this call takes: "+err.Error())
+		return false
+	}
+	return true
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read does not fail
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,231 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	ck "github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/fleet"
+	"github.com/cikit/cikit/lease"
+	"github.com/cikit/cikit/logs"
+)
+
+const runnerRegToken = "registration-token-for-tests"
+
+// call is one runner call the platform answered.
+type call struct {
+	path    string
+	attempt int // of the job token's claim; 0 for calls without one
+	status  int
+	at      time.Time
+}
+
+// platform is a fleet server with a reaper, recording every call.
+type platform struct {
+	url       string
+	jobs      *dag.MemoryStore
+	logs      *logs.Hub
+	server    *fleet.Server
+	ttl       time.Duration
+	reapEvery time.Duration
+
+	mu     sync.Mutex
+	tokens map[string]int // job token → attempt
+	calls  []call
+	claims []time.Time // when each claim was answered with a job
+}
+
+type capture struct {
+	http.ResponseWriter
+	status int
+	body   bytes.Buffer
+}
+
+func (c *capture) WriteHeader(s int) { c.status = s; c.ResponseWriter.WriteHeader(s) }
+func (c *capture) Write(p []byte) (int, error) {
+	c.body.Write(p)
+	return c.ResponseWriter.Write(p)
+}
+
+func newPlatform(t *testing.T) *platform {
+	t.Helper()
+	p := &platform{tokens: map[string]int{}, ttl: 2 * time.Second, reapEvery: 500 * time.Millisecond}
+	p.jobs = dag.NewMemoryStore(dag.MemoryConfig{})
+	m, err := lease.NewManager(lease.Config{Store: lease.NewMemoryStore(), Jobs: p.jobs, TTL: p.ttl})
+	require.NoError(t, err)
+	p.logs, err = logs.NewHub(logs.Config{Sink: &logs.MemorySink{}, Segments: &logs.MemorySegmentStore{}})
+	require.NoError(t, err)
+	p.server, err = fleet.NewServer(fleet.ServerConfig{Jobs: p.jobs, Leases: m, RegistrationTokens: []string{runnerRegToken}, Logs: p.logs,
+		SigningKeys: [][]byte{[]byte(strings.Repeat("s", 32))}, HeartbeatInterval: p.ttl / 4,
+		RetryBackoff: func(int) time.Duration { return 0 }})
+	require.NoError(t, err)
+	reaper, err := lease.NewReaper(lease.ReaperConfig{Manager: m, Interval: p.reapEvery, OnTransition: func(res *dag.TransitionResult) {
+		p.server.Dispatch(context.Background(), res)
+	}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	reaped := make(chan error, 1)
+	go func() { reaped <- reaper.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-reaped })
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c := &capture{ResponseWriter: w, status: http.StatusOK}
+		p.server.ServeHTTP(c, r)
+		p.record(r, c)
+	}))
+	t.Cleanup(srv.Close)
+	p.url = srv.URL
+	return p
+}
+
+func (p *platform) record(r *http.Request, c *capture) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if strings.HasSuffix(r.URL.Path, "/claim") && c.status == http.StatusOK {
+		var j struct {
+			JobToken string `json:"job_token"`
+			Attempt  int    `json:"attempt"`
+		}
+		if json.Unmarshal(c.body.Bytes(), &j) == nil {
+			p.tokens[j.JobToken] = j.Attempt
+		}
+		p.claims = append(p.claims, time.Now())
+		return
+	}
+	token := strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer ")
+	p.calls = append(p.calls, call{path: r.URL.Path, attempt: p.tokens[token], status: c.status, at: time.Now()})
+}
+
+func (p *platform) snapshot() ([]call, []time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]call(nil), p.calls...), append([]time.Time(nil), p.claims...)
+}
+
+// startRunner starts `cikit runner` against the platform.
+func (p *platform) startRunner(t *testing.T, labels string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(binary, "runner", "-server", p.url, "-registration-token", runnerRegToken, "-labels", labels, "-grace", "500ms")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("runner %s:\n%s", labels, stderr.String())
+		}
+	})
+	return cmd
+}
+
+func (p *platform) newRun(t *testing.T, step string) string {
+	t.Helper()
+	run, err := p.jobs.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: []*ck.JobSpec{
+		{ID: "build", RunsOn: []string{"e2e"}, Steps: []ck.Step{{Run: step}}},
+	}})
+	require.NoError(t, err)
+	require.NoError(t, p.server.DispatchRun(context.Background(), run.ID))
+	return run.ID
+}
+
+func (p *platform) job(t *testing.T, runID string) *dag.Job {
+	t.Helper()
+	jobs, err := p.jobs.JobList(context.Background(), runID)
+	require.NoError(t, err)
+	return jobs[0]
+}
+
+// TestRunnerKilledMidJob: SIGKILL the runner running a job; the reaper
+// gives the job a second attempt within the lease TTL and a reaper
+// interval, another runner runs it, and the job finishes once.
+func TestRunnerKilledMidJob(t *testing.T) {
+	t.Parallel()
+	p := newPlatform(t)
+	runID := p.newRun(t, "sleep 3")
+	first := p.startRunner(t, "e2e")
+	require.Eventually(t, func() bool { return p.job(t, runID).State == ck.JobRunning }, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
+	killed := time.Now()
+	_ = first.Wait()
+
+	p.startRunner(t, "e2e")
+	require.Eventually(t, func() bool {
+		j := p.job(t, runID)
+		return j.Attempt == 2 && j.State == ck.JobRunning || j.State.Terminal()
+	}, 30*time.Second, 10*time.Millisecond, "attempt 2 starts")
+	_, claims := p.snapshot()
+	require.Len(t, claims, 2)
+	delay := claims[1].Sub(killed)
+	t.Logf("attempt 2 claimed %s after the kill (lease TTL %s, reaper interval %s)", delay, p.ttl, p.reapEvery)
+	// Generous against a loaded machine; the expected bound is TTL +
+	// one interval.
+	require.Less(t, delay, p.ttl+p.reapEvery+5*time.Second)
+
+	require.Eventually(t, func() bool { return p.job(t, runID).State.Terminal() }, 30*time.Second, 10*time.Millisecond)
+	j := p.job(t, runID)
+	require.Equal(t, ck.JobSucceeded, j.State)
+	require.Equal(t, 2, j.Attempt)
+	attempts, err := p.jobs.JobAttempts(context.Background(), runID, "build")
+	require.NoError(t, err)
+	require.Len(t, attempts, 2, "the lost attempt, and the one that finished")
+	require.Contains(t, attempts[0].Reason, "runner_lost")
+	require.Equal(t, ck.JobSucceeded, attempts[1].State)
+}
+
+// TestRunnerPausedPastItsLease: SIGSTOP the runner past its lease, let
+// attempt 2 start elsewhere, SIGCONT: every call the paused runner makes
+// about attempt 1 is refused, and the job's result is attempt 2's.
+func TestRunnerPausedPastItsLease(t *testing.T) {
+	t.Parallel()
+	p := newPlatform(t)
+	runID := p.newRun(t, "sleep 4")
+	paused := p.startRunner(t, "e2e")
+	require.Eventually(t, func() bool { return p.job(t, runID).State == ck.JobRunning }, 30*time.Second, 10*time.Millisecond)
+	require.NoError(t, paused.Process.Signal(syscall.SIGSTOP))
+	stopped := time.Now()
+
+	p.startRunner(t, "e2e")
+	require.Eventually(t, func() bool { return p.job(t, runID).Attempt == 2 }, 30*time.Second, 10*time.Millisecond, "attempt 2")
+	require.NoError(t, paused.Process.Signal(syscall.SIGCONT))
+	require.Eventually(t, func() bool { return p.job(t, runID).State.Terminal() }, 30*time.Second, 10*time.Millisecond)
+	// Give the resumed runner time to make its stale calls.
+	require.Eventually(t, func() bool {
+		calls, _ := p.snapshot()
+		for _, c := range calls {
+			if c.attempt == 1 && c.at.After(stopped) && c.status == http.StatusConflict {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 10*time.Millisecond, "the resumed runner calls and is refused")
+
+	j := p.job(t, runID)
+	require.Equal(t, ck.JobSucceeded, j.State)
+	require.Equal(t, 2, j.Attempt)
+	calls, claims := p.snapshot()
+	require.Len(t, claims, 2)
+	for _, c := range calls {
+		// Every call about attempt 1 once attempt 2 was claimed is
+		// refused.
+		if c.attempt == 1 && c.at.After(claims[1]) {
+			require.Equal(t, http.StatusConflict, c.status, "a call of the stale runner: %+v", c)
+		}
+	}
+	attempts, err := p.jobs.JobAttempts(context.Background(), runID, "build")
+	require.NoError(t, err)
+	require.Len(t, attempts, 2)
+	require.Contains(t, attempts[0].Reason, "runner_lost")
+	require.Equal(t, ck.JobSucceeded, attempts[1].State)
+}
