@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/fleet/agent"
 	"github.com/cikit/cikit/lease"
+	"github.com/cikit/cikit/logs"
 )
 
 const regToken = "registration-token-0123456789"
@@ -50,6 +52,7 @@ type env struct {
 	jobs   *dag.MemoryStore
 	server *fleet.Server
 	leases *lease.Manager
+	logs   *logs.Hub
 	url    string
 	exec   *fakeExecutor
 	failHB atomic.Bool // heartbeats answered 503
@@ -64,8 +67,10 @@ func setup(t *testing.T, ttl time.Duration) *env {
 	var err error
 	e.leases, err = lease.NewManager(lease.Config{Store: lease.NewMemoryStore(), Jobs: e.jobs, TTL: ttl})
 	require.NoError(t, err)
+	e.logs, err = logs.NewHub(logs.Config{Sink: &logs.MemorySink{}, Segments: &logs.MemorySegmentStore{}})
+	require.NoError(t, err)
 	e.server, err = fleet.NewServer(fleet.ServerConfig{Jobs: e.jobs, Leases: e.leases, RegistrationTokens: []string{regToken},
-		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, HeartbeatInterval: ttl / 4})
+		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, HeartbeatInterval: ttl / 4, Logs: e.logs, AuthorizeFollow: logs.AllowAll})
 	require.NoError(t, err)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/heartbeat") && e.failHB.Load() {
@@ -157,6 +162,60 @@ func TestAgentRunsAJob(t *testing.T) {
 	require.Contains(t, e.callsMade(), "complete OK")
 }
 
+// TestAgentStreamsItsLog: the job's output reaches the server in chunks
+// while it runs, and the finished log is complete.
+func TestAgentStreamsItsLog(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2*time.Second)
+	e.start(t, time.Second)
+	runID := e.newRun(t)
+	<-e.exec.started
+	key := logs.Key{RunID: runID, JobID: "build", Attempt: 1}
+	require.Eventually(t, func() bool {
+		f, err := e.logs.Follow(context.Background(), key, 0)
+		if err != nil {
+			return false
+		}
+		defer f.Close()
+		return true
+	}, 10*time.Second, 5*time.Millisecond, "the output is sent while the job runs")
+	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
+	waitState(t, e, runID, cikit.JobSucceeded)
+	require.Contains(t, e.callsMade(), "finish OK")
+	f, err := e.logs.Follow(context.Background(), key, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	var got []byte
+	for {
+		ev, err := f.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		got = append(got, ev.Data...)
+	}
+	require.Equal(t, "hello from build\n", string(got))
+	require.True(t, f.Result().Complete, "the runner's totals match")
+}
+
+// TestAgentDoesNotStartWithoutRenewal: a job whose first heartbeat fails
+// is not started, and nothing is reported about it.
+func TestAgentDoesNotStartWithoutRenewal(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2*time.Second)
+	e.failHB.Store(true)
+	e.start(t, time.Second)
+	runID := e.newRun(t)
+	require.Eventually(t, func() bool { return e.job(t, runID).State == cikit.JobRunning }, 10*time.Second, 5*time.Millisecond, "claimed")
+	time.Sleep(200 * time.Millisecond) // what the agent would do next
+	select {
+	case <-e.exec.started:
+		t.Fatal("the job was started")
+	default:
+	}
+	require.Empty(t, e.callsMade(), "nothing but the failed heartbeat")
+}
+
 func TestAgentObeysCancel(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 800*time.Millisecond)
@@ -187,8 +246,8 @@ func TestAgentFencesItselfWithoutHeartbeats(t *testing.T) {
 	require.Equal(t, cikit.JobRunning, e.job(t, runID).State, "the job is the reaper's now")
 }
 
-// TestAgentStopsWhenStale: a heartbeat refused as stale kills the job; the
-// agent sends nothing more about it.
+// TestAgentStopsWhenStale: a heartbeat or log chunk refused as stale kills
+// the job; the agent reports nothing about it.
 func TestAgentStopsWhenStale(t *testing.T) {
 	t.Parallel()
 	e := setup(t, 800*time.Millisecond)
@@ -202,10 +261,12 @@ func TestAgentStopsWhenStale(t *testing.T) {
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return e.exec.cancelled.Load() == 1 }, 10*time.Second, 5*time.Millisecond, "the job is killed")
 	calls := e.callsMade()
-	require.Contains(t, calls, "heartbeat Conflict")
+	refused := false
 	for _, c := range calls {
 		require.NotContains(t, c, "complete")
+		refused = refused || strings.HasSuffix(c, " Conflict")
 	}
+	require.True(t, refused, "a heartbeat or a log chunk was refused as stale: %v", calls)
 }
 
 // TestAgentShutdown: a job still running when the agent stops gets the
