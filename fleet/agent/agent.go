@@ -256,10 +256,19 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 	<-hbDone
 	<-shutdownDone
 	totals := stream.close(bg)
+	defer stream.remove()
 	if isFenced() {
 		return
 	}
-	if err := a.c.finishLog(bg, j, totals); err != nil {
+	err = a.c.finishLog(bg, j, totals)
+	var ae *apiError
+	if errors.As(err, &ae) && ae.Status == http.StatusNotFound && totals.TotalBytes > 0 {
+		// The server lost the live log (it restarted): the spool has it
+		// all, from the start.
+		stream.resend(bg)
+		err = a.c.finishLog(bg, j, totals)
+	}
+	if err != nil {
 		if errors.Is(err, ErrStale) {
 			fence("the log's finish was refused as stale")
 			return
@@ -288,7 +297,6 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 			}
 			return
 		}
-		var ae *apiError
 		if errors.As(err, &ae) && ae.Status < 500 || attempt == 10 {
 			log.Error("agent: completion failed", "error", err)
 			return

@@ -71,9 +71,12 @@ type logTotals struct {
 	SHA256     string `json:"sha256"`
 }
 
+// url is the server's URL of path, which is escaped already (job IDs may
+// hold slashes, escaped as %2F), with query.
 func (c *client) url(path string, query url.Values) string {
 	u := *c.base
-	u.Path = strings.TrimSuffix(u.Path, "/") + path
+	u.RawPath = strings.TrimSuffix(c.base.EscapedPath(), "/") + path
+	u.Path, _ = url.PathUnescape(u.RawPath) // escaped by us: valid
 	u.RawQuery = query.Encode()
 	return u.String()
 }

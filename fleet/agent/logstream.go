@@ -12,20 +12,18 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"time"
 )
 
-// maxPending bounds the output a job may hold unsent while the server is
-// unreachable; what comes beyond is dropped, and the log's totals then
-// tell the server it is incomplete.
-const maxPending = 64 << 20
-
 // logStream sends a job's output to the server in chunks: every interval,
-// or as soon as size bytes wait. Chunks are sent one at a time, in order;
-// a chunk the server has not acknowledged is sent again, and a gap the
-// server reports rewinds the stream to the offset it expects.
+// or as soon as size bytes wait. The output is spooled to a file as it is
+// written, until the log is finished, so that any part of it can be sent
+// again: a chunk the server has not acknowledged, or everything from the
+// offset the server expects after a gap (it restarted, a chunk was lost).
+// Chunks are sent one at a time, in order, and never span two steps.
 type logStream struct {
 	c        *client
 	j        *job
@@ -33,25 +31,41 @@ type logStream struct {
 	size     int
 	log      *slog.Logger
 	onStale  func()
+	buf      []byte // a chunk being sent; used by the sending goroutine only
 
 	mu      sync.Mutex
-	pending []byte // written and not acknowledged; begins at acked
-	acked   int64  // bytes the server has
-	step    int
+	spool   *os.File // the log so far; nil when it could not be created
+	written int64    // bytes in the spool
+	marks   []stepMark
+	acked   int64 // bytes the server has
 	seq     int64
-	total   int64 // bytes written, dropped ones included
 	digest  hash.Hash
-	dropped bool
+	total   int64 // bytes written, lost ones included
+	lost    bool  // output could not be spooled or sent: the log is incomplete
 	stale   bool
 	kick    chan struct{}
 	done    chan struct{}
 	stop    context.CancelFunc
 }
 
+// stepMark says that the bytes from offset on belong to step.
+type stepMark struct {
+	offset int64
+	step   int
+}
+
 func newLogStream(ctx context.Context, c *client, j *job, interval time.Duration, size int, log *slog.Logger, onStale func()) *logStream {
 	ctx, stop := context.WithCancel(ctx)
-	s := &logStream{c: c, j: j, interval: interval, size: size, log: log, onStale: onStale,
-		digest: sha256.New(), kick: make(chan struct{}, 1), done: make(chan struct{}), stop: stop}
+	s := &logStream{c: c, j: j, interval: interval, size: size, log: log, onStale: onStale, buf: make([]byte, size),
+		digest: sha256.New(), kick: make(chan struct{}, 1), done: make(chan struct{}), stop: stop,
+		marks: []stepMark{{0, 0}}}
+	f, err := os.CreateTemp("", "cikit-log-")
+	if err != nil {
+		log.Error("agent: cannot spool the job's output; it is not sent", "error", err)
+		s.lost = true
+	} else {
+		s.spool = f
+	}
 	go s.run(ctx)
 	return s
 }
@@ -62,12 +76,16 @@ func (s *logStream) Write(p []byte) (int, error) {
 	defer s.mu.Unlock()
 	s.total += int64(len(p))
 	s.digest.Write(p)
-	if s.dropped || len(s.pending)+len(p) > maxPending {
-		s.dropped = true
+	if s.spool == nil || s.lost {
 		return len(p), nil
 	}
-	s.pending = append(s.pending, p...)
-	if len(s.pending) >= s.size {
+	if _, err := s.spool.WriteAt(p, s.written); err != nil {
+		s.log.Error("agent: spooling the job's output failed; the log will be incomplete", "error", err)
+		s.lost = true
+		return len(p), nil
+	}
+	s.written += int64(len(p))
+	if s.written-s.acked >= int64(s.size) {
 		select {
 		case s.kick <- struct{}{}:
 		default:
@@ -80,7 +98,25 @@ func (s *logStream) Write(p []byte) (int, error) {
 func (s *logStream) setStep(step int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.step = step
+	if last := &s.marks[len(s.marks)-1]; last.offset == s.written {
+		last.step = step
+		return
+	}
+	s.marks = append(s.marks, stepMark{s.written, step})
+}
+
+// next returns the chunk to send from offset: its step and length, at
+// most size bytes and within one step. s.mu is held.
+func (s *logStream) next(offset int64) (step int, n int64) {
+	end := min(s.written, offset+int64(s.size))
+	for i, m := range s.marks {
+		if m.offset > offset {
+			end = min(end, m.offset)
+			break
+		}
+		step = s.marks[i].step
+	}
+	return step, end - offset
 }
 
 func (s *logStream) run(ctx context.Context) {
@@ -100,7 +136,8 @@ func (s *logStream) run(ctx context.Context) {
 	}
 }
 
-// flush sends everything pending; false once the stream is fenced.
+// flush sends everything not acknowledged; false once the stream is
+// fenced or ctx ends.
 func (s *logStream) flush(ctx context.Context) bool {
 	backoff := 100 * time.Millisecond
 	for {
@@ -109,23 +146,31 @@ func (s *logStream) flush(ctx context.Context) bool {
 			s.mu.Unlock()
 			return false
 		}
-		n := min(len(s.pending), s.size)
-		if n == 0 {
+		offset := s.acked
+		step, n := s.next(offset)
+		seq := s.seq
+		if n == 0 || s.spool == nil {
 			s.mu.Unlock()
 			return true
 		}
-		chunk := bytes.Clone(s.pending[:n])
-		offset, step, seq := s.acked, s.step, s.seq
 		s.mu.Unlock()
+		// The spool only grows, and only this goroutine reads it.
+		chunk := s.buf[:n]
+		if _, err := s.spool.ReadAt(chunk, offset); err != nil {
+			s.mu.Lock()
+			s.log.Error("agent: reading the spooled output failed; the log will be incomplete", "error", err)
+			s.lost, s.acked = true, s.written
+			s.mu.Unlock()
+			return true
+		}
 
 		next, err := s.send(ctx, chunk, offset, step, seq)
 		s.mu.Lock()
+		var gap *gapError
+		var ae *apiError
 		switch {
 		case err == nil:
-			if adv := next - s.acked; adv > 0 && adv <= int64(len(s.pending)) {
-				s.pending = s.pending[adv:]
-				s.acked = next
-			}
+			s.acked = max(s.acked, min(next, s.written))
 			s.seq++
 			backoff = 100 * time.Millisecond
 		case errors.Is(err, ErrStale):
@@ -133,25 +178,20 @@ func (s *logStream) flush(ctx context.Context) bool {
 			s.mu.Unlock()
 			s.onStale()
 			return false
+		case errors.As(err, &gap) && gap.expected >= 0 && gap.expected <= s.written:
+			// The server has less (it restarted, a chunk was lost) or
+			// more (an answer was lost) than we knew: go on from there.
+			s.acked = gap.expected
+			s.seq++
+		case errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500:
+			// The server will not take this log (too large, or bytes it
+			// holds otherwise): nothing more is sent, and the totals
+			// tell the server the log is incomplete.
+			s.log.Error("agent: the server refuses the log; output is no longer sent", "job", s.j.JobID, "offset", offset, "error", err)
+			s.lost, s.acked = true, s.written
+			s.mu.Unlock()
+			return true
 		default:
-			var gap *gapError
-			if errors.As(err, &gap) && gap.expected >= s.acked && gap.expected-s.acked <= int64(len(s.pending)) {
-				// The server has more than we knew (an answer was lost):
-				// skip what it has.
-				s.pending = s.pending[gap.expected-s.acked:]
-				s.acked = gap.expected
-				s.mu.Unlock()
-				continue
-			}
-			var ae *apiError
-			if errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500 {
-				// The server will not take this log: what is pending is
-				// dropped, and the totals tell the server so.
-				s.log.Error("agent: the server refuses the log; output is dropped", "job", s.j.JobID, "offset", offset, "error", err)
-				s.pending, s.dropped = nil, true
-				s.mu.Unlock()
-				return true
-			}
 			s.mu.Unlock()
 			s.log.Warn("agent: sending a log chunk failed; retrying", "job", s.j.JobID, "offset", offset, "error", err)
 			select {
@@ -219,4 +259,25 @@ func (s *logStream) close(ctx context.Context) *logTotals {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return &logTotals{TotalBytes: s.total, SHA256: hex.EncodeToString(s.digest.Sum(nil))}
+}
+
+// resend sends the whole log again from its start, after close.
+func (s *logStream) resend(ctx context.Context) {
+	s.mu.Lock()
+	s.acked = 0
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(ctx, closeTimeout)
+	defer cancel()
+	s.flush(ctx)
+}
+
+// remove deletes the spool; the log can no longer be sent again.
+func (s *logStream) remove() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.spool != nil {
+		_ = s.spool.Close()
+		_ = os.Remove(s.spool.Name())
+		s.spool = nil
+	}
 }
