@@ -402,9 +402,11 @@ func (s *PostgresStore) JobGetMany(ctx context.Context, keys []JobKey) ([]*Job, 
 	if len(keys) == 0 {
 		return out, nil
 	}
+	// A lateral subquery with a LIMIT is one index probe per key: a
+	// plain join may hash the whole jobs table (see nestedLoops).
 	rows, err := s.pool.Query(ctx, `SELECT t.i, j.state, j.attempt, j.exit_code, j.reason, j.runner, j.ready_at, j.queued_at, j.started_at, j.finished_at
 		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(r, jid, i)
-		JOIN jobs j ON j.run_id = t.r AND j.job_id = t.jid`, runIDs, jobIDs)
+		CROSS JOIN LATERAL (SELECT * FROM jobs WHERE run_id = t.r AND job_id = t.jid LIMIT 1) j`, runIDs, jobIDs)
 	if err != nil {
 		return nil, interpretError(err)
 	}

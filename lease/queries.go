@@ -23,9 +23,11 @@ const (
 			SET attempt = EXCLUDED.attempt, token = EXCLUDED.token, runner = EXCLUDED.runner, expires_at = EXCLUDED.expires_at
 			WHERE job_leases.attempt < EXCLUDED.attempt
 		RETURNING run_id, job_id`
+	// A lateral subquery with a LIMIT is one index probe per job: a
+	// plain join may hash the whole table.
 	sqlGetMany = `SELECT t.i, l.attempt, l.token, l.runner, l.expires_at
 		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(r, j, i)
-		JOIN job_leases l ON l.run_id = t.r AND l.job_id = t.j`
+		CROSS JOIN LATERAL (SELECT * FROM job_leases WHERE run_id = t.r AND job_id = t.j LIMIT 1) l`
 	sqlDeleteMany = `DELETE FROM job_leases l
 		USING unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS t(r, j, a, tok)
 		WHERE l.run_id = t.r AND l.job_id = t.j AND l.attempt = t.a AND l.token = t.tok`
