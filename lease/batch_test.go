@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit"
@@ -231,4 +233,40 @@ func TestManagerConcurrentClaimMany(t *testing.T) {
 			require.Equal(t, won[s.ID][0].Runner, b.job(t, s.ID).Runner)
 		}
 	})
+}
+
+// TestManagerManyRedisDown runs the batched calls with a Redis that cannot
+// be reached: the pipelines fail and the store decides alone.
+func TestManagerManyRedisDown(t *testing.T) {
+	t.Parallel()
+	for _, pg := range []bool{false, true} {
+		b := setup(t, stack{pg: pg}, four()...)
+		rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond, DialerRetries: 1})
+		t.Cleanup(func() { _ = rdb.Close() })
+		m, err := lease.NewManager(lease.Config{Store: b.store, Jobs: b.jobs, Redis: rdb, Now: b.clock.Now, Logger: quiet})
+		require.NoError(t, err)
+		ctx := t.Context()
+		var reqs []lease.ClaimRequest
+		for _, j := range []string{"a", "b"} {
+			b.queue(t, b.attempt(j, 1))
+			reqs = append(reqs, lease.ClaimRequest{Attempt: b.attempt(j, 1), Runner: "r"})
+		}
+		reqs = append(reqs, reqs[0])
+		res := m.ClaimMany(ctx, reqs)
+		require.NoError(t, res[0].Err)
+		require.NoError(t, res[1].Err)
+		require.ErrorIs(t, res[2].Err, lease.ErrNotClaimed)
+		again := m.ClaimMany(ctx, reqs[:2])
+		require.ErrorIs(t, again[0].Err, lease.ErrNotClaimed, "the store refuses held attempts alone")
+		require.ErrorIs(t, again[1].Err, lease.ErrNotClaimed)
+		done := &dag.JobCompleteParams{Outcome: cikit.JobSucceeded}
+		for _, r := range m.CompleteMany(ctx, []lease.CompleteRequest{
+			{Attempt: res[0].Lease.Attempt, Token: res[0].Lease.Token, Params: done},
+			{Attempt: res[1].Lease.Attempt, Token: res[1].Lease.Token, Params: done},
+		}) {
+			require.NoError(t, r.Err)
+		}
+		b.requireNoLease(t, "a")
+		b.requireNoLease(t, "b")
+	}
 }

@@ -149,26 +149,19 @@ func (m *Manager) acquireRedis(ctx context.Context, ls []*Lease) []int {
 	if m.rdb == nil || len(ls) == 0 {
 		return out
 	}
+	cmds := make([]*redis.Cmd, len(ls))
 	if len(ls) == 1 {
 		l := ls[0]
-		n, err := acquire.Run(ctx, m.rdb, []string{m.key(l.Attempt)}, redisValue(l.Attempt, l.Token), l.Attempt.Attempt, m.ttl.Milliseconds()).Int()
-		switch {
-		case err != nil:
-			m.redisFailed(ctx, "acquire", l.Attempt, err)
-		case n == 0:
-			out[0] = redisHeld
-		default:
-			out[0] = redisSet
+		cmds[0] = acquire.Run(ctx, m.rdb, []string{m.key(l.Attempt)}, redisValue(l.Attempt, l.Token), l.Attempt.Attempt, m.ttl.Milliseconds())
+	} else {
+		// Eval, not EvalSha: a pipeline cannot fall back on a missing
+		// script.
+		pipe := m.rdb.Pipeline()
+		for n, l := range ls {
+			cmds[n] = acquire.Eval(ctx, pipe, []string{m.key(l.Attempt)}, redisValue(l.Attempt, l.Token), l.Attempt.Attempt, m.ttl.Milliseconds())
 		}
-		return out
+		_, _ = pipe.Exec(ctx) // each command's error is its own
 	}
-	// Eval, not EvalSha: a pipeline cannot fall back on a missing script.
-	pipe := m.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(ls))
-	for n, l := range ls {
-		cmds[n] = acquire.Eval(ctx, pipe, []string{m.key(l.Attempt)}, redisValue(l.Attempt, l.Token), l.Attempt.Attempt, m.ttl.Milliseconds())
-	}
-	_, _ = pipe.Exec(ctx) // each command's error is its own
 	for n, c := range cmds {
 		v, err := c.Int()
 		switch {
