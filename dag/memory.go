@@ -204,6 +204,23 @@ func (s *MemoryStore) JobGet(ctx context.Context, runID, jobID string) (*Job, er
 	return r.jobs[i].clone(), nil
 }
 
+func (s *MemoryStore) JobGetMany(ctx context.Context, keys []JobKey) ([]*Job, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Job, len(keys))
+	for i, k := range keys {
+		if r, ok := s.runs[k.RunID]; ok {
+			if j, ok := r.graph.Index(k.JobID); ok {
+				out[i] = r.jobs[j].clone()
+			}
+		}
+	}
+	return out, nil
+}
+
 func (s *MemoryStore) JobQueue(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
 	return s.queue(ctx, p.event(EventQueue))
 }

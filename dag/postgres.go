@@ -385,6 +385,56 @@ func (s *PostgresStore) JobGet(ctx context.Context, runID, jobID string) (*Job, 
 	return j, nil
 }
 
+func (s *PostgresStore) JobGetMany(ctx context.Context, keys []JobKey) ([]*Job, error) {
+	out := make([]*Job, len(keys))
+	graphs := make(map[string]*runGraph)
+	runIDs, jobIDs := make([]string, 0, len(keys)), make([]string, 0, len(keys))
+	for _, k := range keys {
+		if _, ok := graphs[k.RunID]; !ok {
+			rg, err := s.graph(ctx, s.pool, k.RunID)
+			if err != nil && !errors.Is(err, cikit.ErrNotFound) {
+				return nil, err
+			}
+			graphs[k.RunID] = rg // nil for an unknown run
+		}
+		runIDs, jobIDs = append(runIDs, k.RunID), append(jobIDs, k.JobID)
+	}
+	if len(keys) == 0 {
+		return out, nil
+	}
+	// A lateral subquery with a LIMIT is one index probe per key: a
+	// plain join may hash the whole jobs table (see nestedLoops).
+	rows, err := s.pool.Query(ctx, `SELECT t.i, j.state, j.attempt, j.exit_code, j.reason, j.runner, j.ready_at, j.queued_at, j.started_at, j.finished_at
+		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(r, jid, i)
+		CROSS JOIN LATERAL (SELECT * FROM jobs WHERE run_id = t.r AND job_id = t.jid LIMIT 1) j`, runIDs, jobIDs)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var i int
+		j := &Job{}
+		var ready, queued, started, finished *time.Time
+		if err := rows.Scan(&i, &j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished); err != nil {
+			return nil, interpretError(err)
+		}
+		k := keys[i-1]
+		rg := graphs[k.RunID]
+		if rg == nil {
+			continue // the run was created after its graph was read
+		}
+		pos, ok := rg.g.Index(k.JobID)
+		if !ok {
+			continue
+		}
+		j.RunID = k.RunID
+		j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
+		j.Spec = rg.specs[pos].Clone()
+		out[i-1] = j
+	}
+	return out, interpretError(rows.Err())
+}
+
 func (s *PostgresStore) JobAttempts(ctx context.Context, runID, jobID string) ([]*Job, error) {
 	rg, err := s.graph(ctx, s.pool, runID)
 	if err != nil {

@@ -54,6 +54,11 @@ type Store interface {
 	// job: it is how a lease manager checks, on every heartbeat, that the
 	// attempt it fences is still the job's current one.
 	JobGet(ctx context.Context, runID, jobID string) (*Job, error)
+	// JobGetMany returns the jobs keys name, in their order, each as
+	// JobGet would, in one read: how a lease manager checks a batch of
+	// claims. The job of an unknown run or job is nil; the error is for
+	// the store failing.
+	JobGetMany(ctx context.Context, keys []JobKey) ([]*Job, error)
 	// JobQueue moves a READY job to QUEUED. A job of a concurrency group
 	// is queued only when its turn has come: no job of its group is
 	// active and none has waited longer; otherwise JobQueue returns a
@@ -220,6 +225,12 @@ type RunCreateParams struct {
 	// the same Pipeline and Branch. The zero value supersedes on every
 	// branch but the default branch.
 	Supersede SupersedePolicy
+}
+
+// JobKey names one job of a run.
+type JobKey struct {
+	RunID string
+	JobID string
 }
 
 // JobTransitionParams name the job and attempt a transition applies to.

@@ -25,6 +25,16 @@
 // themselves; whoever else changes jobs (run creation, the reaper) passes
 // its results to Dispatch or calls DispatchRun.
 //
+// # Batching
+//
+// Concurrent claims and completions are joined into batches, without
+// timers: the first request that finds no batch of its kind in flight
+// takes the ones waiting (up to 64) into one lease.Manager.ClaimMany or
+// CompleteMany call and answers each; the others wait for their answer.
+// A lone request goes at once. On PostgreSQL and Redis this makes claim
+// and complete cycles several times faster under load (lease/README.md
+// has the figures).
+//
 // # Tokens
 //
 // Runner and job tokens are HMAC-SHA256 signed claims, verified without a

@@ -89,6 +89,10 @@ type Server struct {
 	mux      *http.ServeMux
 	log      *slog.Logger
 	dispatch *Dispatcher
+	// claims and completes join concurrent requests' lease calls into
+	// batches.
+	claims    *batcher[lease.ClaimRequest, lease.ClaimResult]
+	completes *batcher[lease.CompleteRequest, lease.CompleteResult]
 }
 
 // NewServer validates cfg and returns a Server.
@@ -131,7 +135,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	if cfg.Dispatcher == nil {
 		cfg.Dispatcher = NewDispatcher()
 	}
-	s := &Server{cfg: cfg, signer: &signer{keys: cfg.SigningKeys}, log: cfg.Logger, dispatch: cfg.Dispatcher, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, signer: &signer{keys: cfg.SigningKeys}, log: cfg.Logger, dispatch: cfg.Dispatcher, mux: http.NewServeMux(),
+		claims: newBatcher(cfg.Leases.ClaimMany), completes: newBatcher(cfg.Leases.CompleteMany)}
 	s.mux.HandleFunc("POST /v1/runners", s.register)
 	s.mux.HandleFunc("GET /v1/jobs/claim", s.claim)
 	s.mux.HandleFunc("POST /v1/jobs/{run_id}/{job_id}/heartbeat", s.heartbeat)
@@ -272,8 +277,11 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		// The claim is made even when the runner has just gone: its
-		// lease then expires and the reaper tries the job again.
-		l, err := s.cfg.Leases.Claim(context.WithoutCancel(r.Context()), lease.Attempt{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt}, rc.RunnerID)
+		// lease then expires and the reaper tries the job again. It
+		// joins the claims of other requests in one lease call.
+		res, _ := s.claims.do(context.WithoutCancel(r.Context()), lease.ClaimRequest{
+			Attempt: lease.Attempt{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt}, Runner: rc.RunnerID})
+		l, err := res.Lease, res.Err
 		if err != nil {
 			if !errors.Is(err, lease.ErrNotClaimed) {
 				// The store failed: the offer is kept for a runner that
@@ -411,8 +419,13 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("result %q is not succeeded, failed or cancelled", req.Result))
 		return
 	}
-	res, err := s.cfg.Leases.Complete(r.Context(), a, c.Lease, &dag.JobCompleteParams{RunID: a.RunID, JobID: a.JobID, Attempt: a.Attempt,
-		Outcome: req.Result, ExitCode: req.ExitCode, Reason: req.Reason, FailureClass: req.FailureClass})
+	// The completion joins those of other requests in one lease call.
+	cr, err := s.completes.do(r.Context(), lease.CompleteRequest{Attempt: a, Token: c.Lease, Params: &dag.JobCompleteParams{
+		Outcome: req.Result, ExitCode: req.ExitCode, Reason: req.Reason, FailureClass: req.FailureClass}})
+	if err != nil {
+		return // the runner has gone
+	}
+	res, err := cr.Result, cr.Err
 	if err != nil {
 		if errors.Is(err, lease.ErrFenced) {
 			// A completion repeated after its answer was lost finds the

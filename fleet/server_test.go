@@ -10,9 +10,11 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit"
@@ -286,4 +288,61 @@ func TestStaleRunnerIsRefused(t *testing.T) {
 	require.Equal(t, cikit.JobFailed, attempts[0].State)
 	require.Contains(t, attempts[0].Reason, "runner_lost")
 	require.Equal(t, cikit.JobSucceeded, attempts[1].State, "the result is attempt 2's")
+}
+
+// TestConcurrentRunners has many runners claim and complete at once, so
+// that their lease calls are batched: every job is claimed once and
+// completed once, and a completion sent twice at once is answered as the
+// job ended both times.
+func TestConcurrentRunners(t *testing.T) {
+	t.Parallel()
+	for _, st := range []struct {
+		name string
+		st   stores
+	}{{"memory", memoryStores}, {"postgres+redis", postgresStores}} {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupOn(t, st.st)
+			var specs []*cikit.JobSpec
+			for i := range 48 {
+				specs = append(specs, spec(fmt.Sprint("j", i)))
+			}
+			runID := b.newRun(t, specs...)
+			var mu sync.Mutex
+			seen := map[string]int{}
+			var wg sync.WaitGroup
+			for range 16 {
+				runner := b.register(t)
+				wg.Go(func() {
+					for {
+						c := b.claim(t, runner, "0")
+						if c == nil {
+							return
+						}
+						mu.Lock()
+						seen[c.JobID]++
+						mu.Unlock()
+						done := map[string]any{"result": "succeeded"}
+						var twice sync.WaitGroup
+						for range 2 {
+							twice.Go(func() {
+								status, out := b.call(t, http.MethodPost, jobPath(c, "complete"), c.Token, done)
+								assert.Equal(t, http.StatusOK, status, "%v", out)
+								assert.Equal(t, "succeeded", out["state"])
+							})
+						}
+						twice.Wait()
+					}
+				})
+			}
+			wg.Wait()
+			require.Len(t, seen, len(specs))
+			for id, n := range seen {
+				require.Equal(t, 1, n, "%s claimed %d times", id, n)
+			}
+			run, err := b.jobs.RunGet(context.Background(), runID)
+			require.NoError(t, err)
+			require.Equal(t, cikit.RunSucceeded, run.State)
+		})
+	}
 }

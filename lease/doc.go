@@ -33,6 +33,13 @@
 // job. Complete and Return end the attempt with a dag JobComplete,
 // conditional on the attempt, then delete the record and the hint.
 //
+// ClaimMany and CompleteMany do the same for many attempts at once, each
+// step one round trip for the whole batch (one read of the jobs or
+// records, one Redis pipeline, one Store call, one dag JobApply), and
+// answer each attempt as Claim and Complete would; those two are batches
+// of one. A server that takes claims and completions from many runners
+// joins them into batches (fleet.Server does).
+//
 // The Reaper scans expired records in batches. An attempt whose job still
 // runs at it is failed as an infrastructure failure (reason
 // "runner_lost: …"), which dag's retry policy turns into a new attempt or

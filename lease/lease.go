@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
 )
 
 // Attempt identifies one attempt of a job of a run. The attempt number is
@@ -102,6 +103,21 @@ type Store interface {
 	// lease of another attempt or token, or none, is left alone, and is
 	// not an error: deleting is idempotent.
 	LeaseDelete(ctx context.Context, a Attempt, token string) error
+	// LeaseInsertMany inserts each lease as LeaseInsert would, in order,
+	// and answers each with LeaseInsert's error in the same place of the
+	// returned slice: a refused lease leaves the others alone. The
+	// returned error is for the store failing; then any of the leases
+	// may have been inserted. Of several leases of one job, each is
+	// decided after the ones before it.
+	LeaseInsertMany(ctx context.Context, ls []*Lease) ([]error, error)
+	// LeaseGetMany returns the leases of the jobs keys name, in their
+	// order, as LeaseGet would, in one read; a job without a lease is
+	// nil.
+	LeaseGetMany(ctx context.Context, keys []dag.JobKey) ([]*Lease, error)
+	// LeaseDeleteMany deletes each lease of ls as LeaseDelete would:
+	// the job's lease only if it is of that attempt and token (Runner
+	// and Expires are ignored).
+	LeaseDeleteMany(ctx context.Context, ls []*Lease) error
 	// LeaseExpired returns up to limit leases whose Expires is not after
 	// now, the oldest expiry first. limit must be positive.
 	LeaseExpired(ctx context.Context, now time.Time, limit int) ([]*Lease, error)

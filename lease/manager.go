@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -134,6 +135,70 @@ func (m *Manager) releaseRedis(ctx context.Context, a Attempt, token string) {
 	}
 }
 
+// What acquireRedis did with a lease's hint.
+const (
+	redisSkipped = iota // no Redis, or it failed: the store decides alone
+	redisSet
+	redisHeld // another lease holds the job
+)
+
+// acquireRedis sets the Redis hints of ls in one pipeline, unless they are
+// held, and says what it did with each.
+func (m *Manager) acquireRedis(ctx context.Context, ls []*Lease) []int {
+	out := make([]int, len(ls))
+	if m.rdb == nil || len(ls) == 0 {
+		return out
+	}
+	cmds := make([]*redis.Cmd, len(ls))
+	if len(ls) == 1 {
+		l := ls[0]
+		cmds[0] = acquire.Run(ctx, m.rdb, []string{m.key(l.Attempt)}, redisValue(l.Attempt, l.Token), l.Attempt.Attempt, m.ttl.Milliseconds())
+	} else {
+		// Eval, not EvalSha: a pipeline cannot fall back on a missing
+		// script.
+		pipe := m.rdb.Pipeline()
+		for n, l := range ls {
+			cmds[n] = acquire.Eval(ctx, pipe, []string{m.key(l.Attempt)}, redisValue(l.Attempt, l.Token), l.Attempt.Attempt, m.ttl.Milliseconds())
+		}
+		_, _ = pipe.Exec(ctx) // each command's error is its own
+	}
+	for n, c := range cmds {
+		v, err := c.Int()
+		switch {
+		case err != nil:
+			m.redisFailed(ctx, "acquire", ls[n].Attempt, err)
+		case v == 0:
+			out[n] = redisHeld
+		default:
+			out[n] = redisSet
+		}
+	}
+	return out
+}
+
+// releaseRedisMany deletes the Redis hints of ls that still hold them, in
+// one pipeline.
+func (m *Manager) releaseRedisMany(ctx context.Context, ls []*Lease) {
+	if m.rdb == nil || len(ls) == 0 {
+		return
+	}
+	if len(ls) == 1 {
+		m.releaseRedis(ctx, ls[0].Attempt, ls[0].Token)
+		return
+	}
+	pipe := m.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(ls))
+	for n, l := range ls {
+		cmds[n] = release.Eval(ctx, pipe, []string{m.key(l.Attempt)}, redisValue(l.Attempt, l.Token))
+	}
+	_, _ = pipe.Exec(ctx)
+	for n, c := range cmds {
+		if err := c.Err(); err != nil {
+			m.redisFailed(ctx, "release", ls[n].Attempt, err)
+		}
+	}
+}
+
 // refused reports whether err is a store refusing a conditional write, as
 // opposed to the store failing.
 func refused(err error) bool {
@@ -149,66 +214,148 @@ func refused(err error) bool {
 // store failure its error; then a lease may have been recorded, which
 // expires and is reaped like any other.
 func (m *Manager) Claim(ctx context.Context, a Attempt, runner string) (*Lease, error) {
-	if err := a.validate(); err != nil {
-		return nil, err
+	r := m.ClaimMany(ctx, []ClaimRequest{{Attempt: a, Runner: runner}})[0]
+	return r.Lease, r.Err
+}
+
+// ClaimRequest is one claim of ClaimMany: attempt Attempt for Runner.
+type ClaimRequest struct {
+	Attempt
+	Runner string
+}
+
+// ClaimResult answers one ClaimRequest: the lease, or why there is none.
+type ClaimResult struct {
+	Lease *Lease
+	Err   error
+}
+
+// ClaimMany makes the claims of reqs at once, each exactly as Claim
+// would, and answers each in the same place of the result: a refused or
+// failed claim is its own result's Err and leaves the others alone. Of
+// several claims of one attempt in reqs, as of concurrent ones, at most
+// one succeeds. It reads the jobs once, writes the Redis hints in one
+// pipeline, the leases in one Store call and the starts in one
+// dag.Store.JobApply, so a batch costs about what one claim does.
+func (m *Manager) ClaimMany(ctx context.Context, reqs []ClaimRequest) []ClaimResult {
+	out := make([]ClaimResult, len(reqs))
+	todo := make([]int, 0, len(reqs))
+	keys := make([]dag.JobKey, 0, len(reqs))
+	for i, r := range reqs {
+		if err := r.validate(); err != nil {
+			out[i].Err = err
+			continue
+		}
+		todo = append(todo, i)
+		keys = append(keys, dag.JobKey{RunID: r.RunID, JobID: r.JobID})
 	}
-	// The job first: only once it is QUEUED at attempt a are the leases
-	// of earlier attempts leftovers that the claim may replace. Without
-	// this, a claim of a later attempt would displace the holder's.
-	j, err := m.jobs.JobGet(ctx, a.RunID, a.JobID)
+	if len(todo) == 0 {
+		return out
+	}
+	// The jobs first: only once a job is QUEUED at the attempt are the
+	// leases of earlier attempts leftovers that the claim may replace.
+	// Without this, a claim of a later attempt would displace the
+	// holder's.
+	jobs, err := m.jobs.JobGetMany(ctx, keys)
 	if err != nil {
-		return nil, err
+		for _, i := range todo {
+			out[i].Err = err
+		}
+		return out
 	}
-	if j.Attempt != a.Attempt || j.State != cikit.JobQueued {
-		return nil, fmt.Errorf("lease: cannot claim %s: %w: %w", a, ErrNotClaimed, &cikit.TransitionError{Job: a.JobID, Attempt: a.Attempt,
-			From: j.State, To: cikit.JobRunning, Reason: fmt.Sprintf("the job is %s at attempt %d", j.State, j.Attempt)})
-	}
-	l := &Lease{Attempt: a, Token: m.newToken(), Runner: runner, Expires: m.expiry()}
-	val := redisValue(a, l.Token)
-	inRedis := false
-	if m.rdb != nil {
-		n, err := acquire.Run(ctx, m.rdb, []string{m.key(a)}, val, a.Attempt, m.ttl.Milliseconds()).Int()
+	claims := make([]*Lease, 0, len(todo))
+	idx := make([]int, 0, len(todo))
+	seen := make(map[[2]string]bool, len(todo))
+	for n, i := range todo {
+		a, j := reqs[i].Attempt, jobs[n]
+		k := [2]string{a.RunID, a.JobID}
 		switch {
-		case err != nil:
-			m.redisFailed(ctx, "acquire", a, err)
-		case n == 0:
-			return nil, fmt.Errorf("lease: %s is held by another runner: %w", a, ErrNotClaimed)
+		case j == nil:
+			out[i].Err = fmt.Errorf("lease: cannot claim %s: the run or job does not exist: %w", a, cikit.ErrNotFound)
+		case j.Attempt != a.Attempt || j.State != cikit.JobQueued:
+			out[i].Err = fmt.Errorf("lease: cannot claim %s: %w: %w", a, ErrNotClaimed, &cikit.TransitionError{Job: a.JobID, Attempt: a.Attempt,
+				From: j.State, To: cikit.JobRunning, Reason: fmt.Sprintf("the job is %s at attempt %d", j.State, j.Attempt)})
+		case seen[k]:
+			out[i].Err = fmt.Errorf("lease: %s is claimed by another request of the same batch: %w", a, ErrNotClaimed)
 		default:
-			inRedis = true
+			seen[k] = true
+			claims = append(claims, &Lease{Attempt: a, Token: m.newToken(), Runner: reqs[i].Runner, Expires: m.expiry()})
+			idx = append(idx, i)
 		}
 	}
-	// undo removes what a refused claim did. Only a refusal proves that
-	// a write did not happen: after a failed one, the lease stays, to
+	inRedis := m.acquireRedis(ctx, claims)
+	for n, i := range idx {
+		if inRedis[n] == redisHeld {
+			out[i].Err = fmt.Errorf("lease: %s is held by another runner: %w", claims[n].Attempt, ErrNotClaimed)
+		}
+	}
+	// undo removes what refused claims did. Only a refusal proves that a
+	// write did not happen: after a failed one, the lease stays, to
 	// expire and be reaped like any other (the reaper fails the attempt
 	// if it did start).
-	undo := func(cause error, row bool) error {
+	var undoRows, undoRedis []*Lease
+	undo := func(n int, cause error, row bool) error {
 		refusal := refused(cause) || errors.Is(cause, cikit.ErrNotFound)
 		if !refusal {
 			return cause
 		}
 		if row {
-			if err := m.store.LeaseDelete(ctx, a, l.Token); err != nil {
-				m.log.WarnContext(ctx, "lease: undoing a refused claim failed; the lease will be reaped", "run", a.RunID, "job", a.JobID, "attempt", a.Attempt, "err", err)
+			undoRows = append(undoRows, claims[n])
+		}
+		if inRedis[n] == redisSet {
+			undoRedis = append(undoRedis, claims[n])
+		}
+		if errors.Is(cause, cikit.ErrNotFound) || errors.Is(cause, ErrNotClaimed) {
+			return cause
+		}
+		return fmt.Errorf("lease: cannot claim %s: %w: %w", claims[n].Attempt, ErrNotClaimed, cause)
+	}
+	var ins []*Lease
+	var insN []int
+	for n, i := range idx {
+		if out[i].Err == nil {
+			ins, insN = append(ins, claims[n]), append(insN, n)
+		}
+	}
+	if len(ins) > 0 {
+		errs, err := m.store.LeaseInsertMany(ctx, ins)
+		var starts []*dag.JobEvent
+		var startN []int
+		for x, n := range insN {
+			i := idx[n]
+			switch {
+			case err != nil:
+				out[i].Err = err
+			case errs[x] != nil:
+				out[i].Err = undo(n, errs[x], false)
+			default:
+				l := claims[n]
+				starts = append(starts, &dag.JobEvent{Kind: dag.EventStart, RunID: l.RunID, JobID: l.JobID, Attempt: l.Attempt.Attempt, Runner: l.Runner})
+				startN = append(startN, n)
 			}
 		}
-		if inRedis {
-			m.releaseRedis(ctx, a, l.Token)
+		if len(starts) > 0 {
+			res, err := m.jobs.JobApply(ctx, starts)
+			for x, n := range startN {
+				i := idx[n]
+				switch {
+				case err != nil:
+					out[i].Err = err
+				case res[x].Err != nil:
+					out[i].Err = undo(n, res[x].Err, true)
+				default:
+					out[i].Lease = claims[n]
+				}
+			}
 		}
-		if errors.Is(cause, cikit.ErrNotFound) {
-			return cause
+	}
+	if len(undoRows) > 0 {
+		if err := m.store.LeaseDeleteMany(ctx, undoRows); err != nil {
+			m.log.WarnContext(ctx, "lease: undoing refused claims failed; the leases will be reaped", "leases", len(undoRows), "err", err)
 		}
-		if errors.Is(cause, ErrNotClaimed) {
-			return cause
-		}
-		return fmt.Errorf("lease: cannot claim %s: %w: %w", a, ErrNotClaimed, cause)
 	}
-	if err := m.store.LeaseInsert(ctx, l); err != nil {
-		return nil, undo(err, false)
-	}
-	if _, err := m.jobs.JobStart(ctx, &dag.JobTransitionParams{RunID: a.RunID, JobID: a.JobID, Attempt: a.Attempt, Runner: runner}); err != nil {
-		return nil, undo(err, true)
-	}
-	return l, nil
+	m.releaseRedisMany(ctx, undoRedis)
+	return out
 }
 
 // current returns the job of attempt a, or a *FencedError if a is not its
@@ -292,9 +439,19 @@ func (m *Manager) holds(ctx context.Context, a Attempt, token string) error {
 	l, err := m.store.LeaseGet(ctx, a.RunID, a.JobID)
 	switch {
 	case errors.Is(err, cikit.ErrNotFound):
-		return &FencedError{Attempt: a, Reason: "the job has no lease"}
+		return holdsLease(nil, a, token)
 	case err != nil:
 		return err
+	}
+	return holdsLease(l, a, token)
+}
+
+// holdsLease returns a *FencedError unless l, the Store's lease of a's
+// job (nil for none), is of attempt a and token.
+func holdsLease(l *Lease, a Attempt, token string) error {
+	switch {
+	case l == nil:
+		return &FencedError{Attempt: a, Reason: "the job has no lease"}
 	case l.Attempt != a || l.Token != token:
 		return &FencedError{Attempt: a, Reason: fmt.Sprintf("the job's lease is of attempt %d and another token", l.Attempt.Attempt)}
 	}
@@ -309,32 +466,119 @@ func (m *Manager) holds(ctx context.Context, a Attempt, token string) error {
 // answer learns how the job ended from the job, not from its token,
 // which is never accepted again.
 func (m *Manager) Complete(ctx context.Context, a Attempt, token string, p *dag.JobCompleteParams) (*dag.TransitionResult, error) {
-	if err := a.validate(); err != nil {
-		return nil, err
-	}
-	if err := m.holds(ctx, a, token); err != nil {
-		return nil, err
-	}
-	c := *p
-	c.RunID, c.JobID, c.Attempt = a.RunID, a.JobID, a.Attempt
-	res, err := m.jobs.JobComplete(ctx, &c)
-	if err != nil {
-		if errors.Is(err, cikit.ErrInvalidTransition) {
-			return nil, &FencedError{Attempt: a, Reason: err.Error()}
-		}
-		return nil, err
-	}
-	m.end(ctx, a, token)
-	return res, nil
+	r := m.CompleteMany(ctx, []CompleteRequest{{Attempt: a, Token: token, Params: p}})[0]
+	return r.Result, r.Err
 }
 
-// end deletes the lease of an ended attempt; a failure leaves a stale
-// lease the reaper deletes.
-func (m *Manager) end(ctx context.Context, a Attempt, token string) {
-	if err := m.store.LeaseDelete(ctx, a, token); err != nil {
-		m.log.WarnContext(ctx, "lease: deleting an ended lease failed; the reaper will", "run", a.RunID, "job", a.JobID, "attempt", a.Attempt, "err", err)
+// CompleteRequest is one completion of CompleteMany: attempt Attempt,
+// whose lease Token holds, ended as Params say (their RunID, JobID and
+// Attempt are taken from Attempt).
+type CompleteRequest struct {
+	Attempt
+	Token  string
+	Params *dag.JobCompleteParams
+}
+
+// CompleteResult answers one CompleteRequest: what the completion
+// changed, or why it was refused.
+type CompleteResult struct {
+	Result *dag.TransitionResult
+	Err    error
+}
+
+// CompleteMany makes the completions of reqs at once, each exactly as
+// Complete would, and answers each in the same place of the result: a
+// fenced or failed completion is its own result's Err and leaves the
+// others alone. Of several completions of one attempt in reqs, the first
+// its token holds completes it and the later ones are fenced, as they
+// would be one after the other. It reads the leases once, completes the
+// jobs in one dag.Store.JobApply, and deletes the leases in one Store
+// call and one Redis pipeline.
+func (m *Manager) CompleteMany(ctx context.Context, reqs []CompleteRequest) []CompleteResult {
+	out := make([]CompleteResult, len(reqs))
+	todo := make([]int, 0, len(reqs))
+	keys := make([]dag.JobKey, 0, len(reqs))
+	for i, r := range reqs {
+		if err := r.validate(); err != nil {
+			out[i].Err = err
+			continue
+		}
+		if r.Params == nil {
+			out[i].Err = fmt.Errorf("lease: the completion of %s has no Params", r.Attempt)
+			continue
+		}
+		todo = append(todo, i)
+		keys = append(keys, dag.JobKey{RunID: r.RunID, JobID: r.JobID})
 	}
-	m.releaseRedis(ctx, a, token)
+	if len(todo) == 0 {
+		return out
+	}
+	held, err := m.store.LeaseGetMany(ctx, keys)
+	if err != nil {
+		for _, i := range todo {
+			out[i].Err = err
+		}
+		return out
+	}
+	var evs []*dag.JobEvent
+	var idx []int
+	seen := make(map[[2]string]bool, len(todo))
+	for n, i := range todo {
+		a, token := reqs[i].Attempt, reqs[i].Token
+		k := [2]string{a.RunID, a.JobID}
+		if err := holdsLease(held[n], a, token); err != nil {
+			out[i].Err = err
+			continue
+		}
+		if seen[k] {
+			out[i].Err = &FencedError{Attempt: a, Reason: "an earlier completion of the same batch ended the lease"}
+			continue
+		}
+		seen[k] = true
+		c := *reqs[i].Params
+		c.RunID, c.JobID, c.Attempt = a.RunID, a.JobID, a.Attempt
+		evs = append(evs, &dag.JobEvent{Kind: dag.EventComplete, RunID: c.RunID, JobID: c.JobID, Attempt: c.Attempt,
+			Outcome: c.Outcome, ExitCode: c.ExitCode, Reason: c.Reason, FailureClass: c.FailureClass})
+		idx = append(idx, i)
+	}
+	if len(evs) == 0 {
+		return out
+	}
+	res, err := m.jobs.JobApply(ctx, evs)
+	var ended []*Lease
+	for x, i := range idx {
+		switch {
+		case err != nil:
+			out[i].Err = err
+		case errors.Is(res[x].Err, cikit.ErrInvalidTransition):
+			out[i].Err = &FencedError{Attempt: reqs[i].Attempt, Reason: res[x].Err.Error()}
+		case res[x].Err != nil:
+			out[i].Err = res[x].Err
+		default:
+			out[i].Result = res[x].TransitionResult
+			ended = append(ended, &Lease{Attempt: reqs[i].Attempt, Token: reqs[i].Token})
+		}
+	}
+	m.endMany(ctx, ended)
+	return out
+}
+
+// endMany deletes the leases of ended attempts; a failure leaves stale
+// leases the reaper deletes.
+func (m *Manager) endMany(ctx context.Context, ls []*Lease) {
+	if len(ls) == 0 {
+		return
+	}
+	// Both only delete, so they need no order: at once, to answer
+	// sooner.
+	var wg sync.WaitGroup
+	if m.rdb != nil {
+		wg.Go(func() { m.releaseRedisMany(ctx, ls) })
+	}
+	if err := m.store.LeaseDeleteMany(ctx, ls); err != nil {
+		m.log.WarnContext(ctx, "lease: deleting ended leases failed; the reaper will", "leases", len(ls), "err", err)
+	}
+	wg.Wait()
 }
 
 // Return gives attempt a back: its runner is shutting down without having

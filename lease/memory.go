@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
 )
 
 // MemoryStore is a Store in process memory, for the embedded platform
@@ -42,6 +43,44 @@ func (s *MemoryStore) LeaseInsert(ctx context.Context, l *Lease) error {
 	c := *l
 	c.Expires = c.Expires.Truncate(time.Microsecond)
 	s.leases[k] = c
+	return nil
+}
+
+func (s *MemoryStore) LeaseInsertMany(ctx context.Context, ls []*Lease) ([]error, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]error, len(ls))
+	for i, l := range ls {
+		out[i] = s.LeaseInsert(ctx, l)
+	}
+	return out, nil
+}
+
+func (s *MemoryStore) LeaseGetMany(ctx context.Context, keys []dag.JobKey) ([]*Lease, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]*Lease, len(keys))
+	for i, k := range keys {
+		if cur, ok := s.leases[[2]string{k.RunID, k.JobID}]; ok {
+			out[i] = &cur
+		}
+	}
+	return out, nil
+}
+
+func (s *MemoryStore) LeaseDeleteMany(ctx context.Context, ls []*Lease) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	for _, l := range ls {
+		if err := s.LeaseDelete(ctx, l.Attempt, l.Token); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

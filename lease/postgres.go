@@ -1,17 +1,21 @@
 package lease
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/internal/pgmigrate"
 )
 
@@ -88,6 +92,110 @@ func (s *PostgresStore) LeaseGet(ctx context.Context, runID, jobID string) (*Lea
 
 func (s *PostgresStore) LeaseDelete(ctx context.Context, a Attempt, token string) error {
 	_, err := s.pool.Exec(ctx, sqlDelete, a.RunID, a.JobID, a.Attempt, token)
+	return interpretError(err)
+}
+
+func (s *PostgresStore) LeaseInsertMany(ctx context.Context, ls []*Lease) ([]error, error) {
+	out := make([]error, len(ls))
+	todo := make([]int, 0, len(ls))
+	for i, l := range ls {
+		if err := l.Attempt.validate(); err != nil {
+			out[i] = err
+			continue
+		}
+		todo = append(todo, i)
+	}
+	// One statement cannot write a row twice: rounds of at most one lease
+	// per job, in order, decide each after the ones before it.
+	for len(todo) > 0 {
+		seen := make(map[[2]string]bool, len(todo))
+		var round, rest []int
+		for _, i := range todo {
+			k := [2]string{ls[i].RunID, ls[i].JobID}
+			if seen[k] {
+				rest = append(rest, i)
+				continue
+			}
+			seen[k] = true
+			round = append(round, i)
+		}
+		if err := s.insertRound(ctx, ls, round, out); err != nil {
+			return nil, err
+		}
+		todo = rest
+	}
+	return out, nil
+}
+
+// insertRound inserts the leases of round, of distinct jobs, in one
+// statement.
+func (s *PostgresStore) insertRound(ctx context.Context, ls []*Lease, round []int, out []error) error {
+	slices.SortFunc(round, func(a, b int) int {
+		return cmp.Or(strings.Compare(ls[a].RunID, ls[b].RunID), strings.Compare(ls[a].JobID, ls[b].JobID))
+	})
+	runs, jobs, attempts := make([]string, len(round)), make([]string, len(round)), make([]int32, len(round))
+	tokens, runners, expires := make([]string, len(round)), make([]string, len(round)), make([]time.Time, len(round))
+	for n, i := range round {
+		l := ls[i]
+		runs[n], jobs[n], attempts[n], tokens[n], runners[n], expires[n] = l.RunID, l.JobID, int32(l.Attempt.Attempt), l.Token, l.Runner, l.Expires
+	}
+	rows, err := s.pool.Query(ctx, sqlInsertMany, runs, jobs, attempts, tokens, runners, expires)
+	if err != nil {
+		return interpretError(err)
+	}
+	inserted := make(map[[2]string]bool, len(round))
+	var k [2]string
+	_, err = pgx.ForEachRow(rows, []any{&k[0], &k[1]}, func() error {
+		inserted[k] = true
+		return nil
+	})
+	if err != nil {
+		return interpretError(err)
+	}
+	for _, i := range round {
+		if !inserted[[2]string{ls[i].RunID, ls[i].JobID}] {
+			out[i] = fmt.Errorf("lease: %s: the job has a lease of this attempt or a later one: %w", ls[i].Attempt, ErrNotClaimed)
+		}
+	}
+	return nil
+}
+
+func (s *PostgresStore) LeaseGetMany(ctx context.Context, keys []dag.JobKey) ([]*Lease, error) {
+	out := make([]*Lease, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	runs, jobs := make([]string, len(keys)), make([]string, len(keys))
+	for i, k := range keys {
+		runs[i], jobs[i] = k.RunID, k.JobID
+	}
+	rows, err := s.pool.Query(ctx, sqlGetMany, runs, jobs)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	var i int
+	var l Lease
+	_, err = pgx.ForEachRow(rows, []any{&i, &l.Attempt.Attempt, &l.Token, &l.Runner, &l.Expires}, func() error {
+		c := l
+		c.RunID, c.JobID, c.Expires = keys[i-1].RunID, keys[i-1].JobID, l.Expires.UTC()
+		out[i-1] = &c
+		return nil
+	})
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	return out, nil
+}
+
+func (s *PostgresStore) LeaseDeleteMany(ctx context.Context, ls []*Lease) error {
+	if len(ls) == 0 {
+		return nil
+	}
+	runs, jobs, attempts, tokens := make([]string, len(ls)), make([]string, len(ls)), make([]int32, len(ls)), make([]string, len(ls))
+	for i, l := range ls {
+		runs[i], jobs[i], attempts[i], tokens[i] = l.RunID, l.JobID, int32(l.Attempt.Attempt), l.Token
+	}
+	_, err := s.pool.Exec(ctx, sqlDeleteMany, runs, jobs, attempts, tokens)
 	return interpretError(err)
 }
 

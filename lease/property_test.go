@@ -98,6 +98,65 @@ func (m *machine) claim(t *rapid.T) {
 	j.state, j.holder, j.expires = cikit.JobRunning, l, l.Expires
 }
 
+// claimMany claims a batch of attempts at once; the model takes them one
+// after the other.
+func (m *machine) claimMany(t *rapid.T) {
+	var reqs []lease.ClaimRequest
+	for range rapid.IntRange(1, 4).Draw(t, "claims") {
+		name, j := m.job(t)
+		n := max(1, j.attempt+rapid.IntRange(-1, 1).Draw(t, "attempt offset"))
+		reqs = append(reqs, lease.ClaimRequest{Attempt: m.attempt(name, n), Runner: "runner"})
+	}
+	for i, r := range m.b.m.ClaimMany(m.ctx, reqs) {
+		a, j := reqs[i].Attempt, m.jobs[reqs[i].JobID]
+		if r.Lease != nil {
+			j.tokens = append(j.tokens, r.Lease.Token)
+		}
+		if a.Attempt != j.attempt || j.state != cikit.JobQueued || j.holder != nil {
+			if !errors.Is(r.Err, lease.ErrNotClaimed) {
+				t.Fatalf("claim %d of %s (model: %s attempt %d): want ErrNotClaimed, got %v", i, a, j.state, j.attempt, r.Err)
+			}
+			continue
+		}
+		if r.Err != nil {
+			t.Fatalf("claim %d of %s: %v", i, a, r.Err)
+		}
+		j.state, j.holder, j.expires = cikit.JobRunning, r.Lease, r.Lease.Expires
+	}
+}
+
+// completeMany completes the attempts of every holder at once, some
+// twice: the repeats are fenced.
+func (m *machine) completeMany(t *rapid.T) {
+	var reqs []lease.CompleteRequest
+	for _, name := range m.names {
+		j := m.jobs[name]
+		if j.holder == nil {
+			continue
+		}
+		outcome := rapid.SampledFrom([]cikit.JobState{cikit.JobSucceeded, cikit.JobFailed, cikit.JobCancelled}).Draw(t, "outcome")
+		r := lease.CompleteRequest{Attempt: j.holder.Attempt, Token: j.holder.Token, Params: &dag.JobCompleteParams{Outcome: outcome, FailureClass: cikit.FailureScript}}
+		reqs = append(reqs, r)
+		if rapid.Bool().Draw(t, "twice") {
+			reqs = append(reqs, r)
+		}
+	}
+	if len(reqs) == 0 {
+		t.Skip("no holder")
+	}
+	for i, r := range m.b.m.CompleteMany(m.ctx, reqs) {
+		j := m.jobs[reqs[i].JobID]
+		if j.holder == nil {
+			fenced(t, r.Err, "a repeated completion")
+			continue
+		}
+		if r.Err != nil {
+			t.Fatalf("the holder of %s cannot complete: %v", reqs[i].JobID, r.Err)
+		}
+		j.state, j.holder = reqs[i].Params.Outcome, nil
+	}
+}
+
 func (m *machine) renew(t *rapid.T) {
 	name, j := m.job(t)
 	if j.holder == nil {
@@ -276,7 +335,7 @@ func TestPropertyLeases(t *testing.T) {
 				}
 				m.jobs = map[string]*modelJob{"a": {state: cikit.JobReady, attempt: 1}, "b": {state: cikit.JobReady, attempt: 1}}
 				t.Repeat(map[string]func(*rapid.T){
-					"queue": m.queue, "claim": m.claim, "renew": m.renew, "complete": m.complete,
+					"queue": m.queue, "claim": m.claim, "claimMany": m.claimMany, "completeMany": m.completeMany, "renew": m.renew, "complete": m.complete,
 					"return": m.giveBack, "intruder": m.intruder, "advance": m.advance, "reap": m.reap,
 					"cancel": func(t *rapid.T) {
 						if rapid.IntRange(0, 9).Draw(t, "rarely") == 0 {

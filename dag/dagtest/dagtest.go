@@ -532,6 +532,17 @@ func Exercise(t *testing.T, factory Factory) {
 		require.ErrorIs(t, err, cikit.ErrNotFound)
 		_, err = b.store.JobGet(ctx, "no-such-run", "build")
 		require.ErrorIs(t, err, cikit.ErrNotFound)
+
+		many, err := b.store.JobGetMany(ctx, []dag.JobKey{{RunID: b.run.ID, JobID: "integration"}, {RunID: b.run.ID, JobID: "nope"},
+			{RunID: b.run.ID, JobID: "build"}, {RunID: "no-such-run", JobID: "build"}, {RunID: b.run.ID, JobID: "build"}})
+		require.NoError(t, err)
+		require.Equal(t, []*dag.Job{b.job(t, "integration"), nil, b.job(t, "build"), nil, b.job(t, "build")}, many,
+			"JobGetMany reads each job as JobGet does, in the keys' order, nil for unknown ones")
+		many[2].Spec.Env["A"] = "changed"
+		require.Equal(t, "1", many[4].Spec.Env["A"], "results are copies, even of one job named twice")
+		none, err := b.store.JobGetMany(ctx, nil)
+		require.NoError(t, err)
+		require.Empty(t, none)
 	})
 
 	t.Run("OutboxPublish", func(t *testing.T) { exerciseOutboxPublish(t, factory) })

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/lease"
 )
 
@@ -157,6 +158,115 @@ func Exercise(ctx context.Context, t *testing.T, factory Factory) {
 		require.Equal(t, []string{"j3", "j2", "j0"}, ids(t0.Add(5*time.Second), 10), "a renewed lease is not expired")
 	})
 
+	t.Run("InsertMany", func(t *testing.T) {
+		t.Parallel()
+		s := factory(t)
+		require.NoError(t, s.LeaseInsert(ctx, mk("r", "held", 2, "h", t0)))
+		require.NoError(t, s.LeaseInsert(ctx, mk("r", "ended", 1, "e", t0)))
+		errs, err := s.LeaseInsertMany(ctx, []*lease.Lease{
+			mk("r", "j", 1, "a", t0),                      // new
+			mk("r", "j", 1, "b", t0),                      // the same attempt again: refused
+			mk("r", "held", 2, "c", t0),                   // held: refused
+			mk("r", "ended", 2, "d", t0.Add(time.Minute)), // replaces an ended attempt's lease
+			mk("r", "j", 0, "x", t0),                      // invalid
+			mk("r", "j", 2, "f", t0.Add(time.Hour)),       // a later attempt replaces the first lease
+			mk("r", "j", 1, "g", t0),                      // and an earlier one is refused after it
+		})
+		require.NoError(t, err)
+		require.Len(t, errs, 7)
+		for i, want := range []bool{true, false, false, true, false, true, false} {
+			if want {
+				require.NoError(t, errs[i], "lease %d", i)
+			} else {
+				require.Error(t, errs[i], "lease %d", i)
+			}
+		}
+		for _, i := range []int{1, 2, 6} {
+			require.ErrorIs(t, errs[i], lease.ErrNotClaimed, "lease %d", i)
+			require.ErrorIs(t, errs[i], cikit.ErrConflict, "lease %d", i)
+		}
+		require.NotErrorIs(t, errs[4], lease.ErrNotClaimed, "an invalid attempt is an error of its own")
+		for job, want := range map[string]*lease.Lease{
+			"j": mk("r", "j", 2, "f", t0.Add(time.Hour)), "held": mk("r", "held", 2, "h", t0), "ended": mk("r", "ended", 2, "d", t0.Add(time.Minute)),
+		} {
+			got, err := s.LeaseGet(ctx, "r", job)
+			require.NoError(t, err)
+			require.Equal(t, want, got, job)
+		}
+		errs, err = s.LeaseInsertMany(ctx, nil)
+		require.NoError(t, err)
+		require.Empty(t, errs)
+	})
+
+	t.Run("ConcurrentInsertManyOneWins", func(t *testing.T) {
+		t.Parallel()
+		s := factory(t)
+		var won [4]atomic.Int32
+		var wg sync.WaitGroup
+		for i := range 8 {
+			wg.Go(func() {
+				var ls []*lease.Lease
+				for j := range won { // in another order each time
+					ls = append(ls, mk("r", fmt.Sprint("j", (j+i)%len(won)), 1, fmt.Sprint(i), t0))
+				}
+				errs, err := s.LeaseInsertMany(ctx, ls)
+				require.NoError(t, err)
+				for n, err := range errs {
+					if err == nil {
+						won[(n+i)%len(won)].Add(1)
+					} else {
+						require.ErrorIs(t, err, lease.ErrNotClaimed)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for j := range won {
+			require.EqualValues(t, 1, won[j].Load(), "job %d", j)
+		}
+	})
+
+	t.Run("GetMany", func(t *testing.T) {
+		t.Parallel()
+		s := factory(t)
+		a, b := mk("r", "a", 1, "a", t0.Add(time.Second)), mk("r", "b", 3, "b", t0)
+		require.NoError(t, s.LeaseInsert(ctx, a))
+		require.NoError(t, s.LeaseInsert(ctx, b))
+		got, err := s.LeaseGetMany(ctx, []dag.JobKey{{RunID: "r", JobID: "b"}, {RunID: "r", JobID: "none"}, {RunID: "r", JobID: "a"},
+			{RunID: "other", JobID: "a"}, {RunID: "r", JobID: "b"}})
+		require.NoError(t, err)
+		require.Equal(t, []*lease.Lease{b, nil, a, nil, b}, got, "in the keys' order, nil without a lease")
+		got[0].Token = "changed"
+		require.Equal(t, "b", got[4].Token, "results are copies")
+		again, _ := s.LeaseGet(ctx, "r", "b")
+		require.Equal(t, "b", again.Token, "results are copies")
+		got, err = s.LeaseGetMany(ctx, nil)
+		require.NoError(t, err)
+		require.Empty(t, got)
+	})
+
+	t.Run("DeleteMany", func(t *testing.T) {
+		t.Parallel()
+		s := factory(t)
+		for _, l := range []*lease.Lease{mk("r", "a", 1, "a", t0), mk("r", "b", 1, "b", t0), mk("r", "c", 2, "c", t0)} {
+			require.NoError(t, s.LeaseInsert(ctx, l))
+		}
+		require.NoError(t, s.LeaseDeleteMany(ctx, []*lease.Lease{
+			mk("r", "a", 1, "a", t0), // the holder's: deleted
+			mk("r", "b", 1, "x", t0), // another token
+			mk("r", "c", 1, "c", t0), // another attempt
+			mk("r", "d", 1, "d", t0), // none
+			mk("r", "a", 1, "a", t0), // twice
+		}))
+		_, err := s.LeaseGet(ctx, "r", "a")
+		require.ErrorIs(t, err, cikit.ErrNotFound)
+		for _, job := range []string{"b", "c"} {
+			_, err := s.LeaseGet(ctx, "r", job)
+			require.NoError(t, err, "only the holder's attempt and token delete")
+		}
+		require.NoError(t, s.LeaseDeleteMany(ctx, nil))
+	})
+
 	t.Run("ContextCancelled", func(t *testing.T) {
 		t.Parallel()
 		s := factory(t)
@@ -165,5 +275,10 @@ func Exercise(ctx context.Context, t *testing.T, factory Factory) {
 		require.ErrorIs(t, s.LeaseInsert(cctx, mk("r", "j", 1, "a", t0)), context.Canceled)
 		_, err := s.LeaseGet(cctx, "r", "j")
 		require.ErrorIs(t, err, context.Canceled)
+		_, err = s.LeaseInsertMany(cctx, []*lease.Lease{mk("r", "j", 1, "a", t0)})
+		require.ErrorIs(t, err, context.Canceled)
+		_, err = s.LeaseGetMany(cctx, []dag.JobKey{{RunID: "r", JobID: "j"}})
+		require.ErrorIs(t, err, context.Canceled)
+		require.ErrorIs(t, s.LeaseDeleteMany(cctx, []*lease.Lease{mk("r", "j", 1, "a", t0)}), context.Canceled)
 	})
 }
