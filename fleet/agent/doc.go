@@ -1,0 +1,36 @@
+// Package agent is the runner side of the runner protocol
+// (docs/runner-protocol.md): a process that only makes outbound calls to a
+// cikit server, and runs the jobs it is handed. `cikit runner` is an
+// Agent over the local process executor; a platform team embeds one over
+// an Executor of its own.
+//
+// # What an Agent does
+//
+// It registers with a registration token (or uses a runner token it was
+// given), then loops: a long-poll claim, and for the job claimed a first
+// heartbeat — a job whose lease cannot be renewed once is never started —
+// then the steps on its Executor while it heartbeats every interval the
+// server names and streams the output in chunks (every ChunkInterval, or
+// as soon as ChunkBytes wait), then the log's totals and the result.
+//
+// # Guarantees
+//
+//   - Fencing: when the server answers a heartbeat, a log chunk or the
+//     log's finish with 409 stale, or no heartbeat succeeded for as long
+//     as the lease lasts, the Agent cancels the job at once and sends
+//     nothing more about it: another attempt owns the job.
+//   - Cancellation: a heartbeat saying cancel_requested cancels the job's
+//     context; the Executor stops its processes (the process executor:
+//     SIGTERM, a grace period, SIGKILL, per process group) and the job is
+//     completed as cancelled.
+//   - Output is spooled to a temporary file until the log is finished, so
+//     that any part of it can be sent again — after a lost answer, or to a
+//     server that lost its live log. Chunks never span two steps.
+//   - Shutdown: when Run's context ends, the job running gets
+//     ShutdownGrace to finish and be reported; after that it is cancelled
+//     and returned to the server, which gives it a new attempt elsewhere.
+//
+// # Stability
+//
+// The Config fields and the Executor interface may still grow.
+package agent
