@@ -615,6 +615,9 @@ type lockedEvent struct {
 	ev    Event
 	// reason is why a cancel event cancels; "run cancelled" when empty.
 	reason string
+	// at, when set, is the time of the write: an event the fast path
+	// tried first keeps the time it was tried at.
+	at time.Time
 }
 
 // transition applies one event on the locked path.
@@ -687,7 +690,16 @@ func (s *PostgresStore) transitionsTx(ctx context.Context, tx pgx.Tx, ids []stri
 			runs[id] = &lockedRun{rg: rg, run: run, jobs: jobs, initial: run.State, changed: make(map[int]*Job)}
 		}
 	}
-	now := s.now()
+	var now time.Time
+	for _, it := range items {
+		if !it.at.IsZero() {
+			now = it.at
+			break
+		}
+	}
+	if now.IsZero() {
+		now = s.now()
+	}
 	for k, it := range items {
 		r := runs[it.runID]
 		if r.refusal != nil {

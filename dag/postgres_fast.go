@@ -166,6 +166,7 @@ type fastEvent struct {
 func (s *PostgresStore) applyRound(ctx context.Context, evs []*JobEvent, round []int, out []*JobEventResult) error {
 	var fast []*fastEvent
 	var slow []int
+	var at time.Time // of the fast path's write, kept by the events it missed
 	for _, i := range round {
 		e := evs[i]
 		rg, err := s.graph(ctx, s.pool, e.RunID)
@@ -193,18 +194,19 @@ func (s *PostgresStore) applyRound(ctx context.Context, evs []*JobEvent, round [
 		}
 	}
 	if len(fast) > 0 {
-		missed, err := s.fast(ctx, fast, out)
+		missed, now, err := s.fast(ctx, fast, out)
 		if err != nil {
 			return err
 		}
 		slow = append(slow, missed...)
+		at = now
 	}
 	if len(slow) == 0 {
 		return nil
 	}
 	items := make([]lockedEvent, len(slow))
 	for k, i := range slow {
-		items[k] = lockedEvent{runID: evs[i].RunID, job: evs[i]}
+		items[k] = lockedEvent{runID: evs[i].RunID, job: evs[i], at: at}
 	}
 	results, errs, err := s.transitions(ctx, items)
 	if err != nil {
@@ -234,8 +236,15 @@ func fastEligible(rg *runGraph, i int, e *JobEvent) bool {
 		satisfied := e.Outcome == cikit.JobSucceeded ||
 			e.Outcome == cikit.JobFailed && spec.AllowFailure && !RetryOnFailure(spec, e.FailureClass, e.Attempt)
 		children := rg.g.Children(i)
-		if !satisfied || len(children) == 0 {
+		if !satisfied {
 			return false
+		}
+		// A job nothing needs may end the run: fastUpdate applies it only
+		// while a job of the run other than the batch's leaves is
+		// unfinished (see leafCompletion). One of a concurrency group
+		// frees the group, which is the locked path's to tell.
+		if len(children) == 0 {
+			return spec.Concurrency == nil
 		}
 		for _, c := range children {
 			if w := rg.g.Node(c).When; w == cikit.WhenAlways || w == cikit.WhenOnFailure {
@@ -247,10 +256,20 @@ func fastEligible(rg *runGraph, i int, e *JobEvent) bool {
 	return false
 }
 
+// leafCompletion reports whether e completes job i of a run that no job
+// needs: the completion that may end the run.
+func leafCompletion(rg *runGraph, i int, e *JobEvent) bool {
+	return e.Kind == EventComplete && len(rg.g.Children(i)) == 0
+}
+
 // fastUpdate is the conditional update of the fast path: each job moves
 // only from the state its event starts from, at the event's attempt; a
-// completion only while some job that needs it is still PENDING, so that
-// it cannot be the event that ends the run.
+// completion only while some job that needs it is still PENDING, or, for
+// a job nothing needs (leaf), while a job of the run other than the
+// batch's leaves is unfinished, so that it cannot be the event that ends
+// the run. Leaf completions of one run take turns on the run's row
+// (lockLeafRuns), so each batch sees the others' outcome: two of them
+// cannot each count on the other's leaves being unfinished.
 const fastUpdate = `UPDATE jobs j SET state = v.to_state,
 		queued_at = CASE WHEN v.kind = 1 THEN $10::timestamptz ELSE j.queued_at END,
 		started_at = CASE WHEN v.kind = 2 THEN $10::timestamptz ELSE j.started_at END,
@@ -258,13 +277,23 @@ const fastUpdate = `UPDATE jobs j SET state = v.to_state,
 		finished_at = CASE WHEN v.kind = 3 THEN $10::timestamptz ELSE j.finished_at END,
 		exit_code = CASE WHEN v.kind = 3 THEN v.exit_code ELSE j.exit_code END,
 		reason = CASE WHEN v.kind = 3 THEN v.reason ELSE j.reason END
-	FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::int[], $9::text[])
-		AS v(run_id, job_id, attempt, kind, from_state, to_state, runner, exit_code, reason)
+	FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::int[], $9::text[], $11::bool[])
+		AS v(run_id, job_id, attempt, kind, from_state, to_state, runner, exit_code, reason, leaf)
 	WHERE j.run_id = v.run_id AND j.job_id = v.job_id AND j.attempt = v.attempt AND j.state = v.from_state
-		AND (v.kind <> 3 OR EXISTS (SELECT 1 FROM job_deps d JOIN jobs c ON c.run_id = d.run_id AND c.job_id = d.job_id
-			WHERE d.run_id = j.run_id AND d.needs_job_id = j.job_id AND c.state = 'pending'))
+		AND (v.kind <> 3
+			OR NOT v.leaf AND EXISTS (SELECT 1 FROM job_deps d JOIN jobs c ON c.run_id = d.run_id AND c.job_id = d.job_id
+				WHERE d.run_id = j.run_id AND d.needs_job_id = j.job_id AND c.state = 'pending')
+			OR v.leaf AND EXISTS (SELECT 1 FROM jobs o WHERE o.run_id = j.run_id
+				AND o.state NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')
+				AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[], $11::bool[]) AS w(run_id, job_id, leaf)
+					WHERE w.leaf AND w.run_id = o.run_id AND w.job_id = o.job_id)))
 	RETURNING j.run_id, j.job_id, j.state, j.attempt, j.exit_code, j.reason, j.runner,
 		j.ready_at, j.queued_at, j.started_at, j.finished_at`
+
+// lockLeafRuns locks the rows of the runs a batch completes a leaf of, in
+// ID order, after lockRuns: leaf completions of one run take turns, and
+// the update that follows sees the ones committed before.
+const lockLeafRuns = `SELECT id FROM pipeline_runs WHERE id = ANY($1) ORDER BY id FOR UPDATE`
 
 // lockRuns takes the shared lock of fast writes on runs (see lockRun):
 // the locked path's exclusive lock waits for it, and it for that. The
@@ -308,7 +337,7 @@ const readyChildren = `UPDATE jobs c SET state = 'ready', ready_at = $3
 // those it did not (a state or attempt other than expected, or a
 // completion that turned out to end the run), for the locked path to
 // apply or refuse.
-func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobEventResult) ([]int, error) {
+func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobEventResult) ([]int, time.Time, error) {
 	slices.SortFunc(fast, func(a, b *fastEvent) int { // one lock order for all writers
 		return cmp.Or(cmp.Compare(a.e.RunID, b.e.RunID), cmp.Compare(a.e.JobID, b.e.JobID))
 	})
@@ -377,18 +406,18 @@ func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobE
 		return s.step("fast:written")
 	})
 	if err != nil {
-		return nil, err
+		return nil, now, err
 	}
 	if s.counters != nil && len(edges) > 0 {
 		if err := s.step("fast:committed"); err != nil {
-			return nil, err
+			return nil, now, err
 		}
 		if check := s.counters.countDown(ctx, edges); len(check) > 0 {
 			if err := s.step("fast:counted"); err != nil {
-				return nil, err
+				return nil, now, err
 			}
 			if readied, err = s.readyChecked(ctx, check, now); err != nil {
-				return nil, err
+				return nil, now, err
 			}
 		}
 	}
@@ -417,7 +446,7 @@ func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobE
 		res.Run = &run
 		out[f.i] = &JobEventResult{TransitionResult: res}
 	}
-	return missed, nil
+	return missed, now, nil
 }
 
 // fastUpdate locks the events' runs (shared) and applies their
@@ -425,7 +454,14 @@ func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobE
 func (s *PostgresStore) fastUpdate(ctx context.Context, tx pgx.Tx, fast []*fastEvent, now time.Time) (map[string]*Run, map[[2]string]*Job, error) {
 	var runIDs, runIDsPerEvent, jobIDs, from, to, runners, reasons []string
 	var attempts, kinds, exitCodes []int
+	var leaves []bool
+	var leafRunIDs []string
 	for _, f := range fast {
+		leaf := leafCompletion(f.rg, f.job, f.e)
+		leaves = append(leaves, leaf)
+		if leaf {
+			leafRunIDs = append(leafRunIDs, f.e.RunID)
+		}
 		if len(runIDs) == 0 || runIDs[len(runIDs)-1] != f.e.RunID {
 			runIDs = append(runIDs, f.e.RunID)
 		}
@@ -445,11 +481,12 @@ func (s *PostgresStore) fastUpdate(ctx context.Context, tx pgx.Tx, fast []*fastE
 	b := &pgx.Batch{}
 	b.Queue(nestedLoops)
 	b.Queue(lockRuns, runIDs)
+	b.Queue(lockLeafRuns, leafRunIDs)
 	b.Queue(readRuns, runIDs)
-	b.Queue(fastUpdate, runIDsPerEvent, jobIDs, attempts, kinds, from, to, runners, exitCodes, reasons, now)
+	b.Queue(fastUpdate, runIDsPerEvent, jobIDs, attempts, kinds, from, to, runners, exitCodes, reasons, now, leaves)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
-	for range 2 { // nestedLoops, lockRuns
+	for range 3 { // nestedLoops, lockRuns, lockLeafRuns
 		if _, err := br.Exec(); err != nil {
 			return nil, nil, interpretError(err)
 		}
