@@ -17,6 +17,7 @@ import (
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/internal/groupcommit"
 	"github.com/cikit/cikit/lease"
 	"github.com/cikit/cikit/logs"
 )
@@ -27,6 +28,17 @@ const (
 	DefaultMaxWait           = 60 * time.Second
 	DefaultWait              = 50 * time.Second
 	DefaultJobTimeout        = time.Hour
+)
+
+// Group commit of the lease calls the Server makes per request.
+const (
+	// maxBatch is the most claims or completions one lease call takes.
+	maxBatch = 64
+	// batchWriters is how many lease calls of one kind run at once.
+	// One: the next batch gathers while it waits on the stores, and
+	// the stores, not the batches, are the bottleneck: with more calls
+	// at once each took longer and the batches were smaller.
+	batchWriters = 1
 )
 
 // Limits on what runners send.
@@ -91,8 +103,8 @@ type Server struct {
 	dispatch *Dispatcher
 	// claims and completes join concurrent requests' lease calls into
 	// batches.
-	claims    *batcher[lease.ClaimRequest, lease.ClaimResult]
-	completes *batcher[lease.CompleteRequest, lease.CompleteResult]
+	claims    *groupcommit.Batcher[lease.ClaimRequest, lease.ClaimResult]
+	completes *groupcommit.Batcher[lease.CompleteRequest, lease.CompleteResult]
 }
 
 // NewServer validates cfg and returns a Server.
@@ -136,7 +148,8 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cfg.Dispatcher = NewDispatcher()
 	}
 	s := &Server{cfg: cfg, signer: &signer{keys: cfg.SigningKeys}, log: cfg.Logger, dispatch: cfg.Dispatcher, mux: http.NewServeMux(),
-		claims: newBatcher(cfg.Leases.ClaimMany), completes: newBatcher(cfg.Leases.CompleteMany)}
+		claims:    groupcommit.New(maxBatch, batchWriters, cfg.Leases.ClaimMany),
+		completes: groupcommit.New(maxBatch, batchWriters, cfg.Leases.CompleteMany)}
 	s.mux.HandleFunc("POST /v1/runners", s.register)
 	s.mux.HandleFunc("GET /v1/jobs/claim", s.claim)
 	s.mux.HandleFunc("POST /v1/jobs/{run_id}/{job_id}/heartbeat", s.heartbeat)
@@ -279,7 +292,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		// The claim is made even when the runner has just gone: its
 		// lease then expires and the reaper tries the job again. It
 		// joins the claims of other requests in one lease call.
-		res, _ := s.claims.do(context.WithoutCancel(r.Context()), lease.ClaimRequest{
+		res, _ := s.claims.Do(context.WithoutCancel(r.Context()), lease.ClaimRequest{
 			Attempt: lease.Attempt{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt}, Runner: rc.RunnerID})
 		l, err := res.Lease, res.Err
 		if err != nil {
@@ -420,7 +433,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The completion joins those of other requests in one lease call.
-	cr, err := s.completes.do(r.Context(), lease.CompleteRequest{Attempt: a, Token: c.Lease, Params: &dag.JobCompleteParams{
+	cr, err := s.completes.Do(r.Context(), lease.CompleteRequest{Attempt: a, Token: c.Lease, Params: &dag.JobCompleteParams{
 		Outcome: req.Result, ExitCode: req.ExitCode, Reason: req.Reason, FailureClass: req.FailureClass}})
 	if err != nil {
 		return // the runner has gone

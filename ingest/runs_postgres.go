@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/internal/groupcommit"
 	"github.com/cikit/cikit/internal/pgmigrate"
 )
 
@@ -34,7 +35,7 @@ type PostgresRunStore struct {
 	pool  *pgxpool.Pool
 	dag   *dag.PostgresStore
 	now   func() time.Time
-	batch *groupCommit
+	batch *groupcommit.Batcher[*CreateRunsParams, createResult]
 }
 
 var _ RunStore = (*PostgresRunStore)(nil)
@@ -52,15 +53,9 @@ func NewPostgresRunStore(pool *pgxpool.Pool, runs *dag.PostgresStore, now func()
 	s := &PostgresRunStore{pool: pool, dag: runs, now: now}
 	// One transaction at a time: two measured no faster on two cores, and
 	// concurrent batches may wait on each other's rows.
-	s.batch = &groupCommit{max: MaxBatch, writers: 1, one: s.createOne, many: func(ctx context.Context, ps []*CreateRunsParams) ([]created, error) {
-		var res []created
-		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			var err error
-			res, err = s.createMany(ctx, tx, ps)
-			return err
-		})
-		return res, err
-	}}
+	s.batch = groupcommit.New(MaxBatch, 1, func(ctx context.Context, ps []*CreateRunsParams) []createResult {
+		return batchOrEach(ctx, ps, s.createBatch, s.createOne)
+	})
 	return s, nil
 }
 
@@ -100,17 +95,27 @@ func (s *PostgresRunStore) Seen(ctx context.Context, ev *Event) (*Delivery, erro
 // When a batch fails, its calls are written again one by one, so that one
 // bad delivery fails alone.
 func (s *PostgresRunStore) CreateRuns(ctx context.Context, p *CreateRunsParams) (*Delivery, bool, error) {
-	return s.batch.do(ctx, p)
+	r, err := s.batch.Do(ctx, p)
+	if err != nil {
+		return nil, false, err
+	}
+	return r.d, r.created.created, r.err
+}
+
+// createBatch is CreateRuns of several deliveries in one transaction.
+func (s *PostgresRunStore) createBatch(ctx context.Context, ps []*CreateRunsParams) ([]created, error) {
+	var res []created
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		var err error
+		res, err = s.createMany(ctx, tx, ps)
+		return err
+	})
+	return res, err
 }
 
 // createOne is CreateRuns alone in its transaction.
 func (s *PostgresRunStore) createOne(ctx context.Context, p *CreateRunsParams) (*Delivery, bool, error) {
-	var res []created
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		var err error
-		res, err = s.createMany(ctx, tx, []*CreateRunsParams{p})
-		return err
-	})
+	res, err := s.createBatch(ctx, []*CreateRunsParams{p})
 	if err != nil {
 		return nil, false, err
 	}
@@ -121,6 +126,37 @@ func (s *PostgresRunStore) createOne(ctx context.Context, p *CreateRunsParams) (
 type created struct {
 	d       *Delivery
 	created bool
+}
+
+// MaxBatch is the most deliveries PostgresRunStore writes in one
+// transaction.
+const MaxBatch = 128
+
+// createResult is the answer to one CreateRuns of a group commit.
+type createResult struct {
+	created
+	err error
+}
+
+// batchOrEach writes ps with many, in one transaction; when that fails,
+// each alone with one, so that a bad delivery fails alone. A lone
+// delivery is written with one.
+func batchOrEach(ctx context.Context, ps []*CreateRunsParams,
+	many func(context.Context, []*CreateRunsParams) ([]created, error),
+	one func(context.Context, *CreateRunsParams) (*Delivery, bool, error)) []createResult {
+	out := make([]createResult, len(ps))
+	if len(ps) > 1 {
+		if res, err := many(ctx, ps); err == nil {
+			for i := range out {
+				out[i].created = res[i]
+			}
+			return out
+		}
+	}
+	for i, p := range ps {
+		out[i].d, out[i].created.created, out[i].err = one(ctx, p)
+	}
+	return out
 }
 
 // createMany records deliveries and creates their runs in tx, in a few

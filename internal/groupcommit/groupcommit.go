@@ -1,22 +1,20 @@
-package fleet
+// Package groupcommit joins concurrent calls into batches without
+// timers: the first caller that finds no batch in flight makes the calls
+// waiting with one call of many, and hands the making on once its own is
+// answered. A store writes one transaction for many requests this way
+// (ingest's run creation, fleet's lease claims and completions).
+//
+// # Stability
+//
+// Internal to cikit; changes with its callers.
+package groupcommit
 
 import (
 	"context"
 	"sync"
 )
 
-// Group commit of the lease calls the Server makes per request.
-const (
-	// maxBatch is the most claims or completions one lease call takes.
-	maxBatch = 64
-	// batchWriters is how many lease calls of one kind run at once.
-	// One: the next batch gathers while it waits on the stores, and
-	// the stores, not the batches, are the bottleneck: with more calls
-	// at once each took longer and the batches were smaller.
-	batchWriters = 1
-)
-
-// batcher joins concurrent calls into batches: a small group commit. Up
+// Batcher joins concurrent calls into batches: a group commit. Up
 // to writers calls at a time are writers: each takes the calls waiting,
 // up to max, makes them with one call of many and answers them, and goes
 // on until its own call is answered; it then hands its place to a call
@@ -25,7 +23,7 @@ const (
 // call goes on writing for others once its own is answered. many answers
 // each request in the same place of its result and never fails as a
 // whole.
-type batcher[Req, Res any] struct {
+type Batcher[Req, Res any] struct {
 	max     int
 	writers int
 	many    func(context.Context, []Req) []Res
@@ -35,8 +33,8 @@ type batcher[Req, Res any] struct {
 	writing int                    // writers, at most writers
 }
 
-// batchCall is one call waiting in a batcher. The fields after lead are
-// guarded by the batcher's mu.
+// batchCall is one call waiting in a Batcher. The fields after lead are
+// guarded by the Batcher's mu.
 type batchCall[Req, Res any] struct {
 	req  Req
 	res  Res
@@ -48,13 +46,15 @@ type batchCall[Req, Res any] struct {
 	abandoned bool // its caller stopped waiting: never to be made a writer
 }
 
-func newBatcher[Req, Res any](many func(context.Context, []Req) []Res) *batcher[Req, Res] {
-	return &batcher[Req, Res]{max: maxBatch, writers: batchWriters, many: many}
+// New returns a Batcher making calls with many, up to size of them in one
+// call, by up to writers callers at a time (at least one of each).
+func New[Req, Res any](size, writers int, many func(context.Context, []Req) []Res) *Batcher[Req, Res] {
+	return &Batcher[Req, Res]{max: max(size, 1), writers: max(writers, 1), many: many}
 }
 
-// do makes req in a batch and returns its answer, or ctx's error if ctx
+// Do makes req in a batch and returns its answer, or ctx's error if ctx
 // ends first; the call may still be made then.
-func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
+func (b *Batcher[Req, Res]) Do(ctx context.Context, req Req) (Res, error) {
 	c := &batchCall[Req, Res]{req: req, done: make(chan struct{}), lead: make(chan struct{})}
 	b.mu.Lock()
 	b.queue = append(b.queue, c)
@@ -95,7 +95,7 @@ func (b *batcher[Req, Res]) do(ctx context.Context, req Req) (Res, error) {
 // writer's place to the first call still waiting, or gives it up when the
 // queue is empty. The batches go on when own's caller stops waiting: the
 // others still wait.
-func (b *batcher[Req, Res]) serve(ctx context.Context, own *batchCall[Req, Res]) {
+func (b *Batcher[Req, Res]) serve(ctx context.Context, own *batchCall[Req, Res]) {
 	ctx = context.WithoutCancel(ctx)
 	for {
 		b.mu.Lock()
@@ -124,7 +124,7 @@ func (b *batcher[Req, Res]) serve(ctx context.Context, own *batchCall[Req, Res])
 	}
 }
 
-func (b *batcher[Req, Res]) write(ctx context.Context, batch []*batchCall[Req, Res]) {
+func (b *Batcher[Req, Res]) write(ctx context.Context, batch []*batchCall[Req, Res]) {
 	reqs := make([]Req, len(batch))
 	for i, c := range batch {
 		reqs[i] = c.req
