@@ -67,6 +67,10 @@ type Config struct {
 	ShutdownGrace time.Duration
 	// Version is sent at registration.
 	Version string
+	// MaxJobs, when positive, is how many jobs the agent takes before Run
+	// returns: 1 makes a single-use (ephemeral) runner. A job counts once
+	// claimed, however it ends. Default: no limit.
+	MaxJobs int
 	// Logger receives the agent's diagnostics. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -124,7 +128,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.log.Info("agent: registered", "runner", reg.RunnerID, "labels", reg.Labels)
 	}
 	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
+	for taken := 0; ctx.Err() == nil && (a.cfg.MaxJobs <= 0 || taken < a.cfg.MaxJobs); {
 		j, err := a.c.claim(ctx, a.token, a.cfg.Wait)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -140,6 +144,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		backoff = 100 * time.Millisecond
 		if j != nil {
+			taken++
 			a.runJob(ctx, j)
 		}
 	}

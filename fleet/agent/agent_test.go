@@ -162,6 +162,24 @@ func TestAgentRunsAJob(t *testing.T) {
 	require.Contains(t, e.callsMade(), "complete OK")
 }
 
+// TestAgentMaxJobs: a single-use agent takes one job, reports it and
+// returns; the next job waits for another runner.
+func TestAgentMaxJobs(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2*time.Second)
+	a, err := agent.New(agent.Config{Server: e.url, RegistrationToken: regToken, Name: "once", Executor: e.exec,
+		Wait: 100 * time.Millisecond, MaxJobs: 1})
+	require.NoError(t, err)
+	first, second := e.newRun(t), e.newRun(t)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background()) }()
+	<-e.exec.started
+	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
+	require.NoError(t, <-done)
+	require.Equal(t, cikit.JobSucceeded, e.job(t, first).State)
+	require.Equal(t, cikit.JobQueued, e.job(t, second).State)
+}
+
 // TestAgentStreamsItsLog: the job's output reaches the server in chunks
 // while it runs, and the finished log is complete.
 func TestAgentStreamsItsLog(t *testing.T) {
