@@ -191,6 +191,27 @@ func (d *Dispatcher) takeLocked(have map[string]bool) *Offer {
 	return o
 }
 
+// Queue is the offers of one label set that wait for a runner.
+type Queue struct {
+	// Labels are the offers' runs_on labels, sorted.
+	Labels []string
+	// Len is how many offers wait.
+	Len int
+}
+
+// Queues returns the offers waiting for a runner, a Queue per label set,
+// ordered by label set. Delayed offers (OfferAfter) show once offered.
+func (d *Dispatcher) Queues() []Queue {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := make([]Queue, 0, len(d.queues))
+	for _, q := range d.queues {
+		out = append(out, Queue{Labels: slices.Clone(q.labels), Len: len(q.offers)})
+	}
+	slices.SortFunc(out, func(a, b Queue) int { return slices.Compare(a.Labels, b.Labels) })
+	return out
+}
+
 // Len returns how many offers wait for a runner, for metrics and tests.
 func (d *Dispatcher) Len() int {
 	d.mu.Lock()

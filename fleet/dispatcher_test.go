@@ -33,6 +33,9 @@ func TestDispatcherMatchesLabels(t *testing.T) {
 	d.Offer(offer("any"))
 	d.Offer(offer("linux", "linux"))
 	require.Equal(t, 3, d.Len())
+	d.Offer(offer("gpu-2", "gpu", "linux"))
+	require.Equal(t, []Queue{{Labels: nil, Len: 1}, {Labels: []string{"gpu", "linux"}, Len: 2}, {Labels: []string{"linux"}, Len: 1}}, d.Queues())
+	require.Equal(t, "gpu", take(t, d, "gpu", "linux"))
 
 	// A runner without gpu takes the oldest job it can run.
 	require.Equal(t, "any", take(t, d, "linux", "x64"))
@@ -41,8 +44,9 @@ func TestDispatcherMatchesLabels(t *testing.T) {
 	defer cancel()
 	_, err := d.Take(ctx, []string{"linux"})
 	require.ErrorIs(t, err, context.DeadlineExceeded, "the gpu job is not for it")
-	require.Equal(t, "gpu", take(t, d, "gpu", "linux", "x64"))
+	require.Equal(t, "gpu-2", take(t, d, "gpu", "linux", "x64"))
 	require.Zero(t, d.Len())
+	require.Empty(t, d.Queues())
 }
 
 func TestDispatcherWakesWaitingRunner(t *testing.T) {

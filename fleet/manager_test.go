@@ -1,0 +1,250 @@
+package fleet_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/fleet"
+	"github.com/cikit/cikit/fleet/autoscale"
+	"github.com/cikit/cikit/fleet/local"
+	"github.com/cikit/cikit/lease"
+)
+
+// fleetEnv is a platform with real time: a Server over HTTP, a local
+// backend and a Manager, ticked by the test.
+type fleetEnv struct {
+	jobs    *dag.MemoryStore
+	server  *fleet.Server
+	backend *local.Backend
+	manager *fleet.Manager
+}
+
+func newFleet(t *testing.T, pools ...fleet.PoolConfig) *fleetEnv {
+	t.Helper()
+	e := &fleetEnv{jobs: dag.NewMemoryStore(dag.MemoryConfig{})}
+	leases, err := lease.NewManager(lease.Config{Store: lease.NewMemoryStore(), Jobs: e.jobs, TTL: 10 * time.Second})
+	require.NoError(t, err)
+	e.server, err = fleet.NewServer(fleet.ServerConfig{Jobs: e.jobs, Leases: leases, RegistrationTokens: []string{regToken},
+		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, HeartbeatInterval: time.Second})
+	require.NoError(t, err)
+	srv := httptest.NewServer(e.server)
+	t.Cleanup(srv.Close)
+	e.backend, err = local.New(local.Config{Wait: 500 * time.Millisecond})
+	require.NoError(t, err)
+	t.Cleanup(func() { require.NoError(t, e.backend.Close()) })
+	for i := range pools {
+		pools[i].Backend = e.backend
+	}
+	e.manager, err = fleet.NewManager(context.Background(), fleet.ManagerConfig{Server: e.server, ServerURL: srv.URL,
+		RegistrationToken: regToken, Pools: pools})
+	require.NoError(t, err)
+	return e
+}
+
+func (e *fleetEnv) tick(t *testing.T) fleet.PoolStatus {
+	t.Helper()
+	require.NoError(t, e.manager.Tick(context.Background()))
+	return e.manager.Pools()[0]
+}
+
+// tickUntil ticks until cond holds of the first pool's status.
+func (e *fleetEnv) tickUntil(t *testing.T, what string, cond func(fleet.PoolStatus) bool) fleet.PoolStatus {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		st := e.tick(t)
+		if cond(st) {
+			return st
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s; last status %+v", what, st)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *fleetEnv) run(t *testing.T, specs ...*cikit.JobSpec) string {
+	t.Helper()
+	run, err := e.jobs.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: specs})
+	require.NoError(t, err)
+	require.NoError(t, e.server.DispatchRun(context.Background(), run.ID))
+	return run.ID
+}
+
+func (e *fleetEnv) jobsOf(t *testing.T, runID string) []*dag.Job {
+	t.Helper()
+	jobs, err := e.jobs.JobList(context.Background(), runID)
+	require.NoError(t, err)
+	return jobs
+}
+
+func onLabels(id, script string, labels ...string) *cikit.JobSpec {
+	return &cikit.JobSpec{ID: id, RunsOn: labels, Steps: []cikit.Step{{Run: script}}}
+}
+
+// noCooldowns scales at every tick, for tests that tick quickly.
+func noCooldowns(p autoscale.Policy) autoscale.Policy {
+	p.ScaleUpCooldown, p.ScaleDownCooldown = -1, -1
+	return p
+}
+
+// TestManagerKeepsAWarmPool: the pool starts with its warm runners, a
+// burst scales it to its maximum, every job runs on the pool's runners,
+// and once the burst is over the pool shrinks back to its warm target.
+func TestManagerKeepsAWarmPool(t *testing.T) {
+	t.Parallel()
+	e := newFleet(t, fleet.PoolConfig{Name: "linux", Labels: []string{"linux", "x64"},
+		Policy: noCooldowns(autoscale.Policy{Min: 0, Max: 4, Warm: 2, ScaleDownFraction: 1})})
+	st := e.tick(t)
+	require.Equal(t, 2, st.Decision.Provision, st.Decision.Reason)
+	e.tickUntil(t, "two idle runners", func(st fleet.PoolStatus) bool { return st.Idle == 2 })
+
+	var specs []*cikit.JobSpec
+	for i := range 6 {
+		specs = append(specs, onLabels(fmt.Sprintf("job-%d", i), "sleep 0.3", "linux"))
+	}
+	runID := e.run(t, specs...)
+	peak := 0
+	e.tickUntil(t, "the burst to finish", func(st fleet.PoolStatus) bool {
+		peak = max(peak, st.Idle+st.Busy+st.Starting)
+		require.LessOrEqual(t, st.Idle+st.Busy+st.Starting, 4, "never beyond Max")
+		for _, j := range e.jobsOf(t, runID) {
+			if j.State != cikit.JobSucceeded {
+				return false
+			}
+		}
+		return true
+	})
+	require.Equal(t, 4, peak, "the burst took the pool to its maximum")
+	runners := map[string]bool{}
+	for _, j := range e.jobsOf(t, runID) {
+		runners[j.Runner] = true
+	}
+	require.LessOrEqual(t, len(runners), 4)
+	e.tickUntil(t, "the pool to shrink to its warm target", func(st fleet.PoolStatus) bool {
+		return st.Idle == 2 && st.Busy == 0 && st.Starting == 0
+	})
+}
+
+// TestManagerReplacesEphemeralRunners: each job of an ephemeral pool runs
+// on a runner of its own, and the pool replaces every runner that ended.
+func TestManagerReplacesEphemeralRunners(t *testing.T) {
+	t.Parallel()
+	e := newFleet(t, fleet.PoolConfig{Name: "once", Labels: []string{"linux"},
+		Policy: noCooldowns(autoscale.Policy{Max: 3, Warm: 1, Ephemeral: true})})
+	e.tickUntil(t, "a warm runner", func(st fleet.PoolStatus) bool { return st.Idle == 1 })
+	var runs []string
+	for i := range 3 {
+		runs = append(runs, e.run(t, onLabels(fmt.Sprintf("job-%d", i), "true", "linux")))
+	}
+	e.tickUntil(t, "every job to finish", func(fleet.PoolStatus) bool {
+		for _, r := range runs {
+			if e.jobsOf(t, r)[0].State != cikit.JobSucceeded {
+				return false
+			}
+		}
+		return true
+	})
+	runners := map[string]bool{}
+	for _, r := range runs {
+		runners[e.jobsOf(t, r)[0].Runner] = true
+	}
+	require.Len(t, runners, 3, "each job ran on a runner of its own")
+	e.tickUntil(t, "a warm runner again", func(st fleet.PoolStatus) bool { return st.Idle == 1 && st.Busy == 0 })
+	all, err := e.backend.Instances(context.Background())
+	require.NoError(t, err)
+	stopped := 0
+	for _, in := range all {
+		if in.State == fleet.InstanceStopped {
+			stopped++
+		}
+	}
+	require.Equal(t, 3, stopped, "the three used runners stopped after their job")
+}
+
+// TestManagerWhy: the Manager says why each job waits.
+func TestManagerWhy(t *testing.T) {
+	t.Parallel()
+	e := newFleet(t, fleet.PoolConfig{Name: "small", Labels: []string{"linux"},
+		Policy: noCooldowns(autoscale.Policy{Max: 1, Warm: 0})})
+	ctx := context.Background()
+
+	gpu := e.run(t, onLabels("train", "true", "gpu", "large"))
+	e.tick(t)
+	why, err := e.manager.Why(ctx, gpu, "train")
+	require.NoError(t, err)
+	require.Equal(t, fleet.WaitNoRunnerMatches, why.Code)
+	require.Equal(t, "no runner matches labels [gpu large]", why.Message)
+
+	first := e.run(t, onLabels("long", "sleep 30", "linux"))
+	st := e.tick(t)
+	require.Equal(t, 1, st.Decision.Provision)
+	why, err = e.manager.Why(ctx, first, "long")
+	require.NoError(t, err)
+	require.Equal(t, fleet.WaitScalingUp, why.Code, why.Message)
+	require.Equal(t, "small", why.Pool)
+
+	e.tickUntil(t, "the first job to run", func(st fleet.PoolStatus) bool { return st.Busy == 1 })
+	second := e.run(t, onLabels("next", "true", "linux"))
+	e.tick(t)
+	why, err = e.manager.Why(ctx, second, "next")
+	require.NoError(t, err)
+	require.Equal(t, fleet.WaitPoolAtMax, why.Code, why.Message)
+	require.Contains(t, why.Message, "maximum of 1")
+
+	why, err = e.manager.Why(ctx, first, "long")
+	require.NoError(t, err)
+	require.Equal(t, fleet.WaitNotWaiting, why.Code)
+	require.Equal(t, cikit.JobRunning, why.State)
+
+	_, err = e.manager.Why(ctx, first, "nope")
+	require.ErrorIs(t, err, cikit.ErrNotFound)
+
+	// The same answers over HTTP.
+	mux := http.NewServeMux()
+	mux.Handle("GET /runs/{run_id}/jobs/{job_id}/wait", e.manager.WhyHandler())
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	resp, err := http.Get(srv.URL + "/runs/" + gpu + "/jobs/train/wait")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var body map[string]any
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&body))
+	require.Equal(t, "no_runner_matches", body["code"])
+	require.Equal(t, "queued", body["state"])
+	resp2, err := http.Get(srv.URL + "/runs/" + gpu + "/jobs/missing/wait")
+	require.NoError(t, err)
+	resp2.Body.Close()
+	require.Equal(t, http.StatusNotFound, resp2.StatusCode)
+}
+
+func TestNewManagerValidates(t *testing.T) {
+	t.Parallel()
+	b, err := local.New(local.Config{Labels: []string{"linux"}})
+	require.NoError(t, err)
+	defer b.Close()
+	s := setup(t).server
+	ok := fleet.PoolConfig{Name: "p", Labels: []string{"linux"}, Backend: b, Policy: autoscale.Policy{Max: 1}}
+	for name, cfg := range map[string]fleet.ManagerConfig{
+		"no server":         {ServerURL: "http://x", RegistrationToken: regToken, Pools: []fleet.PoolConfig{ok}},
+		"no pools":          {Server: s, ServerURL: "http://x", RegistrationToken: regToken},
+		"bad name":          {Server: s, ServerURL: "http://x", RegistrationToken: regToken, Pools: []fleet.PoolConfig{{Name: "a b", Backend: b, Policy: ok.Policy}}},
+		"duplicate":         {Server: s, ServerURL: "http://x", RegistrationToken: regToken, Pools: []fleet.PoolConfig{ok, ok}},
+		"bad policy":        {Server: s, ServerURL: "http://x", RegistrationToken: regToken, Pools: []fleet.PoolConfig{{Name: "p", Backend: b}}},
+		"unsupported label": {Server: s, ServerURL: "http://x", RegistrationToken: regToken, Pools: []fleet.PoolConfig{{Name: "p", Labels: []string{"gpu"}, Backend: b, Policy: ok.Policy}}},
+	} {
+		_, err := fleet.NewManager(context.Background(), cfg)
+		require.Error(t, err, name)
+	}
+}
