@@ -18,6 +18,7 @@ import (
 	"github.com/cikit/cikit/fleet/autoscale"
 	"github.com/cikit/cikit/fleet/local"
 	"github.com/cikit/cikit/lease"
+	"github.com/cikit/cikit/logs"
 )
 
 // fleetEnv is a platform with real time: a Server over HTTP, a local
@@ -30,16 +31,22 @@ type fleetEnv struct {
 }
 
 func newFleet(t *testing.T, pools ...fleet.PoolConfig) *fleetEnv {
+	return newFleetWith(t, local.Config{Wait: 500 * time.Millisecond}, nil, pools...)
+}
+
+// newFleetWith builds the platform with a local backend of lc, keeping
+// the jobs' logs in hub when it is not nil.
+func newFleetWith(t testing.TB, lc local.Config, hub *logs.Hub, pools ...fleet.PoolConfig) *fleetEnv {
 	t.Helper()
 	e := &fleetEnv{jobs: dag.NewMemoryStore(dag.MemoryConfig{})}
 	leases, err := lease.NewManager(lease.Config{Store: lease.NewMemoryStore(), Jobs: e.jobs, TTL: 10 * time.Second})
 	require.NoError(t, err)
 	e.server, err = fleet.NewServer(fleet.ServerConfig{Jobs: e.jobs, Leases: leases, RegistrationTokens: []string{regToken},
-		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, HeartbeatInterval: time.Second})
+		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, HeartbeatInterval: time.Second, Logs: hub})
 	require.NoError(t, err)
 	srv := httptest.NewServer(e.server)
 	t.Cleanup(srv.Close)
-	e.backend, err = local.New(local.Config{Wait: 500 * time.Millisecond})
+	e.backend, err = local.New(lc)
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, e.backend.Close()) })
 	for i := range pools {
@@ -73,7 +80,7 @@ func (e *fleetEnv) tickUntil(t *testing.T, what string, cond func(fleet.PoolStat
 	}
 }
 
-func (e *fleetEnv) run(t *testing.T, specs ...*cikit.JobSpec) string {
+func (e *fleetEnv) run(t testing.TB, specs ...*cikit.JobSpec) string {
 	t.Helper()
 	run, err := e.jobs.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: specs})
 	require.NoError(t, err)
@@ -81,7 +88,7 @@ func (e *fleetEnv) run(t *testing.T, specs ...*cikit.JobSpec) string {
 	return run.ID
 }
 
-func (e *fleetEnv) jobsOf(t *testing.T, runID string) []*dag.Job {
+func (e *fleetEnv) jobsOf(t testing.TB, runID string) []*dag.Job {
 	t.Helper()
 	jobs, err := e.jobs.JobList(context.Background(), runID)
 	require.NoError(t, err)
