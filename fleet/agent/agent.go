@@ -65,6 +65,11 @@ type Config struct {
 	// context ends; then the job is cancelled and returned to the
 	// server. Default: DefaultShutdownGrace.
 	ShutdownGrace time.Duration
+	// MaxJobs, when positive, makes Run return after the agent has run
+	// that many jobs; 1 makes a single-use (ephemeral) runner. A claimed
+	// job that was never started, because its first heartbeat failed,
+	// does not count. Default: 0, no limit.
+	MaxJobs int
 	// Version is sent at registration.
 	Version string
 	// Logger receives the agent's diagnostics. Default: slog.Default().
@@ -93,6 +98,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.RegistrationToken == "" && cfg.RunnerToken == "" {
 		return nil, errors.New("agent: Config needs a RegistrationToken or a RunnerToken")
 	}
+	if cfg.MaxJobs < 0 {
+		return nil, fmt.Errorf("agent: Config.MaxJobs is %d; it must not be negative", cfg.MaxJobs)
+	}
 	base, err := url.Parse(cfg.Server)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
 		return nil, fmt.Errorf("agent: Config.Server %q is not an http or https URL", cfg.Server)
@@ -110,19 +118,35 @@ func New(cfg Config) (*Agent, error) {
 	return &Agent{cfg: cfg, c: &client{base: base, http: cfg.HTTPClient}, log: cfg.Logger, token: cfg.RunnerToken}, nil
 }
 
-// Run registers if needed, then claims and runs jobs one at a time until
-// ctx ends. A job running then gets ShutdownGrace to finish; after that it
-// is cancelled and given back to the server, to run elsewhere. Run returns
-// nil after a clean shutdown, or the error that made registering fail.
-func (a *Agent) Run(ctx context.Context) error {
-	if a.token == "" {
-		reg, err := a.c.register(ctx, a.cfg.RegistrationToken, a.cfg.Name, a.cfg.Labels, a.cfg.Version)
-		if err != nil {
-			return fmt.Errorf("agent: registering: %w", err)
-		}
-		a.runnerID, a.token = reg.RunnerID, reg.RunnerToken
-		a.log.Info("agent: registered", "runner", reg.RunnerID, "labels", reg.Labels)
+// Register registers the agent as a new runner with its
+// RegistrationToken, unless it has a runner token already (Config's, or
+// one an earlier Register got). Run registers by itself; calling Register
+// first tells a runner that cannot register from one waiting for work.
+// It must not be called while Run runs.
+func (a *Agent) Register(ctx context.Context) error {
+	if a.token != "" {
+		return nil
 	}
+	reg, err := a.c.register(ctx, a.cfg.RegistrationToken, a.cfg.Name, a.cfg.Labels, a.cfg.Version)
+	if err != nil {
+		return fmt.Errorf("agent: registering: %w", err)
+	}
+	a.runnerID, a.token = reg.RunnerID, reg.RunnerToken
+	a.log.Info("agent: registered", "runner", reg.RunnerID, "labels", reg.Labels)
+	return nil
+}
+
+// Run registers if needed, then claims and runs jobs one at a time until
+// ctx ends, or until it has run Config.MaxJobs jobs. A job running when
+// ctx ends gets ShutdownGrace to finish; after that it is cancelled and
+// given back to the server, to run elsewhere. Run returns nil after a
+// clean shutdown or its last job, or the error that made registering
+// fail.
+func (a *Agent) Run(ctx context.Context) error {
+	if err := a.Register(ctx); err != nil {
+		return err
+	}
+	jobs := 0
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		j, err := a.c.claim(ctx, a.token, a.cfg.Wait)
@@ -139,16 +163,21 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		if j != nil {
-			a.runJob(ctx, j)
+		if j == nil || !a.runJob(ctx, j) {
+			continue
+		}
+		if jobs++; a.cfg.MaxJobs > 0 && jobs >= a.cfg.MaxJobs {
+			a.log.Info("agent: ran its last job", "jobs", jobs)
+			break
 		}
 	}
 	return nil
 }
 
-// runJob runs one claimed job to its report. ctx is the agent's: when it
-// ends, the job gets ShutdownGrace before it is cancelled and returned.
-func (a *Agent) runJob(ctx context.Context, j *job) {
+// runJob runs one claimed job to its report and says whether the job was
+// started. ctx is the agent's: when it ends, the job gets ShutdownGrace
+// before it is cancelled and returned.
+func (a *Agent) runJob(ctx context.Context, j *job) (started bool) {
 	log := a.log.With("run", j.RunID, "job", j.JobID, "attempt", j.Attempt)
 	// Calls about the job outlive the agent's context: a shutting-down
 	// agent still reports or returns its job.
@@ -162,7 +191,7 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 		// The lease could not be renewed once: the job is not started,
 		// and its lease expires for the reaper to try again.
 		log.Warn("agent: first heartbeat failed; not starting the job", "error", err)
-		return
+		return false
 	}
 
 	jobCtx, cancelJob := context.WithCancelCause(bg)
@@ -258,7 +287,7 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 	totals := stream.close(bg)
 	defer stream.remove()
 	if isFenced() {
-		return
+		return true
 	}
 	err = a.c.finishLog(bg, j, totals)
 	var ae *apiError
@@ -271,7 +300,7 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 	if err != nil {
 		if errors.Is(err, ErrStale) {
 			fence("the log's finish was refused as stale")
-			return
+			return true
 		}
 		log.Warn("agent: finishing the log failed", "error", err)
 	}
@@ -282,7 +311,7 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 		if err := a.c.giveBack(bg, j); err != nil {
 			log.Warn("agent: returning the job failed; its lease will expire", "error", err)
 		}
-		return
+		return true
 	}
 	comp := &completion{Result: res.State, ExitCode: res.ExitCode, FailureClass: res.FailureClass, Reason: res.Reason, Log: totals}
 	if errors.Is(cause, errCancelRequested) {
@@ -295,11 +324,11 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 			if err != nil {
 				log.Warn("agent: completion refused as stale", "error", err)
 			}
-			return
+			return true
 		}
 		if errors.As(err, &ae) && ae.Status < 500 || attempt == 10 {
 			log.Error("agent: completion failed", "error", err)
-			return
+			return true
 		}
 		time.Sleep(backoff)
 		backoff = min(backoff*2, 5*time.Second)

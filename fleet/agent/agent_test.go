@@ -297,3 +297,60 @@ func TestAgentShutdown(t *testing.T) {
 	stop()
 	require.Equal(t, cikit.JobSucceeded, e2.job(t, runID).State)
 }
+
+// TestAgentMaxJobs: an agent with MaxJobs 1 runs one job and Run returns;
+// it claims no other job.
+func TestAgentMaxJobs(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2*time.Second)
+	a, err := agent.New(agent.Config{Server: e.url, RegistrationToken: regToken, Name: "single-use", Executor: e.exec,
+		Wait: time.Second, ChunkInterval: 20 * time.Millisecond, MaxJobs: 1})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	first := e.newRun(t)
+	<-e.exec.started
+	second := e.newRun(t)
+	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
+	require.NoError(t, <-done, "Run returns after its one job")
+	require.Equal(t, cikit.JobSucceeded, e.job(t, first).State)
+	require.Equal(t, cikit.JobQueued, e.job(t, second).State, "the second job is left for another runner")
+}
+
+// TestAgentRegister: Register tells a refused registration apart, and Run
+// after a successful Register does not register again.
+func TestAgentRegister(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2*time.Second)
+	bad, err := agent.New(agent.Config{Server: e.url, RegistrationToken: "not-the-token", Executor: e.exec})
+	require.NoError(t, err)
+	require.ErrorContains(t, bad.Register(context.Background()), "registering")
+
+	var registrations atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/runners" {
+			registrations.Add(1)
+		}
+		e.server.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	a, err := agent.New(agent.Config{Server: srv.URL, RegistrationToken: regToken, Name: "registered", Executor: e.exec,
+		Wait: time.Second, ChunkInterval: 20 * time.Millisecond, MaxJobs: 1})
+	require.NoError(t, err)
+	require.NoError(t, a.Register(context.Background()))
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background()) }()
+	e.newRun(t)
+	<-e.exec.started
+	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
+	require.NoError(t, <-done)
+	require.EqualValues(t, 1, registrations.Load())
+}
+
+func TestAgentConfigMaxJobs(t *testing.T) {
+	t.Parallel()
+	_, err := agent.New(agent.Config{Server: "http://127.0.0.1:1", RegistrationToken: regToken, Executor: newFakeExecutor(), MaxJobs: -1})
+	require.ErrorContains(t, err, "MaxJobs")
+}
