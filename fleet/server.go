@@ -101,6 +101,7 @@ type Server struct {
 	mux      *http.ServeMux
 	log      *slog.Logger
 	dispatch *Dispatcher
+	runners  runners
 	// claims and completes join concurrent requests' lease calls into
 	// batches.
 	claims    *groupcommit.Batcher[lease.ClaimRequest, lease.ClaimResult]
@@ -225,11 +226,13 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 	}
 	_, labels := labelKey(req.Labels)
 	id := "r_" + randomHex(12)
-	rt, err := s.signer.sign(&runnerClaims{Kind: kindRunner, RunnerID: id, Name: req.Name, Labels: labels, Issued: s.cfg.Now().UTC()})
+	rc := &runnerClaims{Kind: kindRunner, RunnerID: id, Name: req.Name, Labels: labels, Issued: s.cfg.Now().UTC()}
+	rt, err := s.signer.sign(rc)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
+	s.runners.seen(rc, rc.Issued)
 	s.log.Info("fleet: runner registered", "runner", id, "name", req.Name, "labels", labels, "version", req.Version)
 	writeJSON(w, http.StatusCreated, registerResponse{RunnerID: id, RunnerToken: rt, Labels: labels})
 }
@@ -283,6 +286,14 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	wait = min(wait, s.cfg.MaxWait)
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
+	s.runners.waiting(rc, s.cfg.Now(), 1)
+	var got *lease.Attempt
+	defer func() {
+		s.runners.waiting(rc, s.cfg.Now(), -1)
+		if got != nil {
+			s.runners.busy(rc, s.cfg.Now(), *got)
+		}
+	}()
 	for {
 		o, err := s.dispatch.Take(ctx, rc.Labels)
 		if err != nil {
@@ -315,6 +326,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, err.Error())
 			return
 		}
+		got = &l.Attempt
 		writeJSON(w, http.StatusOK, claimResponse{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt, JobToken: jt,
 			LeaseExpiresAt: l.Expires.UTC(), HeartbeatInterval: s.cfg.HeartbeatInterval.String(), Deadline: deadline, Spec: o.Spec})
 		return
@@ -385,6 +397,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rn, err := s.cfg.Leases.Renew(r.Context(), a, c.Lease)
+	s.runners.jobCall(c.RunnerID, a, s.cfg.Now(), stale(err))
 	if err != nil {
 		s.leaseError(w, a, err)
 		return
@@ -439,6 +452,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		return // the runner has gone
 	}
 	res, err := cr.Result, cr.Err
+	s.runners.jobCall(c.RunnerID, a, s.cfg.Now(), err == nil || stale(err))
 	if err != nil {
 		if errors.Is(err, lease.ErrFenced) {
 			// A completion repeated after its answer was lost finds the
@@ -502,6 +516,7 @@ func (s *Server) giveBack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.cfg.Leases.Return(r.Context(), a, c.Lease, "returned by runner "+c.RunnerID)
+	s.runners.jobCall(c.RunnerID, a, s.cfg.Now(), err == nil || stale(err))
 	if err != nil {
 		s.leaseError(w, a, err)
 		return
@@ -510,9 +525,14 @@ func (s *Server) giveBack(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, stateResponse{State: jobState(res, a.JobID, cikit.JobReady)})
 }
 
+// stale reports whether err refuses a call for a stale attempt.
+func stale(err error) bool {
+	return errors.Is(err, lease.ErrFenced) || errors.Is(err, cikit.ErrInvalidTransition)
+}
+
 // leaseError answers a refused lease operation.
 func (s *Server) leaseError(w http.ResponseWriter, a lease.Attempt, err error) {
-	if errors.Is(err, lease.ErrFenced) || errors.Is(err, cikit.ErrInvalidTransition) {
+	if stale(err) {
 		writeJSON(w, http.StatusConflict, errorBody{Error: err.Error(), Stale: true})
 		return
 	}

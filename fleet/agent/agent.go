@@ -65,13 +65,12 @@ type Config struct {
 	// context ends; then the job is cancelled and returned to the
 	// server. Default: DefaultShutdownGrace.
 	ShutdownGrace time.Duration
-	// MaxJobs, when positive, makes Run return after the agent has run
-	// that many jobs; 1 makes a single-use (ephemeral) runner. A claimed
-	// job that was never started, because its first heartbeat failed,
-	// does not count. Default: 0, no limit.
-	MaxJobs int
 	// Version is sent at registration.
 	Version string
+	// MaxJobs, when positive, is how many jobs the agent takes before Run
+	// returns: 1 makes a single-use (ephemeral) runner. A job counts once
+	// claimed, however it ends. Default: no limit.
+	MaxJobs int
 	// Logger receives the agent's diagnostics. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -97,9 +96,6 @@ func New(cfg Config) (*Agent, error) {
 	}
 	if cfg.RegistrationToken == "" && cfg.RunnerToken == "" {
 		return nil, errors.New("agent: Config needs a RegistrationToken or a RunnerToken")
-	}
-	if cfg.MaxJobs < 0 {
-		return nil, fmt.Errorf("agent: Config.MaxJobs is %d; it must not be negative", cfg.MaxJobs)
 	}
 	base, err := url.Parse(cfg.Server)
 	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
@@ -137,7 +133,7 @@ func (a *Agent) Register(ctx context.Context) error {
 }
 
 // Run registers if needed, then claims and runs jobs one at a time until
-// ctx ends, or until it has run Config.MaxJobs jobs. A job running when
+// ctx ends, or until it has taken Config.MaxJobs jobs. A job running when
 // ctx ends gets ShutdownGrace to finish; after that it is cancelled and
 // given back to the server, to run elsewhere. Run returns nil after a
 // clean shutdown or its last job, or the error that made registering
@@ -146,9 +142,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.Register(ctx); err != nil {
 		return err
 	}
-	jobs := 0
 	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
+	for taken := 0; ctx.Err() == nil && (a.cfg.MaxJobs <= 0 || taken < a.cfg.MaxJobs); {
 		j, err := a.c.claim(ctx, a.token, a.cfg.Wait)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -163,21 +158,17 @@ func (a *Agent) Run(ctx context.Context) error {
 			continue
 		}
 		backoff = 100 * time.Millisecond
-		if j == nil || !a.runJob(ctx, j) {
-			continue
-		}
-		if jobs++; a.cfg.MaxJobs > 0 && jobs >= a.cfg.MaxJobs {
-			a.log.Info("agent: ran its last job", "jobs", jobs)
-			break
+		if j != nil {
+			taken++
+			a.runJob(ctx, j)
 		}
 	}
 	return nil
 }
 
-// runJob runs one claimed job to its report and says whether the job was
-// started. ctx is the agent's: when it ends, the job gets ShutdownGrace
-// before it is cancelled and returned.
-func (a *Agent) runJob(ctx context.Context, j *job) (started bool) {
+// runJob runs one claimed job to its report. ctx is the agent's: when it
+// ends, the job gets ShutdownGrace before it is cancelled and returned.
+func (a *Agent) runJob(ctx context.Context, j *job) {
 	log := a.log.With("run", j.RunID, "job", j.JobID, "attempt", j.Attempt)
 	// Calls about the job outlive the agent's context: a shutting-down
 	// agent still reports or returns its job.
@@ -191,7 +182,7 @@ func (a *Agent) runJob(ctx context.Context, j *job) (started bool) {
 		// The lease could not be renewed once: the job is not started,
 		// and its lease expires for the reaper to try again.
 		log.Warn("agent: first heartbeat failed; not starting the job", "error", err)
-		return false
+		return
 	}
 
 	jobCtx, cancelJob := context.WithCancelCause(bg)
@@ -287,7 +278,7 @@ func (a *Agent) runJob(ctx context.Context, j *job) (started bool) {
 	totals := stream.close(bg)
 	defer stream.remove()
 	if isFenced() {
-		return true
+		return
 	}
 	err = a.c.finishLog(bg, j, totals)
 	var ae *apiError
@@ -300,7 +291,7 @@ func (a *Agent) runJob(ctx context.Context, j *job) (started bool) {
 	if err != nil {
 		if errors.Is(err, ErrStale) {
 			fence("the log's finish was refused as stale")
-			return true
+			return
 		}
 		log.Warn("agent: finishing the log failed", "error", err)
 	}
@@ -311,7 +302,7 @@ func (a *Agent) runJob(ctx context.Context, j *job) (started bool) {
 		if err := a.c.giveBack(bg, j); err != nil {
 			log.Warn("agent: returning the job failed; its lease will expire", "error", err)
 		}
-		return true
+		return
 	}
 	comp := &completion{Result: res.State, ExitCode: res.ExitCode, FailureClass: res.FailureClass, Reason: res.Reason, Log: totals}
 	if errors.Is(cause, errCancelRequested) {
@@ -324,11 +315,11 @@ func (a *Agent) runJob(ctx context.Context, j *job) (started bool) {
 			if err != nil {
 				log.Warn("agent: completion refused as stale", "error", err)
 			}
-			return true
+			return
 		}
 		if errors.As(err, &ae) && ae.Status < 500 || attempt == 10 {
 			log.Error("agent: completion failed", "error", err)
-			return true
+			return
 		}
 		time.Sleep(backoff)
 		backoff = min(backoff*2, 5*time.Second)

@@ -162,6 +162,24 @@ func TestAgentRunsAJob(t *testing.T) {
 	require.Contains(t, e.callsMade(), "complete OK")
 }
 
+// TestAgentMaxJobs: a single-use agent takes one job, reports it and
+// returns; the next job waits for another runner.
+func TestAgentMaxJobs(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2*time.Second)
+	a, err := agent.New(agent.Config{Server: e.url, RegistrationToken: regToken, Name: "once", Executor: e.exec,
+		Wait: 100 * time.Millisecond, MaxJobs: 1})
+	require.NoError(t, err)
+	first, second := e.newRun(t), e.newRun(t)
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background()) }()
+	<-e.exec.started
+	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
+	require.NoError(t, <-done)
+	require.Equal(t, cikit.JobSucceeded, e.job(t, first).State)
+	require.Equal(t, cikit.JobQueued, e.job(t, second).State)
+}
+
 // TestAgentStreamsItsLog: the job's output reaches the server in chunks
 // while it runs, and the finished log is complete.
 func TestAgentStreamsItsLog(t *testing.T) {
@@ -298,27 +316,6 @@ func TestAgentShutdown(t *testing.T) {
 	require.Equal(t, cikit.JobSucceeded, e2.job(t, runID).State)
 }
 
-// TestAgentMaxJobs: an agent with MaxJobs 1 runs one job and Run returns;
-// it claims no other job.
-func TestAgentMaxJobs(t *testing.T) {
-	t.Parallel()
-	e := setup(t, 2*time.Second)
-	a, err := agent.New(agent.Config{Server: e.url, RegistrationToken: regToken, Name: "single-use", Executor: e.exec,
-		Wait: time.Second, ChunkInterval: 20 * time.Millisecond, MaxJobs: 1})
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	first := e.newRun(t)
-	<-e.exec.started
-	second := e.newRun(t)
-	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
-	require.NoError(t, <-done, "Run returns after its one job")
-	require.Equal(t, cikit.JobSucceeded, e.job(t, first).State)
-	require.Equal(t, cikit.JobQueued, e.job(t, second).State, "the second job is left for another runner")
-}
-
 // TestAgentRegister: Register tells a refused registration apart, and Run
 // after a successful Register does not register again.
 func TestAgentRegister(t *testing.T) {
@@ -347,10 +344,4 @@ func TestAgentRegister(t *testing.T) {
 	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
 	require.NoError(t, <-done)
 	require.EqualValues(t, 1, registrations.Load())
-}
-
-func TestAgentConfigMaxJobs(t *testing.T) {
-	t.Parallel()
-	_, err := agent.New(agent.Config{Server: "http://127.0.0.1:1", RegistrationToken: regToken, Executor: newFakeExecutor(), MaxJobs: -1})
-	require.ErrorContains(t, err, "MaxJobs")
 }
