@@ -53,7 +53,9 @@
 //     and Instances, until they are destroyed — so that the fleet
 //     replaces them. The runners the plugin holds are adopted: the Host
 //     reports them as the plugin does. Config.OnRestart hears of both.
-//   - Close stops the plugin and every goroutine of the Host.
+//   - Close stops the plugin and every goroutine of the Host. A plugin
+//     whose host was killed, and so could not stop it, notices within a
+//     second, closes its backend and exits.
 //
 // # The protocol
 //

@@ -295,6 +295,29 @@ func TestHost(t *testing.T) {
 		require.NoError(t, err)
 	})
 
+	t.Run("HostGone", func(t *testing.T) {
+		t.Parallel()
+		// A host that dies without stopping its plugin: sh started it as
+		// a host would, and is killed.
+		dir := t.TempDir()
+		closed, handshake, pidFile := filepath.Join(dir, "closed"), filepath.Join(dir, "handshake"), filepath.Join(dir, "pid")
+		sh := exec.Command("sh", "-c", `"$0" -closed "$1" >"$2" 2>/dev/null & echo $! >"$3"; wait`, bin, closed, handshake, pidFile)
+		sh.Env = append(os.Environ(), "CIKIT_BACKEND_PLUGIN=8d1f3c2e-cikit-fleet-backend", "PLUGIN_PROTOCOL_VERSIONS=1")
+		require.NoError(t, sh.Start())
+		var pid int
+		require.Eventually(t, func() bool {
+			out, _ := os.ReadFile(handshake)
+			data, _ := os.ReadFile(pidFile)
+			var err error
+			pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
+			return len(out) > 0 && err == nil
+		}, 10*time.Second, 5*time.Millisecond, "the plugin serves")
+		require.NoError(t, sh.Process.Kill())
+		require.Error(t, sh.Wait())
+		require.Eventually(t, func() bool { return !proctest.Alive(pid) }, 10*time.Second, 10*time.Millisecond, "the plugin exits")
+		require.FileExists(t, closed, "the backend was closed")
+	})
+
 	t.Run("Close", func(t *testing.T) {
 		t.Parallel()
 		closed := filepath.Join(t.TempDir(), "closed")

@@ -3,6 +3,9 @@ package plugin
 import (
 	"context"
 	"io"
+	"os"
+	"sync"
+	"time"
 
 	goplugin "github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc"
@@ -30,6 +33,9 @@ var handshake = goplugin.HandshakeConfig{
 // pluginName is the one plugin a backend plugin binary serves.
 const pluginName = "backend"
 
+// hostPoll is how often a plugin checks that its host still runs.
+const hostPoll = time.Second
+
 // Serve serves impl to the host that started this process, and returns
 // when the host has stopped it (Host.Close). If impl is also an io.Closer,
 // Serve closes it then, before returning; the host waits a short while
@@ -38,16 +44,57 @@ const pluginName = "backend"
 //
 // impl receives each call's context with the host's deadline and
 // cancellation, and must return soon after it ends.
+//
+// A host that is killed cannot stop its plugin, and go-plugin would leave
+// it running, with runners nobody manages. So the plugin watches its
+// parent process: when the host is gone, Serve closes impl and exits the
+// process with status 1.
 func Serve(impl fleet.Backend) {
+	log := NewLogger()
+	var once sync.Once
+	closeImpl := func() {
+		once.Do(func() {
+			if c, ok := impl.(io.Closer); ok {
+				if err := c.Close(); err != nil {
+					log.Error("plugin: closing the backend", "error", err)
+				}
+			}
+		})
+	}
+	stop, watched := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(watched)
+		if watchHost(os.Getppid(), stop) {
+			log.Error("plugin: the host process is gone; stopping")
+			closeImpl()
+			os.Exit(1)
+		}
+	}()
 	goplugin.Serve(&goplugin.ServeConfig{
 		HandshakeConfig: handshake,
 		Plugins:         goplugin.PluginSet{pluginName: &backendPlugin{impl: impl}},
 		GRPCServer:      goplugin.DefaultGRPCServer,
 		Logger:          newHCLogAdapter(newWireHandler(stderr)),
 	})
-	if c, ok := impl.(io.Closer); ok {
-		if err := c.Close(); err != nil {
-			NewLogger().Error("plugin: closing the backend", "error", err)
+	close(stop)
+	<-watched
+	closeImpl()
+}
+
+// watchHost reports, by returning true, that the parent process host has
+// gone: this process was given to another parent. It returns false once
+// stop is closed.
+func watchHost(host int, stop <-chan struct{}) bool {
+	t := time.NewTicker(hostPoll)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return false
+		case <-t.C:
+			if os.Getppid() != host {
+				return true
+			}
 		}
 	}
 }
