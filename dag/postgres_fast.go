@@ -267,9 +267,10 @@ func leafCompletion(rg *runGraph, i int, e *JobEvent) bool {
 // completion only while some job that needs it is still PENDING, or, for
 // a job nothing needs (leaf), while a job of the run other than the
 // batch's leaves is unfinished, so that it cannot be the event that ends
-// the run. Leaf completions of one run take turns on the run's row
-// (lockLeafRuns), so each batch sees the others' outcome: two of them
-// cannot each count on the other's leaves being unfinished.
+// the run. Two batches at once may each count on the other's leaves being
+// unfinished, so after committing each checks whether it left its runs
+// with every job finished (endedRuns) and settles those on the locked
+// path: whichever commits last sees both.
 const fastUpdate = `UPDATE jobs j SET state = v.to_state,
 		queued_at = CASE WHEN v.kind = 1 THEN $10::timestamptz ELSE j.queued_at END,
 		started_at = CASE WHEN v.kind = 2 THEN $10::timestamptz ELSE j.started_at END,
@@ -290,10 +291,11 @@ const fastUpdate = `UPDATE jobs j SET state = v.to_state,
 	RETURNING j.run_id, j.job_id, j.state, j.attempt, j.exit_code, j.reason, j.runner,
 		j.ready_at, j.queued_at, j.started_at, j.finished_at`
 
-// lockLeafRuns locks the rows of the runs a batch completes a leaf of, in
-// ID order, after lockRuns: leaf completions of one run take turns, and
-// the update that follows sees the ones committed before.
-const lockLeafRuns = `SELECT id FROM pipeline_runs WHERE id = ANY($1) ORDER BY id FOR UPDATE`
+// endedRuns lists the runs, among those a batch completed leaves of, whose
+// jobs have all finished while the run has not. It runs after the batch's
+// COMMIT, in a snapshot of its own.
+const endedRuns = `SELECT p.id FROM pipeline_runs p WHERE p.id = ANY($1) AND p.state IN ('pending', 'running')
+	AND NOT EXISTS (SELECT 1 FROM jobs o WHERE o.run_id = p.id AND o.state NOT IN ('succeeded', 'failed', 'skipped', 'cancelled'))`
 
 // lockRuns takes the shared lock of fast writes on runs (see lockRun):
 // the locked path's exclusive lock waits for it, and it for that. The
@@ -348,14 +350,16 @@ func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobE
 		readied []*Job
 		missed  []int
 		edges   []edge
+		// endedIDs are the runs left with every job finished.
+		endedIDs []string
 	)
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inPipeTx(ctx, func(tx *pipeTx) error {
 		var err error
 		runs, own, err = s.fastUpdate(ctx, tx, fast, now)
 		if err != nil {
 			return err
 		}
-		missed, edges = nil, nil
+		missed, edges, endedIDs = nil, nil, nil
 		b := &pgx.Batch{}
 		var queuedRuns []string
 		var ended []*Job
@@ -400,13 +404,41 @@ func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobE
 			return err
 		}
 		queueOutbox(b, evs)
-		if err := tx.SendBatch(ctx, b).Close(); err != nil {
-			return interpretError(err)
+		if err := s.step("fast:written"); err != nil {
+			return err
 		}
-		return s.step("fast:written")
+		var leafRuns []string
+		for _, f := range fast {
+			if _, ok := own[[2]string{f.e.RunID, f.e.JobID}]; ok && leafCompletion(f.rg, f.job, f.e) {
+				leafRuns = append(leafRuns, f.e.RunID)
+			}
+		}
+		if len(leafRuns) == 0 {
+			return interpretError(tx.commit(ctx, b))
+		}
+		b.Queue("commit")
+		b.Queue(endedRuns, slices.Compact(leafRuns)).Query(func(rows pgx.Rows) error {
+			var err error
+			endedIDs, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		})
+		return interpretError(tx.SendBatch(ctx, b).Close())
 	})
 	if err != nil {
 		return nil, now, err
+	}
+	// Runs whose last jobs two batches completed at once end on the locked
+	// path; the events of the batch about them report the run as it ended.
+	settled := make(map[string]*Run, len(endedIDs))
+	for _, id := range endedIDs {
+		res, err := s.Repair(ctx, id)
+		if err != nil {
+			if !refusal(err) {
+				return nil, now, err
+			}
+			continue
+		}
+		settled[id] = res.Run
 	}
 	if s.counters != nil && len(edges) > 0 {
 		if err := s.step("fast:committed"); err != nil {
@@ -443,6 +475,9 @@ func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobE
 			}
 		}
 		run := *runs[f.e.RunID]
+		if r, ok := settled[f.e.RunID]; ok {
+			run = *r
+		}
 		res.Run = &run
 		out[f.i] = &JobEventResult{TransitionResult: res}
 	}
@@ -451,17 +486,13 @@ func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobE
 
 // fastUpdate locks the events' runs (shared) and applies their
 // conditional updates, returning the runs and the jobs that moved.
-func (s *PostgresStore) fastUpdate(ctx context.Context, tx pgx.Tx, fast []*fastEvent, now time.Time) (map[string]*Run, map[[2]string]*Job, error) {
+func (s *PostgresStore) fastUpdate(ctx context.Context, tx batchSender, fast []*fastEvent, now time.Time) (map[string]*Run, map[[2]string]*Job, error) {
 	var runIDs, runIDsPerEvent, jobIDs, from, to, runners, reasons []string
 	var attempts, kinds, exitCodes []int
 	var leaves []bool
-	var leafRunIDs []string
 	for _, f := range fast {
 		leaf := leafCompletion(f.rg, f.job, f.e)
 		leaves = append(leaves, leaf)
-		if leaf {
-			leafRunIDs = append(leafRunIDs, f.e.RunID)
-		}
 		if len(runIDs) == 0 || runIDs[len(runIDs)-1] != f.e.RunID {
 			runIDs = append(runIDs, f.e.RunID)
 		}
@@ -481,12 +512,11 @@ func (s *PostgresStore) fastUpdate(ctx context.Context, tx pgx.Tx, fast []*fastE
 	b := &pgx.Batch{}
 	b.Queue(nestedLoops)
 	b.Queue(lockRuns, runIDs)
-	b.Queue(lockLeafRuns, leafRunIDs)
 	b.Queue(readRuns, runIDs)
 	b.Queue(fastUpdate, runIDsPerEvent, jobIDs, attempts, kinds, from, to, runners, exitCodes, reasons, now, leaves)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
-	for range 3 { // nestedLoops, lockRuns, lockLeafRuns
+	for range 2 { // nestedLoops, lockRuns
 		if _, err := br.Exec(); err != nil {
 			return nil, nil, interpretError(err)
 		}
@@ -561,7 +591,7 @@ func (s *PostgresStore) jobEvents(ctx context.Context, now time.Time, jobs []*Jo
 
 // readyChildren makes READY, in tx, the children of edges whose needs are
 // all satisfied, and returns them with their specs.
-func (s *PostgresStore) readyChildren(ctx context.Context, tx pgx.Tx, edges []edge, now time.Time) ([]*Job, error) {
+func (s *PostgresStore) readyChildren(ctx context.Context, tx batchSender, edges []edge, now time.Time) ([]*Job, error) {
 	seen := make(map[[2]string]bool, len(edges))
 	var runs, ids []string
 	for _, e := range edges {
@@ -602,7 +632,7 @@ func (s *PostgresStore) readyChildren(ctx context.Context, tx pgx.Tx, edges []ed
 // checked against PostgreSQL and made READY.
 func (s *PostgresStore) readyChecked(ctx context.Context, check []edge, now time.Time) ([]*Job, error) {
 	var readied []*Job
-	err := s.inTx(ctx, func(tx pgx.Tx) error {
+	err := s.inPipeTx(ctx, func(tx *pipeTx) error {
 		var runIDs []string
 		for _, e := range check {
 			runIDs = append(runIDs, e.Run)
@@ -624,7 +654,7 @@ func (s *PostgresStore) readyChecked(ctx context.Context, check []edge, now time
 		}
 		b = &pgx.Batch{}
 		queueOutbox(b, evs)
-		return interpretError(tx.SendBatch(ctx, b).Close())
+		return interpretError(tx.commit(ctx, b))
 	})
 	return readied, err
 }

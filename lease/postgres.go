@@ -29,8 +29,13 @@ func Migrations() fs.FS {
 	return sub
 }
 
-// PostgresStore is a Store in the table job_leases of PostgreSQL, usually
-// the database of the dag.PostgresStore it leases jobs of.
+// PostgresStore is a Store in the table job_leases of PostgreSQL. It must
+// live in the PostgreSQL server (cluster) of the dag.PostgresStore it
+// leases jobs of, usually in the same database: inserts and deletes of
+// leases commit without waiting for the write-ahead log to reach the disk.
+// An inserted lease is made durable by the job's start, which commits
+// after it in the same log and waits; a lost delete leaves a stale lease
+// the Reaper removes.
 type PostgresStore struct {
 	pool *pgxpool.Pool
 }
@@ -139,17 +144,18 @@ func (s *PostgresStore) insertRound(ctx context.Context, ls []*Lease, round []in
 		l := ls[i]
 		runs[n], jobs[n], attempts[n], tokens[n], runners[n], expires[n] = l.RunID, l.JobID, int32(l.Attempt.Attempt), l.Token, l.Runner, l.Expires
 	}
-	rows, err := s.pool.Query(ctx, sqlInsertMany, runs, jobs, attempts, tokens, runners, expires)
-	if err != nil {
-		return interpretError(err)
-	}
+	b := &pgx.Batch{}
+	b.Queue(sqlAsyncCommit)
 	inserted := make(map[[2]string]bool, len(round))
-	var k [2]string
-	_, err = pgx.ForEachRow(rows, []any{&k[0], &k[1]}, func() error {
-		inserted[k] = true
-		return nil
+	b.Queue(sqlInsertMany, runs, jobs, attempts, tokens, runners, expires).Query(func(rows pgx.Rows) error {
+		var k [2]string
+		_, err := pgx.ForEachRow(rows, []any{&k[0], &k[1]}, func() error {
+			inserted[k] = true
+			return nil
+		})
+		return err
 	})
-	if err != nil {
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return interpretError(err)
 	}
 	for _, i := range round {
@@ -195,8 +201,10 @@ func (s *PostgresStore) LeaseDeleteMany(ctx context.Context, ls []*Lease) error 
 	for i, l := range ls {
 		runs[i], jobs[i], attempts[i], tokens[i] = l.RunID, l.JobID, int32(l.Attempt.Attempt), l.Token
 	}
-	_, err := s.pool.Exec(ctx, sqlDeleteMany, runs, jobs, attempts, tokens)
-	return interpretError(err)
+	b := &pgx.Batch{}
+	b.Queue(sqlAsyncCommit)
+	b.Queue(sqlDeleteMany, runs, jobs, attempts, tokens)
+	return interpretError(s.pool.SendBatch(ctx, b).Close())
 }
 
 func (s *PostgresStore) LeaseExpired(ctx context.Context, now time.Time, limit int) ([]*Lease, error) {

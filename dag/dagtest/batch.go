@@ -2,6 +2,7 @@ package dagtest
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -148,6 +149,60 @@ func exerciseBatch(t *testing.T, factory Factory) {
 		jobs, err := b.store.JobList(ctx, b.run.ID)
 		require.NoError(t, err)
 		require.Equal(t, cikit.JobReady, jobs[len(jobs)-1].State)
+	})
+
+	t.Run("LastLeavesConcurrent", func(t *testing.T) {
+		// Runners completing the last jobs of a run at once, none of
+		// which another needs: the run ends exactly once, whichever
+		// completion comes last.
+		t.Parallel()
+		ctx := context.Background()
+		var specs []*cikit.JobSpec
+		for i := range 12 {
+			specs = append(specs, &cikit.JobSpec{ID: fmt.Sprintf("leaf-%02d", i), Steps: []cikit.Step{{Run: "true"}}})
+		}
+		b := setup(t, factory, specs)
+		var evs []*dag.JobEvent
+		for _, s := range specs {
+			p := &dag.JobTransitionParams{RunID: b.run.ID, JobID: s.ID, Attempt: 1}
+			_, err := b.store.JobQueue(ctx, p)
+			require.NoError(t, err)
+			_, err = b.store.JobStart(ctx, p)
+			require.NoError(t, err)
+			evs = append(evs, &dag.JobEvent{Kind: dag.EventComplete, RunID: b.run.ID, JobID: s.ID, Attempt: 1, Outcome: cikit.JobSucceeded})
+		}
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		var finals []cikit.RunState
+		for i := 0; i < len(evs); i += 2 { // batches of two, all at once
+			wg.Go(func() {
+				res, err := b.store.JobApply(ctx, evs[i:i+2])
+				if !assertNoError(t, err) {
+					return
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for _, r := range res {
+					if assertNoError(t, r.Err) && r.Run.State.Terminal() {
+						finals = append(finals, r.Run.State)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		run, err := b.store.RunGet(ctx, b.run.ID)
+		require.NoError(t, err)
+		require.Equal(t, cikit.RunSucceeded, run.State)
+		require.NotEmpty(t, finals, "the completion that ended the run reports it ended")
+		pending, err := b.store.OutboxPending(ctx, 1000)
+		require.NoError(t, err)
+		completed := 0
+		for _, e := range pending {
+			if e.Type == dag.EventPipelineCompleted {
+				completed++
+			}
+		}
+		require.Equal(t, 1, completed, "one pipeline.completed event")
 	})
 
 	t.Run("Attempts", func(t *testing.T) {
