@@ -114,18 +114,33 @@ func New(cfg Config) (*Agent, error) {
 	return &Agent{cfg: cfg, c: &client{base: base, http: cfg.HTTPClient}, log: cfg.Logger, token: cfg.RunnerToken}, nil
 }
 
+// Register registers the agent as a new runner with its
+// RegistrationToken, unless it has a runner token already (Config's, or
+// one an earlier Register got). Run registers by itself; calling Register
+// first tells a runner that cannot register from one waiting for work.
+// It must not be called while Run runs.
+func (a *Agent) Register(ctx context.Context) error {
+	if a.token != "" {
+		return nil
+	}
+	reg, err := a.c.register(ctx, a.cfg.RegistrationToken, a.cfg.Name, a.cfg.Labels, a.cfg.Version)
+	if err != nil {
+		return fmt.Errorf("agent: registering: %w", err)
+	}
+	a.runnerID, a.token = reg.RunnerID, reg.RunnerToken
+	a.log.Info("agent: registered", "runner", reg.RunnerID, "labels", reg.Labels)
+	return nil
+}
+
 // Run registers if needed, then claims and runs jobs one at a time until
-// ctx ends. A job running then gets ShutdownGrace to finish; after that it
-// is cancelled and given back to the server, to run elsewhere. Run returns
-// nil after a clean shutdown, or the error that made registering fail.
+// ctx ends, or until it has taken Config.MaxJobs jobs. A job running when
+// ctx ends gets ShutdownGrace to finish; after that it is cancelled and
+// given back to the server, to run elsewhere. Run returns nil after a
+// clean shutdown or its last job, or the error that made registering
+// fail.
 func (a *Agent) Run(ctx context.Context) error {
-	if a.token == "" {
-		reg, err := a.c.register(ctx, a.cfg.RegistrationToken, a.cfg.Name, a.cfg.Labels, a.cfg.Version)
-		if err != nil {
-			return fmt.Errorf("agent: registering: %w", err)
-		}
-		a.runnerID, a.token = reg.RunnerID, reg.RunnerToken
-		a.log.Info("agent: registered", "runner", reg.RunnerID, "labels", reg.Labels)
+	if err := a.Register(ctx); err != nil {
+		return err
 	}
 	backoff := 100 * time.Millisecond
 	for taken := 0; ctx.Err() == nil && (a.cfg.MaxJobs <= 0 || taken < a.cfg.MaxJobs); {

@@ -315,3 +315,33 @@ func TestAgentShutdown(t *testing.T) {
 	stop()
 	require.Equal(t, cikit.JobSucceeded, e2.job(t, runID).State)
 }
+
+// TestAgentRegister: Register tells a refused registration apart, and Run
+// after a successful Register does not register again.
+func TestAgentRegister(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2*time.Second)
+	bad, err := agent.New(agent.Config{Server: e.url, RegistrationToken: "not-the-token", Executor: e.exec})
+	require.NoError(t, err)
+	require.ErrorContains(t, bad.Register(context.Background()), "registering")
+
+	var registrations atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/v1/runners" {
+			registrations.Add(1)
+		}
+		e.server.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	a, err := agent.New(agent.Config{Server: srv.URL, RegistrationToken: regToken, Name: "registered", Executor: e.exec,
+		Wait: time.Second, ChunkInterval: 20 * time.Millisecond, MaxJobs: 1})
+	require.NoError(t, err)
+	require.NoError(t, a.Register(context.Background()))
+	done := make(chan error, 1)
+	go func() { done <- a.Run(context.Background()) }()
+	e.newRun(t)
+	<-e.exec.started
+	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
+	require.NoError(t, <-done)
+	require.EqualValues(t, 1, registrations.Load())
+}

@@ -29,6 +29,8 @@
 //   - Shutdown: when Run's context ends, the job running gets
 //     ShutdownGrace to finish and be reported; after that it is cancelled
 //     and returned to the server, which gives it a new attempt elsewhere.
+//   - Single use: with Config.MaxJobs 1, Run returns after the agent's
+//     first job is reported, as an ephemeral runner's agent must.
 //
 // # Stability
 //
