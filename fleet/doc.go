@@ -1,8 +1,29 @@
 // Package fleet is where jobs meet the runners that run them: the
 // platform's side of the runner protocol (docs/runner-protocol.md), the
-// Dispatcher that matches queued jobs with waiting runners by label, and,
-// in its subpackages, the runner agent (fleet/agent) and the local process
-// executor (fleet/process).
+// Dispatcher that matches queued jobs with waiting runners by label, and
+// the Manager that keeps pools of runners warm and sized to their demand.
+//
+// Its subpackages: the runner agent (fleet/agent), the local process
+// executor and its sandbox (fleet/process), the Backend that runs runners
+// in this process (fleet/local), backends served as plugins
+// (fleet/plugin), the scaling decision (fleet/autoscale, with a simulator
+// in fleet/autoscale/sim), and the Backend conformance suite
+// (fleet/fleettest).
+//
+// # Pools
+//
+// A Backend provisions runners: machines, VMs, sandboxes or processes
+// whose agent registers with the Server. A pool is a Backend, a label set
+// and an autoscale.Policy. Each tick the Manager reconciles every pool
+// with its Backend (Instances), counts its idle, busy and starting runners
+// (from what the Server saw of them) and the queued jobs it can run (each
+// counts towards the first pool whose labels include all of the job's),
+// and carries out autoscale.Decide's plan: provision at once up to busy +
+// queued + lag + the warm target, destroy idle runners slowly after a
+// cooldown. A single-use runner ends after its job and the next tick
+// replaces it. Manager.Why says why a job is not running yet: no runner
+// matches its labels, the pool is at its maximum, runners are starting
+// (with an estimate), or the warm pool is empty.
 //
 // # The protocol
 //
