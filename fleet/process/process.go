@@ -158,7 +158,7 @@ func (e *Executor) setUpSandbox() error {
 	}
 	e.sandbox = nil
 	if s.Mode == SandboxRequire {
-		return fmt.Errorf("process: sandbox: %w", err)
+		return fmt.Errorf("process: %w", err)
 	}
 	// One line, for the line in every job's output.
 	e.unsandboxed = strings.Join(strings.Fields(err.Error()), " ")
@@ -200,11 +200,11 @@ func (e *Executor) checkSandbox() error {
 	s.end(e.cfg.Logger.Warn)
 	switch {
 	case err != nil:
-		return fmt.Errorf("self-check step: %w", err)
+		return fmt.Errorf("sandbox self-check: %w", err)
 	case x.code != 0:
 		_ = pw.Close()
 		<-copied
-		return fmt.Errorf("self-check step %q exited with code %d in the sandbox; output: %q", strings.Join(argv, " "), x.code, out.String())
+		return fmt.Errorf("sandbox self-check: %q exited with code %d in the sandbox; output: %q", strings.Join(argv, " "), x.code, out.String())
 	}
 	return nil
 }

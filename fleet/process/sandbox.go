@@ -245,7 +245,11 @@ func planSandbox(s *Sandbox, workRoot string) (*sandboxPlan, error) {
 		p.uid, p.gid = cmp.Or(s.UID, DefaultSandboxUID), cmp.Or(s.GID, DefaultSandboxGID)
 		uid, gid = p.uid, p.gid
 	}
-	if dir, mode, owner := unsearchable(workRoot, uid, gid); dir != "" {
+	dir, mode, owner, err := unsearchable(workRoot, uid, gid)
+	if err != nil {
+		return nil, fmt.Errorf("Config.WorkRoot: %w", err)
+	}
+	if dir != "" {
 		return nil, fmt.Errorf("the sandbox's user (uid %d, gid %d) cannot reach Config.WorkRoot %s: %s (mode %v, owner %d) does not let it search; allow it (chmod o+x %s) or choose another WorkRoot",
 			uid, gid, workRoot, dir, mode, owner, dir)
 	}
@@ -286,15 +290,15 @@ func planSandbox(s *Sandbox, workRoot string) (*sandboxPlan, error) {
 // gid (without supplementary groups) may not search, its mode and owner;
 // "" if there is none. ACLs are not read: the self-check finds what they
 // forbid.
-func unsearchable(dir string, uid, gid int) (string, os.FileMode, int) {
+func unsearchable(dir string, uid, gid int) (string, os.FileMode, int, error) {
 	for d := dir; ; d = filepath.Dir(d) {
 		fi, err := os.Stat(d)
 		if err != nil {
-			return d, 0, -1
+			return "", 0, 0, err
 		}
 		st, ok := fi.Sys().(*syscall.Stat_t)
 		if !ok {
-			return "", 0, 0
+			return "", 0, 0, nil
 		}
 		perm := fi.Mode().Perm()
 		var search bool
@@ -307,10 +311,10 @@ func unsearchable(dir string, uid, gid int) (string, os.FileMode, int) {
 			search = perm&0o001 != 0
 		}
 		if !search {
-			return d, fi.Mode(), int(st.Uid)
+			return d, fi.Mode(), int(st.Uid), nil
 		}
 		if d == "/" {
-			return "", 0, 0
+			return "", 0, 0, nil
 		}
 	}
 }

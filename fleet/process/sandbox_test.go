@@ -218,14 +218,17 @@ func TestSandboxLeavesNothingBehind(t *testing.T) {
 	t.Parallel()
 	b := setup(t, sandboxed)
 	bg, escaped := marker(), marker()
-	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "bg", Env: map[string]string{"BG": bg, "ESCAPED": escaped}, Steps: steps(
-		`sleep "$BG" & echo $! > /tmp/bg.pid; setsid sleep "$ESCAPED" & echo started`,
-		`kill -0 "$(cat /tmp/bg.pid)" && echo "still there in the next step"`,
+	pidFile := "cikit-sandbox-bg-" + strings.ReplaceAll(bg, ".", "-")
+	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "bg", Env: map[string]string{"BG": bg, "ESCAPED": escaped, "PID_FILE": pidFile}, Steps: steps(
+		`sleep "$BG" & echo $! > "/tmp/$PID_FILE"; setsid sleep "$ESCAPED" & echo started`,
+		`kill -0 "$(cat "/tmp/$PID_FILE")" && echo "still there in the next step"`,
 	)})
 	require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
 	require.Contains(t, printed(b.out.String()), "still there in the next step\n", "background processes live until the job ends")
 	require.Empty(t, proctest.Running("sleep", bg), "the background process outlived the job")
 	require.Empty(t, proctest.Running("sleep", escaped), "the process that left its session outlived the job")
+	require.NoFileExists(t, filepath.Join(os.TempDir(), pidFile), "the job's /tmp is its own")
+	require.NoFileExists(t, filepath.Join("/tmp", pidFile))
 	left, err := os.ReadDir(b.work)
 	require.NoError(t, err)
 	require.Empty(t, left, "the workspace is removed after the job")
