@@ -6,9 +6,10 @@
 #   ./test.sh -v ./dag/...         arguments naming packages replace ./...
 #
 # It makes sure PostgreSQL and Redis answer (starting them, or installing
-# them on Debian/Ubuntu as root, when needed), then runs gofmt, go vet and
-# go test -race. Tests that need a service skip when it is missing, except
-# in CI (CI=true), where a missing service fails the run.
+# them on Debian/Ubuntu as root, when needed) and that bubblewrap, which
+# the sandbox tests run, is installed (likewise), then runs gofmt, go vet
+# and go test -race. Tests that need a service or bubblewrap skip when it
+# is missing, except in CI (CI=true), where a missing one fails the run.
 #
 # Environment:
 #   CIKIT_TEST_DATABASE_URL  PostgreSQL to test against; when set, test.sh
@@ -230,19 +231,43 @@ start_redis() {
 	redis-server --daemonize yes --bind 127.0.0.1 --port 6379 --save "" --appendonly no >/dev/null
 }
 
+# bubblewrap (bwrap) runs the jobs of fleet/process's sandbox tests; it
+# needs Linux with unprivileged user namespaces, which the tests check.
+ensure_bubblewrap() {
+	have bwrap && return
+	if is_debian && can_root; then
+		apt_install bubblewrap || die "apt-get install bubblewrap failed"
+	fi
+	if ! have bwrap; then
+		say "bubblewrap (bwrap) is not installed"
+		missing+=(bubblewrap)
+	fi
+}
+
 ensure_postgres
 ensure_redis
+ensure_bubblewrap
 
-# "PostgreSQL and Redis" rather than "PostgreSQL Redis".
+# "PostgreSQL, Redis and bubblewrap" rather than "PostgreSQL Redis bubblewrap".
 lacking=""
-if ((${#missing[@]} > 0)); then
-	printf -v lacking '%s and ' "${missing[@]}"
-	lacking=${lacking% and }
-fi
+for ((i = 0; i < ${#missing[@]}; i++)); do
+	if ((i == 0)); then
+		:
+	elif ((i == ${#missing[@]} - 1)); then
+		lacking+=" and "
+	else
+		lacking+=", "
+	fi
+	lacking+=${missing[i]}
+done
 
-if [[ -n $lacking ]]; then
+services=""
+for m in ${missing[@]+"${missing[@]}"}; do
+	[[ $m == bubblewrap ]] || services+="${services:+ and }$m"
+done
+if [[ -n $services ]]; then
 	cat >&2 <<-EOF
-	test.sh: the tests need PostgreSQL and Redis; not available: $lacking. Either
+	test.sh: the tests need PostgreSQL and Redis; not available: $services. Either
 	  - install PostgreSQL >= 14 and Redis >= 6 and run them on 127.0.0.1:5432 and
 	    127.0.0.1:6379, with user postgres, password postgres (or trust authentication);
 	    on Debian/Ubuntu, running ./test.sh as root or with passwordless sudo does this;
@@ -251,6 +276,15 @@ if [[ -n $lacking ]]; then
 	  - or set CIKIT_TEST_DATABASE_URL (postgres://user:password@host:port/db) and
 	    CIKIT_TEST_REDIS_URL (redis://host:port/db) to running instances.
 	EOF
+fi
+if [[ $lacking == *bubblewrap* ]]; then
+	cat >&2 <<-EOF
+	test.sh: the sandbox tests need bubblewrap, which is not installed. Install it
+	  (Debian/Ubuntu: apt-get install bubblewrap, which ./test.sh does as root or with
+	  passwordless sudo); it needs Linux with unprivileged user namespaces.
+	EOF
+fi
+if [[ -n $lacking ]]; then
 	in_ci && die "CI=${CI}: refusing to run without $lacking"
 	say "WARNING: tests that need $lacking will be skipped"
 fi

@@ -57,6 +57,10 @@ type Config struct {
 	// Logger receives the executor's own diagnostics. Default:
 	// slog.Default().
 	Logger *slog.Logger
+	// Sandbox, when set, runs each job in a bubblewrap sandbox of its
+	// own, with limits on its resources; see Sandbox. New checks that the
+	// sandbox works on this host. nil runs jobs as plain processes.
+	Sandbox *Sandbox
 }
 
 // Expander evaluates what a pipeline format leaves to run time.
@@ -73,6 +77,11 @@ type Expander interface {
 // each Run has its own workspace and processes.
 type Executor struct {
 	cfg Config
+	// sandbox is nil when jobs run as plain processes.
+	sandbox *sandboxPlan
+	// unsandboxed says why, when Config.Sandbox asked for one in
+	// SandboxAuto mode and it is unavailable.
+	unsandboxed string
 }
 
 // New validates cfg and returns an Executor.
@@ -123,7 +132,104 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Executor{cfg: cfg}, nil
+	e := &Executor{cfg: cfg}
+	if cfg.Sandbox != nil {
+		if err := e.setUpSandbox(); err != nil {
+			return nil, err
+		}
+	}
+	return e, nil
+}
+
+// setUpSandbox resolves Config.Sandbox and checks that it works, or, in
+// SandboxAuto mode, settles for plain processes and says so.
+func (e *Executor) setUpSandbox() error {
+	s := e.cfg.Sandbox
+	if err := validateSandbox(s, e.cfg.WorkRoot); err != nil {
+		return fmt.Errorf("process: %w", err)
+	}
+	plan, err := planSandbox(s, e.cfg.WorkRoot)
+	if err == nil {
+		e.sandbox = plan
+		err = e.checkSandbox()
+	}
+	if err == nil {
+		return nil
+	}
+	e.sandbox = nil
+	if s.Mode == SandboxRequire {
+		return fmt.Errorf("process: %w", err)
+	}
+	// One line, for the line in every job's output.
+	e.unsandboxed = strings.Join(strings.Fields(err.Error()), " ")
+	e.cfg.Logger.Warn("jobs will run NOT SANDBOXED, as plain processes with the executor's user, file system and network and without limits: "+
+		"Config.Sandbox.Mode is auto and the sandbox is unavailable", "err", err)
+	return nil
+}
+
+// checkSandbox starts a sandbox and runs a step in it, as a job would.
+func (e *Executor) checkSandbox() error {
+	ctx, cancel := context.WithTimeout(context.Background(), sandboxStartTimeout)
+	defer cancel()
+	ws, err := e.newWorkspace("sandbox-check")
+	if err != nil {
+		return fmt.Errorf("workspace: %w", err)
+	}
+	defer e.removeWorkspace(ws)
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return err
+	}
+	out := &prefixBuffer{max: 4 << 10}
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		_, _ = io.Copy(out, pr)
+	}()
+	defer func() {
+		_ = pw.Close()
+		<-copied
+		_ = pr.Close()
+	}()
+	s, err := e.startSandbox(ctx, ws, pw)
+	if err != nil {
+		return err
+	}
+	argv := []string{e.cfg.Shell, "-e", "-c", "test -w ."}
+	x, err := s.run(ctx, argv, ws, append(append([]string(nil), e.cfg.Env...), sandboxEnv()...))
+	s.end(e.cfg.Logger.Warn)
+	switch {
+	case err != nil:
+		return fmt.Errorf("sandbox self-check: %w", err)
+	case x.code != 0:
+		_ = pw.Close()
+		<-copied
+		return fmt.Errorf("sandbox self-check: %q exited with code %d in the sandbox; output: %q", strings.Join(argv, " "), x.code, out.String())
+	}
+	return nil
+}
+
+// newWorkspace creates an empty workspace for job id, owned by the user
+// the job runs as.
+func (e *Executor) newWorkspace(id string) (string, error) {
+	ws, err := os.MkdirTemp(e.cfg.WorkRoot, "cikit-"+dirName(id)+"-")
+	if err != nil {
+		return "", err
+	}
+	if err := e.own(ws); err != nil {
+		_ = os.Remove(ws)
+		return "", err
+	}
+	return ws, nil
+}
+
+// own gives path to the user the sandbox runs jobs as, when that is not
+// the executor's.
+func (e *Executor) own(path string) error {
+	if e.sandbox == nil || e.sandbox.uid < 0 {
+		return nil
+	}
+	return os.Lchown(path, e.sandbox.uid, e.sandbox.gid)
 }
 
 // Result is how a job's execution ended.
@@ -170,14 +276,14 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 	jobCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)
 	defer cancel()
 
-	ws, err := os.MkdirTemp(e.cfg.WorkRoot, "cikit-"+dirName(spec.ID)+"-")
+	ws, err := e.newWorkspace(spec.ID)
 	if err != nil {
 		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("workspace: %v", err), FailureClass: cikit.FailureInfrastructure}
 	}
 	if !e.cfg.KeepWorkspaces {
 		defer e.removeWorkspace(ws)
 	}
-	if err := copyTree(e.cfg.Source, ws, e.cfg.WorkRoot); err != nil {
+	if err := copyTree(e.cfg.Source, ws, e.cfg.WorkRoot, e.own); err != nil {
 		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("workspace: %v", err), FailureClass: cikit.FailureInfrastructure}
 	}
 
@@ -194,19 +300,7 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 		defer close(copied)
 		_, _ = io.Copy(out, pr)
 	}()
-	var groups []int
 	defer func() {
-		// Whatever the steps left running dies with the job, before Run
-		// returns: SIGKILL is delivered asynchronously, so wait for it.
-		for _, g := range groups {
-			_ = syscall.Kill(-g, syscall.SIGKILL)
-		}
-		deadline := time.Now().Add(killWait)
-		for _, g := range groups {
-			for !groupGone(g) && time.Now().Before(deadline) {
-				time.Sleep(5 * time.Millisecond)
-			}
-		}
 		_ = pw.Close()
 		select {
 		case <-copied:
@@ -218,8 +312,29 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 		<-copied
 	}()
 
+	if e.unsandboxed != "" {
+		fmt.Fprintf(pw, "--- warning: this job is NOT SANDBOXED (%s); it runs as plain processes with the runner's user, file system and network\n", e.unsandboxed)
+	}
+	procs, err := e.startProcs(jobCtx, ws, pw)
+	if err != nil {
+		res := Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("sandbox: %v", err), FailureClass: cikit.FailureInfrastructure}
+		if jobCtx.Err() != nil && context.Cause(jobCtx) == errTimeout {
+			res.Reason, res.FailureClass = fmt.Sprintf("timed out after %s while the sandbox started", timeout), cikit.FailureTimeout
+		} else if jobCtx.Err() != nil {
+			res.State, res.Reason, res.FailureClass = cikit.JobCancelled, "cancelled while the sandbox started", ""
+		}
+		fmt.Fprintf(pw, "--- %s\n", res.Reason)
+		return res
+	}
+	// Whatever the steps left running dies with the job, before Run
+	// returns.
+	defer procs.end(e.cfg.Logger.Warn)
+
 	env := append(append([]string(nil), e.cfg.Env...),
 		"CI=true", "CIKIT=true", "CIKIT_JOB_ID="+spec.ID, "CIKIT_JOB_NAME="+spec.DisplayName(), "CIKIT_WORKSPACE="+ws)
+	if e.sandbox != nil {
+		env = append(env, sandboxEnv()...)
+	}
 	jobEnv := spec.Env
 	if e.cfg.Expander != nil && len(spec.Env) > 0 {
 		jobEnv = make(map[string]string, len(spec.Env))
@@ -265,10 +380,8 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 		}
 		fmt.Fprintf(pw, "--- %s\n", name)
 		started := time.Now()
-		code, pgid, err := e.runStep(jobCtx, ws, appendEnv(env, step.Env), step, pw)
-		if pgid > 0 {
-			groups = append(groups, pgid)
-		}
+		x, err := e.runStep(jobCtx, procs, ws, appendEnv(env, step.Env), step)
+		code := x.code
 		res.Steps = append(res.Steps, StepResult{Name: name, ExitCode: code, Duration: time.Since(started)})
 		var reason string
 		switch {
@@ -280,8 +393,15 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 			res.Reason = fmt.Sprintf("cancelled in step %q", name)
 		case err != nil:
 			reason = fmt.Sprintf("step %q: %v", name, err)
+		case x.signal != 0:
+			reason = fmt.Sprintf("step %q was killed by signal %d (%v)", name, int(x.signal), x.signal)
 		case code != 0:
 			reason = fmt.Sprintf("step %q exited with code %d", name, code)
+		}
+		if reason != "" && err == nil && e.sandbox != nil {
+			if cause := e.sandbox.limits.cause(x); cause != "" {
+				reason += "; " + cause
+			}
 		}
 		if jobCtx.Err() != nil {
 			fmt.Fprintf(pw, "--- %s\n", res.Reason)
@@ -343,11 +463,10 @@ func (e *Executor) expandStep(spec *cikit.JobSpec, step *cikit.Step) error {
 	return nil
 }
 
-// runStep runs one step in its own process group and returns its exit
-// code (-1 if it did not exit by itself) and the group's id.
-func (e *Executor) runStep(ctx context.Context, ws string, env []string, step cikit.Step, out *os.File) (int, int, error) {
+// runStep runs one step with procs.
+func (e *Executor) runStep(ctx context.Context, procs jobProcs, ws string, env []string, step cikit.Step) (stepExit, error) {
 	if err := ctx.Err(); err != nil {
-		return -1, 0, nil
+		return stepExit{code: -1}, nil
 	}
 	if step.Timeout > 0 {
 		var cancel context.CancelFunc
@@ -358,20 +477,62 @@ func (e *Executor) runStep(ctx context.Context, ws string, env []string, step ci
 	if step.WorkingDirectory != "" {
 		dir = filepath.Join(ws, step.WorkingDirectory)
 		if rel, err := filepath.Rel(ws, dir); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-			return -1, 0, fmt.Errorf("working directory %q is outside the workspace", step.WorkingDirectory)
+			return stepExit{code: -1}, fmt.Errorf("working directory %q is outside the workspace", step.WorkingDirectory)
 		}
 	}
-	name, args, err := e.shellCommand(step, ws)
+	argv, err := e.shellCommand(step, ws)
 	if err != nil {
-		return -1, 0, err
+		return stepExit{code: -1}, err
 	}
-	cmd := exec.Command(name, args...)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, out, out
+	x, err := procs.run(ctx, argv, dir, env)
+	if step.Timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) != errTimeout {
+		return stepExit{code: -1}, fmt.Errorf("timed out after %s", step.Timeout)
+	}
+	return x, err
+}
+
+// stepExit is how a step's process ended.
+type stepExit struct {
+	code   int            // -1 if it did not exit by itself
+	signal syscall.Signal // what killed it, if a signal did
+	tasks  int            // in a sandbox: the job's processes and threads after it ended
+}
+
+// jobProcs runs the processes of one job.
+type jobProcs interface {
+	// run runs argv in dir with env, its output going to the job's, and
+	// returns how it ended. Cancelling ctx terminates it: SIGTERM to its
+	// process group, SIGKILL after the grace period.
+	run(ctx context.Context, argv []string, dir string, env []string) (stepExit, error)
+	// end kills whatever the job's steps left running and returns when
+	// it is gone; it calls warn if that takes too long.
+	end(warn func(msg string, args ...any))
+}
+
+func (e *Executor) startProcs(ctx context.Context, ws string, out *os.File) (jobProcs, error) {
+	if e.sandbox == nil {
+		return &plainJob{out: out, grace: e.cfg.Grace}, nil
+	}
+	return e.startSandbox(ctx, ws, out)
+}
+
+// plainJob runs a job's steps as processes of the host, each in a
+// process group of its own.
+type plainJob struct {
+	out    *os.File
+	grace  time.Duration
+	groups []int
+}
+
+func (p *plainJob) run(ctx context.Context, argv []string, dir string, env []string) (stepExit, error) {
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, p.out, p.out
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
-		return -1, 0, err
+		return stepExit{code: -1}, err
 	}
 	pgid := cmd.Process.Pid
+	p.groups = append(p.groups, pgid)
 	exited := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -383,7 +544,7 @@ func (e *Executor) runStep(ctx context.Context, ws string, env []string, step ci
 		case <-ctx.Done():
 		}
 		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		t := time.NewTimer(e.cfg.Grace)
+		t := time.NewTimer(p.grace)
 		defer t.Stop()
 		select {
 		case <-exited:
@@ -391,23 +552,38 @@ func (e *Executor) runStep(ctx context.Context, ws string, env []string, step ci
 			_ = syscall.Kill(-pgid, syscall.SIGKILL)
 		}
 	}()
-	err = cmd.Wait()
+	err := cmd.Wait()
 	close(exited)
 	wg.Wait()
-	if step.Timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) != errTimeout {
-		return -1, pgid, fmt.Errorf("timed out after %s", step.Timeout)
-	}
 	var ee *exec.ExitError
 	switch {
 	case err == nil:
-		return 0, pgid, nil
+		return stepExit{}, nil
 	case errors.As(err, &ee):
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return -1, pgid, nil
+			return stepExit{code: -1, signal: ws.Signal()}, nil
 		}
-		return ee.ExitCode(), pgid, nil
+		return stepExit{code: ee.ExitCode()}, nil
 	}
-	return -1, pgid, err
+	return stepExit{code: -1}, err
+}
+
+// end kills the process groups of the job's steps: SIGKILL is delivered
+// asynchronously, so it waits for them to be gone. A process that left
+// its group (setsid) escapes; a sandbox catches those too.
+func (p *plainJob) end(warn func(msg string, args ...any)) {
+	for _, g := range p.groups {
+		_ = syscall.Kill(-g, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(killWait)
+	for _, g := range p.groups {
+		for !groupGone(g) && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		if !groupGone(g) {
+			warn("a process group of the job outlived it", "pgid", g)
+		}
+	}
 }
 
 func appendEnv(env []string, vars map[string]string) []string {
@@ -421,28 +597,26 @@ func appendEnv(env []string, vars map[string]string) []string {
 // executor's shell with -e -c by default; for a named shell the flags
 // GitHub uses (bash gets pipefail); a shell with {0} runs the script from
 // a file, as GitHub's custom shells do.
-func (e *Executor) shellCommand(step cikit.Step, ws string) (string, []string, error) {
+func (e *Executor) shellCommand(step cikit.Step, ws string) ([]string, error) {
 	switch shell := strings.TrimSpace(step.Shell); {
 	case shell == "":
-		return e.cfg.Shell, []string{"-e", "-c", step.Run}, nil
+		return []string{e.cfg.Shell, "-e", "-c", step.Run}, nil
 	case shell == "sh":
-		return "sh", []string{"-e", "-c", step.Run}, nil
+		return []string{"sh", "-e", "-c", step.Run}, nil
 	case shell == "bash":
-		return "bash", []string{"--noprofile", "--norc", "-eo", "pipefail", "-c", step.Run}, nil
+		return []string{"bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step.Run}, nil
 	case strings.Contains(shell, "{0}"):
 		f, err := os.CreateTemp(ws, ".cikit-step-*")
 		if err != nil {
-			return "", nil, err
+			return nil, err
 		}
 		_, werr := f.WriteString(step.Run)
-		if err := errors.Join(werr, f.Close()); err != nil {
-			return "", nil, err
+		if err := errors.Join(werr, f.Close(), e.own(f.Name())); err != nil {
+			return nil, err
 		}
-		fields := strings.Fields(strings.ReplaceAll(shell, "{0}", f.Name()))
-		return fields[0], fields[1:], nil
+		return strings.Fields(strings.ReplaceAll(shell, "{0}", f.Name())), nil
 	default:
-		fields := strings.Fields(shell)
-		return fields[0], append(fields[1:], "-c", step.Run), nil
+		return append(strings.Fields(shell), "-c", step.Run), nil
 	}
 }
 
@@ -461,8 +635,9 @@ func dirName(id string) string {
 }
 
 // copyTree copies the regular files, directories and symlinks below src
-// into dst, preserving permission bits, and skips skip (the work root).
-func copyTree(src, dst, skip string) error {
+// into dst, preserving permission bits, calls own on each copy, and skips
+// skip (the work root).
+func copyTree(src, dst, skip string, own func(string) error) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -484,17 +659,21 @@ func copyTree(src, dst, skip string) error {
 		}
 		switch mode := info.Mode(); {
 		case mode.IsDir():
-			return os.Mkdir(target, mode.Perm()|0o700)
+			err = os.Mkdir(target, mode.Perm()|0o700)
 		case mode&fs.ModeSymlink != 0:
-			link, err := os.Readlink(path)
-			if err != nil {
-				return err
+			var link string
+			if link, err = os.Readlink(path); err == nil {
+				err = os.Symlink(link, target)
 			}
-			return os.Symlink(link, target)
 		case mode.IsRegular():
-			return copyFile(path, target, mode.Perm())
+			err = copyFile(path, target, mode.Perm())
+		default:
+			return nil // sockets, devices and pipes are not part of a workspace
 		}
-		return nil // sockets, devices and pipes are not part of a workspace
+		if err != nil {
+			return err
+		}
+		return own(target)
 	})
 }
 
@@ -534,6 +713,17 @@ func (e *Executor) removeWorkspace(ws string) {
 
 // killWait bounds how long Run waits for killed processes to be gone.
 const killWait = 5 * time.Second
+
+// processGone reports whether process pid has ended: it does not exist or
+// is a zombie.
+func processGone(pid int) bool {
+	stat, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return syscall.Kill(pid, 0) != nil
+	}
+	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	return len(f) > 0 && f[0] == "Z"
+}
 
 // groupGone reports whether process group g has no live process left;
 // zombies, which are gone but for their exit status, do not count (an

@@ -3,6 +3,7 @@ package process_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cikit/cikit/internal/proctest"
+	"github.com/cikit/cikit/internal/testenv"
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/fleet/process"
@@ -42,15 +44,30 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// printed returns the lines the job's steps printed, without the
+// executor's headers, which repeat the steps' scripts.
+func printed(out string) string {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(out, "\n") {
+		if !strings.HasPrefix(line, "--- ") {
+			b.WriteString(line)
+		}
+	}
+	return b.String()
+}
+
 type bundle struct {
 	src, work string
 	out       *syncBuffer
 	exec      *process.Executor
 }
 
+// setup returns an executor of a fresh source tree and work root. When a
+// mutation asks for a sandbox that this machine cannot provide, the test
+// is skipped, or failed in CI (testenv).
 func setup(t *testing.T, mutate ...func(*process.Config)) *bundle {
 	t.Helper()
-	b := &bundle{src: t.TempDir(), work: t.TempDir(), out: &syncBuffer{}}
+	b := &bundle{src: t.TempDir(), work: searchableDir(t), out: &syncBuffer{}}
 	require.NoError(t, os.WriteFile(filepath.Join(b.src, "input.txt"), []byte("hello\n"), 0o644))
 	require.NoError(t, os.MkdirAll(filepath.Join(b.src, "sub"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(b.src, "sub", "run.sh"), []byte("#!/bin/sh\necho script ran\n"), 0o755))
@@ -67,8 +84,42 @@ func setup(t *testing.T, mutate ...func(*process.Config)) *bundle {
 	}
 	var err error
 	b.exec, err = process.New(cfg)
+	if errors.Is(err, process.ErrSandboxUnavailable) {
+		testenv.ToolUnavailable(t, testenv.Bubblewrap, err)
+	}
 	require.NoError(t, err)
 	return b
+}
+
+// searchableDir returns a temporary directory that a sandbox's user, who
+// is not the test's when the tests run as root, can reach.
+func searchableDir(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
+	require.NoError(t, os.Chmod(dir, 0o711))
+	return dir
+}
+
+// sandboxed runs jobs in a bubblewrap sandbox that must work.
+func sandboxed(c *process.Config) { c.Sandbox = &process.Sandbox{} }
+
+// eachMode runs f as a subtest with plain processes and with a sandbox:
+// the executor's behaviour is the same in both.
+func eachMode(t *testing.T, f func(t *testing.T, mode func(*process.Config))) {
+	t.Helper()
+	for _, m := range []struct {
+		name  string
+		apply func(*process.Config)
+	}{
+		{"plain", func(*process.Config) {}},
+		{"sandbox", sandboxed},
+	} {
+		t.Run(m.name, func(t *testing.T) {
+			t.Parallel()
+			f(t, m.apply)
+		})
+	}
 }
 
 func steps(runs ...string) []cikit.Step {
@@ -81,62 +132,70 @@ func steps(runs ...string) []cikit.Step {
 
 func TestRunWorkspaceIsACopy(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "build", Steps: steps(
-		"cat input.txt link.txt",
-		"./sub/run.sh",
-		"echo changed > input.txt; touch new.txt",
-		`test "$CIKIT_WORKSPACE" = "$(pwd)" && echo "ws ok"`,
-	)})
-	require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
-	require.Equal(t, 0, res.ExitCode)
-	require.Len(t, res.Steps, 4)
-	require.Equal(t, "--- cat input.txt link.txt\nhello\nhello\n--- ./sub/run.sh\nscript ran\n"+
-		"--- echo changed > input.txt; touch new.txt\n--- test \"$CIKIT_WORKSPACE\" = \"$(pwd)\" && echo \"ws ok\"\nws ok\n", b.out.String())
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		b := setup(t, mode)
+		res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "build", Steps: steps(
+			"cat input.txt link.txt",
+			"./sub/run.sh",
+			"echo changed > input.txt; touch new.txt",
+			`test "$CIKIT_WORKSPACE" = "$(pwd)" && echo "ws ok"`,
+		)})
+		require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
+		require.Equal(t, 0, res.ExitCode)
+		require.Len(t, res.Steps, 4)
+		require.Equal(t, "--- cat input.txt link.txt\nhello\nhello\n--- ./sub/run.sh\nscript ran\n"+
+			"--- echo changed > input.txt; touch new.txt\n--- test \"$CIKIT_WORKSPACE\" = \"$(pwd)\" && echo \"ws ok\"\nws ok\n", b.out.String())
 
-	got, err := os.ReadFile(filepath.Join(b.src, "input.txt"))
-	require.NoError(t, err)
-	require.Equal(t, "hello\n", string(got), "the source is untouched")
-	require.NoFileExists(t, filepath.Join(b.src, "new.txt"))
-	left, err := os.ReadDir(b.work)
-	require.NoError(t, err)
-	require.Empty(t, left, "the workspace is removed after the job")
+		got, err := os.ReadFile(filepath.Join(b.src, "input.txt"))
+		require.NoError(t, err)
+		require.Equal(t, "hello\n", string(got), "the source is untouched")
+		require.NoFileExists(t, filepath.Join(b.src, "new.txt"))
+		left, err := os.ReadDir(b.work)
+		require.NoError(t, err)
+		require.Empty(t, left, "the workspace is removed after the job")
+	})
 }
 
 func TestRunEnvLayers(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	spec := &cikit.JobSpec{ID: "env", Env: map[string]string{"JOB": "job", "BASE": "job-over-base", "OVER": "job"},
-		Steps: []cikit.Step{{Name: "print", Run: `echo "$BASE $JOB $OVER $STEP $CI $CIKIT_JOB_ID"`, Env: map[string]string{"OVER": "step", "STEP": "step"}}}}
-	res := b.exec.Run(context.Background(), spec)
-	require.Equal(t, cikit.JobSucceeded, res.State)
-	require.Contains(t, b.out.String(), "job-over-base job step step true env\n")
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		b := setup(t, mode)
+		spec := &cikit.JobSpec{ID: "env", Env: map[string]string{"JOB": "job", "BASE": "job-over-base", "OVER": "job"},
+			Steps: []cikit.Step{{Name: "print", Run: `echo "$BASE $JOB $OVER $STEP $CI $CIKIT_JOB_ID"`, Env: map[string]string{"OVER": "step", "STEP": "step"}}}}
+		res := b.exec.Run(context.Background(), spec)
+		require.Equal(t, cikit.JobSucceeded, res.State)
+		require.Contains(t, b.out.String(), "job-over-base job step step true env\n")
+	})
 }
 
 func TestRunFailingStepStopsTheJob(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "f", Steps: steps("echo one", "false\necho not reached", "echo never")})
-	require.Equal(t, cikit.JobFailed, res.State)
-	require.Equal(t, 1, res.ExitCode)
-	require.Equal(t, `step "false" exited with code 1`, res.Reason)
-	require.Equal(t, cikit.FailureScript, res.FailureClass)
-	require.Len(t, res.Steps, 2)
-	require.NotContains(t, b.out.String(), "not reached", "sh -e stops at the first failing command")
-	require.NotContains(t, b.out.String(), "never")
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		b := setup(t, mode)
+		res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "f", Steps: steps("echo one", "false\necho not reached", "echo never")})
+		require.Equal(t, cikit.JobFailed, res.State)
+		require.Equal(t, 1, res.ExitCode)
+		require.Equal(t, `step "false" exited with code 1`, res.Reason)
+		require.Equal(t, cikit.FailureScript, res.FailureClass)
+		require.Len(t, res.Steps, 2)
+		require.NotContains(t, b.out.String(), "not reached", "sh -e stops at the first failing command")
+		require.NotContains(t, b.out.String(), "never")
 
-	res = b.exec.Run(context.Background(), &cikit.JobSpec{ID: "code", Steps: steps("exit 7")})
-	require.Equal(t, 7, res.ExitCode)
+		res = b.exec.Run(context.Background(), &cikit.JobSpec{ID: "code", Steps: steps("exit 7")})
+		require.Equal(t, 7, res.ExitCode)
+	})
 }
 
 func TestRunTimeout(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "slow", Timeout: 200 * time.Millisecond, Steps: steps("sleep 30")})
-	require.Equal(t, cikit.JobFailed, res.State)
-	require.Equal(t, -1, res.ExitCode)
-	require.Contains(t, res.Reason, "timed out after 200ms")
-	require.Equal(t, cikit.FailureTimeout, res.FailureClass)
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		b := setup(t, mode)
+		res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "slow", Timeout: 200 * time.Millisecond, Steps: steps("sleep 30")})
+		require.Equal(t, cikit.JobFailed, res.State)
+		require.Equal(t, -1, res.ExitCode)
+		require.Contains(t, res.Reason, "timed out after 200ms")
+		require.Equal(t, cikit.FailureTimeout, res.FailureClass)
+	})
 }
 
 func readPIDs(t *testing.T, dir string) []int {
@@ -180,7 +239,7 @@ func TestRunCancelTerminatesThenKills(t *testing.T) {
 			require.Equal(t, cikit.JobCancelled, res.State)
 			require.NotContains(t, b.out.String(), "never")
 			if name == "traps TERM" {
-				require.Contains(t, b.out.String(), "got TERM")
+				require.Contains(t, printed(b.out.String()), "got TERM\n")
 			}
 			for _, pid := range readPIDs(t, pids) {
 				require.False(t, proctest.Alive(pid), "process %d outlived the job", pid)
@@ -200,7 +259,7 @@ func TestRunKillsLeftoverBackgroundProcesses(t *testing.T) {
 		`kill -0 "$(cat "$PIDS/child.pid")" && echo "still there in the next step"`,
 	)})
 	require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
-	require.Contains(t, b.out.String(), "still there in the next step", "background processes live until the job ends")
+	require.Contains(t, printed(b.out.String()), "still there in the next step\n", "background processes live until the job ends")
 	for _, pid := range readPIDs(t, pids) {
 		require.False(t, proctest.Alive(pid), "process %d outlived the job", pid)
 	}
@@ -234,44 +293,48 @@ func TestWorkRootInsideSourceIsNotCopied(t *testing.T) {
 
 func TestRunStepOptions(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "opts", Steps: []cikit.Step{
-		{Name: "checkout", Uses: "actions/checkout@v4"},
-		{Name: "flaky", Run: "exit 3", ContinueOnError: true},
-		{Name: "in sub", Run: "pwd | sed 's#.*/##'", WorkingDirectory: "sub"},
-		{Name: "pipefail", Run: "false | true", Shell: "bash"},
-		{Name: "never", Run: "echo never"},
-	}, AfterSteps: []cikit.Step{
-		{Name: "cleanup", Run: "echo cleaning up; exit 9"},
-		{Name: "report", Run: "echo reported"},
-	}})
-	require.Equal(t, cikit.JobFailed, res.State, b.out.String())
-	require.Equal(t, `step "pipefail" exited with code 1`, res.Reason, "bash runs with pipefail")
-	require.Equal(t, 1, res.ExitCode, "after-steps do not change the exit code")
-	out := b.out.String()
-	require.Contains(t, out, "--- checkout: uses actions/checkout@v4; actions are not run by the local executor, skipped\n")
-	require.Contains(t, out, `--- step "flaky" exited with code 3; continuing (continue on error)`)
-	require.Contains(t, out, "--- in sub\nsub\n")
-	require.NotContains(t, out, "never")
-	require.Contains(t, out, "cleaning up\n--- step \"cleanup\" exited with code 9 (after-step; the job's outcome stands)\n--- report\nreported\n")
-	require.True(t, res.Steps[0].Skipped)
-	require.Len(t, res.Steps, 6)
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		b := setup(t, mode)
+		res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "opts", Steps: []cikit.Step{
+			{Name: "checkout", Uses: "actions/checkout@v4"},
+			{Name: "flaky", Run: "exit 3", ContinueOnError: true},
+			{Name: "in sub", Run: "pwd | sed 's#.*/##'", WorkingDirectory: "sub"},
+			{Name: "pipefail", Run: "false | true", Shell: "bash"},
+			{Name: "never", Run: "echo never"},
+		}, AfterSteps: []cikit.Step{
+			{Name: "cleanup", Run: "echo cleaning up; exit 9"},
+			{Name: "report", Run: "echo reported"},
+		}})
+		require.Equal(t, cikit.JobFailed, res.State, b.out.String())
+		require.Equal(t, `step "pipefail" exited with code 1`, res.Reason, "bash runs with pipefail")
+		require.Equal(t, 1, res.ExitCode, "after-steps do not change the exit code")
+		out := b.out.String()
+		require.Contains(t, out, "--- checkout: uses actions/checkout@v4; actions are not run by the local executor, skipped\n")
+		require.Contains(t, out, `--- step "flaky" exited with code 3; continuing (continue on error)`)
+		require.Contains(t, out, "--- in sub\nsub\n")
+		require.NotContains(t, out, "never")
+		require.Contains(t, out, "cleaning up\n--- step \"cleanup\" exited with code 9 (after-step; the job's outcome stands)\n--- report\nreported\n")
+		require.True(t, res.Steps[0].Skipped)
+		require.Len(t, res.Steps, 6)
+	})
 }
 
 func TestRunShellsAndTimeouts(t *testing.T) {
 	t.Parallel()
-	b := setup(t)
-	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "shells", Steps: []cikit.Step{
-		{Name: "custom", Run: "echo from a file: $0", Shell: "sh {0}"},
-		{Name: "slow", Run: "sleep 30", Timeout: 100 * time.Millisecond},
-	}})
-	require.Equal(t, cikit.JobFailed, res.State)
-	require.Equal(t, `step "slow": timed out after 100ms`, res.Reason)
-	require.Regexp(t, `from a file: .*/\.cikit-step-\d+\n`, b.out.String())
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		b := setup(t, mode)
+		res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "shells", Steps: []cikit.Step{
+			{Name: "custom", Run: "echo from a file: $0", Shell: "sh {0}"},
+			{Name: "slow", Run: "sleep 30", Timeout: 100 * time.Millisecond},
+		}})
+		require.Equal(t, cikit.JobFailed, res.State)
+		require.Equal(t, `step "slow": timed out after 100ms`, res.Reason)
+		require.Regexp(t, `from a file: .*/\.cikit-step-\d+\n`, b.out.String())
 
-	res = b.exec.Run(context.Background(), &cikit.JobSpec{ID: "escape", Steps: []cikit.Step{{Name: "out", Run: "true", WorkingDirectory: "../.."}}})
-	require.Equal(t, cikit.JobFailed, res.State)
-	require.Contains(t, res.Reason, "outside the workspace")
+		res = b.exec.Run(context.Background(), &cikit.JobSpec{ID: "escape", Steps: []cikit.Step{{Name: "out", Run: "true", WorkingDirectory: "../.."}}})
+		require.Equal(t, cikit.JobFailed, res.State)
+		require.Contains(t, res.Reason, "outside the workspace")
+	})
 }
 
 // upper is an Expander that upper-cases "${{ x }}" and runs a step with a
@@ -291,14 +354,16 @@ func (upper) StepRuns(_ *cikit.JobSpec, step *cikit.Step, failed bool) (bool, er
 
 func TestRunExpander(t *testing.T) {
 	t.Parallel()
-	b := setup(t, func(c *process.Config) { c.Expander = upper{} })
-	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "x", Env: map[string]string{"J": "job-${{ x }}"}, Steps: []cikit.Step{
-		{Name: "a", Run: "echo ${{ x }} $J $S; exit 1", Env: map[string]string{"S": "step-${{ x }}"}},
-		{Name: "b", Run: "echo not after a failure"},
-		{Name: "c", Run: "echo on failure", If: &cikit.Condition{Lang: cikit.LangGitHub, Expr: "failure()"}},
-	}})
-	require.Equal(t, cikit.JobFailed, res.State)
-	require.Contains(t, b.out.String(), "X job-X step-X\n")
-	require.NotContains(t, b.out.String(), "not after a failure")
-	require.Contains(t, b.out.String(), "on failure\n")
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		b := setup(t, mode, func(c *process.Config) { c.Expander = upper{} })
+		res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "x", Env: map[string]string{"J": "job-${{ x }}"}, Steps: []cikit.Step{
+			{Name: "a", Run: "echo ${{ x }} $J $S; exit 1", Env: map[string]string{"S": "step-${{ x }}"}},
+			{Name: "b", Run: "echo not after a failure"},
+			{Name: "c", Run: "echo on failure", If: &cikit.Condition{Lang: cikit.LangGitHub, Expr: "failure()"}},
+		}})
+		require.Equal(t, cikit.JobFailed, res.State)
+		require.Contains(t, b.out.String(), "X job-X step-X\n")
+		require.NotContains(t, b.out.String(), "not after a failure")
+		require.Contains(t, b.out.String(), "on failure\n")
+	})
 }

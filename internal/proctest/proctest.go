@@ -4,6 +4,7 @@ package proctest
 import (
 	"bytes"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -22,4 +23,29 @@ func Alive(pid int) bool {
 	// may itself contain spaces and parentheses.
 	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 	return len(fields) > 0 && fields[0] != "Z"
+}
+
+// Running returns the host pids of the live processes whose command line
+// is args, such as "sleep", "1001.5". It finds processes whose pids the
+// test cannot know, such as those inside a PID namespace; a command line
+// unique to the test makes the answer the test's own.
+func Running(args ...string) []int {
+	want := []byte(strings.Join(args, "\x00") + "\x00")
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Equal(cmdline, want) && Alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	slices.Sort(pids)
+	return pids
 }

@@ -27,3 +27,16 @@ func TestAlive(t *testing.T) {
 	_ = cmd.Wait()
 	require.False(t, proctest.Alive(cmd.Process.Pid))
 }
+
+func TestRunning(t *testing.T) {
+	t.Parallel()
+	// A duration no other test uses makes the command line unique.
+	cmd := exec.Command("sleep", "60.123456")
+	require.NoError(t, cmd.Start())
+	require.Equal(t, []int{cmd.Process.Pid}, proctest.Running("sleep", "60.123456"))
+	require.Empty(t, proctest.Running("sleep", "60.1234567"), "the whole command line must match")
+	require.Empty(t, proctest.Running("sleep"))
+	require.NoError(t, cmd.Process.Kill())
+	require.Eventually(t, func() bool { return len(proctest.Running("sleep", "60.123456")) == 0 }, 5*time.Second, 10*time.Millisecond)
+	_ = cmd.Wait()
+}

@@ -10,7 +10,8 @@
 // mean that every test ran, never that the database was quietly absent.
 //
 // Harnesses such as pgtest and redistest call [ServiceUnavailable]; tests
-// rarely need this package directly.
+// rarely need this package directly. Programs the tests run, such as
+// bubblewrap, follow the same policy through [ToolUnavailable].
 //
 // # Stability
 //

@@ -52,6 +52,44 @@ func ServiceUnavailable(t testing.TB, service string, err error) {
 	t.Skip(msg)
 }
 
+// Tools the tests run, as passed to [ToolUnavailable].
+const (
+	Bubblewrap = "bubblewrap"
+)
+
+// installs maps a tool to the command that installs it on Debian and
+// Ubuntu, which ./test.sh runs when it can.
+var installs = map[string]string{
+	Bubblewrap: "apt-get install bubblewrap",
+}
+
+// ToolUnavailable ends the test because tool (a program the tests run,
+// such as [Bubblewrap]) is missing or does not work on this machine; err
+// says why. In CI it fails the test, elsewhere it skips it. Either way it
+// does not return.
+func ToolUnavailable(t testing.TB, tool string, err error) {
+	t.Helper()
+	ci := InCI()
+	msg := toolMessage(tool, err, ci)
+	if ci {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+}
+
+func toolMessage(tool string, err error, ci bool) string {
+	install, ok := installs[tool]
+	if !ok {
+		install = "install it"
+	}
+	if ci {
+		return fmt.Sprintf("%s is required in CI but is not usable: %v\n"+
+			"Provide it: run the tests with ./test.sh, which installs it (%s).", tool, err, install)
+	}
+	return fmt.Sprintf("skipping: %s is not usable: %v\n"+
+		"Install it (%s), or run ./test.sh, which does.", tool, err, install)
+}
+
 func unavailableMessage(service string, err error, ci bool) string {
 	envVar, ok := envVars[service]
 	if !ok {

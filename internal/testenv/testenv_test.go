@@ -68,3 +68,37 @@ func TestServiceUnavailable(t *testing.T) {
 		require.Contains(t, r.Msg, "Kafka is unreachable")
 	})
 }
+
+func TestToolUnavailable(t *testing.T) {
+	missing := errors.New(`exec: "bwrap": executable file not found in $PATH`)
+	toolUnavailable := func(t *testing.T, tool string) Verdict {
+		t.Helper()
+		return Capture(t, func(tb testing.TB) { ToolUnavailable(tb, tool, missing) })
+	}
+
+	t.Run("CI fails", func(t *testing.T) {
+		t.Setenv("CI", "1")
+		r := toolUnavailable(t, Bubblewrap)
+		require.Equal(t, "fatal", r.Ended)
+		require.Contains(t, r.Msg, "bubblewrap is required in CI")
+		require.Contains(t, r.Msg, "executable file not found")
+		require.Contains(t, r.Msg, "apt-get install bubblewrap")
+		require.Contains(t, r.Msg, "./test.sh")
+	})
+
+	t.Run("locally skips", func(t *testing.T) {
+		t.Setenv("CI", "")
+		r := toolUnavailable(t, Bubblewrap)
+		require.Equal(t, "skip", r.Ended)
+		require.Contains(t, r.Msg, "bubblewrap is not usable")
+		require.Contains(t, r.Msg, "apt-get install bubblewrap")
+	})
+
+	t.Run("unknown tool", func(t *testing.T) {
+		t.Setenv("CI", "")
+		r := toolUnavailable(t, "frobnicator")
+		require.Equal(t, "skip", r.Ended)
+		require.Contains(t, r.Msg, "frobnicator is not usable")
+		require.Contains(t, r.Msg, "install it")
+	})
+}

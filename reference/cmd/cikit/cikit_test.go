@@ -183,14 +183,30 @@ func TestLint(t *testing.T) {
 
 func TestUsageErrors(t *testing.T) {
 	t.Parallel()
-	for _, args := range [][]string{{}, {"frobnicate"}, {"run", "--parallel", "0"}, {"run", "extra"}, {"run", "--dir", "testdata"}, {"lint", "-format", "xml"}} {
+	runner := []string{"runner", "-server", "http://127.0.0.1:1", "-registration-token", "t"}
+	for _, args := range [][]string{{}, {"frobnicate"}, {"run", "--parallel", "0"}, {"run", "extra"}, {"run", "--dir", "testdata"}, {"lint", "-format", "xml"},
+		append(runner, "-sandbox", "maybe"), append(runner, "-sandbox", "off", "-limit-processes", "64"), append(runner, "-limit-memory", "1.5G"),
+		append(runner, "-limit-processes", "4"),
+	} {
 		out := cikit(t, ".", nil, args...)
 		require.Equal(t, 2, out.code, "cikit %v: %s", args, out.stderr)
 		require.NotEmpty(t, out.stderr)
 	}
-	out := cikit(t, ".", nil, "help")
+	out := cikit(t, ".", nil, append(runner, "-sandbox", "maybe")...)
+	require.Contains(t, out.stderr, `-sandbox must be auto, require or off, not "maybe"`)
+	out = cikit(t, ".", nil, append(runner, "-sandbox", "off", "-limit-processes", "64")...)
+	require.Contains(t, out.stderr, "the -limit-* flags need the sandbox")
+	out = cikit(t, ".", nil, append(runner, "-limit-processes", "4")...)
+	require.Contains(t, out.stderr, "Limits.Processes must be at least 32")
+
+	out = cikit(t, ".", nil, "help")
 	require.Equal(t, 0, out.code)
 	require.Contains(t, out.stderr, "run ")
+	out = cikit(t, ".", nil, "runner", "-h")
+	require.Equal(t, 0, out.code)
+	for _, flag := range []string{"-sandbox string", "-network", "-limit-cpu", "-limit-memory", "-limit-processes", "-limit-file-size", "-limit-tmp", "docs/isolation.md"} {
+		require.Contains(t, out.stderr, flag)
+	}
 }
 
 // TestRunParallelism: build → [unit, lint] → integration sleeping 1 s,

@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -18,6 +21,8 @@ import (
 	ck "github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/fleet"
+	"github.com/cikit/cikit/fleet/process"
+	"github.com/cikit/cikit/internal/testenv"
 	"github.com/cikit/cikit/lease"
 	"github.com/cikit/cikit/logs"
 )
@@ -113,10 +118,11 @@ func (p *platform) snapshot() ([]call, []time.Time) {
 	return append([]call(nil), p.calls...), append([]time.Time(nil), p.claims...)
 }
 
-// startRunner starts `cikit runner` against the platform.
-func (p *platform) startRunner(t *testing.T, labels string) *exec.Cmd {
+// startRunner starts `cikit runner` against the platform, with extra
+// flags.
+func (p *platform) startRunner(t *testing.T, labels string, extra ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command(binary, "runner", "-server", p.url, "-registration-token", runnerRegToken, "-labels", labels, "-grace", "500ms")
+	cmd := exec.Command(binary, append([]string{"runner", "-server", p.url, "-registration-token", runnerRegToken, "-labels", labels, "-grace", "500ms"}, extra...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	require.NoError(t, cmd.Start())
@@ -145,6 +151,26 @@ func (p *platform) job(t *testing.T, runID string) *dag.Job {
 	jobs, err := p.jobs.JobList(context.Background(), runID)
 	require.NoError(t, err)
 	return jobs[0]
+}
+
+// TestRunnerSandboxedJob: with -sandbox require, the job runs as the
+// sandbox's user, on its host name, without the network, and does not
+// get the registration token from the runner's environment.
+func TestRunnerSandboxedJob(t *testing.T) {
+	t.Parallel()
+	work := t.TempDir()
+	require.NoError(t, os.Chmod(filepath.Dir(work), 0o711))
+	require.NoError(t, os.Chmod(work, 0o711))
+	// The runner refuses to start without a sandbox; find out why first.
+	if _, err := process.New(process.Config{Source: t.TempDir(), WorkRoot: work, Sandbox: &process.Sandbox{}}); errors.Is(err, process.ErrSandboxUnavailable) {
+		testenv.ToolUnavailable(t, testenv.Bubblewrap, err)
+	}
+	p := newPlatform(t)
+	runID := p.newRun(t, `test "$(id -un)@$(hostname)" = cikit@cikit && test -z "$CIKIT_REGISTRATION_TOKEN" && ! test -e /root && test "$(tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ')" = lo`)
+	p.startRunner(t, "e2e", "-sandbox", "require", "-work-root", work, "-limit-memory", "1G", "-limit-processes", "256")
+	require.Eventually(t, func() bool { return p.job(t, runID).State.Terminal() }, 30*time.Second, 10*time.Millisecond)
+	j := p.job(t, runID)
+	require.Equal(t, ck.JobSucceeded, j.State, j.Reason)
 }
 
 // TestRunnerKilledMidJob: SIGKILL the runner running a job; the reaper

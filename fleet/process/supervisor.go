@@ -1,0 +1,198 @@
+package process
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+)
+
+// A sandbox runs the executor's own program as its supervisor: the
+// program that imports this package is started in the sandbox with these
+// marks, and init below turns it into the supervisor before main runs.
+const (
+	supervisorEnv = "CIKIT_SANDBOX_SUPERVISOR"
+	supervisorArg = "cikit-sandbox-supervisor"
+)
+
+func init() {
+	if len(os.Args) == 2 && os.Args[1] == supervisorArg && os.Getenv(supervisorEnv) == "1" {
+		os.Exit(supervise())
+	}
+}
+
+// supervisorRequest asks the supervisor to start a step (Argv) or to
+// signal a started step's process group (Signal).
+type supervisorRequest struct {
+	ID     int      `json:"id"`
+	Argv   []string `json:"argv,omitempty"`
+	Env    []string `json:"env,omitempty"`
+	Dir    string   `json:"dir,omitempty"`
+	Signal int      `json:"signal,omitempty"`
+}
+
+// supervisorReport is the supervisor's answer: ready once, then for each
+// step either Err (it did not start) or Exited.
+type supervisorReport struct {
+	Ready  bool   `json:"ready,omitempty"`
+	ID     int    `json:"id,omitempty"`
+	Err    string `json:"err,omitempty"`
+	Exited bool   `json:"exited,omitempty"`
+	Code   int    `json:"code"`             // -1 when killed by a signal
+	Signal int    `json:"signal,omitempty"` // the signal that killed it
+	Tasks  int    `json:"tasks,omitempty"`  // processes and threads in the sandbox after it ended
+}
+
+// supervisor runs in the sandbox: it starts the steps the executor asks
+// for, each in a process group of its own, signals those groups, and
+// reports how steps ended. It runs as the job's user, so it trusts
+// nothing the job could have changed and holds nothing the job may not.
+type supervisor struct {
+	out *os.File
+
+	mu  sync.Mutex // serializes reports
+	enc *json.Encoder
+
+	groups map[int]int // step ID → process group
+}
+
+// supervise is the supervisor's main: it returns when the executor
+// closes the connection.
+func supervise() int {
+	// Its threads count against Limits.Processes: keep them few.
+	runtime.GOMAXPROCS(1)
+	// The job's processes run as the same user; a process that is not
+	// dumpable cannot be traced by them, nor its descriptors opened.
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
+		fmt.Fprintln(os.Stderr, "supervisor: prctl(PR_SET_DUMPABLE):", errno)
+		return 1
+	}
+	// Steps get the output pipe as stdout and stderr and nothing else
+	// of the supervisor's: not the connection, not the program.
+	if err := closeOnExecAbove(2); err != nil {
+		fmt.Fprintln(os.Stderr, "supervisor: listing open descriptors:", err)
+		return 1
+	}
+	f := os.NewFile(fdControl, "control")
+	conn, err := net.FileConn(f)
+	_ = f.Close()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "supervisor: control socket:", err)
+		return 1
+	}
+	sv := &supervisor{out: os.NewFile(fdOutput, "output"), enc: json.NewEncoder(conn), groups: map[int]int{}}
+	sv.report(supervisorReport{Ready: true})
+	dec := json.NewDecoder(conn)
+	for {
+		var r supervisorRequest
+		if err := dec.Decode(&r); err != nil {
+			return 0 // the executor is done with the sandbox
+		}
+		if r.Signal != 0 {
+			if g, ok := sv.groups[r.ID]; ok {
+				_ = syscall.Kill(-g, syscall.Signal(r.Signal))
+			}
+			continue
+		}
+		sv.start(r)
+	}
+}
+
+func (sv *supervisor) report(r supervisorReport) {
+	sv.mu.Lock()
+	defer sv.mu.Unlock()
+	_ = sv.enc.Encode(r)
+}
+
+func (sv *supervisor) start(r supervisorRequest) {
+	if len(r.Argv) == 0 {
+		sv.report(supervisorReport{ID: r.ID, Err: "empty command"})
+		return
+	}
+	path, err := lookPath(r.Argv[0], r.Env)
+	if err == nil {
+		cmd := &exec.Cmd{Path: path, Args: r.Argv, Env: r.Env, Dir: r.Dir, Stdout: sv.out, Stderr: sv.out,
+			SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
+		if err = cmd.Start(); err == nil {
+			sv.groups[r.ID] = cmd.Process.Pid
+			go sv.wait(r.ID, cmd)
+			return
+		}
+	}
+	sv.report(supervisorReport{ID: r.ID, Err: err.Error()})
+}
+
+func (sv *supervisor) wait(id int, cmd *exec.Cmd) {
+	_ = cmd.Wait()
+	r := supervisorReport{ID: id, Exited: true, Code: cmd.ProcessState.ExitCode()}
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		r.Signal = int(ws.Signal())
+	}
+	r.Tasks = countTasks()
+	sv.report(r)
+}
+
+// lookPath finds name as a shell would, in the PATH of env (the last
+// one, as exec.Cmd uses the last of duplicate variables).
+func lookPath(name string, env []string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	path := "/usr/local/bin:/usr/bin:/bin"
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+			path = v
+		}
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return p, nil
+		}
+	}
+	return "", fmt.Errorf("%s: not found in PATH (%s) in the sandbox; is its directory in Config.Sandbox.ReadOnly?", name, path)
+}
+
+// countTasks counts the processes and threads in the sandbox: all of
+// /proc there, the job's user's tasks in its user namespace, which is
+// what RLIMIT_NPROC bounds.
+func countTasks() int {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	n := 0
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		if tasks, err := os.ReadDir("/proc/" + p.Name() + "/task"); err == nil {
+			n += len(tasks)
+		}
+	}
+	return n
+}
+
+// closeOnExecAbove marks every open descriptor above fd close-on-exec.
+func closeOnExecAbove(fd int) error {
+	entries, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if n, err := strconv.Atoi(e.Name()); err == nil && n > fd {
+			syscall.CloseOnExec(n)
+		}
+	}
+	return nil
+}
