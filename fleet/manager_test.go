@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -17,6 +18,8 @@ import (
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/fleet/autoscale"
 	"github.com/cikit/cikit/fleet/local"
+	"github.com/cikit/cikit/fleet/process"
+	"github.com/cikit/cikit/internal/testenv"
 	"github.com/cikit/cikit/lease"
 	"github.com/cikit/cikit/logs"
 )
@@ -47,6 +50,9 @@ func newFleetWith(t testing.TB, lc local.Config, hub *logs.Hub, pools ...fleet.P
 	srv := httptest.NewServer(e.server)
 	t.Cleanup(srv.Close)
 	e.backend, err = local.New(lc)
+	if errors.Is(err, process.ErrSandboxUnavailable) {
+		testenv.ToolUnavailable(t, testenv.Bubblewrap, err)
+	}
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, e.backend.Close()) })
 	for i := range pools {

@@ -15,6 +15,7 @@ import (
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/fleet/autoscale"
 	"github.com/cikit/cikit/fleet/local"
+	"github.com/cikit/cikit/fleet/process"
 	"github.com/cikit/cikit/logs"
 )
 
@@ -23,12 +24,26 @@ import (
 // runner's long poll waking, the claim over HTTP, the first heartbeat,
 // the workspace and the step's process. The step prints the time it
 // started; the job's READY time is the store's. Jobs go one at a time,
-// so each finds the warm pool ready.
+// so each finds the warm pool ready. Each job runs in a bubblewrap
+// sandbox of its own, or, for comparison, as plain processes.
 func BenchmarkReadyToFirstStep(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		cfg  local.Config
+	}{
+		{"sandbox=bubblewrap", local.Config{Process: process.Config{Sandbox: &process.Sandbox{Mode: process.SandboxRequire}}}},
+		{"sandbox=none", local.Config{Unsandboxed: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) { benchmarkReadyToFirstStep(b, c.cfg) })
+	}
+}
+
+func benchmarkReadyToFirstStep(b *testing.B, lc local.Config) {
 	sink := &logs.MemorySink{}
 	hub, err := logs.NewHub(logs.Config{Sink: sink, Segments: &logs.MemorySegmentStore{}})
 	require.NoError(b, err)
-	e := newFleetWith(b, local.Config{Wait: 30 * time.Second}, hub, fleet.PoolConfig{Name: "warm", Labels: []string{"linux"},
+	lc.Wait = 30 * time.Second
+	e := newFleetWith(b, lc, hub, fleet.PoolConfig{Name: "warm", Labels: []string{"linux"},
 		Policy: noCooldowns(autoscale.Policy{Max: 8, Warm: 4})})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

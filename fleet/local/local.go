@@ -38,8 +38,13 @@ type Config struct {
 	// Process is the template of every runner's executor. An empty
 	// Source means an empty directory: jobs start in an empty workspace
 	// and fetch what they need. WorkRoot defaults to a directory of the
-	// backend's own, removed by Close.
+	// backend's own, removed by Close. A nil Sandbox means bubblewrap
+	// when it is available, plain processes with a loud warning
+	// otherwise (process.SandboxAuto), unless Unsandboxed.
 	Process process.Config
+	// Unsandboxed runs jobs as plain processes, without even trying the
+	// sandbox: for trusted code only.
+	Unsandboxed bool
 	// Wait is how long a runner's claim waits for work before it claims
 	// again. Default: agent.DefaultWait.
 	Wait time.Duration
@@ -89,6 +94,11 @@ func New(cfg Config) (*Backend, error) {
 		cfg.HTTPClient = &http.Client{Transport: &http.Transport{Proxy: http.ProxyFromEnvironment, MaxIdleConnsPerHost: 64}}
 	}
 	dir, err := os.MkdirTemp("", "cikit-local-")
+	if err == nil {
+		// The sandbox's user, another than the runner's when it runs
+		// as root, must reach the workspaces below it.
+		err = os.Chmod(dir, 0o711)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("local: %w", err)
 	}
@@ -100,9 +110,15 @@ func New(cfg Config) (*Backend, error) {
 			return nil, fmt.Errorf("local: %w", err)
 		}
 	}
+	if pc.Sandbox == nil && !cfg.Unsandboxed {
+		pc.Sandbox = &process.Sandbox{Mode: process.SandboxAuto}
+	}
+	if cfg.Unsandboxed {
+		pc.Sandbox = nil
+	}
 	if pc.WorkRoot == "" {
 		pc.WorkRoot = filepath.Join(dir, "work")
-		if err := os.Mkdir(pc.WorkRoot, 0o700); err != nil {
+		if err := os.Mkdir(pc.WorkRoot, 0o711); err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("local: %w", err)
 		}
@@ -124,7 +140,7 @@ func (b *Backend) Info(ctx context.Context) (*fleet.BackendInfo, error) {
 		return nil, err
 	}
 	return &fleet.BackendInfo{Name: "local", Labels: slices.Clone(b.cfg.Labels), MaxRunners: b.cfg.MaxRunners,
-		StartupHint: 10 * time.Millisecond, Isolation: "process"}, nil
+		StartupHint: 10 * time.Millisecond, Isolation: b.exec.Isolation()}, nil
 }
 
 // Provision starts a runner agent for req.

@@ -1,6 +1,8 @@
 package local_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -9,6 +11,8 @@ import (
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/fleet/fleettest"
 	"github.com/cikit/cikit/fleet/local"
+	"github.com/cikit/cikit/fleet/process"
+	"github.com/cikit/cikit/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
@@ -19,8 +23,12 @@ func TestMain(m *testing.M) {
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"))
 }
 
-func newBackend(t *testing.T) fleet.Backend {
-	b, err := local.New(local.Config{Labels: []string{"linux", "local", "x64"}, MaxRunners: 8, Wait: 500 * time.Millisecond})
+func newBackend(t *testing.T, cfg local.Config) *local.Backend {
+	cfg.Labels, cfg.MaxRunners, cfg.Wait = []string{"linux", "local", "x64"}, 8, 500*time.Millisecond
+	b, err := local.New(cfg)
+	if errors.Is(err, process.ErrSandboxUnavailable) {
+		testenv.ToolUnavailable(t, testenv.Bubblewrap, err)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -32,6 +40,43 @@ func newBackend(t *testing.T) fleet.Backend {
 	return b
 }
 
+// TestConformance runs the Backend conformance suite with each job in a
+// bubblewrap sandbox, as the backend does by default where bubblewrap
+// works, and with plain processes.
 func TestConformance(t *testing.T) {
-	fleettest.Exercise(t, fleettest.Config{New: newBackend, Labels: []string{"linux", "local"}})
+	for name, cfg := range map[string]local.Config{
+		"sandboxed":   {Process: process.Config{Sandbox: &process.Sandbox{Mode: process.SandboxRequire}}},
+		"unsandboxed": {Unsandboxed: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			fleettest.Exercise(t, fleettest.Config{New: func(t *testing.T) fleet.Backend { return newBackend(t, cfg) },
+				Labels: []string{"linux", "local"}})
+		})
+	}
+}
+
+// TestIsolation: the backend sandboxes by default where it can, and says
+// what isolation its runners have.
+func TestIsolation(t *testing.T) {
+	info, err := newBackend(t, local.Config{Process: process.Config{Sandbox: &process.Sandbox{Mode: process.SandboxRequire}}}).Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Isolation != "bubblewrap" {
+		t.Fatalf("a sandboxed backend reports isolation %q", info.Isolation)
+	}
+	info, err = newBackend(t, local.Config{}).Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Isolation != "bubblewrap" {
+		t.Fatalf("by default, with bubblewrap working, the backend reports isolation %q", info.Isolation)
+	}
+	info, err = newBackend(t, local.Config{Unsandboxed: true}).Info(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Isolation != "process" {
+		t.Fatalf("an unsandboxed backend reports isolation %q", info.Isolation)
+	}
 }

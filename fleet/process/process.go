@@ -232,6 +232,16 @@ func (e *Executor) own(path string) error {
 	return os.Lchown(path, e.sandbox.uid, e.sandbox.gid)
 }
 
+// Isolation says what separates the executor's jobs from each other and
+// the host: "bubblewrap" when each runs in a sandbox, "process" when they
+// run as plain processes (no Config.Sandbox, or SandboxAuto without one).
+func (e *Executor) Isolation() string {
+	if e.sandbox != nil {
+		return "bubblewrap"
+	}
+	return "process"
+}
+
 // Result is how a job's execution ended.
 type Result struct {
 	// State is JobSucceeded, JobFailed or JobCancelled.
