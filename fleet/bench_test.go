@@ -27,7 +27,7 @@ func BenchmarkClaimComplete(b *testing.B) {
 		name string
 		st   stores
 	}{{"memory", memoryStores}, {"postgres+redis", postgresStores}} {
-		for _, runners := range []int{8, 32} {
+		for _, runners := range []int{8, 32, 48, 64} {
 			b.Run(fmt.Sprintf("%s/runners=%d", st.name, runners), func(b *testing.B) { benchmarkClaimComplete(b, st.st, runners) })
 		}
 	}

@@ -97,6 +97,28 @@ func (s *startRacer) JobApply(ctx context.Context, evs []*dag.JobEvent) ([]*dag.
 // were written leave nothing behind: refused by the Store (a later
 // attempt holds the job) and by the dag (the job was cancelled after the
 // claim read it).
+// TestManagerClaimManyLaterAttemptFirst: a claim of a later attempt than
+// the job's, earlier in the batch, sets the job's Redis hint before the
+// job refuses it; the claim of the right attempt still succeeds.
+func TestManagerClaimManyLaterAttemptFirst(t *testing.T) {
+	t.Parallel()
+	forStacks(t, func(t *testing.T, st stack) {
+		ctx := t.Context()
+		b := setup(t, st, four()...)
+		b.queue(t, b.attempt("b", 1))
+		res := b.m.ClaimMany(ctx, []lease.ClaimRequest{
+			{Attempt: b.attempt("b", 2), Runner: "r0"}, // the job is at attempt 1
+			{Attempt: b.attempt("b", 1), Runner: "r1"},
+		})
+		require.ErrorIs(t, res[0].Err, lease.ErrNotClaimed)
+		require.NoError(t, res[1].Err)
+		require.Equal(t, cikit.JobRunning, b.job(t, "b").State)
+		if st.redis {
+			require.Equal(t, "1:"+res[1].Lease.Token, b.redisValue(t, "b"))
+		}
+	})
+}
+
 func TestManagerClaimManyUndo(t *testing.T) {
 	t.Parallel()
 	forStacks(t, func(t *testing.T, st stack) {

@@ -38,11 +38,12 @@ type Config struct {
 	// completions complete them. Required.
 	Jobs dag.Store
 	// Redis, when set, holds a copy of every lease as a hint: claims of a
-	// held job are refused without touching the Store, and Check accepts
-	// a matching token without it. Redis is never trusted to refuse less:
-	// a lost, flushed or unreachable Redis slows the Manager down (it
-	// falls back to the Store, logging) and never lets a stale attempt
-	// through Renew or Complete.
+	// held job are refused without touching the Store, and Check and
+	// Complete accept a matching token without reading it (a completion
+	// still needs the job to be RUNNING at the attempt). Redis is never
+	// trusted to refuse less: a lost, flushed or unreachable Redis slows
+	// the Manager down (it falls back to the Store, logging) and never
+	// lets a stale attempt through Renew or Complete.
 	Redis redis.UniversalClient
 	// KeyPrefix starts the Redis key of each lease: KeyPrefix + runID +
 	// "/" + jobID. Default: DefaultKeyPrefix.
@@ -252,48 +253,103 @@ func (m *Manager) ClaimMany(ctx context.Context, reqs []ClaimRequest) []ClaimRes
 	if len(todo) == 0 {
 		return out
 	}
-	// The jobs first: only once a job is QUEUED at the attempt are the
-	// leases of earlier attempts leftovers that the claim may replace.
-	// Without this, a claim of a later attempt would displace the
-	// holder's.
-	jobs, err := m.jobs.JobGetMany(ctx, keys)
-	if err != nil {
-		for _, i := range todo {
-			out[i].Err = err
+	// The jobs are read while the Redis hints are set: a hint is set
+	// unless one of this attempt or a later one holds the job, so a
+	// claim of a later attempt cannot displace the holder's, and a hint
+	// set for a claim the job then refuses is released below. The
+	// Store's lease, which may replace an earlier attempt's leftover, is
+	// only written once the job is known QUEUED at the attempt.
+	claims := make([]*Lease, len(todo))
+	for n, i := range todo {
+		claims[n] = &Lease{Attempt: reqs[i].Attempt, Token: m.newToken(), Runner: reqs[i].Runner, Expires: m.expiry()}
+	}
+	var (
+		jobs    []*dag.Job
+		jobsErr error
+		wg      sync.WaitGroup
+	)
+	wg.Go(func() { jobs, jobsErr = m.jobs.JobGetMany(ctx, keys) })
+	inRedis := m.acquireRedis(ctx, claims)
+	wg.Wait()
+	if jobsErr != nil {
+		var set []*Lease
+		for n, i := range todo {
+			out[i].Err = jobsErr
+			if inRedis[n] == redisSet {
+				set = append(set, claims[n])
+			}
 		}
+		m.releaseRedisMany(ctx, set)
 		return out
 	}
-	claims := make([]*Lease, 0, len(todo))
-	idx := make([]int, 0, len(todo))
-	seen := make(map[[2]string]bool, len(todo))
+	// The job's verdict on each claim. A claim the job refuses gives
+	// back the hint it set: first, in the rare batch where it holds the
+	// hint a claim the job accepts was refused (a claim of a later
+	// attempt than the job's came first), so that the accepted one tries
+	// again.
+	refusals := make([]error, len(todo))
+	var undoRedis []*Lease
+	refusedKeys := map[[2]string]bool{}
 	for n, i := range todo {
 		a, j := reqs[i].Attempt, jobs[n]
-		k := [2]string{a.RunID, a.JobID}
 		switch {
 		case j == nil:
-			out[i].Err = fmt.Errorf("lease: cannot claim %s: the run or job does not exist: %w", a, cikit.ErrNotFound)
+			refusals[n] = fmt.Errorf("lease: cannot claim %s: the run or job does not exist: %w", a, cikit.ErrNotFound)
 		case j.Attempt != a.Attempt || j.State != cikit.JobQueued:
-			out[i].Err = fmt.Errorf("lease: cannot claim %s: %w: %w", a, ErrNotClaimed, &cikit.TransitionError{Job: a.JobID, Attempt: a.Attempt,
+			refusals[n] = fmt.Errorf("lease: cannot claim %s: %w: %w", a, ErrNotClaimed, &cikit.TransitionError{Job: a.JobID, Attempt: a.Attempt,
 				From: j.State, To: cikit.JobRunning, Reason: fmt.Sprintf("the job is %s at attempt %d", j.State, j.Attempt)})
-		case seen[k]:
-			out[i].Err = fmt.Errorf("lease: %s is claimed by another request of the same batch: %w", a, ErrNotClaimed)
 		default:
-			seen[k] = true
-			claims = append(claims, &Lease{Attempt: a, Token: m.newToken(), Runner: reqs[i].Runner, Expires: m.expiry()})
-			idx = append(idx, i)
+			continue
+		}
+		if inRedis[n] == redisSet {
+			undoRedis = append(undoRedis, claims[n])
+			refusedKeys[[2]string{a.RunID, a.JobID}] = true
 		}
 	}
-	inRedis := m.acquireRedis(ctx, claims)
-	for n, i := range idx {
-		if inRedis[n] == redisHeld {
-			out[i].Err = fmt.Errorf("lease: %s is held by another runner: %w", claims[n].Attempt, ErrNotClaimed)
+	var again []int
+	for n, i := range todo {
+		if a := reqs[i].Attempt; refusals[n] == nil && inRedis[n] == redisHeld && refusedKeys[[2]string{a.RunID, a.JobID}] {
+			again = append(again, n)
+		}
+	}
+	if len(again) > 0 {
+		m.releaseRedisMany(ctx, undoRedis)
+		undoRedis = nil
+		retry := make([]*Lease, len(again))
+		for x, n := range again {
+			retry[x] = claims[n]
+		}
+		for x, v := range m.acquireRedis(ctx, retry) {
+			inRedis[again[x]] = v
+		}
+	}
+	idx := make([]int, 0, len(todo)) // indexes into todo of the claims going on
+	seen := make(map[[2]string]bool, len(todo))
+	for n, i := range todo {
+		a := reqs[i].Attempt
+		k := [2]string{a.RunID, a.JobID}
+		switch {
+		case refusals[n] != nil:
+			out[i].Err = refusals[n]
+			continue
+		case seen[k]:
+			out[i].Err = fmt.Errorf("lease: %s is claimed by another request of the same batch: %w", a, ErrNotClaimed)
+		case inRedis[n] == redisHeld:
+			out[i].Err = fmt.Errorf("lease: %s is held by another runner: %w", a, ErrNotClaimed)
+		default:
+			seen[k] = true
+			idx = append(idx, n)
+			continue
+		}
+		if inRedis[n] == redisSet {
+			undoRedis = append(undoRedis, claims[n])
 		}
 	}
 	// undo removes what refused claims did. Only a refusal proves that a
 	// write did not happen: after a failed one, the lease stays, to
 	// expire and be reaped like any other (the reaper fails the attempt
 	// if it did start).
-	var undoRows, undoRedis []*Lease
+	var undoRows []*Lease
 	undo := func(n int, cause error, row bool) error {
 		refusal := refused(cause) || errors.Is(cause, cikit.ErrNotFound)
 		if !refusal {
@@ -310,19 +366,16 @@ func (m *Manager) ClaimMany(ctx context.Context, reqs []ClaimRequest) []ClaimRes
 		}
 		return fmt.Errorf("lease: cannot claim %s: %w: %w", claims[n].Attempt, ErrNotClaimed, cause)
 	}
-	var ins []*Lease
-	var insN []int
-	for n, i := range idx {
-		if out[i].Err == nil {
-			ins, insN = append(ins, claims[n]), append(insN, n)
-		}
+	ins := make([]*Lease, len(idx))
+	for x, n := range idx {
+		ins[x] = claims[n]
 	}
 	if len(ins) > 0 {
 		errs, err := m.store.LeaseInsertMany(ctx, ins)
 		var starts []*dag.JobEvent
 		var startN []int
-		for x, n := range insN {
-			i := idx[n]
+		for x, n := range idx {
+			i := todo[n]
 			switch {
 			case err != nil:
 				out[i].Err = err
@@ -337,7 +390,7 @@ func (m *Manager) ClaimMany(ctx context.Context, reqs []ClaimRequest) []ClaimRes
 		if len(starts) > 0 {
 			res, err := m.jobs.JobApply(ctx, starts)
 			for x, n := range startN {
-				i := idx[n]
+				i := todo[n]
 				switch {
 				case err != nil:
 					out[i].Err = err
@@ -414,8 +467,8 @@ func (m *Manager) Renew(ctx context.Context, a Attempt, token string) (*Renewal,
 // artifact uploads. A Redis hint that matches is accepted at once;
 // anything else is decided by the Store and the job's state. So after an
 // attempt ends, Check may accept its token for as long as Redis keeps a
-// hint it could not delete (at most the TTL); Renew and Complete never
-// do.
+// hint it could not delete (at most the TTL); Renew never does, and
+// Complete then finds the attempt no longer RUNNING.
 func (m *Manager) Check(ctx context.Context, a Attempt, token string) error {
 	if m.rdb != nil {
 		v, err := m.rdb.Get(ctx, m.key(a)).Result()
@@ -463,8 +516,10 @@ func holdsLease(l *Lease, a Attempt, token string) error {
 // on the attempt, so of two attempts at most one completes, and a stale
 // one gets a *FencedError (ErrFenced). The lease ends with the first
 // completion, so a repeated one is fenced too: a runner that lost the
-// answer learns how the job ended from the job, not from its token,
-// which is never accepted again.
+// answer learns how the job ended from the job, not from its token.
+// (Only while Redis keeps a hint the first completion failed to delete is
+// a repetition that reports the same result answered as applied; it
+// changes nothing.)
 func (m *Manager) Complete(ctx context.Context, a Attempt, token string, p *dag.JobCompleteParams) (*dag.TransitionResult, error) {
 	r := m.CompleteMany(ctx, []CompleteRequest{{Attempt: a, Token: token, Params: p}})[0]
 	return r.Result, r.Err
@@ -513,7 +568,7 @@ func (m *Manager) CompleteMany(ctx context.Context, reqs []CompleteRequest) []Co
 	if len(todo) == 0 {
 		return out
 	}
-	held, err := m.store.LeaseGetMany(ctx, keys)
+	held, err := m.heldMany(ctx, reqs, todo, keys)
 	if err != nil {
 		for _, i := range todo {
 			out[i].Err = err
@@ -561,6 +616,54 @@ func (m *Manager) CompleteMany(ctx context.Context, reqs []CompleteRequest) []Co
 	}
 	m.endMany(ctx, ended)
 	return out
+}
+
+// heldMany returns the leases of the jobs of reqs[todo] (keys): the
+// request's own where its Redis hint matches, which authenticates the
+// token, and the Store's for the others (nil where a job has none).
+// Whether the attempt may still complete is the job store's to decide:
+// its transitions are conditional on the attempt.
+func (m *Manager) heldMany(ctx context.Context, reqs []CompleteRequest, todo []int, keys []dag.JobKey) ([]*Lease, error) {
+	held := make([]*Lease, len(todo))
+	ask := make([]int, 0, len(todo)) // indexes into todo left to the Store
+	if m.rdb != nil {
+		pipe := m.rdb.Pipeline()
+		cmds := make([]*redis.StringCmd, len(todo))
+		for n, i := range todo {
+			cmds[n] = pipe.Get(ctx, m.key(reqs[i].Attempt))
+		}
+		_, _ = pipe.Exec(ctx) // each command's error is its own
+		for n, i := range todo {
+			v, err := cmds[n].Result()
+			switch {
+			case err == nil && v == redisValue(reqs[i].Attempt, reqs[i].Token):
+				held[n] = &Lease{Attempt: reqs[i].Attempt, Token: reqs[i].Token}
+				continue
+			case err != nil && !errors.Is(err, redis.Nil):
+				m.redisFailed(ctx, "check", reqs[i].Attempt, err)
+			}
+			ask = append(ask, n)
+		}
+	} else {
+		for n := range todo {
+			ask = append(ask, n)
+		}
+	}
+	if len(ask) == 0 {
+		return held, nil
+	}
+	askKeys := make([]dag.JobKey, len(ask))
+	for k, n := range ask {
+		askKeys[k] = keys[n]
+	}
+	got, err := m.store.LeaseGetMany(ctx, askKeys)
+	if err != nil {
+		return nil, err
+	}
+	for k, n := range ask {
+		held[n] = got[k]
+	}
+	return held, nil
 }
 
 // endMany deletes the leases of ended attempts; a failure leaves stale
