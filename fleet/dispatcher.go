@@ -18,6 +18,15 @@ type Offer struct {
 	// Spec is the job as compiled; its RunsOn labels decide which runners
 	// may take it.
 	Spec *cikit.JobSpec
+	// Tenant is who the job runs for, for the dispatcher's tenant
+	// limit; empty: no tenant, no limit.
+	Tenant string
+}
+
+// attemptKey names an attempt the Dispatcher handed out.
+type attemptKey struct {
+	run, job string
+	attempt  int
 }
 
 // Dispatcher hands offers to runners waiting for work whose labels
@@ -35,6 +44,12 @@ type Dispatcher struct {
 	seq     uint64
 	timers  map[*time.Timer]struct{}
 	closed  bool
+
+	// limit, when set, bounds each tenant's offers taken and not yet
+	// released.
+	limit   func(tenant string) int
+	running map[string]int        // per tenant, offers taken and not released
+	held    map[attemptKey]string // the tenant of each of those
 }
 
 // offerQueue holds the offers of one label set, oldest first.
@@ -56,7 +71,80 @@ type waiter struct {
 
 // NewDispatcher returns an empty Dispatcher.
 func NewDispatcher() *Dispatcher {
-	return &Dispatcher{queues: map[string]*offerQueue{}, timers: map[*time.Timer]struct{}{}}
+	return &Dispatcher{queues: map[string]*offerQueue{}, timers: map[*time.Timer]struct{}{},
+		running: map[string]int{}, held: map[attemptKey]string{}}
+}
+
+// LimitTenants bounds how many offers of each tenant may be taken and not
+// yet released (Release): limit returns a tenant's bound, 0 or less for
+// none. An offer of a tenant at its bound waits, and the offers behind it
+// of other tenants go first.
+func (d *Dispatcher) LimitTenants(limit func(tenant string) int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.limit = limit
+	d.matchLocked()
+}
+
+// atLimitLocked reports whether tenant may not take another offer.
+func (d *Dispatcher) atLimitLocked(tenant string) bool {
+	if tenant == "" || d.limit == nil {
+		return false
+	}
+	n := d.limit(tenant)
+	return n > 0 && d.running[tenant] >= n
+}
+
+// handLocked records that o is taken.
+func (d *Dispatcher) handLocked(o *Offer) {
+	if o.Tenant != "" && d.limit != nil {
+		d.running[o.Tenant]++
+		d.held[attemptKey{o.RunID, o.JobID, o.Attempt}] = o.Tenant
+	}
+}
+
+// Release says that the attempt of an offer taken earlier no longer runs
+// (it ended, was refused or given back), which frees its place in its
+// tenant's limit. Releasing an attempt not taken, or twice, does nothing.
+func (d *Dispatcher) Release(runID, jobID string, attempt int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	k := attemptKey{runID, jobID, attempt}
+	t, ok := d.held[k]
+	if !ok {
+		return
+	}
+	delete(d.held, k)
+	if d.running[t]--; d.running[t] <= 0 {
+		delete(d.running, t)
+	}
+	d.matchLocked()
+}
+
+// TenantRunning returns how many offers of tenant are taken and not yet
+// released, and its limit (0: none).
+func (d *Dispatcher) TenantRunning(tenant string) (running, limit int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.limit != nil && tenant != "" {
+		limit = max(d.limit(tenant), 0)
+	}
+	return d.running[tenant], limit
+}
+
+// matchLocked hands waiting offers to waiting runners, as far as they
+// match: after a tenant's place was freed.
+func (d *Dispatcher) matchLocked() {
+	for i := 0; i < len(d.waiters); {
+		w := d.waiters[i]
+		o := d.takeLocked(w.labels)
+		if o == nil {
+			i++
+			continue
+		}
+		d.waiters = slices.Delete(d.waiters, i, i+1)
+		w.got <- o
+	}
 }
 
 // labelKey is the canonical form of a label set.
@@ -109,8 +197,9 @@ func (d *Dispatcher) offerLocked(o *Offer) {
 	}
 	key, labels := labelKey(runsOn)
 	for i, w := range d.waiters {
-		if matches(w.labels, labels) {
+		if matches(w.labels, labels) && !d.atLimitLocked(o.Tenant) {
 			d.waiters = slices.Delete(d.waiters, i, i+1)
+			d.handLocked(o)
 			w.got <- o
 			return
 		}
@@ -161,33 +250,58 @@ func (d *Dispatcher) Take(ctx context.Context, labels []string) (*Offer, error) 
 		}
 		// An offer was handed over while the context ended: it goes
 		// back, to the next runner.
-		d.offerLocked(<-w.got)
+		o := <-w.got
+		d.unhandLocked(o)
+		d.offerLocked(o)
 		return nil, ctx.Err()
 	}
 }
 
-// takeLocked removes and returns the oldest offer whose labels the runner
-// has, or nil.
+// unhandLocked undoes handLocked for an offer going back to its queue.
+func (d *Dispatcher) unhandLocked(o *Offer) {
+	k := attemptKey{o.RunID, o.JobID, o.Attempt}
+	if t, ok := d.held[k]; ok {
+		delete(d.held, k)
+		if d.running[t]--; d.running[t] <= 0 {
+			delete(d.running, t)
+		}
+	}
+}
+
+// takeLocked removes, records as taken and returns the oldest offer whose
+// labels the runner has and whose tenant is below its limit, or nil.
 func (d *Dispatcher) takeLocked(have map[string]bool) *Offer {
 	var best *offerQueue
 	var bestKey string
+	bestAt := -1
 	for key, q := range d.queues {
 		if len(q.offers) == 0 || !matches(have, q.labels) {
 			continue
 		}
-		if best == nil || q.offers[0].seq < best.offers[0].seq {
-			best, bestKey = q, key
+		// The first offer of the queue whose tenant may take one: the
+		// head, unless tenant limits hold it back.
+		at := slices.IndexFunc(q.offers, func(o queuedOffer) bool { return !d.atLimitLocked(o.Tenant) })
+		if at < 0 {
+			continue
+		}
+		if best == nil || q.offers[at].seq < best.offers[bestAt].seq {
+			best, bestKey, bestAt = q, key, at
 		}
 	}
 	if best == nil {
 		return nil
 	}
-	o := best.offers[0].Offer
-	best.offers[0] = queuedOffer{}
-	best.offers = best.offers[1:]
+	o := best.offers[bestAt].Offer
+	if bestAt == 0 {
+		best.offers[0] = queuedOffer{}
+		best.offers = best.offers[1:]
+	} else {
+		best.offers = slices.Delete(best.offers, bestAt, bestAt+1)
+	}
 	if len(best.offers) == 0 {
 		delete(d.queues, bestKey)
 	}
+	d.handLocked(o)
 	return o
 }
 

@@ -3,6 +3,8 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -98,17 +100,34 @@ func TestDispatcherOfferAfter(t *testing.T) {
 func TestDispatcherProperties(t *testing.T) {
 	t.Parallel()
 	labels := []string{"linux", "windows", "gpu", "arm"}
+	tenants := []string{"", "acme", "beta"}
 	rapid.Check(t, func(t *rapid.T) {
 		d := NewDispatcher()
+		limit := rapid.IntRange(0, 2).Draw(t, "tenant limit")
+		d.LimitTenants(func(string) int { return limit })
 		offered := map[string][]string{}
+		tenantOf := map[string]string{}
 		taken := map[string]bool{}
+		running := map[string]int{}
+		var unreleased []string
 		n := rapid.IntRange(1, 60).Draw(t, "steps")
 		for i := range n {
 			set := rapid.SliceOfNDistinct(rapid.SampledFrom(labels), 0, 3, rapid.ID[string]).Draw(t, "labels")
+			if len(unreleased) > 0 && rapid.IntRange(0, 3).Draw(t, "release?") == 0 {
+				k := rapid.IntRange(0, len(unreleased)-1).Draw(t, "release")
+				id := unreleased[k]
+				unreleased = slices.Delete(unreleased, k, k+1)
+				d.Release("run", id, 1)
+				running[tenantOf[id]]--
+				continue
+			}
 			if rapid.Bool().Draw(t, "offer") {
 				id := fmt.Sprint(i)
 				offered[id] = set
-				d.Offer(offer(id, set...))
+				o := offer(id, set...)
+				o.Tenant = rapid.SampledFrom(tenants).Draw(t, "tenant")
+				tenantOf[id] = o.Tenant
+				d.Offer(o)
 				continue
 			}
 			ctx, cancel := context.WithCancel(context.Background())
@@ -131,6 +150,21 @@ func TestDispatcherProperties(t *testing.T) {
 				t.Fatalf("offer %s taken twice", o.JobID)
 			}
 			taken[o.JobID] = true
+			unreleased = append(unreleased, o.JobID)
+			if tn := o.Tenant; tn != "" {
+				running[tn]++
+				if limit > 0 && running[tn] > limit {
+					t.Fatalf("tenant %s has %d offers taken, beyond its limit of %d", tn, running[tn], limit)
+				}
+			}
+			for id := range offered {
+				// Nothing it could take waits ahead of it, except a
+				// tenant's at its limit.
+				if !taken[id] && id != o.JobID && atoi(id) < atoi(o.JobID) && hasAll(set, offered[id]) &&
+					(tenantOf[id] == "" || limit == 0 || running[tenantOf[id]] < limit || tenantOf[id] == o.Tenant && running[o.Tenant] <= limit) {
+					t.Fatalf("runner with %v took %s while %s, older and allowed, waited", set, o.JobID, id)
+				}
+			}
 			for _, l := range offered[o.JobID] {
 				if !have[l] {
 					t.Fatalf("offer %s needs %v, taken by a runner with %v", o.JobID, offered[o.JobID], set)
@@ -141,4 +175,53 @@ func TestDispatcherProperties(t *testing.T) {
 			t.Fatalf("%d offers left, want %d", d.Len(), want)
 		}
 	})
+}
+
+func atoi(s string) int {
+	n, _ := strconv.Atoi(s)
+	return n
+}
+
+func tenantOffer(id, tenant string) *Offer {
+	o := offer(id)
+	o.Tenant = tenant
+	return o
+}
+
+// TestDispatcherTenantLimit: a tenant at its limit waits while other
+// tenants' offers behind it go first, and a release hands its next offer
+// to a waiting runner.
+func TestDispatcherTenantLimit(t *testing.T) {
+	t.Parallel()
+	d := NewDispatcher()
+	d.LimitTenants(func(tenant string) int {
+		if tenant == "acme" {
+			return 1
+		}
+		return 0
+	})
+	d.Offer(tenantOffer("a1", "acme"))
+	d.Offer(tenantOffer("a2", "acme"))
+	d.Offer(tenantOffer("b1", "beta"))
+	d.Offer(offer("n1"))
+	require.Equal(t, "a1", take(t, d))
+	running, limit := d.TenantRunning("acme")
+	require.Equal(t, 1, running)
+	require.Equal(t, 1, limit)
+	require.Equal(t, "b1", take(t, d), "a2 waits for a1; beta's job goes first")
+	require.Equal(t, "n1", take(t, d))
+
+	got := make(chan string, 1)
+	go func() { got <- take(t, d) }()
+	select {
+	case id := <-got:
+		t.Fatalf("a runner took %s while acme is at its limit", id)
+	case <-time.After(50 * time.Millisecond):
+	}
+	d.Release("run", "b1", 1) // not a limited tenant's: nothing changes
+	d.Release("run", "a1", 1)
+	require.Equal(t, "a2", <-got, "the release hands a2 to the waiting runner")
+	d.Release("run", "a1", 1) // twice: nothing more
+	running, _ = d.TenantRunning("acme")
+	require.Equal(t, 1, running)
 }

@@ -22,8 +22,9 @@
 // queued + lag + the warm target, destroy idle runners slowly after a
 // cooldown. A single-use runner ends after its job and the next tick
 // replaces it. Manager.Why says why a job is not running yet: no runner
-// matches its labels, the pool is at its maximum, runners are starting
-// (with an estimate), or the warm pool is empty.
+// matches its labels, its tenant is at its limit of running jobs
+// (ServerConfig.TenantLimit), the pool is at its maximum, runners are
+// starting (with an estimate), or the warm pool is empty.
 //
 // # The protocol
 //

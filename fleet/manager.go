@@ -393,6 +393,9 @@ const (
 	// WaitSelfHosted: only runners outside the pools match, and none is
 	// idle.
 	WaitSelfHosted WaitCode = "self_hosted_busy"
+	// WaitTenantLimit: the job's tenant has as many jobs running as its
+	// limit allows (ServerConfig.TenantLimit).
+	WaitTenantLimit WaitCode = "tenant_limit"
 )
 
 // WaitReason says why a job is not running yet.
@@ -429,6 +432,16 @@ func (m *Manager) Why(ctx context.Context, runID, jobID string) (*WaitReason, er
 		_, labels = labelKey(j.Spec.RunsOn)
 	}
 	p := m.poolFor(labels)
+	if p != nil || m.runnerMatches(labels) {
+		srv := m.cfg.Server
+		if tenant := srv.tenant(ctx, nil, runID); tenant != "" {
+			if running, limit := srv.dispatch.TenantRunning(tenant); limit > 0 && running >= limit {
+				w.Code = WaitTenantLimit
+				w.Message = fmt.Sprintf("tenant %s is at its limit of %d running jobs; the job waits for one of them to end", tenant, limit)
+				return w, nil
+			}
+		}
+	}
 	if p == nil {
 		var idle, busy int
 		for _, r := range m.cfg.Server.Runners() {

@@ -40,12 +40,20 @@ func newFleet(t *testing.T, pools ...fleet.PoolConfig) *fleetEnv {
 // newFleetWith builds the platform with a local backend of lc, keeping
 // the jobs' logs in hub when it is not nil.
 func newFleetWith(t testing.TB, lc local.Config, hub *logs.Hub, pools ...fleet.PoolConfig) *fleetEnv {
+	return newFleetServer(t, lc, func(c *fleet.ServerConfig) { c.Logs = hub }, pools...)
+}
+
+// newFleetServer builds the platform with a local backend of lc and the
+// server configuration sc makes.
+func newFleetServer(t testing.TB, lc local.Config, sc func(*fleet.ServerConfig), pools ...fleet.PoolConfig) *fleetEnv {
 	t.Helper()
 	e := &fleetEnv{jobs: dag.NewMemoryStore(dag.MemoryConfig{})}
 	leases, err := lease.NewManager(lease.Config{Store: lease.NewMemoryStore(), Jobs: e.jobs, TTL: 10 * time.Second})
 	require.NoError(t, err)
-	e.server, err = fleet.NewServer(fleet.ServerConfig{Jobs: e.jobs, Leases: leases, RegistrationTokens: []string{regToken},
-		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, HeartbeatInterval: time.Second, Logs: hub})
+	cfg := fleet.ServerConfig{Jobs: e.jobs, Leases: leases, RegistrationTokens: []string{regToken},
+		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, HeartbeatInterval: time.Second}
+	sc(&cfg)
+	e.server, err = fleet.NewServer(cfg)
 	require.NoError(t, err)
 	srv := httptest.NewServer(e.server)
 	t.Cleanup(srv.Close)
@@ -240,6 +248,38 @@ func TestManagerWhy(t *testing.T) {
 	require.NoError(t, err)
 	resp2.Body.Close()
 	require.Equal(t, http.StatusNotFound, resp2.StatusCode)
+}
+
+// TestManagerWhyTenantLimit: a tenant at its limit of running jobs waits,
+// says so, and runs once its running job ends.
+func TestManagerWhyTenantLimit(t *testing.T) {
+	t.Parallel()
+	e := newFleetServer(t, local.Config{Wait: 500 * time.Millisecond}, func(c *fleet.ServerConfig) {
+		c.Tenant = func(run *dag.Run) string { return strings.SplitN(run.Pipeline, "/", 2)[0] }
+		c.TenantLimit = func(string) int { return 1 }
+	}, fleet.PoolConfig{Name: "linux", Labels: []string{"linux"}, Policy: noCooldowns(autoscale.Policy{Max: 4, Warm: 2})})
+	ctx := context.Background()
+	e.tickUntil(t, "two idle runners", func(st fleet.PoolStatus) bool { return st.Idle == 2 })
+	newRun := func(pipeline, script string) string {
+		run, err := e.jobs.RunCreate(ctx, &dag.RunCreateParams{Pipeline: pipeline, Jobs: []*cikit.JobSpec{onLabels("job", script, "linux")}})
+		require.NoError(t, err)
+		require.NoError(t, e.server.DispatchRun(ctx, run.ID))
+		return run.ID
+	}
+	long := newRun("acme/app", "sleep 30")
+	e.tickUntil(t, "acme's first job to run", func(fleet.PoolStatus) bool { return e.jobsOf(t, long)[0].State == cikit.JobRunning })
+	waiting := newRun("acme/lib", "true")
+	other := newRun("beta/app", "true")
+	e.tickUntil(t, "beta's job to run past acme's", func(fleet.PoolStatus) bool { return e.jobsOf(t, other)[0].State == cikit.JobSucceeded })
+	why, err := e.manager.Why(ctx, waiting, "job")
+	require.NoError(t, err)
+	require.Equal(t, fleet.WaitTenantLimit, why.Code, why.Message)
+	require.Equal(t, "tenant acme is at its limit of 1 running jobs; the job waits for one of them to end", why.Message)
+	_, err = e.jobs.RunCancel(ctx, long)
+	require.NoError(t, err)
+	e.tickUntil(t, "acme's second job to run once the first ended", func(fleet.PoolStatus) bool {
+		return e.jobsOf(t, waiting)[0].State == cikit.JobSucceeded
+	})
 }
 
 func TestNewManagerValidates(t *testing.T) {

@@ -84,6 +84,14 @@ type ServerConfig struct {
 	// AuthorizeFollow decides who may follow a log live. Default: nobody
 	// (403); the platform's API sets it to its users' authorization.
 	AuthorizeFollow logs.AuthorizeFunc
+	// Tenant names whom a run's jobs run for (such as its repository's
+	// owner), for TenantLimit. Default: nobody; no limit applies.
+	Tenant func(run *dag.Run) string
+	// TenantLimit, when set, is how many jobs of a tenant may run at once
+	// through this server (0 or less: no limit). A tenant's job beyond
+	// it waits, and other tenants' jobs behind it go first
+	// (Dispatcher.LimitTenants); Manager.Why says so.
+	TenantLimit func(tenant string) int
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 	// Logger receives the server's diagnostics. Default: slog.Default().
@@ -147,6 +155,9 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	}
 	if cfg.Dispatcher == nil {
 		cfg.Dispatcher = NewDispatcher()
+	}
+	if cfg.TenantLimit != nil {
+		cfg.Dispatcher.LimitTenants(cfg.TenantLimit)
 	}
 	s := &Server{cfg: cfg, signer: &signer{keys: cfg.SigningKeys}, log: cfg.Logger, dispatch: cfg.Dispatcher, mux: http.NewServeMux(),
 		claims:    groupcommit.New(maxBatch, batchWriters, cfg.Leases.ClaimMany),
@@ -307,6 +318,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			Attempt: lease.Attempt{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt}, Runner: rc.RunnerID})
 		l, err := res.Lease, res.Err
 		if err != nil {
+			s.dispatch.Release(o.RunID, o.JobID, o.Attempt)
 			if !errors.Is(err, lease.ErrNotClaimed) {
 				// The store failed: the offer is kept for a runner that
 				// comes after the store recovers.
@@ -397,7 +409,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	rn, err := s.cfg.Leases.Renew(r.Context(), a, c.Lease)
-	s.runners.jobCall(c.RunnerID, a, s.cfg.Now(), stale(err))
+	s.ended(c, a, stale(err))
 	if err != nil {
 		s.leaseError(w, a, err)
 		return
@@ -452,7 +464,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		return // the runner has gone
 	}
 	res, err := cr.Result, cr.Err
-	s.runners.jobCall(c.RunnerID, a, s.cfg.Now(), err == nil || stale(err))
+	s.ended(c, a, err == nil || stale(err))
 	if err != nil {
 		if errors.Is(err, lease.ErrFenced) {
 			// A completion repeated after its answer was lost finds the
@@ -516,13 +528,22 @@ func (s *Server) giveBack(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res, err := s.cfg.Leases.Return(r.Context(), a, c.Lease, "returned by runner "+c.RunnerID)
-	s.runners.jobCall(c.RunnerID, a, s.cfg.Now(), err == nil || stale(err))
+	s.ended(c, a, err == nil || stale(err))
 	if err != nil {
 		s.leaseError(w, a, err)
 		return
 	}
 	s.Dispatch(context.WithoutCancel(r.Context()), res)
 	writeJSON(w, http.StatusOK, stateResponse{State: jobState(res, a.JobID, cikit.JobReady)})
+}
+
+// ended records a job-scoped call of a runner about attempt a: over says
+// the runner no longer runs it.
+func (s *Server) ended(c *jobClaims, a lease.Attempt, over bool) {
+	s.runners.jobCall(c.RunnerID, a, s.cfg.Now(), over)
+	if over {
+		s.dispatch.Release(a.RunID, a.JobID, a.Attempt)
+	}
 }
 
 // stale reports whether err refuses a call for a stale attempt.
@@ -549,6 +570,12 @@ func (s *Server) Dispatch(ctx context.Context, results ...*dag.TransitionResult)
 			continue
 		}
 		for _, j := range res.Changed {
+			if j.State != cikit.JobRunning && j.State != cikit.JobCancelRequested {
+				// An attempt that ended, and the one before a retry,
+				// free their tenant's place.
+				s.dispatch.Release(j.RunID, j.ID(), j.Attempt)
+				s.dispatch.Release(j.RunID, j.ID(), j.Attempt-1)
+			}
 			if j.State == cikit.JobReady {
 				s.queue(ctx, j)
 			}
@@ -573,15 +600,36 @@ func (s *Server) DispatchRun(ctx context.Context, runID string) error {
 	if err != nil {
 		return err
 	}
+	var tenant *string
 	for _, j := range jobs {
 		switch j.State {
 		case cikit.JobReady:
 			s.queue(ctx, j)
 		case cikit.JobQueued:
-			s.dispatch.Offer(&Offer{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt, Spec: j.Spec})
+			if tenant == nil {
+				t := s.tenant(ctx, nil, runID)
+				tenant = &t
+			}
+			s.dispatch.Offer(&Offer{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt, Spec: j.Spec, Tenant: *tenant})
 		}
 	}
 	return nil
+}
+
+// tenant returns whom the jobs of run runID run for ("" for nobody in
+// particular), reading the run unless it is given.
+func (s *Server) tenant(ctx context.Context, run *dag.Run, runID string) string {
+	if s.cfg.Tenant == nil {
+		return ""
+	}
+	if run == nil {
+		var err error
+		if run, err = s.cfg.Jobs.RunGet(ctx, runID); err != nil {
+			s.log.Error("fleet: reading a run for its tenant; its jobs go without", "run", runID, "error", err)
+			return ""
+		}
+	}
+	return s.cfg.Tenant(run)
 }
 
 // queue moves a READY job to QUEUED and offers it.
@@ -593,7 +641,7 @@ func (s *Server) queue(ctx context.Context, j *dag.Job) {
 		}
 		return
 	}
-	o := &Offer{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt, Spec: j.Spec}
+	o := &Offer{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt, Spec: j.Spec, Tenant: s.tenant(ctx, res.Run, j.RunID)}
 	if j.Attempt > 1 {
 		s.dispatch.OfferAfter(o, s.cfg.RetryBackoff(j.Attempt))
 	} else {
