@@ -545,6 +545,11 @@ func (s *PostgresStore) fastUpdate(ctx context.Context, tx batchSender, fast []*
 	if err := rows.Err(); err != nil {
 		return nil, nil, interpretError(err)
 	}
+	for _, f := range fast { // the rest of the run's row, from its graph
+		if r, ok := runs[f.e.RunID]; ok {
+			r.Pipeline, r.Branch = f.rg.pipeline, f.rg.branch
+		}
+	}
 	rows, err = br.Query()
 	if err != nil {
 		return nil, nil, interpretError(err)

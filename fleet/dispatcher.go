@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"strings"
@@ -50,6 +51,10 @@ type Dispatcher struct {
 	limit   func(tenant string) int
 	running map[string]int        // per tenant, offers taken and not released
 	held    map[attemptKey]string // the tenant of each of those
+	// queued holds the attempts waiting in queues: an attempt offered
+	// again while it waits, or while its tenant's place is held, is
+	// dropped, so that each is taken and released once.
+	queued map[attemptKey]bool
 }
 
 // offerQueue holds the offers of one label set, oldest first.
@@ -72,13 +77,15 @@ type waiter struct {
 // NewDispatcher returns an empty Dispatcher.
 func NewDispatcher() *Dispatcher {
 	return &Dispatcher{queues: map[string]*offerQueue{}, timers: map[*time.Timer]struct{}{},
-		running: map[string]int{}, held: map[attemptKey]string{}}
+		running: map[string]int{}, held: map[attemptKey]string{}, queued: map[attemptKey]bool{}}
 }
 
 // LimitTenants bounds how many offers of each tenant may be taken and not
 // yet released (Release): limit returns a tenant's bound, 0 or less for
 // none. An offer of a tenant at its bound waits, and the offers behind it
-// of other tenants go first.
+// of other tenants go first. limit is called with the Dispatcher's lock
+// held, so it must not call the Dispatcher; a bound it raises takes
+// effect at the next offer, take or release.
 func (d *Dispatcher) LimitTenants(limit func(tenant string) int) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -195,6 +202,10 @@ func (d *Dispatcher) offerLocked(o *Offer) {
 	if o.Spec != nil {
 		runsOn = o.Spec.RunsOn
 	}
+	ak := attemptKey{o.RunID, o.JobID, o.Attempt}
+	if _, held := d.held[ak]; held || d.queued[ak] {
+		return
+	}
 	key, labels := labelKey(runsOn)
 	for i, w := range d.waiters {
 		if matches(w.labels, labels) && !d.atLimitLocked(o.Tenant) {
@@ -211,6 +222,7 @@ func (d *Dispatcher) offerLocked(o *Offer) {
 	}
 	d.seq++
 	q.offers = append(q.offers, queuedOffer{Offer: o, seq: d.seq})
+	d.queued[ak] = true
 }
 
 func matches(have map[string]bool, need []string) bool {
@@ -252,7 +264,12 @@ func (d *Dispatcher) Take(ctx context.Context, labels []string) (*Offer, error) 
 		// back, to the next runner.
 		o := <-w.got
 		d.unhandLocked(o)
-		d.offerLocked(o)
+		if !d.closed {
+			d.offerLocked(o)
+			// Its tenant's place is free again: an offer it held back
+			// may go to another runner.
+			d.matchLocked()
+		}
 		return nil, ctx.Err()
 	}
 }
@@ -301,6 +318,7 @@ func (d *Dispatcher) takeLocked(have map[string]bool) *Offer {
 	if len(best.offers) == 0 {
 		delete(d.queues, bestKey)
 	}
+	delete(d.queued, attemptKey{o.RunID, o.JobID, o.Attempt})
 	d.handLocked(o)
 	return o
 }
@@ -311,6 +329,10 @@ type Queue struct {
 	Labels []string
 	// Len is how many offers wait.
 	Len int
+	// Held is how many of them their tenants' limits hold back: the
+	// places their tenants have left do not cover them (counted oldest
+	// first, over all queues). A runner could not take them now.
+	Held int
 }
 
 // Queues returns the offers waiting for a runner, a Queue per label set,
@@ -318,9 +340,34 @@ type Queue struct {
 func (d *Dispatcher) Queues() []Queue {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	type entry struct {
+		q   int // index into out
+		seq uint64
+		t   string
+	}
 	out := make([]Queue, 0, len(d.queues))
+	var limited []entry
 	for _, q := range d.queues {
 		out = append(out, Queue{Labels: slices.Clone(q.labels), Len: len(q.offers)})
+		for _, o := range q.offers {
+			if o.Tenant != "" && d.limit != nil && d.limit(o.Tenant) > 0 {
+				limited = append(limited, entry{q: len(out) - 1, seq: o.seq, t: o.Tenant})
+			}
+		}
+	}
+	slices.SortFunc(limited, func(a, b entry) int { return cmp.Compare(a.seq, b.seq) })
+	left := map[string]int{}
+	for _, e := range limited {
+		n, ok := left[e.t]
+		if !ok {
+			n = d.limit(e.t) - d.running[e.t]
+		}
+		if n > 0 {
+			left[e.t] = n - 1
+			continue
+		}
+		left[e.t] = 0
+		out[e.q].Held++
 	}
 	slices.SortFunc(out, func(a, b Queue) int { return slices.Compare(a.Labels, b.Labels) })
 	return out
@@ -348,4 +395,5 @@ func (d *Dispatcher) Close() {
 	}
 	clear(d.timers)
 	clear(d.queues)
+	clear(d.queued)
 }

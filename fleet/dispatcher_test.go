@@ -202,9 +202,13 @@ func TestDispatcherTenantLimit(t *testing.T) {
 	})
 	d.Offer(tenantOffer("a1", "acme"))
 	d.Offer(tenantOffer("a2", "acme"))
+	d.Offer(tenantOffer("a2", "acme")) // offered again while it waits: dropped
 	d.Offer(tenantOffer("b1", "beta"))
 	d.Offer(offer("n1"))
+	require.Equal(t, []Queue{{Len: 4, Held: 1}}, d.Queues(), "a2 is held back behind a1")
 	require.Equal(t, "a1", take(t, d))
+	d.Offer(tenantOffer("a1", "acme")) // offered again while it runs: dropped
+	require.Equal(t, []Queue{{Len: 3, Held: 1}}, d.Queues())
 	running, limit := d.TenantRunning("acme")
 	require.Equal(t, 1, running)
 	require.Equal(t, 1, limit)

@@ -305,7 +305,8 @@ func (m *Manager) assignQueued() map[string]int {
 	for _, q := range m.cfg.Server.Dispatcher().Queues() {
 		p := m.poolFor(q.Labels)
 		if p != nil {
-			out[p.Name] += q.Len
+			// Jobs their tenants' limits hold back need no runner yet.
+			out[p.Name] += q.Len - q.Held
 			continue
 		}
 		key := strings.Join(q.Labels, " ")

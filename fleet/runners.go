@@ -44,6 +44,11 @@ const runnerForget = 3
 type runners struct {
 	mu sync.Mutex
 	m  map[string]*runnerEntry
+	// forget is how long after its last call a runner is forgotten;
+	// pruneAt is the size at which the next new runner prunes the map
+	// (single-use runners come and go).
+	forget  time.Duration
+	pruneAt int
 }
 
 type runnerEntry struct {
@@ -54,6 +59,10 @@ type runnerEntry struct {
 func (rs *runners) entry(c *runnerClaims, now time.Time) *runnerEntry {
 	e, ok := rs.m[c.RunnerID]
 	if !ok {
+		if len(rs.m) >= rs.pruneAt {
+			rs.pruneLocked(now)
+			rs.pruneAt = max(64, 2*len(rs.m))
+		}
 		e = &runnerEntry{info: RunnerInfo{ID: c.RunnerID, Name: c.Name, Labels: c.Labels, State: RunnerAway}}
 		if rs.m == nil {
 			rs.m = map[string]*runnerEntry{}
@@ -108,19 +117,25 @@ func (rs *runners) jobCall(id string, a lease.Attempt, now time.Time, ended bool
 	}
 }
 
-// list returns the runners seen since forget, by ID, and forgets the
-// others.
-func (rs *runners) list(now time.Time, forget time.Duration) []RunnerInfo {
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	out := make([]RunnerInfo, 0, len(rs.m))
+// pruneLocked forgets the runners not seen for longer than forget.
+func (rs *runners) pruneLocked(now time.Time) {
 	for id, e := range rs.m {
 		if e.waiting > 0 {
 			e.info.LastSeen = now
-		} else if now.Sub(e.info.LastSeen) > forget {
+		} else if now.Sub(e.info.LastSeen) > rs.forget {
 			delete(rs.m, id)
-			continue
 		}
+	}
+}
+
+// list returns the runners seen within forget, by ID, and forgets the
+// others.
+func (rs *runners) list(now time.Time) []RunnerInfo {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.pruneLocked(now)
+	out := make([]RunnerInfo, 0, len(rs.m))
+	for _, e := range rs.m {
 		info := e.info
 		info.Labels = slices.Clone(info.Labels)
 		if info.Job != nil {
@@ -141,5 +156,5 @@ func (rs *runners) list(now time.Time, forget time.Duration) []RunnerInfo {
 // Like the Dispatcher, this is what one process saw: with several
 // servers, a runner shows on the ones it calls.
 func (s *Server) Runners() []RunnerInfo {
-	return s.runners.list(s.cfg.Now(), runnerForget*s.cfg.MaxWait)
+	return s.runners.list(s.cfg.Now())
 }

@@ -162,6 +162,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s := &Server{cfg: cfg, signer: &signer{keys: cfg.SigningKeys}, log: cfg.Logger, dispatch: cfg.Dispatcher, mux: http.NewServeMux(),
 		claims:    groupcommit.New(maxBatch, batchWriters, cfg.Leases.ClaimMany),
 		completes: groupcommit.New(maxBatch, batchWriters, cfg.Leases.CompleteMany)}
+	s.runners.forget = runnerForget * cfg.MaxWait
 	s.mux.HandleFunc("POST /v1/runners", s.register)
 	s.mux.HandleFunc("GET /v1/jobs/claim", s.claim)
 	s.mux.HandleFunc("POST /v1/jobs/{run_id}/{job_id}/heartbeat", s.heartbeat)
@@ -458,11 +459,10 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The completion joins those of other requests in one lease call.
-	cr, err := s.completes.Do(r.Context(), lease.CompleteRequest{Attempt: a, Token: c.Lease, Params: &dag.JobCompleteParams{
+	// Made even when the runner has gone meanwhile, so that what the
+	// completion made READY is dispatched and its tenant's place freed.
+	cr, _ := s.completes.Do(context.WithoutCancel(r.Context()), lease.CompleteRequest{Attempt: a, Token: c.Lease, Params: &dag.JobCompleteParams{
 		Outcome: req.Result, ExitCode: req.ExitCode, Reason: req.Reason, FailureClass: req.FailureClass}})
-	if err != nil {
-		return // the runner has gone
-	}
 	res, err := cr.Result, cr.Err
 	s.ended(c, a, err == nil || stale(err))
 	if err != nil {

@@ -97,24 +97,34 @@ func (s *startRacer) JobApply(ctx context.Context, evs []*dag.JobEvent) ([]*dag.
 // were written leave nothing behind: refused by the Store (a later
 // attempt holds the job) and by the dag (the job was cancelled after the
 // claim read it).
-// TestManagerClaimManyLaterAttemptFirst: a claim of a later attempt than
-// the job's, earlier in the batch, sets the job's Redis hint before the
-// job refuses it; the claim of the right attempt still succeeds.
-func TestManagerClaimManyLaterAttemptFirst(t *testing.T) {
+// TestManagerClaimManyLaterAttempt: a claim of a later attempt than the
+// job's, before or after the right one in the batch, sets the job's Redis
+// hint before the job refuses it; the claim of the right attempt succeeds
+// and its hint is the one Redis keeps.
+func TestManagerClaimManyLaterAttempt(t *testing.T) {
 	t.Parallel()
 	forStacks(t, func(t *testing.T, st stack) {
 		ctx := t.Context()
 		b := setup(t, st, four()...)
 		b.queue(t, b.attempt("b", 1))
+		b.queue(t, b.attempt("c", 1))
 		res := b.m.ClaimMany(ctx, []lease.ClaimRequest{
 			{Attempt: b.attempt("b", 2), Runner: "r0"}, // the job is at attempt 1
 			{Attempt: b.attempt("b", 1), Runner: "r1"},
+			{Attempt: b.attempt("c", 1), Runner: "r2"},
+			{Attempt: b.attempt("c", 2), Runner: "r3"}, // after the right one, this time
 		})
 		require.ErrorIs(t, res[0].Err, lease.ErrNotClaimed)
-		require.NoError(t, res[1].Err)
-		require.Equal(t, cikit.JobRunning, b.job(t, "b").State)
-		if st.redis {
-			require.Equal(t, "1:"+res[1].Lease.Token, b.redisValue(t, "b"))
+		require.ErrorIs(t, res[3].Err, lease.ErrNotClaimed)
+		for _, x := range []struct {
+			job string
+			res lease.ClaimResult
+		}{{"b", res[1]}, {"c", res[2]}} {
+			require.NoError(t, x.res.Err)
+			require.Equal(t, cikit.JobRunning, b.job(t, x.job).State)
+			if st.redis {
+				require.Equal(t, "1:"+x.res.Lease.Token, b.redisValue(t, x.job), "the hint of %s is the claim's", x.job)
+			}
 		}
 	})
 }

@@ -283,10 +283,10 @@ func (m *Manager) ClaimMany(ctx context.Context, reqs []ClaimRequest) []ClaimRes
 		return out
 	}
 	// The job's verdict on each claim. A claim the job refuses gives
-	// back the hint it set: first, in the rare batch where it holds the
-	// hint a claim the job accepts was refused (a claim of a later
-	// attempt than the job's came first), so that the accepted one tries
-	// again.
+	// back the hint it set: first, in the rare batch where a claim the
+	// job accepts is of the same job (a claim of a later attempt than the
+	// job's took the hint before it, or replaced its hint after it), so
+	// that the accepted one sets its hint again.
 	refusals := make([]error, len(todo))
 	var undoRedis []*Lease
 	refusedKeys := map[[2]string]bool{}
@@ -308,7 +308,7 @@ func (m *Manager) ClaimMany(ctx context.Context, reqs []ClaimRequest) []ClaimRes
 	}
 	var again []int
 	for n, i := range todo {
-		if a := reqs[i].Attempt; refusals[n] == nil && inRedis[n] == redisHeld && refusedKeys[[2]string{a.RunID, a.JobID}] {
+		if a := reqs[i].Attempt; refusals[n] == nil && refusedKeys[[2]string{a.RunID, a.JobID}] {
 			again = append(again, n)
 		}
 	}

@@ -23,9 +23,14 @@ func redisAttempt(v string) int {
 
 // acquire sets the key unless it holds a lease of this attempt or a later
 // one: SET NX, except that an earlier attempt's leftover is replaced (the
-// store decides whether the claim holds). 1: set; 0: held.
+// store decides whether the claim holds), and that setting the value the
+// key holds again succeeds. 1: set; 0: held.
 var acquire = redis.NewScript(`
 local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+	redis.call('PEXPIRE', KEYS[1], ARGV[3])
+	return 1
+end
 if v then
 	local n = tonumber(string.match(v, '^(%d+):'))
 	if n == nil or n >= tonumber(ARGV[2]) then return 0 end

@@ -265,8 +265,21 @@ func exerciseBatch(t *testing.T, factory Factory) {
 		run, err := s.RunCreate(ctx, &dag.RunCreateParams{Jobs: pipeline(), Pipeline: "acme/api:.cikit.yml", Branch: "main"})
 		require.NoError(t, err)
 		b := &bundle{store: s, run: run}
-		b.advance(t, "build", cikit.JobSucceeded)
-		b.advance(t, "unit", cikit.JobSucceeded)
+		res := b.advance(t, "build", cikit.JobSucceeded)
+		// Every transition's run is the whole run, pipeline and branch
+		// included (a dispatcher names tenants by them).
+		require.Equal(t, "acme/api:.cikit.yml", res.Run.Pipeline)
+		require.Equal(t, "main", res.Run.Branch)
+		p := &dag.JobTransitionParams{RunID: run.ID, JobID: "unit", Attempt: 1}
+		queued, err := s.JobQueue(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, "acme/api:.cikit.yml", queued.Run.Pipeline)
+		require.Equal(t, "main", queued.Run.Branch)
+		started, err := s.JobStart(ctx, p)
+		require.NoError(t, err)
+		require.Equal(t, "main", started.Run.Branch)
+		_, err = s.JobComplete(ctx, &dag.JobCompleteParams{RunID: run.ID, JobID: "unit", Attempt: 1, Outcome: cikit.JobSucceeded})
+		require.NoError(t, err)
 		b.advance(t, "lint", cikit.JobSucceeded)
 		b.advance(t, "integration", cikit.JobFailed)
 		evs, err := s.OutboxPending(ctx, 1000)

@@ -141,7 +141,8 @@ func Exercise(t *testing.T, cfg Config) {
 	})
 
 	t.Run("RunnerRegistersAndRunsAJob", func(t *testing.T) {
-		b, p := cfg.New(t), newPlatform(t)
+		p := newPlatform(t) // first, so that its server closes after the runners
+		b := cfg.New(t)
 		req := p.request("pool-a", cfg.Labels, false)
 		in, err := b.Provision(ctx, req)
 		if err != nil {
@@ -172,7 +173,8 @@ func Exercise(t *testing.T, cfg Config) {
 	})
 
 	t.Run("ProvisionIsIdempotent", func(t *testing.T) {
-		b, p := cfg.New(t), newPlatform(t)
+		p := newPlatform(t) // first, so that its server closes after the runners
+		b := cfg.New(t)
 		req := p.request("pool-a", cfg.Labels, false)
 		first, err := b.Provision(ctx, req)
 		if err != nil {
@@ -201,7 +203,8 @@ func Exercise(t *testing.T, cfg Config) {
 	})
 
 	t.Run("InstancesListsAllByID", func(t *testing.T) {
-		b, p := cfg.New(t), newPlatform(t)
+		p := newPlatform(t) // first, so that its server closes after the runners
+		b := cfg.New(t)
 		var ids []string
 		for range 3 {
 			req := p.request("pool-b", cfg.Labels, false)
@@ -229,7 +232,8 @@ func Exercise(t *testing.T, cfg Config) {
 	})
 
 	t.Run("DestroyStopsTheRunnerAndItsJob", func(t *testing.T) {
-		b, p := cfg.New(t), newPlatform(t)
+		p := newPlatform(t) // first, so that its server closes after the runners
+		b := cfg.New(t)
 		req := p.request("pool-a", cfg.Labels, false)
 		if _, err := b.Provision(ctx, req); err != nil {
 			t.Fatal(err)
@@ -256,11 +260,17 @@ func Exercise(t *testing.T, cfg Config) {
 				t.Fatalf("Instances lists the destroyed runner as %q", in.State)
 			}
 		}
-		// The job's runner is gone: it sends no more heartbeats.
+		// The job's runner is gone: it sends no more heartbeats, and the
+		// attempt it ran does not stay RUNNING as if it lived (the
+		// platform here has no reaper: the runner must have given the
+		// job back, or failed or cancelled it).
 		eventually(t, timeout, "the destroyed runner to stop calling", func() bool {
 			r, ok := p.runner(req.ID)
 			return ok && time.Since(r.LastSeen) > 4*time.Second
 		})
+		if j := p.job(t, runID); j.State == cikit.JobRunning && j.Attempt == 1 {
+			t.Fatalf("the job of a destroyed runner is still RUNNING at attempt 1")
+		}
 		if err := b.Destroy(ctx, req.ID); err != nil {
 			t.Fatalf("destroying a destroyed runner: %v", err)
 		}
@@ -277,7 +287,8 @@ func Exercise(t *testing.T, cfg Config) {
 	})
 
 	t.Run("EphemeralRunnerTakesOneJob", func(t *testing.T) {
-		b, p := cfg.New(t), newPlatform(t)
+		p := newPlatform(t) // first, so that its server closes after the runners
+		b := cfg.New(t)
 		req := p.request("pool-e", cfg.Labels, true)
 		in, err := b.Provision(ctx, req)
 		if err != nil {
@@ -300,7 +311,8 @@ func Exercise(t *testing.T, cfg Config) {
 	})
 
 	t.Run("InvalidRequests", func(t *testing.T) {
-		b, p := cfg.New(t), newPlatform(t)
+		p := newPlatform(t) // first, so that its server closes after the runners
+		b := cfg.New(t)
 		for name, req := range map[string]*fleet.ProvisionRequest{
 			"no ID":          {Server: p.url, RegistrationToken: registrationToken, Labels: cfg.Labels},
 			"space in ID":    {ID: "a b", Server: p.url, RegistrationToken: registrationToken, Labels: cfg.Labels},
@@ -322,7 +334,8 @@ func Exercise(t *testing.T, cfg Config) {
 	})
 
 	t.Run("UnsupportedLabels", func(t *testing.T) {
-		b, p := cfg.New(t), newPlatform(t)
+		p := newPlatform(t) // first, so that its server closes after the runners
+		b := cfg.New(t)
 		info, err := b.Info(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -337,7 +350,8 @@ func Exercise(t *testing.T, cfg Config) {
 	})
 
 	t.Run("CancelledContext", func(t *testing.T) {
-		b, p := cfg.New(t), newPlatform(t)
+		p := newPlatform(t) // first, so that its server closes after the runners
+		b := cfg.New(t)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		if _, err := b.Provision(cctx, p.request("pool-a", cfg.Labels, false)); !errors.Is(err, context.Canceled) {
