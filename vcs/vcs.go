@@ -7,6 +7,7 @@
 package vcs
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -22,31 +23,108 @@ import (
 // source can tell "no pipeline here" from a failure.
 var ErrNotFound = fs.ErrNotExist
 
-// Provider reads repositories of one version control system. Repositories
-// are named "org/repo" ("acme/platform/api" for nested groups); paths are
-// slash-separated and relative to the repository's root.
-// Implementations are safe for concurrent use.
+// Provider is the platform's view of one version control system: it
+// reads repositories at commits, asks about pull (merge) requests, and
+// posts the statuses of runs and jobs on commits. Repositories are named
+// "org/repo" ("acme/platform/api" for nested groups); paths are
+// slash-separated and relative to the repository's root. What does not
+// exist is an error matching ErrNotFound. Implementations are safe for
+// concurrent use; package vcs/vcstest is the conformance suite they pass.
 type Provider interface {
 	// ReadFile returns a file of repo at commit sha.
 	ReadFile(ctx context.Context, repo, sha, path string) ([]byte, error)
 	// ReadDir returns the names of the files directly in dir of repo at
-	// commit sha, sorted.
+	// commit sha, sorted ("" is the root). Subdirectories are not listed.
 	ReadDir(ctx context.Context, repo, sha, dir string) ([]string, error)
+	// ResolveRef returns the commit a branch or tag of repo points at.
+	ResolveRef(ctx context.Context, repo, ref string) (sha string, err error)
+	// DefaultBranch returns the name of repo's default branch.
+	DefaultBranch(ctx context.Context, repo string) (string, error)
+	// ChangedFiles returns the paths of the files that head changes
+	// since its merge base with base (a "three-dot" comparison, what a
+	// pull request shows), sorted, each once; a rename lists both paths.
+	ChangedFiles(ctx context.Context, repo, base, head string) ([]string, error)
 	// OpenPullRequest returns the number of an open pull (or merge)
 	// request of repo whose head is branch; ok is false when there is
 	// none.
 	OpenPullRequest(ctx context.Context, repo, branch string) (number int, ok bool, err error)
-	// ResolveRef returns the commit a branch or tag of repo points at.
-	ResolveRef(ctx context.Context, repo, ref string) (sha string, err error)
+	// PullRequest returns pull (or merge) request number of repo.
+	PullRequest(ctx context.Context, repo string, number int) (*PullRequest, error)
+	// SetStatus posts the status of a run or job on commit sha of repo,
+	// replacing the one posted before under the same Context.
+	SetStatus(ctx context.Context, repo, sha string, st *Status) error
+}
+
+// PullRequest is a pull request (GitHub) or merge request (GitLab).
+type PullRequest struct {
+	Number int
+	// Open is false once it was merged or closed.
+	Open bool
+	// HeadRepo is the repository its head branch lives in; Fork says it
+	// is not the pull request's own repository. A fork's pull request
+	// runs code from outside: it gets no secrets.
+	HeadRepo   string
+	HeadBranch string
+	HeadSHA    string
+	BaseBranch string
+	Fork       bool
+}
+
+// State is what a status says of a run or job.
+type State string
+
+// The states of a Status. Providers map them onto their own: GitHub's
+// commit statuses know only pending, success, failure and error, so
+// running is pending there and skipped is success.
+const (
+	StatePending   State = "pending"
+	StateRunning   State = "running"
+	StateSuccess   State = "success"
+	StateFailure   State = "failure"
+	StateCancelled State = "cancelled"
+	StateSkipped   State = "skipped"
+)
+
+// Status is the state of a run or job, posted on a commit.
+type Status struct {
+	// Context names what the status is about, such as "cikit" for a run
+	// or "cikit/build" for its job build: one status per Context and
+	// commit, the latest.
+	Context string
+	State   State
+	// Description says it in a line (GitHub keeps 140 characters).
+	Description string
+	// TargetURL links to the run or job on the platform.
+	TargetURL string
+}
+
+// Validate reports what is wrong with st, if anything.
+func (st *Status) Validate() error {
+	switch {
+	case st.Context == "":
+		return errors.New("vcs: a status needs a Context")
+	case len(st.Context) > 255:
+		return fmt.Errorf("vcs: status context %q is longer than 255 bytes", st.Context)
+	}
+	switch st.State {
+	case StatePending, StateRunning, StateSuccess, StateFailure, StateCancelled, StateSkipped:
+		return nil
+	}
+	return fmt.Errorf("vcs: status state %q is not pending, running, success, failure, cancelled or skipped", st.State)
 }
 
 // Memory is a Provider over commits held in memory. The zero value is
-// empty and ready to use.
+// empty and ready to use. Commits have no history: ChangedFiles compares
+// the two commits' files, which is the three-dot comparison when base is
+// the merge base.
 type Memory struct {
-	mu      sync.Mutex
-	commits map[string]map[string][]byte // "repo@sha" -> path -> content
-	prs     map[string]int               // "repo\x00branch" -> number
-	refs    map[string]string            // "repo\x00ref" -> sha
+	mu       sync.Mutex
+	commits  map[string]map[string][]byte // "repo@sha" -> path -> content
+	prs      map[string]int               // "repo\x00branch" -> number
+	pulls    map[string]*PullRequest      // "repo#number" -> pull request
+	refs     map[string]string            // "repo\x00ref" -> sha
+	defaults map[string]string            // repo -> default branch
+	statuses map[string][]Status          // "repo@sha" -> statuses posted, in order
 }
 
 var _ Provider = (*Memory)(nil)
@@ -98,10 +176,156 @@ func (m *Memory) SetPullRequest(repo, branch string, number int) {
 		m.prs = make(map[string]int)
 	}
 	if number == 0 {
+		if n, ok := m.prs[repo+"\x00"+branch]; ok {
+			if pr := m.pulls[fmt.Sprintf("%s#%d", repo, n)]; pr != nil {
+				pr.Open = false
+			}
+		}
 		delete(m.prs, repo+"\x00"+branch)
 		return
 	}
 	m.prs[repo+"\x00"+branch] = number
+	if m.pulls == nil {
+		m.pulls = make(map[string]*PullRequest)
+	}
+	k := fmt.Sprintf("%s#%d", repo, number)
+	if pr, ok := m.pulls[k]; ok {
+		pr.Open, pr.HeadBranch = true, branch
+		return
+	}
+	m.pulls[k] = &PullRequest{Number: number, Open: true, HeadRepo: repo, HeadBranch: branch, HeadSHA: m.refs[repo+"\x00"+branch],
+		BaseBranch: m.defaultBranch(repo)}
+}
+
+// AddPullRequest records pull request pr of repo as it is given, opening
+// it (for OpenPullRequest) when pr.Open.
+func (m *Memory) AddPullRequest(repo string, pr PullRequest) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pulls == nil {
+		m.pulls = make(map[string]*PullRequest)
+	}
+	if m.prs == nil {
+		m.prs = make(map[string]int)
+	}
+	c := pr
+	m.pulls[fmt.Sprintf("%s#%d", repo, pr.Number)] = &c
+	if pr.Open && !pr.Fork {
+		m.prs[repo+"\x00"+pr.HeadBranch] = pr.Number
+	}
+}
+
+func (m *Memory) PullRequest(ctx context.Context, repo string, number int) (*PullRequest, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	pr, ok := m.pulls[fmt.Sprintf("%s#%d", repo, number)]
+	if !ok {
+		return nil, fmt.Errorf("vcs: pull request %d of %s: %w", number, repo, ErrNotFound)
+	}
+	c := *pr
+	return &c, nil
+}
+
+// SetDefaultBranch names repo's default branch; it is "main" until set.
+func (m *Memory) SetDefaultBranch(repo, branch string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.defaults == nil {
+		m.defaults = make(map[string]string)
+	}
+	m.defaults[repo] = branch
+}
+
+func (m *Memory) defaultBranch(repo string) string {
+	if b, ok := m.defaults[repo]; ok {
+		return b
+	}
+	return "main"
+}
+
+func (m *Memory) DefaultBranch(ctx context.Context, repo string) (string, error) {
+	if err := ctx.Err(); err != nil {
+		return "", err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.defaultBranch(repo), nil
+}
+
+func (m *Memory) ChangedFiles(ctx context.Context, repo, base, head string) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, err := m.commit(repo, base)
+	if err != nil {
+		return nil, err
+	}
+	h, err := m.commit(repo, head)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for p, data := range h {
+		if old, ok := b[p]; !ok || !bytes.Equal(old, data) {
+			out = append(out, p)
+		}
+	}
+	for p := range b {
+		if _, ok := h[p]; !ok {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (m *Memory) SetStatus(ctx context.Context, repo, sha string, st *Status) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := st.Validate(); err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if _, err := m.commit(repo, sha); err != nil {
+		return err
+	}
+	if m.statuses == nil {
+		m.statuses = make(map[string][]Status)
+	}
+	m.statuses[repo+"@"+sha] = append(m.statuses[repo+"@"+sha], *st)
+	return nil
+}
+
+// Statuses returns the latest status of each context posted on commit sha
+// of repo, by context.
+func (m *Memory) Statuses(repo, sha string) []Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	latest := map[string]Status{}
+	for _, st := range m.statuses[repo+"@"+sha] {
+		latest[st.Context] = st
+	}
+	out := make([]Status, 0, len(latest))
+	for _, st := range latest {
+		out = append(out, st)
+	}
+	slices.SortFunc(out, func(a, b Status) int { return strings.Compare(a.Context, b.Context) })
+	return out
+}
+
+// StatusHistory returns every status posted on commit sha of repo, in
+// order.
+func (m *Memory) StatusHistory(repo, sha string) []Status {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.statuses[repo+"@"+sha])
 }
 
 func (m *Memory) commit(repo, sha string) (map[string][]byte, error) {
