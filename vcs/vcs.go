@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 )
 
 // ErrNotFound is matched by the errors of a file, directory, repository or
@@ -385,6 +386,20 @@ func (m *Memory) OpenPullRequest(ctx context.Context, repo, branch string) (int,
 	n, ok := m.prs[repo+"\x00"+branch]
 	return n, ok, nil
 }
+
+// RateLimitError is a provider's answer that the forge refused a call
+// for its rate limit (GitHub's 403 or 429 with Retry-After or a reset
+// time, GitLab's 429): try again after RetryAfter.
+type RateLimitError struct {
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("vcs: rate limited; retry after %s: %v", e.RetryAfter, e.Err)
+}
+
+func (e *RateLimitError) Unwrap() error { return e.Err }
 
 // IsNotFound reports whether err says that something does not exist.
 func IsNotFound(err error) bool { return errors.Is(err, ErrNotFound) }
