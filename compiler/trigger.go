@@ -116,6 +116,24 @@ func (p *Plan) Triggered(ev *Event) (ok bool, reason string) {
 }
 
 // canonicalEvent maps the synonyms of Event.Name to one name.
+// SkippedByPaths reports whether ev does not trigger the pipeline only
+// because of its path filters: with the changed files unknown, it would.
+// A platform reports such a pipeline as a success ("skipped: no matching
+// paths"), so that a check a branch protection requires does not wait
+// forever for a run that will never come.
+func (p *Plan) SkippedByPaths(ev *Event) bool {
+	if ev == nil || ev.ChangedFiles == nil {
+		return false
+	}
+	if ok, _ := p.Triggered(ev); ok {
+		return false
+	}
+	unknown := *ev
+	unknown.ChangedFiles = nil
+	ok, _ := p.Triggered(&unknown)
+	return ok
+}
+
 func canonicalEvent(name string) string {
 	switch name {
 	case "tag":

@@ -102,3 +102,19 @@ func TestTriggeredWithoutTriggers(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "the pipeline declares no triggers", why)
 }
+
+// TestSkippedByPaths: only an event that the path filters alone keep out
+// is skipped by paths.
+func TestSkippedByPaths(t *testing.T) {
+	t.Parallel()
+	plan := compileGitHub(t, "on: {pull_request: {branches: [main], paths: ['src/**']}}\n"+jobsOnly)
+	pr := func(base string, files []string) *compiler.Event {
+		return &compiler.Event{Name: "pull_request", BaseBranch: base, ChangedFiles: files, Payload: map[string]any{"action": "opened"}}
+	}
+	require.True(t, plan.SkippedByPaths(pr("main", []string{"docs/guide.md", "README.md"})), "only docs changed")
+	require.False(t, plan.SkippedByPaths(pr("main", []string{"docs/guide.md", "src/a.go"})), "triggered")
+	require.False(t, plan.SkippedByPaths(pr("dev", []string{"docs/guide.md"})), "the branch filter keeps it out too")
+	require.False(t, plan.SkippedByPaths(pr("main", nil)), "changed files unknown: triggered")
+	require.False(t, plan.SkippedByPaths(&compiler.Event{Name: "push", Ref: "refs/heads/main", ChangedFiles: []string{"x"}}), "another event")
+	require.False(t, plan.SkippedByPaths(nil))
+}

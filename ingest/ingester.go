@@ -16,6 +16,7 @@ import (
 	"github.com/cikit/cikit/compiler"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/vcs"
+	"github.com/cikit/cikit/vcs/status"
 )
 
 // DefaultDebounce is how long a push to a branch other than the default
@@ -47,6 +48,14 @@ type IngesterConfig struct {
 	// that a storm of redeliveries is absorbed without asking the store.
 	// Default: DefaultSeenCache; negative disables it.
 	SeenCache int
+	// Statuses, when set, receives a success status "skipped: no
+	// matching paths" on the event's commit for each pipeline that only
+	// its path filters kept from running (its context is
+	// status.PipelineContext of the file), so that checks a branch
+	// protection requires do not wait forever. A *status.Reporter fits.
+	Statuses interface {
+		Report(repo, sha string, st vcs.Status) error
+	}
 	// Logger receives a line per decision. Default: slog.Default().
 	Logger *slog.Logger
 }
@@ -155,8 +164,9 @@ func (in *Ingester) ingest(ctx context.Context, ev *Event) (d *Delivery, created
 		return nil, false, err
 	}
 	p := &CreateRunsParams{Event: ev, Reason: reason}
+	var skipped []string
 	if reason == "" {
-		if p.Runs, p.Reason, err = in.plan(ctx, ev); err != nil {
+		if p.Runs, p.Reason, skipped, err = in.plan(ctx, ev); err != nil {
 			return nil, false, err
 		}
 	}
@@ -165,6 +175,9 @@ func (in *Ingester) ingest(ctx context.Context, ev *Event) (d *Delivery, created
 		return nil, false, err
 	}
 	in.seen.put(ev, d)
+	if created && (len(d.RunIDs) > 0 || d.Dropped == p.Reason) {
+		in.reportSkipped(ctx, ev, skipped)
+	}
 	if created {
 		in.log.InfoContext(ctx, "delivery taken in", "delivery", ev.DeliveryID, "key", ev.Key(), "sha", ev.SHA,
 			"runs", d.RunIDs, "dropped", d.Dropped)
@@ -239,18 +252,68 @@ func (in *Ingester) yield(ctx context.Context, ev *Event) (string, error) {
 	return "", nil
 }
 
+// reportSkipped reports the pipelines files that only their path filters
+// kept from running as successes.
+func (in *Ingester) reportSkipped(ctx context.Context, ev *Event, files []string) {
+	if in.cfg.Statuses == nil {
+		return
+	}
+	for _, f := range files {
+		st := vcs.Status{Context: status.PipelineContext(f), State: vcs.StateSuccess, Description: "skipped: no matching paths"}
+		if err := in.cfg.Statuses.Report(ev.Org+"/"+ev.Repo, ev.SHA, st); err != nil {
+			in.log.WarnContext(ctx, "reporting a pipeline skipped by its paths", "file", f, "sha", ev.SHA, "err", err)
+		}
+	}
+}
+
+// changedFiles asks the provider which files ev changes when its payload
+// did not say: a pull request's against its base branch, a push's since
+// the commit before. It returns nil (unknown: path filters pass) when it
+// cannot tell.
+func (in *Ingester) changedFiles(ctx context.Context, ev *Event) []string {
+	repo := ev.Org + "/" + ev.Repo
+	var base string
+	switch {
+	case ev.Kind == KindPullRequest && ev.BaseRef != "":
+		sha, err := in.cfg.VCS.ResolveRef(ctx, repo, ev.BaseRef)
+		if err != nil {
+			in.log.WarnContext(ctx, "cannot resolve the pull request's base; path filters not checked", "base", ev.BaseRef, "err", err)
+			return nil
+		}
+		base = sha
+	case ev.Kind == KindPush && ev.Before != "" && strings.Trim(ev.Before, "0") != "":
+		base = ev.Before
+	default:
+		return nil
+	}
+	files, err := in.cfg.VCS.ChangedFiles(ctx, repo, base, ev.SHA)
+	if err != nil {
+		in.log.WarnContext(ctx, "cannot list the changed files; path filters not checked", "base", base, "head", ev.SHA, "err", err)
+		return nil
+	}
+	if files == nil {
+		files = []string{}
+	}
+	return files
+}
+
 // plan reads and compiles the pipelines at ev's commit and returns the
-// runs of those ev triggers, or the reason there are none.
-func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams, string, error) {
+// runs of those ev triggers, or the reason there are none, and the files
+// of the pipelines only their path filters keep from running.
+func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams, string, []string, error) {
 	repo := ev.Org + "/" + ev.Repo
 	files, err := in.pipelineFiles(ctx, repo, ev.SHA)
 	if err != nil {
-		return nil, "", err
+		return nil, "", nil, err
 	}
 	if len(files) == 0 {
-		return nil, fmt.Sprintf("%s has no pipeline at %s", repo, ev.SHA), nil
+		return nil, fmt.Sprintf("%s has no pipeline at %s", repo, ev.SHA), nil, nil
 	}
 	cev := compilerEvent(ev)
+	if cev.ChangedFiles == nil {
+		cev.ChangedFiles = in.changedFiles(ctx, ev)
+	}
+	var skipped []string
 	src := &source{vcs: in.cfg.VCS, repo: repo, sha: ev.SHA}
 	var runs []*dag.RunCreateParams
 	var why []string
@@ -258,7 +321,7 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 		plan, diags, err := compiler.Compile(ctx, src, f, compiler.Options{Event: cev, MaxMatrixJobs: in.cfg.MaxMatrixJobs})
 		if err != nil {
 			if ctx.Err() != nil || !errors.Is(err, vcs.ErrNotFound) && !isCompileRefusal(err) {
-				return nil, "", fmt.Errorf("ingest: compile %s of %s at %s: %w", f, repo, ev.SHA, err)
+				return nil, "", nil, fmt.Errorf("ingest: compile %s of %s at %s: %w", f, repo, ev.SHA, err)
 			}
 			why = append(why, fmt.Sprintf("%s: %v", f, err))
 			continue
@@ -269,6 +332,9 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 		}
 		if ok, reason := plan.Triggered(cev); !ok {
 			why = append(why, f+": "+reason)
+			if plan.SkippedByPaths(cev) {
+				skipped = append(skipped, f)
+			}
 			continue
 		}
 		if len(plan.Jobs) == 0 {
@@ -281,9 +347,9 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 		})
 	}
 	if len(runs) > 0 {
-		return runs, "", nil
+		return runs, "", skipped, nil
 	}
-	return nil, strings.Join(why, "; "), nil
+	return nil, strings.Join(why, "; "), skipped, nil
 }
 
 // isCompileRefusal reports whether a compile error is the file's fault

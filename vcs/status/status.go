@@ -70,6 +70,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// PipelineContext is the status context of the runs of a pipeline file,
+// such as "cikit/.github/workflows/ci.yml".
+func PipelineContext(file string) string { return "cikit/" + file }
+
 // check names one status: a context on a commit.
 type check struct {
 	repo, sha, context string

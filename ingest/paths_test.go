@@ -1,0 +1,100 @@
+package ingest_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/ingest"
+	"github.com/cikit/cikit/vcs"
+	"github.com/cikit/cikit/vcs/status"
+)
+
+const (
+	srcOnly = `on:
+  pull_request:
+    branches: [main]
+    paths: ['src/**']
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    steps: [{run: go test ./...}]
+`
+	always = `on: pull_request
+jobs:
+  lint:
+    runs-on: ubuntu-latest
+    steps: [{run: make lint}]
+`
+)
+
+// TestPathFiltersAndRequiredChecks: a pull request that changes only docs
+// starts no run of the path-filtered workflow, and that workflow's check
+// is reported as a success "skipped: no matching paths", so a branch
+// protection requiring it does not wait forever. The changed files come
+// from the provider: pull request payloads do not list them.
+func TestPathFiltersAndRequiredChecks(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := &vcs.Memory{}
+	base := map[string]string{".github/workflows/src.yml": srcOnly, ".github/workflows/lint.yml": always,
+		"src/main.go": "package main", "docs/guide.md": "v1"}
+	p.AddCommit("acme/api", "base", base)
+	p.SetRef("acme/api", "main", "base")
+	docs := map[string]string{}
+	for k, v := range base {
+		docs[k] = v
+	}
+	docs["docs/guide.md"] = "v2"
+	p.AddCommit("acme/api", "docs-head", docs)
+	code := map[string]string{}
+	for k, v := range docs {
+		code[k] = v
+	}
+	code["src/main.go"] = "package main // changed"
+	p.AddCommit("acme/api", "code-head", code)
+
+	reporter, err := status.New(status.Config{Provider: p, Rate: 1000, Burst: 1000})
+	require.NoError(t, err)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = reporter.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+
+	store := dag.NewMemoryStore(dag.MemoryConfig{})
+	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: ingest.NewMemoryRunStore(store, nil), VCS: p, Statuses: reporter})
+	require.NoError(t, err)
+	pr := func(id, sha string, n int) *ingest.Event {
+		return &ingest.Event{Provider: ingest.GitHub, DeliveryID: id, Kind: ingest.KindPullRequest, Org: "acme", Repo: "api",
+			RefType: ingest.RefBranch, RefName: "docs", SHA: sha, PRNumber: n, BaseRef: "main", DefaultBranch: "main",
+			EventTime: time.Date(2026, 11, 30, 12, 0, n, 0, time.UTC), Raw: []byte(`{"action":"opened"}`)}
+	}
+	pipelines := func(d *ingest.Delivery) []string {
+		var out []string
+		for _, id := range d.RunIDs {
+			run, err := store.RunGet(ctx, id)
+			require.NoError(t, err)
+			out = append(out, run.Pipeline)
+		}
+		return out
+	}
+
+	d, created, err := in.Ingest(ctx, pr("d1", "docs-head", 1))
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Equal(t, []string{"acme/api:.github/workflows/lint.yml"}, pipelines(d), "only the workflow without path filters runs")
+	fctx, fcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer fcancel()
+	require.NoError(t, reporter.Flush(fctx))
+	require.Equal(t, []vcs.Status{{Context: "cikit/.github/workflows/src.yml", State: vcs.StateSuccess,
+		Description: "skipped: no matching paths"}}, p.Statuses("acme/api", "docs-head"))
+
+	d, _, err = in.Ingest(ctx, pr("d2", "code-head", 2))
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"acme/api:.github/workflows/lint.yml", "acme/api:.github/workflows/src.yml"}, pipelines(d))
+	require.NoError(t, reporter.Flush(fctx))
+	require.Empty(t, p.Statuses("acme/api", "code-head"), "nothing skipped")
+}
