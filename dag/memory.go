@@ -119,7 +119,7 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	if _, dup := s.runs[id]; dup {
 		return nil, fmt.Errorf("dag: run ID %q: %w", id, cikit.ErrConflict)
 	}
-	r.run = Run{ID: id, CreatedAt: now, IdempotencyKey: p.IdempotencyKey, Pipeline: p.Pipeline, Branch: p.Branch}
+	r.run = Run{ID: id, CreatedAt: now, IdempotencyKey: p.IdempotencyKey, Pipeline: p.Pipeline, Branch: p.Branch, SHA: p.SHA}
 	if p.IdempotencyKey != "" {
 		s.keys[p.IdempotencyKey] = id
 	}
@@ -132,7 +132,7 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	r.updateRun(now)
 	s.runs[id] = r
 	run := r.run
-	s.outbox = append(s.outbox, &OutboxEvent{ID: newEventID(), Type: EventPipelineCreated, RunID: id, Pipeline: run.Pipeline,
+	s.outbox = append(s.outbox, &OutboxEvent{ID: newEventID(), Type: EventPipelineCreated, RunID: id, Pipeline: run.Pipeline, SHA: run.SHA,
 		State: string(run.State), CreatedAt: now})
 	var initial []*Job
 	for i := range r.jobs {

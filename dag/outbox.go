@@ -28,14 +28,14 @@ func (s *PostgresStore) OutboxPublish(ctx context.Context, limit int, publish fu
 	var n int
 	var publishErr error
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, `SELECT id, type, run_id, pipeline, job_id, attempt, state, reason, created_at
+		rows, err := tx.Query(ctx, `SELECT id, type, run_id, pipeline, sha, job_id, attempt, state, reason, created_at
 			FROM outbox WHERE published_at IS NULL ORDER BY seq LIMIT $1 FOR UPDATE SKIP LOCKED`, limit)
 		if err != nil {
 			return err
 		}
 		evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*OutboxEvent, error) {
 			e := &OutboxEvent{}
-			err := row.Scan(&e.ID, &e.Type, &e.RunID, &e.Pipeline, &e.JobID, &e.Attempt, &e.State, &e.Reason, &e.CreatedAt)
+			err := row.Scan(&e.ID, &e.Type, &e.RunID, &e.Pipeline, &e.SHA, &e.JobID, &e.Attempt, &e.State, &e.Reason, &e.CreatedAt)
 			e.CreatedAt = e.CreatedAt.UTC()
 			return e, err
 		})

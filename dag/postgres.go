@@ -126,7 +126,7 @@ func (s *PostgresStore) RunCreate(ctx context.Context, p *RunCreateParams) (run 
 	// Committed: the run's graph is known without reading it back. (Not
 	// in RunCreateTx, whose caller may still roll back.)
 	if g, err := FromSpecs(p.Jobs); err == nil {
-		s.graphs.put(run.ID, &runGraph{g: g, specs: cloneSpecs(p.Jobs), branch: p.Branch, pipeline: p.Pipeline})
+		s.graphs.put(run.ID, &runGraph{g: g, specs: cloneSpecs(p.Jobs), branch: p.Branch, pipeline: p.Pipeline, sha: p.SHA})
 	}
 	return run, nil
 }
@@ -181,7 +181,7 @@ func (s *PostgresStore) runCreateManyTx(ctx context.Context, tx pgx.Tx, ps []*Ru
 		}
 		states := Initial(g)
 		run := &Run{ID: s.newID(), CreatedAt: now, State: RunStatus(g, states), IdempotencyKey: p.IdempotencyKey,
-			Pipeline: p.Pipeline, Branch: p.Branch}
+			Pipeline: p.Pipeline, Branch: p.Branch, SHA: p.SHA}
 		if run.State.Terminal() {
 			run.FinishedAt = now
 		}
@@ -284,20 +284,21 @@ func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newR
 		return nil
 	}
 	var (
-		runIDs, runStates, runKeys, runPipelines, runBranches []string
-		runFinished                                           []*time.Time
-		jRuns, jIDs, jSpecs, jStates, jReasons                []string
-		jPositions                                            []int
-		jReady, jFinished                                     []*time.Time
-		jAllow                                                []bool
-		dRuns, dJobs, dNeeds                                  []string
-		ended                                                 []*Job
-		evs                                                   []*OutboxEvent
+		runIDs, runStates, runKeys, runPipelines, runBranches, runSHAs []string
+		runFinished                                                    []*time.Time
+		jRuns, jIDs, jSpecs, jStates, jReasons                         []string
+		jPositions                                                     []int
+		jReady, jFinished                                              []*time.Time
+		jAllow                                                         []bool
+		dRuns, dJobs, dNeeds                                           []string
+		ended                                                          []*Job
+		evs                                                            []*OutboxEvent
 	)
 	for _, n := range fresh {
 		run, p := n.run, n.p
 		runIDs, runStates, runKeys = append(runIDs, run.ID), append(runStates, string(run.State)), append(runKeys, p.IdempotencyKey)
 		runPipelines, runBranches, runFinished = append(runPipelines, p.Pipeline), append(runBranches, p.Branch), append(runFinished, nullTime(run.FinishedAt))
+		runSHAs = append(runSHAs, p.SHA)
 		var initial []*Job
 		for i, spec := range p.Jobs {
 			data, err := json.Marshal(spec)
@@ -322,15 +323,15 @@ func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newR
 				dRuns, dJobs, dNeeds = append(dRuns, run.ID), append(dJobs, spec.ID), append(dNeeds, n.g.Node(pi).ID)
 			}
 		}
-		evs = append(evs, &OutboxEvent{ID: newEventID(), Type: EventPipelineCreated, RunID: run.ID, Pipeline: run.Pipeline,
+		evs = append(evs, &OutboxEvent{ID: newEventID(), Type: EventPipelineCreated, RunID: run.ID, Pipeline: run.Pipeline, SHA: run.SHA,
 			State: string(run.State), CreatedAt: now})
 		evs = append(evs, events(newEventID, now, run, false, initial)...)
 	}
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key, pipeline, branch)
-		SELECT id, st, $3, fin, nullif(k, ''), pl, br
-		FROM unnest($1::text[], $2::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[]) AS t(id, st, fin, k, pl, br)`,
-		runIDs, runStates, now, runFinished, runKeys, runPipelines, runBranches)
+	b.Queue(`INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key, pipeline, branch, sha)
+		SELECT id, st, $3, fin, nullif(k, ''), pl, br, sha
+		FROM unnest($1::text[], $2::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[]) AS t(id, st, fin, k, pl, br, sha)`,
+		runIDs, runStates, now, runFinished, runKeys, runPipelines, runBranches, runSHAs)
 	b.Queue(`INSERT INTO jobs (run_id, position, job_id, spec, state, reason, ready_at, finished_at, allow_failure)
 		SELECT r, pos, j, sp::jsonb, st, rs, rd, fn, af
 		FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::timestamptz[], $9::bool[])
@@ -823,14 +824,14 @@ func (s *PostgresStore) runTx(ctx context.Context, tx conn, runID string) (*Run,
 }
 
 // runColumns are the columns of pipeline_runs scanRun reads.
-const runColumns = `state, created_at, finished_at, idempotency_key, pipeline, branch`
+const runColumns = `state, created_at, finished_at, idempotency_key, pipeline, branch, sha`
 
 // scanRun reads a run's row: runColumns.
 func scanRun(runID string, row pgx.Row) (*Run, error) {
 	run := &Run{ID: runID}
 	var finished *time.Time
 	var key *string
-	if err := row.Scan(&run.State, &run.CreatedAt, &finished, &key, &run.Pipeline, &run.Branch); err != nil {
+	if err := row.Scan(&run.State, &run.CreatedAt, &finished, &key, &run.Pipeline, &run.Branch, &run.SHA); err != nil {
 		return nil, interpretError(err)
 	}
 	run.FinishedAt = deref(finished)
@@ -882,16 +883,17 @@ func queueOutbox(b *pgx.Batch, evs []*OutboxEvent) {
 	if len(evs) == 0 {
 		return
 	}
-	var ids, types, runs, pipelines, jobs, states, reasons []string
+	var ids, types, runs, pipelines, shas, jobs, states, reasons []string
 	var attempts []int
 	var created []time.Time
 	for _, e := range evs {
 		ids, types, runs, pipelines, jobs = append(ids, e.ID), append(types, e.Type), append(runs, e.RunID), append(pipelines, e.Pipeline), append(jobs, e.JobID)
 		attempts, states, reasons, created = append(attempts, e.Attempt), append(states, e.State), append(reasons, e.Reason), append(created, e.CreatedAt)
+		shas = append(shas, e.SHA)
 	}
-	b.Queue(`INSERT INTO outbox (id, type, run_id, pipeline, job_id, attempt, state, reason, created_at)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::text[], $8::text[], $9::timestamptz[])`,
-		ids, types, runs, pipelines, jobs, attempts, states, reasons, created)
+	b.Queue(`INSERT INTO outbox (id, type, run_id, pipeline, job_id, attempt, state, reason, created_at, sha)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::int[], $7::text[], $8::text[], $9::timestamptz[], $10::text[])`,
+		ids, types, runs, pipelines, jobs, attempts, states, reasons, created, shas)
 }
 
 // jobColumns are jobs' records as one array per column, for unnest.
@@ -943,7 +945,7 @@ func queueJobUpdates(b *pgx.Batch, runID string, changed []*Job) {
 }
 
 func (s *PostgresStore) OutboxPending(ctx context.Context, limit int) ([]*OutboxEvent, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, type, run_id, pipeline, job_id, attempt, state, reason, created_at
+	rows, err := s.pool.Query(ctx, `SELECT id, type, run_id, pipeline, sha, job_id, attempt, state, reason, created_at
 		FROM outbox WHERE published_at IS NULL ORDER BY seq LIMIT $1`, limit)
 	if err != nil {
 		return nil, interpretError(err)
@@ -952,7 +954,7 @@ func (s *PostgresStore) OutboxPending(ctx context.Context, limit int) ([]*Outbox
 	var out []*OutboxEvent
 	for rows.Next() {
 		e := &OutboxEvent{}
-		if err := rows.Scan(&e.ID, &e.Type, &e.RunID, &e.Pipeline, &e.JobID, &e.Attempt, &e.State, &e.Reason, &e.CreatedAt); err != nil {
+		if err := rows.Scan(&e.ID, &e.Type, &e.RunID, &e.Pipeline, &e.SHA, &e.JobID, &e.Attempt, &e.State, &e.Reason, &e.CreatedAt); err != nil {
 			return nil, interpretError(err)
 		}
 		e.CreatedAt = e.CreatedAt.UTC()

@@ -21,8 +21,9 @@ type runGraph struct {
 	g      *Graph
 	specs  []*cikit.JobSpec
 	branch string // the run's, which scopes its concurrency groups
-	// pipeline is the run's, which its outbox events name.
+	// pipeline and sha are the run's, which its outbox events name.
 	pipeline string
+	sha      string
 }
 
 // defaultGraphCache is how many runs' graphs a PostgresStore keeps.
@@ -75,15 +76,15 @@ func (s *PostgresStore) graph(ctx context.Context, q querier, runID string) (*ru
 	if rg, ok := s.graphs.get(runID); ok {
 		return rg, nil
 	}
-	rows, err := q.Query(ctx, `SELECT j.spec, r.branch, r.pipeline FROM jobs j JOIN pipeline_runs r ON r.id = j.run_id
+	rows, err := q.Query(ctx, `SELECT j.spec, r.branch, r.pipeline, r.sha FROM jobs j JOIN pipeline_runs r ON r.id = j.run_id
 		WHERE j.run_id = $1 ORDER BY j.position`, runID)
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	var branch, pipeline string
+	var branch, pipeline, sha string
 	specs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*cikit.JobSpec, error) {
 		var data []byte
-		if err := row.Scan(&data, &branch, &pipeline); err != nil {
+		if err := row.Scan(&data, &branch, &pipeline, &sha); err != nil {
 			return nil, err
 		}
 		spec := &cikit.JobSpec{}
@@ -102,7 +103,7 @@ func (s *PostgresStore) graph(ctx context.Context, q querier, runID string) (*ru
 	if err != nil {
 		return nil, fmt.Errorf("dag: run %q: stored jobs do not form a graph: %w", runID, err)
 	}
-	rg := &runGraph{g: g, specs: specs, branch: branch, pipeline: pipeline}
+	rg := &runGraph{g: g, specs: specs, branch: branch, pipeline: pipeline, sha: sha}
 	s.graphs.put(runID, rg)
 	return rg, nil
 }
@@ -547,7 +548,7 @@ func (s *PostgresStore) fastUpdate(ctx context.Context, tx batchSender, fast []*
 	}
 	for _, f := range fast { // the rest of the run's row, from its graph
 		if r, ok := runs[f.e.RunID]; ok {
-			r.Pipeline, r.Branch = f.rg.pipeline, f.rg.branch
+			r.Pipeline, r.Branch, r.SHA = f.rg.pipeline, f.rg.branch, f.rg.sha
 		}
 	}
 	rows, err = br.Query()
@@ -592,7 +593,7 @@ func (s *PostgresStore) jobEvents(ctx context.Context, now time.Time, jobs []*Jo
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, events(newEventID, now, &Run{ID: j.RunID, Pipeline: rg.pipeline}, false, []*Job{j})...)
+		out = append(out, events(newEventID, now, &Run{ID: j.RunID, Pipeline: rg.pipeline, SHA: rg.sha}, false, []*Job{j})...)
 	}
 	return out, nil
 }

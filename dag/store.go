@@ -150,7 +150,10 @@ type OutboxEvent struct {
 	Type  string
 	RunID string
 	// Pipeline is the run's (RunCreateParams.Pipeline), "" if it has none.
-	Pipeline  string
+	Pipeline string
+	// SHA is the commit the run builds (RunCreateParams.SHA), "" if it
+	// was not given.
+	SHA       string
 	JobID     string // "" for pipeline events
 	Attempt   int    // 0 for pipeline events
 	State     string // the job's or the run's new state
@@ -192,11 +195,12 @@ func jobEventType(s cikit.JobState) string {
 func events(newID func() string, now time.Time, run *Run, wasTerminal bool, changed []*Job) []*OutboxEvent {
 	out := make([]*OutboxEvent, 0, len(changed)+1)
 	for _, j := range changed {
-		out = append(out, &OutboxEvent{ID: newID(), Type: jobEventType(j.State), RunID: j.RunID, Pipeline: run.Pipeline, JobID: j.ID(),
+		out = append(out, &OutboxEvent{ID: newID(), Type: jobEventType(j.State), RunID: j.RunID, Pipeline: run.Pipeline, SHA: run.SHA, JobID: j.ID(),
 			Attempt: j.Attempt, State: string(j.State), Reason: j.Reason, CreatedAt: now})
 	}
 	if run.State.Terminal() && !wasTerminal {
-		out = append(out, &OutboxEvent{ID: newID(), Type: EventPipelineCompleted, RunID: run.ID, Pipeline: run.Pipeline, State: string(run.State), CreatedAt: now})
+		out = append(out, &OutboxEvent{ID: newID(), Type: EventPipelineCompleted, RunID: run.ID, Pipeline: run.Pipeline, SHA: run.SHA,
+			State: string(run.State), CreatedAt: now})
 	}
 	return out
 }
@@ -214,6 +218,8 @@ type RunCreateParams struct {
 	// and a file of it, such as "acme/api:.cikit.yml". Runs without one
 	// never supersede and are never superseded.
 	Pipeline string
+	// SHA is the commit the run builds, for the statuses posted on it.
+	SHA string
 	// Branch is the branch the run builds. It scopes superseding, which
 	// a run without one is never part of, and the run's concurrency
 	// groups (see GroupKey).
@@ -340,9 +346,10 @@ type Run struct {
 	FinishedAt time.Time // zero until the run is terminal
 	// IdempotencyKey is the key the run was created with, if any.
 	IdempotencyKey string
-	// Pipeline and Branch are those the run was created with.
+	// Pipeline, Branch and SHA are those the run was created with.
 	Pipeline string
 	Branch   string
+	SHA      string
 }
 
 // Job is one job of a run and its current state.

@@ -342,7 +342,7 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 			continue
 		}
 		runs = append(runs, &dag.RunCreateParams{
-			Jobs: plan.Jobs, Pipeline: repo + ":" + f, Branch: branchOf(ev),
+			Jobs: plan.Jobs, Pipeline: repo + ":" + f, Branch: branchOf(ev), SHA: ev.SHA,
 			DefaultBranch: ev.RefType == RefBranch && ev.RefName == ev.DefaultBranch,
 		})
 	}

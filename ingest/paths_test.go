@@ -95,6 +95,9 @@ func TestPathFiltersAndRequiredChecks(t *testing.T) {
 	d, _, err = in.Ingest(ctx, pr("d2", "code-head", 2))
 	require.NoError(t, err)
 	require.ElementsMatch(t, []string{"acme/api:.github/workflows/lint.yml", "acme/api:.github/workflows/src.yml"}, pipelines(d))
+	run, err := store.RunGet(ctx, d.RunIDs[0])
+	require.NoError(t, err)
+	require.Equal(t, "code-head", run.SHA, "a run records the commit it builds")
 	require.NoError(t, reporter.Flush(fctx))
 	require.Empty(t, p.Statuses("acme/api", "code-head"), "nothing skipped")
 }

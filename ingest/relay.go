@@ -267,6 +267,8 @@ type PipelineEvent struct {
 	Type     string `json:"type"`
 	RunID    string `json:"run_id"`
 	Pipeline string `json:"pipeline,omitempty"`
+	// SHA is the commit the run builds, when it was created with one.
+	SHA string `json:"sha,omitempty"`
 	// JobID and Attempt are empty for pipeline events.
 	JobID   string `json:"job_id,omitempty"`
 	Attempt int    `json:"attempt,omitempty"`
@@ -277,7 +279,7 @@ type PipelineEvent struct {
 }
 
 func newPipelineEvent(ev *dag.OutboxEvent) *PipelineEvent {
-	return &PipelineEvent{EventID: ev.ID, Type: ev.Type, RunID: ev.RunID, Pipeline: ev.Pipeline, JobID: ev.JobID,
+	return &PipelineEvent{EventID: ev.ID, Type: ev.Type, RunID: ev.RunID, Pipeline: ev.Pipeline, SHA: ev.SHA, JobID: ev.JobID,
 		Attempt: ev.Attempt, State: ev.State, Reason: ev.Reason, CreatedAt: ev.CreatedAt}
 }
 

@@ -257,19 +257,25 @@ func exerciseBatch(t *testing.T, factory Factory) {
 		require.ErrorIs(t, err, cikit.ErrNotFound)
 	})
 
-	t.Run("OutboxNamesThePipeline", func(t *testing.T) {
+	t.Run("OutboxNamesThePipelineAndCommit", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
 		c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 		s := factory(t, c.now)
-		run, err := s.RunCreate(ctx, &dag.RunCreateParams{Jobs: pipeline(), Pipeline: "acme/api:.cikit.yml", Branch: "main"})
+		const sha = "0123456789abcdef0123456789abcdef01234567"
+		run, err := s.RunCreate(ctx, &dag.RunCreateParams{Jobs: pipeline(), Pipeline: "acme/api:.cikit.yml", Branch: "main", SHA: sha})
 		require.NoError(t, err)
+		require.Equal(t, sha, run.SHA)
+		got, err := s.RunGet(ctx, run.ID)
+		require.NoError(t, err)
+		require.Equal(t, sha, got.SHA)
 		b := &bundle{store: s, run: run}
 		res := b.advance(t, "build", cikit.JobSucceeded)
 		// Every transition's run is the whole run, pipeline and branch
 		// included (a dispatcher names tenants by them).
 		require.Equal(t, "acme/api:.cikit.yml", res.Run.Pipeline)
 		require.Equal(t, "main", res.Run.Branch)
+		require.Equal(t, sha, res.Run.SHA)
 		p := &dag.JobTransitionParams{RunID: run.ID, JobID: "unit", Attempt: 1}
 		queued, err := s.JobQueue(ctx, p)
 		require.NoError(t, err)
@@ -288,6 +294,7 @@ func exerciseBatch(t *testing.T, factory Factory) {
 		types := map[string]bool{}
 		for _, e := range evs {
 			require.Equal(t, "acme/api:.cikit.yml", e.Pipeline, "%s of %s", e.Type, e.JobID)
+			require.Equal(t, sha, e.SHA, "%s of %s", e.Type, e.JobID)
 			types[e.Type] = true
 		}
 		require.True(t, types[dag.EventPipelineCreated] && types[dag.EventJobReady] && types[dag.EventPipelineCompleted], "%v", types)
