@@ -88,4 +88,6 @@ func (f *memoryFixture) ClosePullRequest(t *testing.T, repo string, number int) 
 	f.m.AddPullRequest(repo, *pr)
 }
 
-func (f *memoryFixture) Statuses(t *testing.T, repo, sha string) []vcs.Status { return f.m.Statuses(repo, sha) }
+func (f *memoryFixture) Statuses(t *testing.T, repo, sha string) []vcs.Status {
+	return f.m.Statuses(repo, sha)
+}
