@@ -3,7 +3,9 @@
 // and asking about pull requests.
 //
 // Provider is the interface; Memory is an in-process implementation for
-// tests and the embedded platform.
+// tests and the embedded platform, and Cached keeps a provider's answers
+// about files at commits. Package vcs/local reads git repositories on
+// this machine; vcs/vcstest is the conformance suite.
 package vcs
 
 import (
