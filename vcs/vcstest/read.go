@@ -20,6 +20,7 @@ func exerciseRead(t *testing.T, cfg Config) {
 			"ci/a.yml":         "a",
 			"ci/sub/c.yml":     "c",
 			"ci/sub/deep/d.md": "d",
+			"docs/a b%20.md":   "spaces and a percent sign, escaped in URLs",
 		})
 		require.Regexp(t, "^[0-9a-f]{40}$", c1, "Fixture.Commit returns a full SHA")
 		c2 := b.fix.Commit(t, repo, "main", map[string]string{
@@ -34,10 +35,18 @@ func exerciseRead(t *testing.T, cfg Config) {
 			require.NoError(t, err, "%s at %s", p, sha)
 			return string(data)
 		}
+		dir := func(sha, d string) []string {
+			t.Helper()
+			names, err := b.p.ReadDir(b.ctx, repo, sha, d)
+			require.NoError(t, err, "directory %q at %s", d, sha)
+			return names
+		}
 		require.Equal(t, "jobs: {a: {}}", read(c1, ".cikit.yml"))
 		require.Equal(t, "jobs: {b: {}}", read(c2, ".cikit.yml"))
 		require.Equal(t, "c", read(c2, "ci/sub/c.yml"), "unchanged files are carried over")
 		require.Equal(t, "d", read(c1, "ci/sub/deep/d.md"))
+		require.Equal(t, "spaces and a percent sign, escaped in URLs", read(c2, "docs/a b%20.md"))
+		require.Equal(t, []string{"a b%20.md"}, dir(c2, "docs"))
 		// The old commit is still there after later commits changed and
 		// deleted its files.
 		require.Equal(t, "readme", read(c1, "README.md"))
@@ -47,12 +56,6 @@ func exerciseRead(t *testing.T, cfg Config) {
 		_, err = b.p.ReadFile(b.ctx, repo, c1, "ci/e.yml")
 		require.ErrorIs(t, err, vcs.ErrNotFound, "added only in c2")
 
-		dir := func(sha, d string) []string {
-			t.Helper()
-			names, err := b.p.ReadDir(b.ctx, repo, sha, d)
-			require.NoError(t, err, "directory %q at %s", d, sha)
-			return names
-		}
 		require.Equal(t, []string{"a.yml", "b.yml"}, dir(c1, "ci"), "direct children, sorted, no subdirectories")
 		require.Equal(t, []string{"a.yml", "e.yml"}, dir(c2, "ci"))
 		require.Equal(t, []string{".cikit.yml", "README.md"}, dir(c1, ""), "the root")
