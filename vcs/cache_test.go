@@ -3,6 +3,7 @@ package vcs_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -162,6 +163,15 @@ func TestCachedErrorsNotKept(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, c.n("ReadFile"))
 	require.Equal(t, 2, c.n("ReadDir"))
+
+	// A provider's own cancellation error, under a live context, is its
+	// answer: not a reason to call again.
+	c.mu.Lock()
+	c.fail = fmt.Errorf("forge gave up: %w", context.Canceled)
+	c.mu.Unlock()
+	_, err = p.ReadFile(ctx, "acme/api", commitA, "x")
+	require.ErrorIs(t, err, context.Canceled)
+	require.Equal(t, 3, c.n("ReadFile"))
 
 	cancelled, cancel := context.WithCancel(ctx)
 	cancel()
