@@ -44,6 +44,7 @@ type Provider interface {
 	// ChangedFiles returns the paths of the files that head changes
 	// since its merge base with base (a "three-dot" comparison, what a
 	// pull request shows), sorted, each once; a rename lists both paths.
+	// Base and head are commit SHAs or branch names.
 	ChangedFiles(ctx context.Context, repo, base, head string) ([]string, error)
 	// OpenPullRequest returns the number of an open pull (or merge)
 	// request of repo whose head is branch; ok is false when there is
@@ -115,12 +116,15 @@ func (st *Status) Validate() error {
 }
 
 // Memory is a Provider over commits held in memory. The zero value is
-// empty and ready to use. Commits have no history: ChangedFiles compares
-// the two commits' files, which is the three-dot comparison when base is
-// the merge base.
+// empty and ready to use. A repository exists once a method here names
+// it. Commits have no history unless SetParents gives it: ChangedFiles
+// compares head with the merge base of the two commits when their
+// parents say there is one, and with base itself otherwise.
 type Memory struct {
 	mu       sync.Mutex
+	repos    map[string]bool
 	commits  map[string]map[string][]byte // "repo@sha" -> path -> content
+	parents  map[string][]string          // "repo@sha" -> parent SHAs
 	prs      map[string]int               // "repo\x00branch" -> number
 	pulls    map[string]*PullRequest      // "repo#number" -> pull request
 	refs     map[string]string            // "repo\x00ref" -> sha
@@ -143,6 +147,51 @@ func (m *Memory) AddCommit(repo, sha string, files map[string]string) {
 		c[p] = []byte(data)
 	}
 	m.commits[repo+"@"+sha] = c
+	m.addRepo(repo)
+}
+
+// SetParents records the parents of commit sha of repo, the history
+// ChangedFiles finds merge bases in.
+func (m *Memory) SetParents(repo, sha string, parents ...string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.parents == nil {
+		m.parents = make(map[string][]string)
+	}
+	m.parents[repo+"@"+sha] = slices.Clone(parents)
+	m.addRepo(repo)
+}
+
+func (m *Memory) addRepo(repo string) {
+	if m.repos == nil {
+		m.repos = make(map[string]bool)
+	}
+	m.repos[repo] = true
+}
+
+// mergeBase returns the nearest commit to head, breadth first, that is
+// also base or an ancestor of base; ok is false when their recorded
+// histories do not meet.
+func (m *Memory) mergeBase(repo, base, head string) (sha string, ok bool) {
+	ancestors := map[string]bool{}
+	for queue := []string{base}; len(queue) > 0; queue = queue[1:] {
+		if c := queue[0]; !ancestors[c] {
+			ancestors[c] = true
+			queue = append(queue, m.parents[repo+"@"+c]...)
+		}
+	}
+	seen := map[string]bool{}
+	for queue := []string{head}; len(queue) > 0; queue = queue[1:] {
+		c := queue[0]
+		if ancestors[c] {
+			return c, true
+		}
+		if !seen[c] {
+			seen[c] = true
+			queue = append(queue, m.parents[repo+"@"+c]...)
+		}
+	}
+	return "", false
 }
 
 // SetRef points a branch or tag of repo at sha.
@@ -153,6 +202,7 @@ func (m *Memory) SetRef(repo, ref, sha string) {
 		m.refs = make(map[string]string)
 	}
 	m.refs[repo+"\x00"+ref] = sha
+	m.addRepo(repo)
 }
 
 func (m *Memory) ResolveRef(ctx context.Context, repo, ref string) (string, error) {
@@ -186,6 +236,7 @@ func (m *Memory) SetPullRequest(repo, branch string, number int) {
 		return
 	}
 	m.prs[repo+"\x00"+branch] = number
+	m.addRepo(repo)
 	if m.pulls == nil {
 		m.pulls = make(map[string]*PullRequest)
 	}
@@ -198,8 +249,9 @@ func (m *Memory) SetPullRequest(repo, branch string, number int) {
 		BaseBranch: m.defaultBranch(repo)}
 }
 
-// AddPullRequest records pull request pr of repo as it is given, opening
-// it (for OpenPullRequest) when pr.Open.
+// AddPullRequest records pull request pr of repo as it is given, replacing
+// the one of that number: OpenPullRequest finds it by its head branch
+// while pr.Open and it is not from a fork.
 func (m *Memory) AddPullRequest(repo string, pr PullRequest) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -211,6 +263,7 @@ func (m *Memory) AddPullRequest(repo string, pr PullRequest) {
 	}
 	c := pr
 	m.pulls[fmt.Sprintf("%s#%d", repo, pr.Number)] = &c
+	m.addRepo(repo)
 	if pr.Open && !pr.Fork {
 		m.prs[repo+"\x00"+pr.HeadBranch] = pr.Number
 	}
@@ -238,6 +291,7 @@ func (m *Memory) SetDefaultBranch(repo, branch string) {
 		m.defaults = make(map[string]string)
 	}
 	m.defaults[repo] = branch
+	m.addRepo(repo)
 }
 
 func (m *Memory) defaultBranch(repo string) string {
@@ -253,6 +307,9 @@ func (m *Memory) DefaultBranch(ctx context.Context, repo string) (string, error)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if !m.repos[repo] {
+		return "", fmt.Errorf("vcs: repository %s: %w", repo, ErrNotFound)
+	}
 	return m.defaultBranch(repo), nil
 }
 
@@ -262,11 +319,18 @@ func (m *Memory) ChangedFiles(ctx context.Context, repo, base, head string) ([]s
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	b, err := m.commit(repo, base)
-	if err != nil {
+	base, head = m.resolve(repo, base), m.resolve(repo, head)
+	if _, err := m.commit(repo, base); err != nil {
 		return nil, err
 	}
 	h, err := m.commit(repo, head)
+	if err != nil {
+		return nil, err
+	}
+	if mb, ok := m.mergeBase(repo, base, head); ok {
+		base = mb
+	}
+	b, err := m.commit(repo, base)
 	if err != nil {
 		return nil, err
 	}
@@ -329,6 +393,18 @@ func (m *Memory) StatusHistory(repo, sha string) []Status {
 	return slices.Clone(m.statuses[repo+"@"+sha])
 }
 
+// resolve returns the commit rev names: itself when it is a commit, else
+// what the ref rev points at (or rev, when it is neither).
+func (m *Memory) resolve(repo, rev string) string {
+	if _, ok := m.commits[repo+"@"+rev]; ok {
+		return rev
+	}
+	if sha, ok := m.refs[repo+"\x00"+rev]; ok {
+		return sha
+	}
+	return rev
+}
+
 func (m *Memory) commit(repo, sha string) (map[string][]byte, error) {
 	c, ok := m.commits[repo+"@"+sha]
 	if !ok {
@@ -384,7 +460,10 @@ func (m *Memory) OpenPullRequest(ctx context.Context, repo, branch string) (int,
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	n, ok := m.prs[repo+"\x00"+branch]
-	return n, ok, nil
+	if pr := m.pulls[fmt.Sprintf("%s#%d", repo, n)]; !ok || pr == nil || !pr.Open {
+		return 0, false, nil
+	}
+	return n, true, nil
 }
 
 // RateLimitError is a provider's answer that the forge refused a call
