@@ -462,13 +462,7 @@ func (s *Server) setStatus(w http.ResponseWriter, r *http.Request, p *project, s
 	name := cmp.Or(params["name"], params["context"], "default")
 	ref := params["ref"]
 	if ref == "" {
-		ref = p.defaultBranch
-		for _, b := range slices.Sorted(maps.Keys(p.branches)) {
-			if p.branches[b] == c.sha {
-				ref = b
-				break
-			}
-		}
+		ref = p.statusRef(c.sha)
 	}
 	i := slices.IndexFunc(p.statuses, func(st *CommitStatus) bool {
 		return st.SHA == c.sha && st.Ref == ref && st.Name == name
@@ -492,6 +486,27 @@ func (s *Server) setStatus(w http.ResponseWriter, r *http.Request, p *project, s
 		p.statuses = append(p.statuses, st)
 	}
 	writeJSON(w, http.StatusCreated, statusJSON(st))
+}
+
+// statusRef is the ref GitLab gives a status posted without one: that of
+// the pipeline the commit's statuses are already in, else a branch whose
+// history holds the commit, the default branch first.
+func (p *project) statusRef(sha string) string {
+	for _, st := range p.statuses {
+		if st.SHA == sha {
+			return st.Ref
+		}
+	}
+	branches := slices.Sorted(maps.Keys(p.branches))
+	if i := slices.Index(branches, p.defaultBranch); i > 0 {
+		branches = append([]string{p.defaultBranch}, slices.Delete(branches, i, i+1)...)
+	}
+	for _, b := range branches {
+		if _, ok := p.ancestors(p.branches[b])[sha]; ok {
+			return b
+		}
+	}
+	return p.defaultBranch
 }
 
 func (s *Server) listStatuses(w http.ResponseWriter, r *http.Request, p *project, sha string) {

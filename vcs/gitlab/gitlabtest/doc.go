@@ -41,7 +41,7 @@
 //
 // # Seeding
 //
-// CreateProject, ForkProject, Commit, Branch, Tag, OpenMergeRequest and
+// CreateProject, ForkProject, ForkRelation, Commit, Branch, Tag, OpenMergeRequest and
 // CloseMergeRequest build the state the API then reports; Statuses and
 // Requests read back what clients did. They are safe for concurrent use with
 // requests in flight.

@@ -170,6 +170,30 @@ func (s *Server) ForkProject(source, path string) (int, error) {
 	return id, nil
 }
 
+// ForkRelation records that project fork is a fork of project source, as
+// GitLab's POST /projects/:id/fork/:forked_from_id does for projects that
+// already exist; their histories stay as they are.
+func (s *Server) ForkRelation(fork, source string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, err := s.project(fork)
+	if err != nil {
+		return err
+	}
+	src, err := s.project(source)
+	if err != nil {
+		return err
+	}
+	if f == src {
+		return fmt.Errorf("gitlabtest: %s cannot be a fork of itself", fork)
+	}
+	if f.forkedFrom != nil && f.forkedFrom != src {
+		return fmt.Errorf("gitlabtest: %s is already a fork of %s", fork, f.forkedFrom.path)
+	}
+	f.forkedFrom = src
+	return nil
+}
+
 // Commit makes a commit on branch of project that writes files and
 // deletes the paths in deleted, and returns its SHA. Its parent is the
 // branch's head; a new branch starts from the default branch's head, or
