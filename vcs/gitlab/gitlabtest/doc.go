@@ -1,0 +1,53 @@
+// Package gitlabtest is an in-process GitLab: an http.Handler that answers
+// the part of GitLab's REST API v4 a CI platform uses, from projects,
+// commits, branches, tags, merge requests and commit statuses held in
+// memory. Tests run it with httptest and point the real GitLab client at
+// it, so what is tested is the client's requests and GitLab's answers, not
+// a mock of either.
+//
+// # What it serves
+//
+// Under /api/v4, with projects named by numeric ID or URL-encoded path
+// ("group%2Fsub%2Fproject"):
+//
+//	GET  /projects/:id
+//	GET  /projects/:id/repository/files/:file_path/raw?ref=
+//	GET  /projects/:id/repository/tree?ref=&path=&recursive=
+//	GET  /projects/:id/repository/branches/:branch
+//	GET  /projects/:id/repository/tags/:tag
+//	GET  /projects/:id/repository/compare?from=&to=&straight=
+//	GET  /projects/:id/repository/commits/:sha/statuses?ref=&name=&all=
+//	GET  /projects/:id/merge_requests?state=&source_branch=&target_branch=
+//	GET  /projects/:id/merge_requests/:iid
+//	POST /projects/:id/statuses/:sha
+//
+// Lists are paginated the way GitLab does it: page and per_page (20 by
+// default, at most 100) in, X-Page, X-Per-Page, X-Total, X-Total-Pages,
+// X-Next-Page, X-Prev-Page and Link out. What does not exist is a 404 with
+// GitLab's body, such as {"message":"404 Project Not Found"}.
+//
+// # GitLab's behaviour it keeps
+//
+// Every request must carry the server's token in PRIVATE-TOKEN (or as a
+// Bearer token); otherwise the answer is 401 {"message":"401 Unauthorized"}.
+// Commits have parents, so compare with straight=false diffs from the merge
+// base, as GitLab does; a file moved with its content unchanged is a
+// rename. A commit status is kept per name, ref and commit: a new POST
+// under the same name replaces it, and posting the state a pending or
+// running status already has is refused with 400, like GitLab's state
+// machine does. With Config.RateLimit set, requests beyond the limit in a
+// window are answered 429 "Retry later" with Retry-After and RateLimit-*
+// headers, like GitLab's throttles.
+//
+// # Seeding
+//
+// CreateProject, ForkProject, ForkRelation, Commit, Branch, Tag, OpenMergeRequest and
+// CloseMergeRequest build the state the API then reports; Statuses and
+// Requests read back what clients did. They are safe for concurrent use with
+// requests in flight.
+//
+// # Stability
+//
+// The seeding methods are stable. The set of endpoints grows as providers
+// need them; anything GitLab answers and this package does not is a 404.
+package gitlabtest

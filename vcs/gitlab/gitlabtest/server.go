@@ -1,0 +1,395 @@
+package gitlabtest
+
+import (
+	"cmp"
+	"crypto/sha1"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// DefaultToken is the access token a Server accepts when Config.Token is
+// empty.
+const DefaultToken = "glpat-gitlabtest"
+
+// DefaultRateWindow is the window Config.RateLimit counts requests in when
+// Config.RateWindow is zero: GitLab's throttles count per minute.
+const DefaultRateWindow = time.Minute
+
+// Config configures a Server. The zero value accepts DefaultToken and does
+// not limit the rate.
+type Config struct {
+	// Token is the access token requests must carry.
+	Token string
+	// RateLimit is how many requests the server answers in a window; the
+	// rest get 429 until the window ends. Zero means no limit.
+	RateLimit int
+	// RateWindow is the length of a rate limit window; a window starts
+	// with the first request after the previous one ended.
+	RateWindow time.Duration
+	// Now is the server's clock, for rate limit windows and timestamps;
+	// time.Now when nil.
+	Now func() time.Time
+}
+
+// Server is an in-process GitLab. Create it with New and serve it with
+// httptest.NewServer.
+type Server struct {
+	cfg Config
+
+	mu          sync.Mutex
+	projects    map[string]*project // by path_with_namespace
+	byID        map[int]*project
+	nextID      int // projects, merge requests and statuses share a sequence, as IDs need only be unique
+	commitCount int
+	requests    int
+	windowStart time.Time
+	windowCount int
+}
+
+// CommitStatus is a commit status as the server keeps it.
+type CommitStatus struct {
+	ID          int
+	SHA         string
+	Ref         string
+	Name        string
+	State       string // pending, running, success, failed, canceled or skipped
+	Description string
+	TargetURL   string
+	CreatedAt   time.Time
+}
+
+type project struct {
+	id            int
+	path          string
+	defaultBranch string
+	forkedFrom    *project
+	createdAt     time.Time
+	commits       map[string]*commit // immutable once made; forks share them
+	branches      map[string]string
+	tags          map[string]string
+	mergeRequests []*mergeRequest // by iid
+	statuses      []*CommitStatus // latest per name, ref and sha
+}
+
+type commit struct {
+	sha       string
+	parents   []string
+	files     map[string]string
+	message   string
+	createdAt time.Time
+}
+
+type mergeRequest struct {
+	id, iid      int
+	title        string
+	source       *project
+	sourceBranch string
+	targetBranch string
+	state        string // opened, closed or merged
+	createdAt    time.Time
+	updatedAt    time.Time
+}
+
+// New returns a Server with no projects.
+func New(cfg Config) *Server {
+	if cfg.Token == "" {
+		cfg.Token = DefaultToken
+	}
+	if cfg.RateWindow <= 0 {
+		cfg.RateWindow = DefaultRateWindow
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	return &Server{cfg: cfg, projects: map[string]*project{}, byID: map[int]*project{}}
+}
+
+// Token returns the access token the server accepts.
+func (s *Server) Token() string { return s.cfg.Token }
+
+// Requests returns how many requests the server has received, answered
+// or refused.
+func (s *Server) Requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.requests
+}
+
+// CreateProject creates an empty project at path ("group/sub/project")
+// whose default branch will be defaultBranch, and returns its ID.
+func (s *Server) CreateProject(path, defaultBranch string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if path == "" || strings.HasPrefix(path, "/") || strings.HasSuffix(path, "/") || !strings.Contains(path, "/") {
+		return 0, fmt.Errorf("gitlabtest: project path %q is not namespace/project", path)
+	}
+	if defaultBranch == "" {
+		return 0, errors.New("gitlabtest: a project needs a default branch")
+	}
+	if _, ok := s.projects[path]; ok {
+		return 0, fmt.Errorf("gitlabtest: project %s exists", path)
+	}
+	s.nextID++
+	p := &project{id: s.nextID, path: path, defaultBranch: defaultBranch, createdAt: s.cfg.Now(),
+		commits: map[string]*commit{}, branches: map[string]string{}, tags: map[string]string{}}
+	s.projects[path] = p
+	s.byID[p.id] = p
+	return p.id, nil
+}
+
+// ForkProject forks project source to path, with its commits, branches and
+// tags as they are now, and returns the fork's ID.
+func (s *Server) ForkProject(source, path string) (int, error) {
+	s.mu.Lock()
+	src, err := s.project(source)
+	var branch string
+	if err == nil {
+		branch = src.defaultBranch
+	}
+	s.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	id, err := s.CreateProject(path, branch)
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	fork := s.byID[id]
+	fork.forkedFrom = src
+	maps.Copy(fork.commits, src.commits)
+	maps.Copy(fork.branches, src.branches)
+	maps.Copy(fork.tags, src.tags)
+	return id, nil
+}
+
+// ForkRelation records that project fork is a fork of project source, as
+// GitLab's POST /projects/:id/fork/:forked_from_id does for projects that
+// already exist; their histories stay as they are.
+func (s *Server) ForkRelation(fork, source string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f, err := s.project(fork)
+	if err != nil {
+		return err
+	}
+	src, err := s.project(source)
+	if err != nil {
+		return err
+	}
+	if f == src {
+		return fmt.Errorf("gitlabtest: %s cannot be a fork of itself", fork)
+	}
+	if f.forkedFrom != nil && f.forkedFrom != src {
+		return fmt.Errorf("gitlabtest: %s is already a fork of %s", fork, f.forkedFrom.path)
+	}
+	f.forkedFrom = src
+	return nil
+}
+
+// Commit makes a commit on branch of project that writes files and
+// deletes the paths in deleted, and returns its SHA. Its parent is the
+// branch's head; a new branch starts from the default branch's head, or
+// with a root commit when the project has no commits yet.
+func (s *Server) Commit(projectPath, branch string, files map[string]string, deleted ...string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.project(projectPath)
+	if err != nil {
+		return "", err
+	}
+	if branch == "" {
+		return "", errors.New("gitlabtest: a commit needs a branch")
+	}
+	head, ok := p.branches[branch]
+	if !ok {
+		head = p.branches[p.defaultBranch]
+	}
+	tree := map[string]string{}
+	var parents []string
+	if head != "" {
+		tree = maps.Clone(p.commits[head].files)
+		parents = []string{head}
+	}
+	for path, data := range files {
+		if path == "" || strings.HasPrefix(path, "/") || strings.HasSuffix(path, "/") {
+			return "", fmt.Errorf("gitlabtest: file path %q is not a repository path", path)
+		}
+		tree[path] = data
+	}
+	for _, path := range deleted {
+		if _, ok := tree[path]; !ok {
+			return "", fmt.Errorf("gitlabtest: %s does not exist on %s of %s", path, branch, projectPath)
+		}
+		delete(tree, path)
+	}
+	s.commitCount++
+	c := &commit{parents: parents, files: tree, createdAt: s.cfg.Now(),
+		message: fmt.Sprintf("Commit %d on %s", s.commitCount, branch)}
+	h := sha1.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", strings.Join(parents, ","), p.path, s.commitCount)
+	for _, path := range slices.Sorted(maps.Keys(tree)) {
+		fmt.Fprintf(h, "%s\x00%s\x00", path, tree[path])
+	}
+	c.sha = hex.EncodeToString(h.Sum(nil))
+	p.commits[c.sha] = c
+	p.branches[branch] = c.sha
+	return c.sha, nil
+}
+
+// Branch points branch of project at commit sha, creating it if needed.
+func (s *Server) Branch(projectPath, branch, sha string) error {
+	return s.setRef(projectPath, branch, sha, false)
+}
+
+// Tag points tag of project at commit sha, creating it if needed.
+func (s *Server) Tag(projectPath, tag, sha string) error {
+	return s.setRef(projectPath, tag, sha, true)
+}
+
+func (s *Server) setRef(projectPath, name, sha string, tag bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.project(projectPath)
+	if err != nil {
+		return err
+	}
+	if name == "" {
+		return errors.New("gitlabtest: a ref needs a name")
+	}
+	if _, ok := p.commits[sha]; !ok {
+		return fmt.Errorf("gitlabtest: commit %s is not in %s", sha, projectPath)
+	}
+	if tag {
+		p.tags[name] = sha
+	} else {
+		p.branches[name] = sha
+	}
+	return nil
+}
+
+// OpenMergeRequest opens a merge request into targetBranch of project from
+// sourceBranch of sourceProject (project itself or a fork of it) and
+// returns its IID.
+func (s *Server) OpenMergeRequest(projectPath, sourceProject, sourceBranch, targetBranch string) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	target, err := s.project(projectPath)
+	if err != nil {
+		return 0, err
+	}
+	source, err := s.project(sourceProject)
+	if err != nil {
+		return 0, err
+	}
+	if source != target && source.forkedFrom != target {
+		return 0, fmt.Errorf("gitlabtest: %s is not %s or a fork of it", sourceProject, projectPath)
+	}
+	if _, ok := source.branches[sourceBranch]; !ok {
+		return 0, fmt.Errorf("gitlabtest: branch %s is not in %s", sourceBranch, sourceProject)
+	}
+	if _, ok := target.branches[targetBranch]; !ok {
+		return 0, fmt.Errorf("gitlabtest: branch %s is not in %s", targetBranch, projectPath)
+	}
+	s.nextID++
+	now := s.cfg.Now()
+	mr := &mergeRequest{id: s.nextID, iid: len(target.mergeRequests) + 1, source: source,
+		sourceBranch: sourceBranch, targetBranch: targetBranch, state: "opened", createdAt: now, updatedAt: now,
+		title: fmt.Sprintf("Merge %s into %s", sourceBranch, targetBranch)}
+	target.mergeRequests = append(target.mergeRequests, mr)
+	return mr.iid, nil
+}
+
+// CloseMergeRequest closes merge request iid of project.
+func (s *Server) CloseMergeRequest(projectPath string, iid int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.project(projectPath)
+	if err != nil {
+		return err
+	}
+	if iid < 1 || iid > len(p.mergeRequests) {
+		return fmt.Errorf("gitlabtest: merge request !%d is not in %s", iid, projectPath)
+	}
+	mr := p.mergeRequests[iid-1]
+	mr.state, mr.updatedAt = "closed", s.cfg.Now()
+	return nil
+}
+
+// Statuses returns the latest status of each name on commit sha of
+// project, sorted by name and then ref.
+func (s *Server) Statuses(projectPath, sha string) ([]CommitStatus, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.project(projectPath)
+	if err != nil {
+		return nil, err
+	}
+	var out []CommitStatus
+	for _, st := range p.statuses {
+		if st.SHA == sha {
+			out = append(out, *st)
+		}
+	}
+	slices.SortFunc(out, func(a, b CommitStatus) int {
+		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Ref, b.Ref))
+	})
+	return out, nil
+}
+
+func (s *Server) project(path string) (*project, error) {
+	p, ok := s.projects[path]
+	if !ok {
+		return nil, fmt.Errorf("gitlabtest: project %s does not exist", path)
+	}
+	return p, nil
+}
+
+// resolve returns the commit a branch, tag or SHA names in p; GitLab
+// tries them in that order.
+func (p *project) resolve(ref string) *commit {
+	if sha, ok := p.branches[ref]; ok {
+		return p.commits[sha]
+	}
+	if sha, ok := p.tags[ref]; ok {
+		return p.commits[sha]
+	}
+	return p.commits[ref]
+}
+
+// ancestors returns the commits reachable from sha, with their distance.
+func (p *project) ancestors(sha string) map[string]int {
+	dist := map[string]int{sha: 0}
+	queue := []string{sha}
+	for len(queue) > 0 {
+		c := p.commits[queue[0]]
+		queue = queue[1:]
+		for _, parent := range c.parents {
+			if _, seen := dist[parent]; !seen {
+				dist[parent] = dist[c.sha] + 1
+				queue = append(queue, parent)
+			}
+		}
+	}
+	return dist
+}
+
+// mergeBase returns the common ancestor of a and b nearest to b, or ""
+// when they share no history.
+func (p *project) mergeBase(a, b string) string {
+	fromA := p.ancestors(a)
+	best, bestDist := "", -1
+	for sha, d := range p.ancestors(b) {
+		if _, ok := fromA[sha]; ok && (bestDist < 0 || d < bestDist || d == bestDist && sha < best) {
+			best, bestDist = sha, d
+		}
+	}
+	return best
+}
