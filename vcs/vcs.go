@@ -59,6 +59,27 @@ type Provider interface {
 	SetStatus(ctx context.Context, repo, sha string, st *Status) error
 }
 
+// PushLister is a Provider that can list a repository's recent pushes:
+// what a reconciliation compares with the webhook deliveries received, to
+// build the pushes whose delivery never came.
+type PushLister interface {
+	// Pushes returns the pushes to branches and tags of repo since the
+	// given time, oldest first.
+	Pushes(ctx context.Context, repo string, since time.Time) ([]Push, error)
+}
+
+// Push is one push to a branch or tag.
+type Push struct {
+	// Branch or Tag is what was pushed.
+	Branch, Tag string
+	// Before is the ref's previous commit (all zeros for a new ref) and
+	// SHA its new one.
+	Before, SHA string
+	// At is when the forge recorded the push; Actor who pushed.
+	At    time.Time
+	Actor string
+}
+
 // PullRequest is a pull request (GitHub) or merge request (GitLab).
 type PullRequest struct {
 	Number int
@@ -132,9 +153,39 @@ type Memory struct {
 	refs     map[string]string            // "repo\x00ref" -> sha
 	defaults map[string]string            // repo -> default branch
 	statuses map[string][]Status          // "repo@sha" -> statuses posted, in order
+	pushes   map[string][]Push            // repo -> pushes recorded, in order
 }
 
-var _ Provider = (*Memory)(nil)
+var (
+	_ Provider   = (*Memory)(nil)
+	_ PushLister = (*Memory)(nil)
+)
+
+// AddPush records a push of repo, for Pushes.
+func (m *Memory) AddPush(repo string, p Push) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.pushes == nil {
+		m.pushes = make(map[string][]Push)
+	}
+	m.pushes[repo] = append(m.pushes[repo], p)
+}
+
+func (m *Memory) Pushes(ctx context.Context, repo string, since time.Time) ([]Push, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []Push
+	for _, p := range m.pushes[repo] {
+		if !p.At.Before(since) {
+			out = append(out, p)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b Push) int { return a.At.Compare(b.At) })
+	return out, nil
+}
 
 // AddCommit records the files of repo at sha, replacing any recorded
 // before.
