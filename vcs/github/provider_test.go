@@ -98,7 +98,7 @@ func TestChangedFilesPaginated(t *testing.T) {
 	b := setup(t)
 	ctx := context.Background()
 	base := b.repo(t, "acme/api", map[string]string{"keep": "k"})
-	require.NoError(t, b.srv.Branch("acme/api", "feature", base))
+	require.NoError(t, b.srv.Branch("acme/api", "feature/many", base))
 	var want []string
 	for i := range 150 {
 		files := map[string]string{}
@@ -107,14 +107,14 @@ func TestChangedFilesPaginated(t *testing.T) {
 			files[p] = "x"
 			want = append(want, p)
 		}
-		_, err := b.srv.Commit("acme/api", "feature", files)
+		_, err := b.srv.Commit("acme/api", "feature/many", files)
 		require.NoError(t, err)
 	}
 	_, err := b.srv.Commit("acme/api", "main", map[string]string{"main-only": "m"})
 	require.NoError(t, err)
 
 	before := b.srv.Stats().Requests
-	got, err := b.pat(t).ChangedFiles(ctx, "acme/api", "main", "feature")
+	got, err := b.pat(t).ChangedFiles(ctx, "acme/api", "main", "feature/many")
 	require.NoError(t, err)
 	require.Equal(t, want, got, "750 files over three pages, none of main's")
 	require.Equal(t, 3, b.srv.Stats().Requests-before, "max(750/300, 150/100) rounded up")

@@ -193,7 +193,11 @@ func (s *Server) limited(w http.ResponseWriter) bool {
 		w.Header().Set("X-RateLimit-Limit", strconv.Itoa(l.Requests))
 		w.Header().Set("X-RateLimit-Remaining", "0")
 		w.Header().Set("X-RateLimit-Used", strconv.Itoa(s.inWindow-1))
-		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(now.Unix()+wait, 10))
+		reset := end.Unix()
+		if end.After(time.Unix(reset, 0)) {
+			reset++ // not before the window's end
+		}
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(reset, 10))
 		w.Header().Set("X-RateLimit-Resource", "core")
 		writeJSON(w, http.StatusForbidden, map[string]any{
 			"message":           "API rate limit exceeded.",
