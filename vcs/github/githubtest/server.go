@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
-	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -494,13 +493,4 @@ func newToken() string {
 	b := make([]byte, 18)
 	rand.Read(b) // crypto/rand.Read never fails
 	return "ghs_" + hex.EncodeToString(b)
-}
-
-// dirOf returns the directory of p, "" for the root.
-func dirOf(p string) string {
-	d := path.Dir(p)
-	if d == "." {
-		return ""
-	}
-	return d
 }
