@@ -18,7 +18,10 @@
 //	ResolveRef      GET  /repos/{owner}/{repo}/git/ref/heads/{ref}, else .../tags/{ref} (or refs/… as given),
 //	                GET  /repos/{owner}/{repo}/git/tags/{sha} to peel annotated tags
 //	DefaultBranch   GET  /repos/{owner}/{repo}
-//	ChangedFiles    GET  /repos/{owner}/{repo}/compare/{base}...{head}, every page
+//	ChangedFiles    GET  /repos/{owner}/{repo}/compare/{base}...{head}, every page; when
+//	                the first lists 300 files and no page more, GitHub may have cut the
+//	                list: GET /repos/{owner}/{repo}/git/trees/{sha}?recursive=1 of the
+//	                merge base and of head, compared
 //	OpenPullRequest GET  /repos/{owner}/{repo}/pulls?state=open&head={owner}:{branch}
 //	PullRequest     GET  /repos/{owner}/{repo}/pulls/{number}
 //	SetStatus       POST /repos/{owner}/{repo}/statuses/{sha}

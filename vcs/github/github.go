@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -232,12 +233,19 @@ func (p *Provider) DefaultBranch(ctx context.Context, repo string) (string, erro
 func (p *Provider) ChangedFiles(ctx context.Context, repo, base, head string) ([]string, error) {
 	return call(ctx, p, repo, fmt.Sprintf("comparison %s...%s", base, head), func(c *gh.Client, owner, name string) ([]string, error) {
 		seen := map[string]bool{}
+		var listed, firstPage int
+		var mergeBaseTree string
 		opts := &gh.ListOptions{PerPage: 100, Page: 1}
 		for {
 			cmp, resp, err := c.Repositories.CompareCommits(ctx, owner, name, base, head, opts)
 			if err != nil {
 				return nil, err
 			}
+			if opts.Page == 1 {
+				firstPage = len(cmp.Files)
+				mergeBaseTree = cmp.GetMergeBaseCommit().GetCommit().GetTree().GetSHA()
+			}
+			listed += len(cmp.Files)
 			for _, f := range cmp.Files {
 				seen[f.GetFilename()] = true
 				if f.GetPreviousFilename() != "" {
@@ -249,13 +257,64 @@ func (p *Provider) ChangedFiles(ctx context.Context, repo, base, head string) ([
 			}
 			opts.Page = resp.NextPage
 		}
-		paths := make([]string, 0, len(seen))
-		for f := range seen {
-			paths = append(paths, f)
+		if firstPage >= compareFileCap && listed == firstPage {
+			// GitHub documents the files of a comparison as listed on
+			// its first page only, 300 at most: a full first page and
+			// nothing after may be a cut list. The trees of the merge
+			// base and of head tell the whole of it.
+			return treeDiff(ctx, c, owner, name, mergeBaseTree, head)
 		}
-		slices.Sort(paths)
-		return paths, nil
+		return slices.Sorted(maps.Keys(seen)), nil
 	})
+}
+
+// compareFileCap is the most changed files GitHub lists in a page of a
+// comparison.
+const compareFileCap = 300
+
+// treeDiff returns the paths whose content differs between the trees of
+// from and to (trees, commits or refs).
+func treeDiff(ctx context.Context, c *gh.Client, owner, name, from, to string) ([]string, error) {
+	a, err := treeFiles(ctx, c, owner, name, from)
+	if err != nil {
+		return nil, err
+	}
+	b, err := treeFiles(ctx, c, owner, name, to)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for p, sha := range b {
+		if a[p] != sha {
+			out = append(out, p)
+		}
+	}
+	for p := range a {
+		if _, ok := b[p]; !ok {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// treeFiles returns the blob (or submodule commit) of every path in the
+// tree of sha.
+func treeFiles(ctx context.Context, c *gh.Client, owner, name, sha string) (map[string]string, error) {
+	t, _, err := c.Git.GetTree(ctx, owner, name, sha, true)
+	if err != nil {
+		return nil, err
+	}
+	if t.GetTruncated() {
+		return nil, fmt.Errorf("the tree of %s is too large for GitHub to list", sha)
+	}
+	files := map[string]string{}
+	for _, e := range t.Entries {
+		if e.GetType() != "tree" {
+			files[e.GetPath()] = e.GetSHA()
+		}
+	}
+	return files, nil
 }
 
 func (p *Provider) OpenPullRequest(ctx context.Context, repo, branch string) (int, bool, error) {

@@ -6,6 +6,7 @@ import (
 	"crypto/rsa"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -118,6 +119,48 @@ func TestChangedFilesPaginated(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, want, got, "750 files over three pages, none of main's")
 	require.Equal(t, 3, b.srv.Stats().Requests-before, "max(750/300, 150/100) rounded up")
+}
+
+// GitHub documents a comparison's files as listed on its first page
+// only, 300 at most. A full first page and no files after it make the
+// Provider compare the trees of the merge base and head instead.
+func TestChangedFilesCapped(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]struct {
+		capped   bool
+		files    int
+		requests int
+	}{
+		"capped at 300 of 450":  {capped: true, files: 450, requests: 1 + 2},
+		"exactly 300, one page": {capped: false, files: 300, requests: 1 + 2},
+		"299 need no trees":     {capped: true, files: 299, requests: 1},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := setupServer(t, githubtest.Config{CapCompareFiles: tc.capped})
+			ctx := context.Background()
+			base := b.repo(t, "acme/api", map[string]string{"gone.txt": "g", "old.txt": "moved", "same.txt": "s"})
+			require.NoError(t, b.srv.Branch("acme/api", "feature", base))
+			files := map[string]string{"new.txt": "moved"} // a rename of old.txt
+			want := []string{"gone.txt", "new.txt", "old.txt"}
+			for i := range tc.files - 2 { // the rename counts once
+				p := fmt.Sprintf("d/%03d/f.go", i)
+				files[p] = "x"
+				want = append(want, p)
+			}
+			_, err := b.srv.Commit("acme/api", "feature", files, "gone.txt", "old.txt")
+			require.NoError(t, err)
+			_, err = b.srv.Commit("acme/api", "main", map[string]string{"main-only": "m"})
+			require.NoError(t, err)
+
+			before := b.srv.Stats().Requests
+			got, err := b.pat(t).ChangedFiles(ctx, "acme/api", "main", "feature")
+			require.NoError(t, err)
+			slices.Sort(want)
+			require.Equal(t, want, got)
+			require.Equal(t, tc.requests, b.srv.Stats().Requests-before)
+		})
+	}
 }
 
 func TestPullRequests(t *testing.T) {

@@ -47,8 +47,15 @@ type bundle struct {
 
 func setup(t *testing.T) *bundle {
 	t.Helper()
+	return setupServer(t, githubtest.Config{})
+}
+
+// setupServer is setup with a server of cfg, on the bundle's clock.
+func setupServer(t *testing.T, cfg githubtest.Config) *bundle {
+	t.Helper()
 	clock := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
-	srv := githubtest.NewServer(githubtest.Config{Now: clock.Now})
+	cfg.Now = clock.Now
+	srv := githubtest.NewServer(cfg)
 	srv.AddToken(pat)
 	srv.AddApp(appID, &appKey().PublicKey)
 	ts := httptest.NewServer(srv)

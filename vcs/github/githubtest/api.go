@@ -55,6 +55,7 @@ func (s *Server) routes() {
 	repoRoute("GET /repos/{owner}/{repo}/git/blobs/{sha}", s.blob)
 	repoRoute("GET /repos/{owner}/{repo}/git/ref/{ref...}", s.ref)
 	repoRoute("GET /repos/{owner}/{repo}/git/tags/{sha}", s.tagObject)
+	repoRoute("GET /repos/{owner}/{repo}/git/trees/{sha...}", s.tree)
 	repoRoute("GET /repos/{owner}/{repo}/compare/{basehead...}", s.compare)
 	repoRoute("GET /repos/{owner}/{repo}/pulls", s.pulls)
 	repoRoute("GET /repos/{owner}/{repo}/pulls/{number}", s.pull)
@@ -413,6 +414,57 @@ func (s *Server) tagObject(w http.ResponseWriter, req *http.Request, r *repo) {
 	})
 }
 
+// tree lists a directory of a commit, every file and directory below
+// it with recursive; sha is a tree's, or a commit's or ref's, whose root
+// tree it lists.
+func (s *Server) tree(w http.ResponseWriter, req *http.Request, r *repo) {
+	sha := req.PathValue("sha")
+	t, ok := r.trees[sha]
+	if !ok {
+		c := r.resolve(sha)
+		if c == nil {
+			notFound(w)
+			return
+		}
+		t = treeRef{commit: c}
+	}
+	recursive := req.URL.Query().Get("recursive") != ""
+	prefix := strings.TrimPrefix(t.dir+"/", "/")
+	entries := map[string]map[string]any{}
+	for fp, b := range t.commit.files {
+		rest, ok := strings.CutPrefix(fp, prefix)
+		if !ok {
+			continue
+		}
+		parts := strings.Split(rest, "/")
+		if !recursive {
+			parts = parts[:1]
+		}
+		for i := range parts {
+			p := strings.Join(parts[:i+1], "/")
+			if i == len(parts)-1 && p == rest {
+				entries[p] = map[string]any{"path": p, "mode": "100644", "type": "blob", "sha": b, "size": len(r.blobs[b]),
+					"url": apiURL(req, "/repos/"+r.fullName()+"/git/blobs/"+b)}
+				continue
+			}
+			ts := treeHash(t.commit, prefix+p)
+			entries[p] = map[string]any{"path": p, "mode": "040000", "type": "tree", "sha": ts,
+				"url": apiURL(req, "/repos/"+r.fullName()+"/git/trees/"+ts)}
+		}
+	}
+	list := []map[string]any{}
+	for _, p := range slices.Sorted(maps.Keys(entries)) {
+		list = append(list, entries[p])
+	}
+	root := treeHash(t.commit, t.dir)
+	writeJSON(w, http.StatusOK, map[string]any{
+		"sha":       root,
+		"url":       apiURL(req, "/repos/"+r.fullName()+"/git/trees/"+root),
+		"tree":      list,
+		"truncated": false,
+	})
+}
+
 func (s *Server) compare(w http.ResponseWriter, req *http.Request, r *repo) {
 	baseRef, headRef, ok := strings.Cut(req.PathValue("basehead"), "...")
 	if !ok {
@@ -464,9 +516,15 @@ func (s *Server) compare(w http.ResponseWriter, req *http.Request, r *repo) {
 		pageCommits = commits[len(commits)-250:]
 	}
 	pageFiles := pageOf(files, page, compareFilesPerPage)
+	filePages := pages(len(files), compareFilesPerPage)
+	if s.capFiles && page > 1 {
+		pageFiles = pageFiles[:0]
+	}
+	if s.capFiles {
+		filePages = 1
+	}
 	if paged {
-		last := max(1, pages(len(commits), perPage), pages(len(files), compareFilesPerPage))
-		link(w, req, page, perPage, last)
+		link(w, req, page, perPage, max(1, pages(len(commits), perPage), filePages))
 	}
 	commitList := make([]map[string]any, len(pageCommits))
 	for i, c := range pageCommits {
@@ -734,9 +792,11 @@ func pageParams(q url.Values, defaultPerPage int) (page, perPage int) {
 
 func pages(n, perPage int) int { return (n + perPage - 1) / perPage }
 
+// pageOf returns a page of list, never nil: GitHub's lists are [] when
+// empty.
 func pageOf[T any](list []T, page, perPage int) []T {
 	lo := min((page-1)*perPage, len(list))
-	return list[lo:min(lo+perPage, len(list))]
+	return append([]T{}, list[lo:min(lo+perPage, len(list))]...)
 }
 
 // link sets the Link header of a page of last pages, with next, last,

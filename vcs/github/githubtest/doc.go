@@ -11,7 +11,8 @@
 //	GET  /repos/{owner}/{repo}/git/blobs/{sha}         blob (base64, or raw media type)
 //	GET  /repos/{owner}/{repo}/git/ref/{ref}           heads/… or tags/… reference
 //	GET  /repos/{owner}/{repo}/git/tags/{sha}          annotated tag object
-//	GET  /repos/{owner}/{repo}/compare/{base}...{head} three-dot comparison from the merge base, paginated
+//	GET  /repos/{owner}/{repo}/git/trees/{sha}?recursive= tree of a tree, commit or ref
+//	GET  /repos/{owner}/{repo}/compare/{base}...{head} three-dot comparison from the merge base, paginated (see Config.CapCompareFiles)
 //	GET  /repos/{owner}/{repo}/pulls?state=&head=&base= pull requests, paginated
 //	GET  /repos/{owner}/{repo}/pulls/{number}          pull request
 //	POST /repos/{owner}/{repo}/statuses/{sha}          commit status (validated like GitHub's)

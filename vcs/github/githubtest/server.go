@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -26,6 +27,10 @@ type Config struct {
 	// TokenTTL is how long the installation tokens it issues last.
 	// Default: DefaultTokenTTL.
 	TokenTTL time.Duration
+	// CapCompareFiles makes comparisons list changed files as GitHub
+	// documents it: on the first page only, at most 300 in all. Without
+	// it they list 300 a page, on as many pages as it takes.
+	CapCompareFiles bool
 }
 
 // Server is a fake GitHub API. It is safe for concurrent use: seed it
@@ -33,6 +38,7 @@ type Config struct {
 type Server struct {
 	now      func() time.Time
 	tokenTTL time.Duration
+	capFiles bool
 	mux      *http.ServeMux
 
 	mu       sync.Mutex
@@ -65,7 +71,8 @@ type repo struct {
 	commits       map[string]*commit
 	blobs         map[string][]byte
 	branches      map[string]string
-	tags          map[string]string // tag name -> commit or tag object sha
+	trees         map[string]treeRef // tree sha -> the commit and directory it lists
+	tags          map[string]string  // tag name -> commit or tag object sha
 	tagObjects    map[string]*tagObject
 	pulls         []*pull
 	statuses      map[string][]*status // commit sha -> statuses, oldest first
@@ -80,6 +87,11 @@ type commit struct {
 	files   map[string]string // path -> blob sha
 	message string
 	time    time.Time
+}
+
+type treeRef struct {
+	commit *commit
+	dir    string
 }
 
 type tagObject struct {
@@ -117,6 +129,7 @@ func NewServer(cfg Config) *Server {
 	s := &Server{
 		now:      cfg.Now,
 		tokenTTL: cmp.Or(cfg.TokenTTL, DefaultTokenTTL),
+		capFiles: cfg.CapCompareFiles,
 		repos:    map[string]*repo{},
 		pats:     map[string]bool{},
 		apps:     map[int64]*rsa.PublicKey{},
@@ -186,7 +199,7 @@ func (s *Server) CreateRepo(fullName, defaultBranch string) error {
 	s.seq++
 	s.repos[key] = &repo{
 		id: s.seq, owner: owner, name: name, defaultBranch: cmp.Or(defaultBranch, "main"),
-		commits: map[string]*commit{}, blobs: map[string][]byte{}, branches: map[string]string{},
+		commits: map[string]*commit{}, blobs: map[string][]byte{}, branches: map[string]string{}, trees: map[string]treeRef{},
 		tags: map[string]string{}, tagObjects: map[string]*tagObject{}, statuses: map[string][]*status{},
 	}
 	return nil
@@ -232,6 +245,12 @@ func (s *Server) Commit(repoName, branch string, files map[string]string, delete
 		message: fmt.Sprintf("commit %d", s.seq), time: s.now().UTC()}
 	r.commits[c.sha] = c
 	r.branches[branch] = c.sha
+	r.trees[treeHash(c, "")] = treeRef{c, ""}
+	for p := range tree {
+		for d := path.Dir(p); d != "."; d = path.Dir(d) {
+			r.trees[treeHash(c, d)] = treeRef{c, d}
+		}
+	}
 	return c.sha, nil
 }
 

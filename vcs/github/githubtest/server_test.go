@@ -342,3 +342,69 @@ func TestSeedingErrors(t *testing.T) {
 	_, err = b.srv.Install(7, "acme/nope")
 	require.ErrorIs(t, err, githubtest.ErrNotFound)
 }
+
+func TestTrees(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	entries := func(body string) []string {
+		t.Helper()
+		var v struct {
+			Tree []struct{ Path, Type, SHA string }
+		}
+		require.NoError(t, json.Unmarshal([]byte(body), &v))
+		var out []string
+		for _, e := range v.Tree {
+			out = append(out, e.Type+" "+e.Path)
+		}
+		return out
+	}
+	resp, body := b.do(t, "GET", "/repos/acme/api/git/trees/main?recursive=1", pat, "", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, []string{"blob a.txt", "tree dir", "blob dir/b.txt"}, entries(body))
+	_, body = b.do(t, "GET", "/repos/acme/api/git/trees/"+b.sha, pat, "", "")
+	require.Equal(t, []string{"blob a.txt", "tree dir"}, entries(body), "not recursive: the root's entries")
+
+	var root struct {
+		Tree []struct{ Path, SHA string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &root))
+	_, body = b.do(t, "GET", "/repos/acme/api/git/trees/"+root.Tree[1].SHA, pat, "", "")
+	require.Equal(t, []string{"blob b.txt"}, entries(body), "a subtree by its SHA")
+	resp, _ = b.do(t, "GET", "/repos/acme/api/git/trees/nope", pat, "", "")
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
+
+// With CapCompareFiles, a comparison lists files on its first page only,
+// 300 at most, as GitHub documents.
+func TestCompareCapped(t *testing.T) {
+	t.Parallel()
+	srv := githubtest.NewServer(githubtest.Config{CapCompareFiles: true})
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	srv.AddToken(pat)
+	require.NoError(t, srv.CreateRepo("acme/api", "main"))
+	base, err := srv.Commit("acme/api", "main", map[string]string{"a": "a"})
+	require.NoError(t, err)
+	files := map[string]string{}
+	for i := range 400 {
+		files[strings.Repeat("x", i+1)] = "x"
+	}
+	for range 3 {
+		_, err = srv.Commit("acme/api", "main", files)
+		require.NoError(t, err)
+		files = map[string]string{"b": string(rune('a' + len(files)%26))}
+	}
+	b := &bundle{srv: srv, ts: ts}
+	count := func(page string) (int, int, string) {
+		resp, body := b.do(t, "GET", "/repos/acme/api/compare/"+base+"...main?per_page=2&page="+page, pat, "", "")
+		v := decode(t, body)
+		require.Equal(t, http.StatusOK, resp.StatusCode, body)
+		return len(v["files"].([]any)), len(v["commits"].([]any)), resp.Header.Get("Link")
+	}
+	f, c, link := count("1")
+	require.Equal(t, []int{300, 2}, []int{f, c})
+	require.Contains(t, link, `rel="next"`)
+	f, c, link = count("2")
+	require.Equal(t, []int{0, 1}, []int{f, c}, "files on the first page only")
+	require.NotContains(t, link, `rel="next"`)
+}
