@@ -1,0 +1,53 @@
+// Package github is the vcs.Provider of GitHub and GitHub Enterprise
+// Server, over the REST API with go-github.
+//
+// # Authentication
+//
+// A Provider authenticates as a personal access token (Config.Token) or
+// as a GitHub App (Config.AppID and Config.PrivateKey). As an App it signs
+// a short RS256 JWT, finds the installation of each repository it is
+// asked about (cached for the Provider's life), and exchanges the JWT for
+// an installation token, which it reuses until Config.TokenRefresh before
+// it expires; concurrent callers share one exchange.
+//
+// # What it calls
+//
+//	ReadFile        GET  /repos/{owner}/{repo}/contents/{path}?ref={sha}, then
+//	                GET  /repos/{owner}/{repo}/git/blobs/{sha} (raw) for files over 1 MB
+//	ReadDir         GET  /repos/{owner}/{repo}/contents/{dir}?ref={sha}
+//	ResolveRef      GET  /repos/{owner}/{repo}/git/ref/heads/{ref}, else .../tags/{ref} (or refs/… as given),
+//	                GET  /repos/{owner}/{repo}/git/tags/{sha} to peel annotated tags
+//	DefaultBranch   GET  /repos/{owner}/{repo}
+//	ChangedFiles    GET  /repos/{owner}/{repo}/compare/{base}...{head}, every page; when
+//	                the first lists 300 files and no page more, GitHub may have cut the
+//	                list: GET /repos/{owner}/{repo}/git/trees/{sha}?recursive=1 of the
+//	                merge base and of head, compared
+//	OpenPullRequest GET  /repos/{owner}/{repo}/pulls?state=open&head={owner}:{branch}
+//	PullRequest     GET  /repos/{owner}/{repo}/pulls/{number}
+//	SetStatus       POST /repos/{owner}/{repo}/statuses/{sha}
+//
+// # Statuses
+//
+// Commit statuses know pending, success, failure and error. SetStatus
+// maps running to pending, skipped to success (with "Skipped" as the
+// description when there is none), and cancelled to error: a cancelled
+// run says nothing about the code, and error is GitHub's state for "did
+// not finish", where failure would claim the code is broken. Descriptions
+// longer than GitHub's 140 characters are cut, ending in "…".
+//
+// # Errors
+//
+// What does not exist (repository, file, ref, commit, pull request, an
+// App installation on the repository) is an error matching
+// vcs.ErrNotFound. A call GitHub refuses for its rate limit — primary
+// (403 with X-RateLimit-Remaining: 0), secondary (403 with Retry-After)
+// or 429 — is a *vcs.RateLimitError whose RetryAfter says when to try
+// again. The Provider never retries and keeps no memory of rate limits
+// between calls: the caller (a status reporter) owns backing off, on its
+// own clock.
+//
+// # Stability
+//
+// Config may grow fields; the mapping of states above is part of the
+// contract.
+package github

@@ -1,0 +1,50 @@
+// Package githubtest is a fake of GitHub's REST API for tests: an
+// http.Handler, run with net/http/httptest, that keeps repositories with
+// real commit history and answers the endpoints package vcs/github calls
+// with GitHub's JSON shapes, status codes, Link pagination and error
+// bodies, so the real go-github client is what the tests exercise.
+//
+// # What it serves
+//
+//	GET  /repos/{owner}/{repo}                         repository
+//	GET  /repos/{owner}/{repo}/contents/{path}?ref=    file (base64; no content over 1 MB) or directory; raw media type
+//	GET  /repos/{owner}/{repo}/git/blobs/{sha}         blob (base64, or raw media type)
+//	GET  /repos/{owner}/{repo}/git/ref/{ref}           heads/… or tags/… reference
+//	GET  /repos/{owner}/{repo}/git/tags/{sha}          annotated tag object
+//	GET  /repos/{owner}/{repo}/git/trees/{sha}?recursive= tree of a tree, commit or ref
+//	GET  /repos/{owner}/{repo}/compare/{base}...{head} three-dot comparison from the merge base, paginated (see Config.CapCompareFiles)
+//	GET  /repos/{owner}/{repo}/pulls?state=&head=&base= pull requests, paginated
+//	GET  /repos/{owner}/{repo}/pulls/{number}          pull request
+//	POST /repos/{owner}/{repo}/statuses/{sha}          commit status (validated like GitHub's)
+//	GET  /repos/{owner}/{repo}/commits/{ref}/statuses  commit statuses, newest first, paginated
+//	GET  /repos/{owner}/{repo}/installation            the App's installation (App JWT)
+//	POST /app/installations/{id}/access_tokens         installation token (App JWT)
+//
+// # Authentication
+//
+// Every request needs an Authorization header. Repository endpoints take
+// a personal access token added with AddToken (it sees every repository)
+// or an installation token the server issued (it sees the installation's
+// repositories until it expires; others answer 404, as GitHub does for
+// a private repository one cannot see). App endpoints take an RS256 JWT
+// whose iss is an App added with AddApp, checked with its public key,
+// with iat not in the future and exp no more than ten minutes ahead.
+//
+// # Rate limits
+//
+// SetRateLimit makes the server refuse requests past a number per
+// window, the way GitHub answers a secondary rate limit (403 with
+// Retry-After), a primary one (403 with X-RateLimit-Remaining: 0 and
+// X-RateLimit-Reset) or 429. Stats counts requests, refusals and token
+// exchanges, for tests of callers that must back off.
+//
+// # Time
+//
+// Config.Now is the server's clock: token expiry, JWT checks and rate
+// windows read it, so tests move time by hand instead of sleeping.
+//
+// # Stability
+//
+// A test helper: its seeding methods follow what vcs/vcstest's fixture
+// needs and may grow.
+package githubtest
