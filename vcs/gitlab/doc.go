@@ -23,6 +23,10 @@
 //   - PullRequest: the merge request by IID; Fork when its source project is
 //     not the target project
 //   - SetStatus: POST /projects/:id/statuses/:sha with name = Context
+//   - Pushes (vcs.PushLister): GET /projects/:id/events?action=pushed&sort=asc,
+//     every page, from the day before since (after is a date and exclusive),
+//     then filtered by created_at; ref deletions are skipped, and a new
+//     ref's Before is all zeros
 //
 // GitLab's commit status states are pending, running, success, failed,
 // canceled and skipped; vcs.StateFailure is failed and vcs.StateCancelled is

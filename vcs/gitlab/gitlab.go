@@ -53,7 +53,10 @@ type Provider struct {
 	now    func() time.Time
 }
 
-var _ vcs.Provider = (*Provider)(nil)
+var (
+	_ vcs.Provider   = (*Provider)(nil)
+	_ vcs.PushLister = (*Provider)(nil)
+)
 
 // New returns a Provider for the instance and token of cfg.
 func New(cfg Config) (*Provider, error) {
@@ -229,6 +232,55 @@ func (p *Provider) PullRequest(ctx context.Context, repo string, number int) (*v
 		}
 	}
 	return pr, nil
+}
+
+// zeroSHA is the Before of a push that created its ref: GitLab's
+// commit_from is null there.
+const zeroSHA = "0000000000000000000000000000000000000000"
+
+// Pushes reads repo's push events, every page, oldest first. GitLab's
+// after is a date and exclusive, so the provider asks from the day before
+// since's (in UTC, GitLab's days) and drops what came before since itself.
+// Deleting a ref is a push event too, with no commit_to; it is skipped.
+func (p *Provider) Pushes(ctx context.Context, repo string, since time.Time) ([]vcs.Push, error) {
+	action, sort := glapi.PushedEventType, "asc"
+	after := glapi.ISOTime(since.UTC().AddDate(0, 0, -1))
+	opt := &glapi.ListProjectVisibleEventsOptions{Action: &action, After: &after, Sort: &sort,
+		ListOptions: glapi.ListOptions{PerPage: pageSize, Page: 1}}
+	var out []vcs.Push
+	for {
+		events, resp, err := p.client.Events.ListProjectVisibleEvents(repo, opt, glapi.WithContext(ctx))
+		if err != nil {
+			return nil, p.interpretError(resp, err, "listing the push events of %s", repo)
+		}
+		for _, e := range events {
+			d := e.PushData
+			if d.CommitTo == "" {
+				continue
+			}
+			at, err := time.Parse(time.RFC3339, e.CreatedAt)
+			if err != nil {
+				return nil, fmt.Errorf("gitlab: push event %d of %s: created_at %q is not an RFC 3339 time", e.ID, repo, e.CreatedAt)
+			}
+			if at.Before(since) {
+				continue
+			}
+			push := vcs.Push{Before: cmp.Or(d.CommitFrom, zeroSHA), SHA: d.CommitTo, At: at, Actor: e.AuthorUsername}
+			switch d.RefType {
+			case "branch":
+				push.Branch = d.Ref
+			case "tag":
+				push.Tag = d.Ref
+			default:
+				return nil, fmt.Errorf("gitlab: push event %d of %s: ref_type %q is neither branch nor tag", e.ID, repo, d.RefType)
+			}
+			out = append(out, push)
+		}
+		if resp.NextPage == 0 {
+			return out, nil
+		}
+		opt.Page = resp.NextPage
+	}
 }
 
 var states = map[vcs.State]glapi.BuildStateValue{

@@ -82,6 +82,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.listMergeRequests(w, r, p)
 	case route == "merge_requests" && len(seg) == 4 && get:
 		s.mergeRequest(w, r, p, seg[3])
+	case route == "events" && len(seg) == 3 && get:
+		s.listEvents(w, r, p)
 	case route == "statuses" && len(seg) == 4 && r.Method == http.MethodPost:
 		s.setStatus(w, r, p, seg[3])
 	default:
@@ -432,6 +434,79 @@ func (s *Server) mergeRequest(w http.ResponseWriter, r *http.Request, p *project
 		return
 	}
 	writeJSON(w, http.StatusOK, s.mergeRequestJSON(r, p, p.mergeRequests[n-1]))
+}
+
+// listEvents answers a project's events, which here are its pushes. Like
+// GitLab, after and before are dates, both exclusive: after=2026-03-01
+// starts at 2026-03-02T00:00Z, before=2026-03-01 ends at 2026-03-01T00:00Z.
+func (s *Server) listEvents(w http.ResponseWriter, r *http.Request, p *project) {
+	q := r.URL.Query()
+	var from, until time.Time
+	for _, bound := range []struct {
+		name string
+		to   *time.Time
+		add  int
+	}{{"after", &from, 1}, {"before", &until, 0}} {
+		if v := q.Get(bound.name); v != "" {
+			d, err := time.Parse(time.DateOnly, v)
+			if err != nil {
+				writeError(w, http.StatusBadRequest, bound.name+" is invalid")
+				return
+			}
+			*bound.to = d.AddDate(0, 0, bound.add)
+		}
+	}
+	sort := cmp.Or(q.Get("sort"), "desc")
+	if sort != "asc" && sort != "desc" {
+		writeError(w, http.StatusBadRequest, "sort does not have a valid value")
+		return
+	}
+	if a := q.Get("action"); a != "" && a != "pushed" || q.Get("target_type") != "" {
+		writeJSON(w, http.StatusOK, paginate(w, r, []map[string]any{}))
+		return
+	}
+	var list []map[string]any
+	for _, e := range p.events {
+		if !from.IsZero() && e.createdAt.Before(from) || !until.IsZero() && !e.createdAt.Before(until) {
+			continue
+		}
+		list = append(list, s.eventJSON(p, e))
+	}
+	if sort == "desc" {
+		slices.Reverse(list)
+	}
+	writeJSON(w, http.StatusOK, paginate(w, r, list))
+}
+
+// timeFormat is how GitLab writes an event's created_at.
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func (s *Server) eventJSON(p *project, e *pushEvent) map[string]any {
+	action, actionName := "pushed", "pushed to"
+	switch {
+	case e.from == "":
+		action, actionName = "created", "pushed new"
+	case e.to == "":
+		action, actionName = "removed", "deleted"
+	}
+	refType := "branch"
+	if e.tag {
+		refType = "tag"
+	}
+	var title any
+	if c := p.commits[e.to]; c != nil {
+		title = c.message
+	}
+	return map[string]any{
+		"id": e.id, "project_id": p.id, "action_name": actionName, "title": nil,
+		"target_id": nil, "target_iid": nil, "target_type": nil, "target_title": nil,
+		"author_id": 1, "author_username": "gitlabtest", "created_at": e.createdAt.UTC().Format(timeFormat), "imported": false, "imported_from": "none",
+		"author": map[string]any{"id": 1, "username": "gitlabtest", "name": "Gitlabtest", "state": "active"},
+		"push_data": map[string]any{
+			"commit_count": e.commits, "action": action, "ref_type": refType, "ref": e.ref, "ref_count": nil,
+			"commit_from": nullable(e.from), "commit_to": nullable(e.to), "commit_title": title,
+		},
+	}
 }
 
 var statusStates = []string{"pending", "running", "success", "failed", "canceled", "skipped"}

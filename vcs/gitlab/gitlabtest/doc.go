@@ -19,6 +19,7 @@
 //	GET  /projects/:id/repository/commits/:sha/statuses?ref=&name=&all=
 //	GET  /projects/:id/merge_requests?state=&source_branch=&target_branch=
 //	GET  /projects/:id/merge_requests/:iid
+//	GET  /projects/:id/events?action=&target_type=&after=&before=&sort=
 //	POST /projects/:id/statuses/:sha
 //
 // Lists are paginated the way GitLab does it: page and per_page (20 by
@@ -35,16 +36,21 @@
 // rename. A commit status is kept per name, ref and commit: a new POST
 // under the same name replaces it, and posting the state a pending or
 // running status already has is refused with 400, like GitLab's state
-// machine does. With Config.RateLimit set, requests beyond the limit in a
+// machine does. Every seeding that moves or deletes a branch or tag
+// records a push event at the server's clock, with GitLab's push_data
+// (action pushed, created or removed; commit_from null for a new ref,
+// commit_to null for a removed one); events are newest first unless
+// sort=asc, and after and before are exclusive dates (UTC), as GitLab
+// reads them. With Config.RateLimit set, requests beyond the limit in a
 // window are answered 429 "Retry later" with Retry-After and RateLimit-*
 // headers, like GitLab's throttles.
 //
 // # Seeding
 //
-// CreateProject, ForkProject, ForkRelation, Commit, Branch, Tag, OpenMergeRequest and
-// CloseMergeRequest build the state the API then reports; Statuses and
-// Requests read back what clients did. They are safe for concurrent use with
-// requests in flight.
+// CreateProject, ForkProject, ForkRelation, Commit, Branch, Tag,
+// DeleteBranch, DeleteTag, OpenMergeRequest and CloseMergeRequest build the
+// state the API then reports; Statuses and Requests read back what clients
+// did. They are safe for concurrent use with requests in flight.
 //
 // # Stability
 //

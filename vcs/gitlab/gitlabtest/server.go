@@ -45,7 +45,7 @@ type Server struct {
 	mu          sync.Mutex
 	projects    map[string]*project // by path_with_namespace
 	byID        map[int]*project
-	nextID      int // projects, merge requests and statuses share a sequence, as IDs need only be unique
+	nextID      int // projects, merge requests, statuses and events share a sequence, as IDs need only be unique
 	commitCount int
 	requests    int
 	windowStart time.Time
@@ -75,6 +75,18 @@ type project struct {
 	tags          map[string]string
 	mergeRequests []*mergeRequest // by iid
 	statuses      []*CommitStatus // latest per name, ref and sha
+	events        []*pushEvent    // oldest first
+}
+
+// pushEvent is a push to one ref, as GitLab records it in a project's
+// events: from is "" for a new ref and to is "" for a removed one.
+type pushEvent struct {
+	id        int
+	createdAt time.Time
+	ref       string
+	tag       bool
+	from, to  string
+	commits   int
 }
 
 type commit struct {
@@ -240,7 +252,7 @@ func (s *Server) Commit(projectPath, branch string, files map[string]string, del
 	}
 	c.sha = hex.EncodeToString(h.Sum(nil))
 	p.commits[c.sha] = c
-	p.branches[branch] = c.sha
+	s.push(p, branch, false, c.sha)
 	return c.sha, nil
 }
 
@@ -267,12 +279,79 @@ func (s *Server) setRef(projectPath, name, sha string, tag bool) error {
 	if _, ok := p.commits[sha]; !ok {
 		return fmt.Errorf("gitlabtest: commit %s is not in %s", sha, projectPath)
 	}
-	if tag {
-		p.tags[name] = sha
-	} else {
-		p.branches[name] = sha
-	}
+	s.push(p, name, tag, sha)
 	return nil
+}
+
+// DeleteBranch deletes branch of project, which must not be the default
+// branch, as GitLab refuses that.
+func (s *Server) DeleteBranch(projectPath, branch string) error {
+	return s.deleteRef(projectPath, branch, false)
+}
+
+// DeleteTag deletes tag of project.
+func (s *Server) DeleteTag(projectPath, tag string) error {
+	return s.deleteRef(projectPath, tag, true)
+}
+
+func (s *Server) deleteRef(projectPath, name string, tag bool) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.project(projectPath)
+	if err != nil {
+		return err
+	}
+	refs, kind := p.branches, "branch"
+	if tag {
+		refs, kind = p.tags, "tag"
+	}
+	if _, ok := refs[name]; !ok {
+		return fmt.Errorf("gitlabtest: %s %s is not in %s", kind, name, projectPath)
+	}
+	if !tag && name == p.defaultBranch {
+		return fmt.Errorf("gitlabtest: %s is the default branch of %s", name, projectPath)
+	}
+	s.push(p, name, tag, "")
+	return nil
+}
+
+// push points a branch or tag of p at sha, or deletes it when sha is "",
+// and records the push event, unless the ref already points there.
+func (s *Server) push(p *project, ref string, tag bool, sha string) {
+	refs := p.branches
+	if tag {
+		refs = p.tags
+	}
+	old := refs[ref]
+	if old == sha {
+		return
+	}
+	if sha == "" {
+		delete(refs, ref)
+	} else {
+		refs[ref] = sha
+	}
+	commits := 0
+	if !tag && sha != "" {
+		// GitLab counts the commits the push brings to the ref; a new
+		// branch brings those the default branch has not.
+		since := old
+		if since == "" && ref != p.defaultBranch {
+			since = p.branches[p.defaultBranch]
+		}
+		var known map[string]int
+		if since != "" {
+			known = p.ancestors(since)
+		}
+		for c := range p.ancestors(sha) {
+			if _, ok := known[c]; !ok {
+				commits++
+			}
+		}
+	}
+	s.nextID++
+	p.events = append(p.events, &pushEvent{id: s.nextID, createdAt: s.cfg.Now(), ref: ref, tag: tag,
+		from: old, to: sha, commits: commits})
 }
 
 // OpenMergeRequest opens a merge request into targetBranch of project from
