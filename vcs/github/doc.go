@@ -25,6 +25,19 @@
 //	OpenPullRequest GET  /repos/{owner}/{repo}/pulls?state=open&head={owner}:{branch}
 //	PullRequest     GET  /repos/{owner}/{repo}/pulls/{number}
 //	SetStatus       POST /repos/{owner}/{repo}/statuses/{sha}
+//	Pushes          GET  /repos/{owner}/{repo}/events, pages until one goes back past since,
+//	                GET  /repos/{owner}/{repo}/git/tags/{sha} to peel a pushed tag (404: a commit)
+//
+// # Pushes
+//
+// Pushes (vcs.PushLister) reads the PushEvents of the repository's events
+// API, which keeps 90 days and 300 events at most: a window reaching
+// further back sees only what GitHub still lists. Events arrive there
+// from seconds to hours after the push. A push's SHA is its payload's
+// head, the ref's new value, except that a tag's is peeled to its
+// commit, as the push webhook's head_commit names it; Before is the
+// payload's as it is. Ref deletions (head all zeros) and refs other than
+// branches and tags are left out.
 //
 // # Statuses
 //

@@ -3,6 +3,7 @@ package github
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -63,7 +64,10 @@ type Provider struct {
 	app   *app // nil with a token
 }
 
-var _ vcs.Provider = (*Provider)(nil)
+var (
+	_ vcs.Provider   = (*Provider)(nil)
+	_ vcs.PushLister = (*Provider)(nil)
+)
 
 // New returns a Provider of cfg.
 func New(cfg Config) (*Provider, error) {
@@ -367,6 +371,90 @@ func (p *Provider) SetStatus(ctx context.Context, repo, sha string, st *vcs.Stat
 		return struct{}{}, err
 	})
 	return err
+}
+
+func (p *Provider) Pushes(ctx context.Context, repo string, since time.Time) ([]vcs.Push, error) {
+	return call(ctx, p, repo, "events", func(c *gh.Client, owner, name string) ([]vcs.Push, error) {
+		var pushes []vcs.Push // newest first, as GitHub lists events
+		opts := &gh.ListOptions{PerPage: 100, Page: 1}
+		for {
+			events, resp, err := c.Activity.ListRepositoryEvents(ctx, owner, name, opts)
+			if err != nil {
+				return nil, err
+			}
+			older := false
+			for _, e := range events {
+				if e.GetCreatedAt().Time.Before(since) {
+					older = true
+					break
+				}
+				push, ok, err := pushOf(e)
+				if err != nil {
+					return nil, err
+				}
+				if !ok {
+					continue
+				}
+				if push.Tag != "" {
+					// The webhook names an annotated tag's commit
+					// (head_commit); the event only the tag object.
+					if push.SHA, err = peel(ctx, c, owner, name, push.SHA); err != nil {
+						return nil, err
+					}
+				}
+				pushes = append(pushes, push)
+			}
+			if older || resp.NextPage == 0 {
+				break
+			}
+			opts.Page = resp.NextPage
+		}
+		slices.Reverse(pushes)
+		return pushes, nil
+	})
+}
+
+// pushOf returns the push e records; ok is false for other events, for
+// a ref's deletion, and for refs that are neither branches nor tags.
+func pushOf(e *gh.Event) (push vcs.Push, ok bool, err error) {
+	if e.GetType() != "PushEvent" {
+		return vcs.Push{}, false, nil
+	}
+	var pe gh.PushEvent
+	if e.RawPayload == nil {
+		return vcs.Push{}, false, fmt.Errorf("PushEvent %s has no payload", e.GetID())
+	}
+	if err := json.Unmarshal(*e.RawPayload, &pe); err != nil {
+		return vcs.Push{}, false, fmt.Errorf("payload of PushEvent %s: %w", e.GetID(), err)
+	}
+	head := pe.GetHead()
+	if strings.Trim(head, "0") == "" {
+		return vcs.Push{}, false, nil
+	}
+	push = vcs.Push{Before: pe.GetBefore(), SHA: head, At: e.GetCreatedAt().Time, Actor: e.GetActor().GetLogin()}
+	if b, ok := strings.CutPrefix(pe.GetRef(), "refs/heads/"); ok {
+		push.Branch = b
+	} else if t, ok := strings.CutPrefix(pe.GetRef(), "refs/tags/"); ok {
+		push.Tag = t
+	} else {
+		return vcs.Push{}, false, nil
+	}
+	return push, true, nil
+}
+
+// peel returns the commit sha names: sha itself when it is no tag
+// object, else the commit its tag (or chain of tags) points at.
+func peel(ctx context.Context, c *gh.Client, owner, name, sha string) (string, error) {
+	for {
+		t, _, err := c.Git.GetTag(ctx, owner, name, sha)
+		if isNotFound(err) {
+			return sha, nil
+		}
+		if err != nil {
+			return "", err
+		}
+		sha = t.GetObject().GetSHA()
+	}
 }
 
 // commitState maps st onto GitHub's commit status state and description

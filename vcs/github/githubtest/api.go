@@ -61,6 +61,7 @@ func (s *Server) routes() {
 	repoRoute("GET /repos/{owner}/{repo}/pulls/{number}", s.pull)
 	repoRoute("POST /repos/{owner}/{repo}/statuses/{sha}", s.createStatus)
 	repoRoute("GET /repos/{owner}/{repo}/commits/{ref}/statuses", s.listStatuses)
+	repoRoute("GET /repos/{owner}/{repo}/events", s.listEvents)
 	s.mux.HandleFunc("GET /repos/{owner}/{repo}/installation", s.authed(true, s.installation))
 	s.mux.HandleFunc("POST /app/installations/{id}/access_tokens", s.authed(true, s.accessToken))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { notFound(w) })

@@ -17,8 +17,17 @@
 //	GET  /repos/{owner}/{repo}/pulls/{number}          pull request
 //	POST /repos/{owner}/{repo}/statuses/{sha}          commit status (validated like GitHub's)
 //	GET  /repos/{owner}/{repo}/commits/{ref}/statuses  commit statuses, newest first, paginated
+//	GET  /repos/{owner}/{repo}/events                  events of the last 90 days, at most 300, newest first, paginated
 //	GET  /repos/{owner}/{repo}/installation            the App's installation (App JWT)
 //	POST /app/installations/{id}/access_tokens         installation token (App JWT)
+//
+// # Events
+//
+// Seeding records the events GitHub would: a PushEvent (payload ref,
+// before, head, size, commits) for each ref that Commit, Branch, Tag or
+// AnnotatedTag moves, after a CreateEvent for a ref they create, at the
+// server's clock. AddEvent records others (a deleted branch's push, a
+// WatchEvent…); DropEvents forgets some, as GitHub's feed may.
 //
 // # Authentication
 //

@@ -76,6 +76,7 @@ type repo struct {
 	tagObjects    map[string]*tagObject
 	pulls         []*pull
 	statuses      map[string][]*status // commit sha -> statuses, oldest first
+	events        []*Event             // oldest first
 }
 
 func (r *repo) fullName() string { return r.owner + "/" + r.name }
@@ -244,6 +245,7 @@ func (s *Server) Commit(repoName, branch string, files map[string]string, delete
 	c := &commit{sha: hex.EncodeToString(h.Sum(nil)), seq: s.seq, parents: parents, files: tree,
 		message: fmt.Sprintf("commit %d", s.seq), time: s.now().UTC()}
 	r.commits[c.sha] = c
+	s.moveRef(r, "refs/heads/"+branch, r.branches[branch], c.sha, []*commit{c})
 	r.branches[branch] = c.sha
 	r.trees[treeHash(c, "")] = treeRef{c, ""}
 	for p := range tree {
@@ -265,6 +267,8 @@ func (s *Server) Branch(repoName, branch, sha string) error {
 	if r.commits[sha] == nil {
 		return fmt.Errorf("commit %s of %s: %w", sha, repoName, ErrNotFound)
 	}
+	old := r.branches[branch]
+	s.moveRef(r, "refs/heads/"+branch, old, sha, r.newCommits(old, sha))
 	r.branches[branch] = sha
 	return nil
 }
@@ -290,14 +294,16 @@ func (s *Server) tag(repoName, tag, sha, message string) error {
 	if r.commits[sha] == nil {
 		return fmt.Errorf("commit %s of %s: %w", sha, repoName, ErrNotFound)
 	}
-	if message == "" {
-		r.tags[tag] = sha
-		return nil
+	target := sha
+	if message != "" {
+		o := &tagObject{name: tag, message: message, target: sha}
+		o.sha = gitHash("tag", []byte("object "+sha+"\ntag "+tag+"\n\n"+message))
+		r.tagObjects[o.sha] = o
+		target = o.sha
 	}
-	o := &tagObject{name: tag, message: message, target: sha}
-	o.sha = gitHash("tag", []byte("object "+sha+"\ntag "+tag+"\n\n"+message))
-	r.tagObjects[o.sha] = o
-	r.tags[tag] = o.sha
+	old := r.tags[tag]
+	s.moveRef(r, "refs/tags/"+tag, old, target, r.newCommits(r.peel(old), sha))
+	r.tags[tag] = target
 	return nil
 }
 

@@ -408,3 +408,77 @@ func TestCompareCapped(t *testing.T) {
 	require.Equal(t, []int{0, 1}, []int{f, c}, "files on the first page only")
 	require.NotContains(t, link, `rel="next"`)
 }
+
+// Seeding that moves a ref records GitHub's events, served newest first
+// in GitHub's shape, paginated, 300 at most and none older than 90 days.
+func TestEvents(t *testing.T) {
+	t.Parallel()
+	b := setup(t) // CreateEvent and PushEvent of main
+	t0 := b.clock.Now()
+	b.clock.Advance(time.Minute)
+	sha2, err := b.srv.Commit("acme/api", "main", map[string]string{"a.txt": "a2"})
+	require.NoError(t, err)
+	require.NoError(t, b.srv.Branch("acme/api", "main", sha2), "not moved: no event")
+	require.NoError(t, b.srv.Tag("acme/api", "v1", b.sha))
+
+	resp, body := b.do(t, "GET", "/repos/acme/api/events?per_page=3", pat, "", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var page []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(body), &page), body)
+	require.Len(t, page, 3)
+	require.Contains(t, resp.Header.Get("Link"), `page=2&per_page=3>; rel="next"`)
+	tag, push := page[0], page[2]
+	require.Equal(t, "CreateEvent", page[1]["type"], "a new ref's CreateEvent comes before its push")
+	require.Equal(t, map[string]any{"ref": "v1", "ref_type": "tag", "master_branch": "main", "description": nil, "pusher_type": "user"},
+		page[1]["payload"])
+	require.Equal(t, "PushEvent", tag["type"])
+	require.IsType(t, "", tag["id"], "GitHub's event ids are strings")
+	require.Equal(t, "githubtest", tag["actor"].(map[string]any)["login"])
+	require.Equal(t, "acme/api", tag["repo"].(map[string]any)["name"])
+	require.Equal(t, t0.Add(time.Minute).Format(time.RFC3339), tag["created_at"])
+	p := tag["payload"].(map[string]any)
+	require.Equal(t, "refs/tags/v1", p["ref"])
+	require.Equal(t, strings.Repeat("0", 40), p["before"])
+	require.Equal(t, b.sha, p["head"])
+	require.Equal(t, float64(0), p["size"], "a new ref brings no new commits")
+	p = push["payload"].(map[string]any)
+	require.Equal(t, "refs/heads/main", p["ref"])
+	require.Equal(t, b.sha, p["before"])
+	require.Equal(t, sha2, p["head"])
+	require.Equal(t, float64(1), p["size"])
+	require.Equal(t, sha2, p["commits"].([]any)[0].(map[string]any)["sha"])
+
+	resp, body = b.do(t, "GET", "/repos/acme/api/events?per_page=3&page=2", pat, "", "")
+	require.NoError(t, json.Unmarshal([]byte(body), &page), body)
+	require.NotContains(t, resp.Header.Get("Link"), `rel="next"`)
+	require.Len(t, page, 2)
+	require.Equal(t, "PushEvent", page[0]["type"])
+	require.Equal(t, b.sha, page[0]["payload"].(map[string]any)["head"])
+	require.Equal(t, "CreateEvent", page[1]["type"])
+
+	events, err := b.srv.Events("acme/api")
+	require.NoError(t, err)
+	require.Len(t, events, 5)
+	for range 300 {
+		_, err := b.srv.AddEvent("acme/api", githubtest.Event{Type: "WatchEvent"})
+		require.NoError(t, err)
+	}
+	_, body = b.do(t, "GET", "/repos/acme/api/events?per_page=100&page=3", pat, "", "")
+	require.NoError(t, json.Unmarshal([]byte(body), &page), body)
+	require.Len(t, page, 100)
+	_, body = b.do(t, "GET", "/repos/acme/api/events?per_page=100&page=4", pat, "", "")
+	require.Equal(t, "[]\n", body, "300 events at most")
+
+	n, err := b.srv.DropEvents("acme/api", func(e githubtest.Event) bool { return e.Type == "WatchEvent" })
+	require.NoError(t, err)
+	require.Equal(t, 300, n)
+	b.clock.Set(t0.Add(90*24*time.Hour + time.Second))
+	_, body = b.do(t, "GET", "/repos/acme/api/events", pat, "", "")
+	require.NoError(t, json.Unmarshal([]byte(body), &page), body)
+	require.Len(t, page, 3, "the first commit's events are 90 days old")
+
+	_, err = b.srv.AddEvent("acme/nope", githubtest.Event{Type: "WatchEvent"})
+	require.ErrorIs(t, err, githubtest.ErrNotFound)
+	resp, _ = b.do(t, "GET", "/repos/acme/nope/events", pat, "", "")
+	require.Equal(t, http.StatusNotFound, resp.StatusCode)
+}
