@@ -1,11 +1,17 @@
 // Package vcs is the platform's seam to version control: reading a
-// repository's files at a commit (the pipeline as it was at that commit)
-// and asking about pull requests.
+// repository's files at a commit (the pipeline as it was at that commit),
+// asking about refs, changes and pull requests, and posting the statuses
+// of runs and jobs on commits — the platform's output reduced to its
+// essence, the green check.
 //
 // Provider is the interface; Memory is an in-process implementation for
 // tests and the embedded platform, and Cached keeps a provider's answers
-// about files at commits. Package vcs/local reads git repositories on
-// this machine; vcs/vcstest is the conformance suite.
+// about files at commits. Providers that can list recent pushes
+// (PushLister) let ingest's Reconciler build the pushes whose webhook never
+// came. The implementations: vcs/github, vcs/gitlab and vcs/local (git
+// repositories on this machine); vcs/vcstest is the conformance suite
+// they pass; vcs/status delivers statuses without making the scheduler
+// wait.
 package vcs
 
 import (
