@@ -1,10 +1,12 @@
 package status_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/vcs"
 	"github.com/cikit/cikit/vcs/status"
@@ -48,4 +50,47 @@ func TestFromEvent(t *testing.T) {
 	c, ok := status.FromEvent(long, nil)
 	require.True(t, ok)
 	require.Len(t, c.Status.Description, 140)
+}
+
+// TestReportEventsOfARun: the events of a run, as its store records them,
+// leave the commit with the final status of every job and of the
+// pipeline.
+func TestReportEventsOfARun(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := &vcs.Memory{}
+	p.AddCommit("acme/api", sha, map[string]string{".cikit.yml": "jobs: {}"})
+	r := start(t, status.Config{Provider: p, Rate: 1000, Burst: 1000})
+	store := dag.NewMemoryStore(dag.MemoryConfig{})
+	step := []cikit.Step{{Run: "true"}}
+	run, err := store.RunCreate(ctx, &dag.RunCreateParams{Pipeline: "acme/api:.cikit.yml", SHA: sha, Jobs: []*cikit.JobSpec{
+		{ID: "build", Steps: step}, {ID: "test", Needs: []string{"build"}, Steps: step}, {ID: "deploy", Needs: []string{"test"}, Steps: step}}})
+	require.NoError(t, err)
+	advance := func(job string, outcome cikit.JobState) {
+		tp := &dag.JobTransitionParams{RunID: run.ID, JobID: job, Attempt: 1}
+		_, err := store.JobQueue(ctx, tp)
+		require.NoError(t, err)
+		_, err = store.JobStart(ctx, tp)
+		require.NoError(t, err)
+		_, err = store.JobComplete(ctx, &dag.JobCompleteParams{RunID: run.ID, JobID: job, Attempt: 1, Outcome: outcome, Reason: "exit 1"})
+		require.NoError(t, err)
+	}
+	advance("build", cikit.JobSucceeded)
+	advance("test", cikit.JobFailed)
+	evs, err := store.OutboxPending(ctx, 1000)
+	require.NoError(t, err)
+	for _, ev := range evs {
+		r.ReportEvent(ev, nil)
+	}
+	flush(t, r)
+	got := map[string]vcs.State{}
+	for _, st := range p.Statuses("acme/api", sha) {
+		got[st.Context] = st.State
+	}
+	require.Equal(t, map[string]vcs.State{
+		"cikit/.cikit.yml":         vcs.StateFailure,
+		"cikit/.cikit.yml: build":  vcs.StateSuccess,
+		"cikit/.cikit.yml: test":   vcs.StateFailure,
+		"cikit/.cikit.yml: deploy": vcs.StateSkipped,
+	}, got)
 }
