@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -44,6 +45,11 @@ type IngesterConfig struct {
 	Sleep func(ctx context.Context, d time.Duration) error
 	// MaxMatrixJobs bounds each matrix's expansion (compiler.Options).
 	MaxMatrixJobs int
+	// ConfigCache is how many reads of pipeline files at commits the
+	// Ingester keeps (vcs.Cached): every event about a commit reads the
+	// same files, and a forge counts each read against its rate limit.
+	// Default: DefaultConfigCache; negative disables it.
+	ConfigCache int
 	// SeenCache is how many recent deliveries the Ingester remembers, so
 	// that a storm of redeliveries is absorbed without asking the store.
 	// Default: DefaultSeenCache; negative disables it.
@@ -77,6 +83,9 @@ type Ingester struct {
 	inflight singleflight.Group
 }
 
+// DefaultConfigCache is the default IngesterConfig.ConfigCache.
+const DefaultConfigCache = 4096
+
 // DefaultSeenCache is the default IngesterConfig.SeenCache.
 const DefaultSeenCache = 100_000
 
@@ -84,6 +93,9 @@ const DefaultSeenCache = 100_000
 func NewIngester(cfg IngesterConfig) (*Ingester, error) {
 	if cfg.Runs == nil || cfg.VCS == nil {
 		return nil, errors.New("ingest: IngesterConfig needs Runs and VCS")
+	}
+	if cfg.ConfigCache >= 0 {
+		cfg.VCS = vcs.Cached(cfg.VCS, cmp.Or(cfg.ConfigCache, DefaultConfigCache))
 	}
 	if cfg.Debounce == 0 {
 		cfg.Debounce = DefaultDebounce

@@ -2,6 +2,8 @@ package ingest_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -100,4 +102,43 @@ func TestPathFiltersAndRequiredChecks(t *testing.T) {
 	require.Equal(t, "code-head", run.SHA, "a run records the commit it builds")
 	require.NoError(t, reporter.Flush(fctx))
 	require.Empty(t, p.Statuses("acme/api", "code-head"), "nothing skipped")
+}
+
+// countingVCS counts the file reads that reach the provider.
+type countingVCS struct {
+	*vcs.Memory
+	mu    sync.Mutex
+	reads int
+}
+
+func (c *countingVCS) ReadFile(ctx context.Context, repo, sha, path string) ([]byte, error) {
+	c.mu.Lock()
+	c.reads++
+	c.mu.Unlock()
+	return c.Memory.ReadFile(ctx, repo, sha, path)
+}
+
+// TestConfigCache: the pipelines of a commit are read from the forge once,
+// however many events are about that commit.
+func TestConfigCache(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const head = "0123456789abcdef0123456789abcdef01234567"
+	p := &countingVCS{Memory: &vcs.Memory{}}
+	p.AddCommit("acme/api", head, map[string]string{".github/workflows/lint.yml": always, ".cikit.yml": native})
+	p.AddCommit("acme/api", "base", map[string]string{})
+	p.SetRef("acme/api", "main", "base")
+	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: ingest.NewMemoryRunStore(dag.NewMemoryStore(dag.MemoryConfig{}), nil), VCS: p, Debounce: -1})
+	require.NoError(t, err)
+	for i := range 3 {
+		ev := &ingest.Event{Provider: ingest.GitHub, DeliveryID: fmt.Sprint("pr-", i), Kind: ingest.KindPullRequest, Org: "acme", Repo: "api",
+			RefType: ingest.RefBranch, RefName: "feature", SHA: head, PRNumber: i + 1, BaseRef: "main", DefaultBranch: "main",
+			EventTime: time.Date(2026, 11, 30, 12, 0, i, 0, time.UTC)}
+		_, created, err := in.Ingest(ctx, ev)
+		require.NoError(t, err)
+		require.True(t, created)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	require.Equal(t, 3, p.reads, "each file looked for at the commit read once: .cikit.yml, .gitlab-ci.yml (missing) and the workflow")
 }
