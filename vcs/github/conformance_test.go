@@ -22,3 +22,11 @@ func TestConformanceApp(t *testing.T) {
 		return b.app(t), fixture{srv: b.srv, app: true}
 	}})
 }
+
+func TestConformanceCheckRuns(t *testing.T) {
+	t.Parallel()
+	vcstest.Exercise(t, vcstest.Config{New: func(t *testing.T) (vcs.Provider, vcstest.Fixture) {
+		b := setup(t)
+		return b.checks(t), fixture{srv: b.srv, app: true, checks: true}
+	}})
+}

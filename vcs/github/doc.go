@@ -24,7 +24,9 @@
 //	                merge base and of head, compared
 //	OpenPullRequest GET  /repos/{owner}/{repo}/pulls?state=open&head={owner}:{branch}
 //	PullRequest     GET  /repos/{owner}/{repo}/pulls/{number}
-//	SetStatus       POST /repos/{owner}/{repo}/statuses/{sha}
+//	SetStatus       POST /repos/{owner}/{repo}/statuses/{sha}; with Config.CheckRuns:
+//	                GET  /repos/{owner}/{repo}/commits/{sha}/check-runs?check_name=&app_id= (once per run),
+//	                then PATCH /repos/{owner}/{repo}/check-runs/{id}, or POST /repos/{owner}/{repo}/check-runs
 //	Pushes          GET  /repos/{owner}/{repo}/events, pages until one goes back past since,
 //	                GET  /repos/{owner}/{repo}/git/tags/{sha} to peel a pushed tag (404: a commit)
 //
@@ -47,6 +49,23 @@
 // run says nothing about the code, and error is GitHub's state for "did
 // not finish", where failure would claim the code is broken. Descriptions
 // longer than GitHub's 140 characters are cut, ending in "…".
+//
+// # Check runs
+//
+// With Config.CheckRuns (App authentication only) SetStatus reports each
+// Status as a check run named Status.Context on the commit, which pull
+// requests show with more detail than a commit status and which most
+// required checks name. Pending is status queued, running in_progress,
+// and success, failure, cancelled and skipped are completed with that
+// conclusion. The description is the run's output title and summary,
+// the target URL its details URL; an empty one leaves the run's as it
+// was. The first status of a context on a commit creates the run, later
+// ones update it; the Provider finds the App's run of that name by
+// listing the commit's runs once and remembers the newest 4096 runs it
+// used, so a new Provider picks up the runs of an old one. A completed
+// run is not reopened: a status that is not final after it creates a
+// new run, the one GitHub shows. Two first statuses of one context
+// posted at once may create two runs; GitHub shows the newer.
 //
 // # Errors
 //

@@ -48,9 +48,14 @@ type Config struct {
 	// TokenRefresh is how long before an installation token expires a
 	// new one is exchanged. Default: DefaultTokenRefresh.
 	TokenRefresh time.Duration
-	// Now returns the current time: the JWT's claims, the tokens' expiry
-	// and rate-limit waits are reckoned by it. Default: time.Now.
+	// Now returns the current time: the JWT's claims, the tokens' expiry,
+	// check runs' times and rate-limit waits are reckoned by it.
+	// Default: time.Now.
 	Now func() time.Time
+	// CheckRuns makes SetStatus report check runs instead of commit
+	// statuses (see the package documentation). GitHub lets only Apps
+	// write check runs: it needs AppID.
+	CheckRuns bool
 }
 
 // Provider is the vcs.Provider of GitHub. It is safe for concurrent use.
@@ -61,7 +66,8 @@ type Provider struct {
 	base  *gh.Client
 	now   func() time.Time
 	token string
-	app   *app // nil with a token
+	app   *app      // nil with a token
+	runs  *runCache // nil without Config.CheckRuns
 }
 
 var (
@@ -95,6 +101,8 @@ func New(cfg Config) (*Provider, error) {
 	switch {
 	case cfg.Token != "" && cfg.AppID != 0:
 		return nil, errors.New("github: set Token or AppID, not both")
+	case cfg.Token != "" && cfg.CheckRuns:
+		return nil, errors.New("github: CheckRuns needs App authentication (AppID and PrivateKey): GitHub lets only Apps write check runs, not a Token")
 	case cfg.Token != "":
 	case cfg.AppID != 0:
 		key, err := jwt.ParseRSAPrivateKeyFromPEM(cfg.PrivateKey)
@@ -105,6 +113,9 @@ func New(cfg Config) (*Provider, error) {
 			return nil, fmt.Errorf("github: TokenRefresh (%s) must be between 0 and an hour, the life of an installation token", cfg.TokenRefresh)
 		}
 		p.app = newApp(cfg.AppID, key, cfg.TokenRefresh)
+		if cfg.CheckRuns {
+			p.runs = newRunCache(checkRunCacheSize)
+		}
 	default:
 		return nil, errors.New("github: Config needs a Token or an AppID with its PrivateKey")
 	}
@@ -360,6 +371,9 @@ func (p *Provider) PullRequest(ctx context.Context, repo string, number int) (*v
 func (p *Provider) SetStatus(ctx context.Context, repo, sha string, st *vcs.Status) error {
 	if err := st.Validate(); err != nil {
 		return err
+	}
+	if p.runs != nil {
+		return p.setCheckRun(ctx, repo, sha, st)
 	}
 	state, desc := commitState(st)
 	_, err := call(ctx, p, repo, "commit "+sha, func(c *gh.Client, owner, name string) (struct{}, error) {

@@ -30,6 +30,8 @@ func TestNew(t *testing.T) {
 		"bad key":      {github.Config{AppID: 1, PrivateKey: []byte("nope")}, "PrivateKey of App 1"},
 		"bad URL":      {github.Config{Token: "t", BaseURL: "ftp://x/"}, "http or https"},
 		"long refresh": {github.Config{AppID: 1, PrivateKey: keyPEM(appKey()), TokenRefresh: 2 * time.Hour}, "TokenRefresh"},
+		"check runs with a token": {github.Config{Token: "t", CheckRuns: true},
+			"CheckRuns needs App authentication (AppID and PrivateKey)"},
 	} {
 		_, err := github.New(tc.cfg)
 		require.ErrorContains(t, err, tc.want, name)

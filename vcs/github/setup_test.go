@@ -80,6 +80,16 @@ func (b *bundle) app(t *testing.T) *github.Provider {
 	return p
 }
 
+// checks returns a Provider authenticating as the App that reports check
+// runs.
+func (b *bundle) checks(t *testing.T) *github.Provider {
+	t.Helper()
+	p, err := github.New(github.Config{BaseURL: b.ts.URL, HTTPClient: b.ts.Client(), AppID: appID,
+		PrivateKey: keyPEM(appKey()), Now: b.clock.Now, CheckRuns: true})
+	require.NoError(t, err)
+	return p
+}
+
 // repo creates repo, installs the App on it and commits files on its
 // default branch main, returning the commit.
 func (b *bundle) repo(t *testing.T, repo string, files map[string]string) string {
@@ -93,10 +103,12 @@ func (b *bundle) repo(t *testing.T, repo string, files map[string]string) string
 }
 
 // fixture is vcstest's Fixture over the fake; app says whether it
-// installs the App on the repositories it creates.
+// installs the App on the repositories it creates, checks that statuses
+// are read back from check runs.
 type fixture struct {
-	srv *githubtest.Server
-	app bool
+	srv    *githubtest.Server
+	app    bool
+	checks bool
 }
 
 func (f fixture) CreateRepo(t *testing.T, repo, defaultBranch string) {
@@ -141,6 +153,9 @@ func (f fixture) ClosePullRequest(t *testing.T, repo string, number int) {
 // cancelled.
 func (f fixture) Statuses(t *testing.T, repo, sha string) []vcs.Status {
 	t.Helper()
+	if f.checks {
+		return f.checkRuns(t, repo, sha)
+	}
 	list, err := f.srv.Statuses(repo, sha)
 	require.NoError(t, err)
 	out := make([]vcs.Status, len(list))
@@ -150,6 +165,23 @@ func (f fixture) Statuses(t *testing.T, repo, sha string) []vcs.Status {
 			state = vcs.StateCancelled
 		}
 		out[i] = vcs.Status{Context: st.Context, State: state, Description: st.Description, TargetURL: st.TargetURL}
+	}
+	return out
+}
+
+// checkRuns maps check runs back: queued is pending, in_progress
+// running, and a completed run's conclusion its state.
+func (f fixture) checkRuns(t *testing.T, repo, sha string) []vcs.Status {
+	t.Helper()
+	runs, err := f.srv.CheckRuns(repo, sha)
+	require.NoError(t, err)
+	out := make([]vcs.Status, len(runs))
+	for i, cr := range runs {
+		state := map[string]vcs.State{"queued": vcs.StatePending, "in_progress": vcs.StateRunning}[cr.Status]
+		if cr.Status == "completed" {
+			state = vcs.State(cr.Conclusion)
+		}
+		out[i] = vcs.Status{Context: cr.Name, State: state, Description: cr.Summary, TargetURL: cr.DetailsURL}
 	}
 	return out
 }

@@ -38,15 +38,18 @@ type caller struct {
 
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
-	repoRoute := func(pattern string, fn func(w http.ResponseWriter, req *http.Request, r *repo)) {
+	callerRoute := func(pattern string, fn func(w http.ResponseWriter, req *http.Request, r *repo, c caller)) {
 		s.mux.HandleFunc(pattern, s.authed(false, func(w http.ResponseWriter, req *http.Request, c caller) {
 			r := s.repos[strings.ToLower(req.PathValue("owner")+"/"+req.PathValue("repo"))]
 			if r == nil || !s.visible(c, r) {
 				notFound(w)
 				return
 			}
-			fn(w, req, r)
+			fn(w, req, r, c)
 		}))
+	}
+	repoRoute := func(pattern string, fn func(w http.ResponseWriter, req *http.Request, r *repo)) {
+		callerRoute(pattern, func(w http.ResponseWriter, req *http.Request, r *repo, _ caller) { fn(w, req, r) })
 	}
 	repoRoute("GET /repos/{owner}/{repo}", func(w http.ResponseWriter, req *http.Request, r *repo) {
 		writeJSON(w, http.StatusOK, repoJSON(r, req))
@@ -62,6 +65,9 @@ func (s *Server) routes() {
 	repoRoute("POST /repos/{owner}/{repo}/statuses/{sha}", s.createStatus)
 	repoRoute("GET /repos/{owner}/{repo}/commits/{ref}/statuses", s.listStatuses)
 	repoRoute("GET /repos/{owner}/{repo}/events", s.listEvents)
+	callerRoute("POST /repos/{owner}/{repo}/check-runs", s.createCheckRun)
+	callerRoute("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.updateCheckRun)
+	repoRoute("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.listCheckRuns)
 	s.mux.HandleFunc("GET /repos/{owner}/{repo}/installation", s.authed(true, s.installation))
 	s.mux.HandleFunc("POST /app/installations/{id}/access_tokens", s.authed(true, s.accessToken))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { notFound(w) })
@@ -241,7 +247,7 @@ func (s *Server) installation(w http.ResponseWriter, req *http.Request, c caller
 	notFound(w)
 }
 
-var permissions = map[string]string{"contents": "read", "pull_requests": "read", "statuses": "write", "metadata": "read"}
+var permissions = map[string]string{"contents": "read", "pull_requests": "read", "statuses": "write", "checks": "write", "metadata": "read"}
 
 func (s *Server) accessToken(w http.ResponseWriter, req *http.Request, c caller) {
 	id, _ := strconv.ParseInt(req.PathValue("id"), 10, 64)

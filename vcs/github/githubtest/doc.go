@@ -18,6 +18,9 @@
 //	POST /repos/{owner}/{repo}/statuses/{sha}          commit status (validated like GitHub's)
 //	GET  /repos/{owner}/{repo}/commits/{ref}/statuses  commit statuses, newest first, paginated
 //	GET  /repos/{owner}/{repo}/events                  events of the last 90 days, at most 300, newest first, paginated
+//	POST /repos/{owner}/{repo}/check-runs              check run (App installations only; validated like GitHub's)
+//	PATCH /repos/{owner}/{repo}/check-runs/{id}        check run update (App installations only)
+//	GET  /repos/{owner}/{repo}/commits/{ref}/check-runs check runs by check_name, status, app_id, filter; newest first, paginated
 //	GET  /repos/{owner}/{repo}/installation            the App's installation (App JWT)
 //	POST /app/installations/{id}/access_tokens         installation token (App JWT)
 //
@@ -38,6 +41,17 @@
 // a private repository one cannot see). App endpoints take an RS256 JWT
 // whose iss is an App added with AddApp, checked with its public key,
 // with iat not in the future and exp no more than ten minutes ahead.
+//
+// # Check runs
+//
+// Only an App's installation token may create or update a check run; a
+// personal token gets 403 "You must authenticate via a GitHub App.", as
+// on GitHub (listing takes either). As GitHub does, the server starts a
+// run at its creation unless started_at says otherwise, completes it
+// when given a conclusion, refuses a completed run without one and
+// unknown statuses and conclusions (422), clears the conclusion when a
+// status other than completed is set, and needs both title and summary
+// in an output. CheckRuns reads back the latest run of each name.
 //
 // # Rate limits
 //

@@ -77,6 +77,7 @@ type repo struct {
 	pulls         []*pull
 	statuses      map[string][]*status // commit sha -> statuses, oldest first
 	events        []*Event             // oldest first
+	checkRuns     []*checkRun          // oldest first
 }
 
 func (r *repo) fullName() string { return r.owner + "/" + r.name }
@@ -417,6 +418,9 @@ type Stats struct {
 	InstallationLookups int
 	// StatusesCreated counts commit statuses created.
 	StatusesCreated int
+	// CheckRunsCreated and CheckRunsUpdated count check runs created
+	// and updated.
+	CheckRunsCreated, CheckRunsUpdated int
 }
 
 // Stats returns the counts so far.
