@@ -7,47 +7,28 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cikit/cikit/internal/clocktest"
 	"github.com/cikit/cikit/vcs"
 	"github.com/cikit/cikit/vcs/gitlab"
 	"github.com/cikit/cikit/vcs/gitlab/gitlabtest"
 )
 
-// clock is a settable clock for the server's rate limit windows and the
-// provider's reading of RateLimit-Reset.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 type bundle struct {
 	srv   *gitlabtest.Server
 	url   string
 	http  *http.Client
-	clock *clock
+	clock *clocktest.Clock
 	p     *gitlab.Provider
 }
 
 func setup(t *testing.T, cfg gitlabtest.Config) *bundle {
 	t.Helper()
-	c := &clock{now: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
+	c := clocktest.New(time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC))
 	cfg.Now = c.Now
 	srv := gitlabtest.New(cfg)
 	ts := httptest.NewServer(srv)

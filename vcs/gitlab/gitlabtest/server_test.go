@@ -8,41 +8,24 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cikit/cikit/internal/clocktest"
 	"github.com/cikit/cikit/vcs/gitlab/gitlabtest"
 )
-
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 type bundle struct {
 	srv   *gitlabtest.Server
 	ts    *httptest.Server
-	clock *clock
+	clock *clocktest.Clock
 }
 
 func setup(t *testing.T, cfg gitlabtest.Config) *bundle {
 	t.Helper()
-	c := &clock{now: time.Unix(1_800_000_000, 0)}
+	c := clocktest.New(time.Unix(1_800_000_000, 0))
 	cfg.Now = c.Now
 	srv := gitlabtest.New(cfg)
 	ts := httptest.NewServer(srv)
