@@ -270,11 +270,21 @@ func (m *Memory) ResolveRef(ctx context.Context, repo, ref string) (string, erro
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	sha, ok := m.refs[repo+"\x00"+ref]
-	if !ok {
-		return "", fmt.Errorf("vcs: ref %s of %s: %w", ref, repo, ErrNotFound)
+	// A ref is found under the name it was set with, full or short.
+	names := []string{ref}
+	if short, ok := strings.CutPrefix(ref, "refs/heads/"); ok {
+		names = append(names, short)
+	} else if short, ok := strings.CutPrefix(ref, "refs/tags/"); ok {
+		names = append(names, short)
+	} else {
+		names = append(names, "refs/heads/"+ref, "refs/tags/"+ref)
 	}
-	return sha, nil
+	for _, name := range names {
+		if sha, ok := m.refs[repo+"\x00"+name]; ok {
+			return sha, nil
+		}
+	}
+	return "", fmt.Errorf("vcs: ref %s of %s: %w", ref, repo, ErrNotFound)
 }
 
 // SetPullRequest opens pull request number of repo with head branch, or

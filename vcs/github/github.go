@@ -525,8 +525,9 @@ func (p *Provider) rateLimited(err error) (time.Duration, bool) {
 		resp, limited = rl.Response, true
 		fallback = rl.Rate.Reset.Sub(p.now())
 	case errors.As(err, &abuse):
+		// go-github derives a secondary limit's wait from the primary
+		// limit's reset when no Retry-After came; the headers decide here.
 		resp, limited = abuse.Response, true
-		fallback = abuse.GetRetryAfter()
 	case errors.As(err, &er) && er.Response != nil:
 		resp = er.Response
 		code := resp.StatusCode
@@ -541,7 +542,10 @@ func (p *Provider) rateLimited(err error) (time.Duration, bool) {
 	if resp != nil {
 		if s, err := strconv.ParseInt(resp.Header.Get("Retry-After"), 10, 64); err == nil {
 			wait = time.Duration(s) * time.Second
-		} else if s, err := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64); err == nil {
+		} else if s, err := strconv.ParseInt(resp.Header.Get("X-RateLimit-Reset"), 10, 64); err == nil &&
+			resp.Header.Get("X-RateLimit-Remaining") == "0" {
+			// The reset is the primary limit's, which every answer
+			// names: it says when to retry only once that limit is spent.
 			wait = time.Unix(s, 0).Sub(p.now())
 		}
 	}

@@ -6,7 +6,11 @@ import (
 	"crypto/rsa"
 	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -354,4 +358,27 @@ func TestRateLimitTokenExchange(t *testing.T) {
 	require.ErrorAs(t, err, &rl)
 	require.Equal(t, time.Minute, rl.RetryAfter)
 	require.ErrorContains(t, err, "token of installation")
+}
+
+// TestSecondaryLimitWithoutRetryAfter: a secondary rate limit that names
+// no time waits a minute, not until the primary limit's reset, which
+// every answer carries.
+func TestSecondaryLimitWithoutRetryAfter(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("X-RateLimit-Remaining", "4000")
+		w.Header().Set("X-RateLimit-Reset", strconv.FormatInt(now.Add(50*time.Minute).Unix(), 10))
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, `{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.",`+
+			`"documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}`)
+	}))
+	defer ts.Close()
+	p, err := github.New(github.Config{BaseURL: ts.URL + "/", HTTPClient: ts.Client(), Token: "t", Now: func() time.Time { return now }})
+	require.NoError(t, err)
+	err = p.SetStatus(context.Background(), "acme/api", strings.Repeat("a", 40), &vcs.Status{Context: "cikit", State: vcs.StateSuccess})
+	var rl *vcs.RateLimitError
+	require.ErrorAs(t, err, &rl)
+	require.Equal(t, time.Minute, rl.RetryAfter)
 }

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	glapi "gitlab.com/gitlab-org/api/client-go/v2"
@@ -137,6 +138,15 @@ func (p *Provider) ReadDir(ctx context.Context, repo, sha, dir string) ([]string
 // ResolveRef returns the commit branch ref of repo points at, or, when
 // there is no such branch, tag ref.
 func (p *Provider) ResolveRef(ctx context.Context, repo, ref string) (string, error) {
+	// A full name says which kind it is.
+	if tag, ok := strings.CutPrefix(ref, "refs/tags/"); ok {
+		t, resp, err := p.client.Tags.GetTag(repo, tag, glapi.WithContext(ctx))
+		if err != nil {
+			return "", p.interpretError(resp, err, "resolving tag %s of %s", tag, repo)
+		}
+		return t.Commit.ID, nil
+	}
+	ref = strings.TrimPrefix(ref, "refs/heads/")
 	b, resp, err := p.client.Branches.GetBranch(repo, ref, glapi.WithContext(ctx))
 	if err == nil {
 		return b.Commit.ID, nil

@@ -17,7 +17,9 @@ func exerciseRefs(t *testing.T, cfg Config) {
 		b.fix.Tag(t, repo, "v1.0.0", c1)
 		c3 := b.fix.Commit(t, repo, "feature", map[string]string{"b": "1"})
 
-		for ref, want := range map[string]string{"main": c2, "release/1.x": c1, "v1.0.0": c1, "feature": c3} {
+		for ref, want := range map[string]string{"main": c2, "release/1.x": c1, "v1.0.0": c1, "feature": c3,
+			// Full names, as events and manual triggers give them.
+			"refs/heads/main": c2, "refs/heads/release/1.x": c1, "refs/tags/v1.0.0": c1} {
 			got, err := b.p.ResolveRef(b.ctx, repo, ref)
 			require.NoError(t, err, ref)
 			require.Equal(t, want, got, ref)
