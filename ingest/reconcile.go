@@ -144,13 +144,18 @@ func (r *Reconciler) event(repo, defaultBranch string, p vcs.Push) (*Event, erro
 	if !ok || p.SHA == "" || (p.Branch == "") == (p.Tag == "") {
 		return nil, fmt.Errorf("ingest: reconcile %s: a push names no commit, or not exactly one of a branch and a tag: %+v", repo, p)
 	}
-	ev := &Event{Provider: r.cfg.Provider, DeliveryID: "reconcile:" + p.SHA + ":" + p.Branch + p.Tag, HookID: "reconcile",
-		Org: org, Repo: name, SHA: p.SHA, Before: p.Before, DefaultBranch: defaultBranch, Actor: p.Actor, EventTime: p.At}
+	// No EventTime: a push's time is not its head commit's, which
+	// webhooks carry and events of a ref are ordered by; a reconciled push
+	// takes no part in that ordering.
+	ev := &Event{Provider: r.cfg.Provider, HookID: "reconcile", Org: org, Repo: name, SHA: p.SHA, Before: p.Before,
+		DefaultBranch: defaultBranch, Actor: p.Actor}
 	if p.Tag != "" {
 		ev.Kind, ev.RefType, ev.RefName = KindTag, RefTag, p.Tag
 	} else {
 		ev.Kind, ev.RefType, ev.RefName = KindPush, RefBranch, p.Branch
 	}
+	// The delivery is the push itself: two pushes never share one.
+	ev.DeliveryID = "reconcile:" + SemanticKey(ev)
 	return ev, nil
 }
 

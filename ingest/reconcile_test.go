@@ -73,3 +73,41 @@ func TestNewReconcilerValidates(t *testing.T) {
 	_, err := ingest.NewReconciler(ingest.ReconcilerConfig{})
 	require.Error(t, err)
 }
+
+// TestReconcileDistinctPushes: pushes of a branch and a tag of one name at
+// one commit, and a branch moved back to a commit it had, are distinct
+// pushes; and a webhook after a reconciled push is not judged against the
+// push's time.
+func TestReconcileDistinctPushes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clk := clocktest.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
+	p := &vcs.Memory{}
+	for _, sha := range []string{"a", "b", "c"} {
+		p.AddCommit("acme/api", sha, map[string]string{".cikit.yml": native})
+	}
+	at := func(ago time.Duration) time.Time { return clk.Now().Add(-ago) }
+	p.AddPush("acme/api", vcs.Push{Branch: "v1", Before: "x", SHA: "a", At: at(50 * time.Minute)})
+	p.AddPush("acme/api", vcs.Push{Tag: "v1", SHA: "a", At: at(40 * time.Minute)})
+	p.AddPush("acme/api", vcs.Push{Branch: "main", Before: "a", SHA: "b", At: at(30 * time.Minute)})
+	p.AddPush("acme/api", vcs.Push{Branch: "main", Before: "b", SHA: "a", At: at(20 * time.Minute)}) // moved back
+	store := dag.NewMemoryStore(dag.MemoryConfig{})
+	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: ingest.NewMemoryRunStore(store, nil), VCS: p, Debounce: -1})
+	require.NoError(t, err)
+	r, err := ingest.NewReconciler(ingest.ReconcilerConfig{Ingester: in, Pushes: p, Provider: ingest.GitHub, Now: clk.Now,
+		Repos: func(context.Context) ([]string, error) { return []string{"acme/api"}, nil }})
+	require.NoError(t, err)
+	rep, err := r.Reconcile(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 4, rep.Taken, "four distinct pushes")
+
+	// The next push's webhook carries its commit's time, older than the
+	// reconciled pushes': it is built all the same.
+	d, created, err := in.Ingest(ctx, &ingest.Event{Provider: ingest.GitHub, DeliveryID: "w9", HookID: "hook-1", Kind: ingest.KindPush,
+		Org: "acme", Repo: "api", RefType: ingest.RefBranch, RefName: "main", Before: "a", SHA: "c", DefaultBranch: "main",
+		EventTime: at(3 * time.Hour)})
+	require.NoError(t, err)
+	require.True(t, created)
+	require.Empty(t, d.Dropped)
+	require.NotEmpty(t, d.RunIDs)
+}
