@@ -303,6 +303,16 @@ func (in *Ingester) changedFiles(ctx context.Context, ev *Event) []string {
 		in.log.WarnContext(ctx, "cannot list the changed files; path filters not checked", "base", base, "head", ev.SHA, "err", err)
 		return nil
 	}
+	if ev.Kind == KindPush {
+		// A push compares with what the branch held. ChangedFiles is
+		// three-dot, which is that only when the push moved the branch
+		// forward; after a forced push (the old head has changes of its
+		// own) the changes are unknown.
+		back, err := in.cfg.VCS.ChangedFiles(ctx, repo, ev.SHA, base)
+		if err != nil || len(back) > 0 {
+			return nil
+		}
+	}
 	if files == nil {
 		files = []string{}
 	}

@@ -142,3 +142,31 @@ func TestConfigCache(t *testing.T) {
 	defer p.mu.Unlock()
 	require.Equal(t, 3, p.reads, "each file looked for at the commit read once: .cikit.yml, .gitlab-ci.yml (missing) and the workflow")
 }
+
+// TestForcedPushPathsUnknown: after a forced push the branch's changes are
+// not what the new head adds since the merge base; the path filters are
+// not judged on them (the pipeline runs) rather than skipped by them.
+func TestForcedPushPathsUnknown(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	p := &vcs.Memory{}
+	pipeline := `on: {push: {paths: ['src/**']}}
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    steps: [{run: go test ./...}]
+`
+	p.AddCommit("acme/api", "base", map[string]string{".github/workflows/src.yml": pipeline, "src/a.go": "v1"})
+	p.AddCommit("acme/api", "bad", map[string]string{".github/workflows/src.yml": pipeline, "src/a.go": "v2"})
+	p.SetParents("acme/api", "bad", "base")
+	p.SetParents("acme/api", "base")
+	store := dag.NewMemoryStore(dag.MemoryConfig{})
+	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: ingest.NewMemoryRunStore(store, nil), VCS: p, Debounce: -1})
+	require.NoError(t, err)
+	// main is forced back from bad to base: nothing is new since the
+	// merge base, yet src/a.go differs from what main held.
+	d, _, err := in.Ingest(ctx, &ingest.Event{Provider: ingest.GitHub, DeliveryID: "f1", Kind: ingest.KindPush, Org: "acme", Repo: "api",
+		RefType: ingest.RefBranch, RefName: "main", Before: "bad", SHA: "base", DefaultBranch: "main"})
+	require.NoError(t, err)
+	require.Len(t, d.RunIDs, 1, "the path-filtered pipeline runs: %s", d.Dropped)
+}
