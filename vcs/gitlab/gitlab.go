@@ -280,7 +280,18 @@ func (p *Provider) Pushes(ctx context.Context, repo string, since time.Time) ([]
 			case "branch":
 				push.Branch = d.Ref
 			case "tag":
+				// An annotated tag's commit_to is the tag object; the
+				// webhook names its commit, and so must the push.
 				push.Tag = d.Ref
+				t, resp, err := p.client.Tags.GetTag(repo, d.Ref, glapi.WithContext(ctx))
+				switch {
+				case err == nil && t.Commit != nil:
+					push.SHA = t.Commit.ID
+				case err != nil && errors.Is(err, glapi.ErrNotFound):
+					continue // deleted since
+				case err != nil:
+					return nil, p.interpretError(resp, err, "resolving tag %s of %s", d.Ref, repo)
+				}
 			default:
 				return nil, fmt.Errorf("gitlab: push event %d of %s: ref_type %q is neither branch nor tag", e.ID, repo, d.RefType)
 			}

@@ -34,6 +34,10 @@ func TestPushes(t *testing.T) {
 	require.NoError(t, b.srv.DeleteBranch(repo, "feature"))
 	b.clock.Advance(time.Minute)
 	require.NoError(t, b.srv.Branch(repo, "main", feature))
+	b.clock.Advance(time.Minute)
+	object, err := b.srv.AnnotatedTag(repo, "v2.0", feature)
+	require.NoError(t, err)
+	require.NotEqual(t, feature, object)
 
 	got, err := b.p.Pushes(ctx, repo, start)
 	require.NoError(t, err)
@@ -45,6 +49,9 @@ func TestPushes(t *testing.T) {
 		{Tag: "v1.0", Before: zeros, SHA: second, At: at(3), Actor: "gitlabtest"},
 		// The deletion of feature at minute 4 is not a push.
 		{Branch: "main", Before: second, SHA: feature, At: at(5), Actor: "gitlabtest"},
+		// The event names the tag object; the push, like the webhook,
+		// its commit.
+		{Tag: "v2.0", Before: zeros, SHA: feature, At: at(6), Actor: "gitlabtest"},
 	}
 	require.Empty(t, cmp.Diff(want, got), "oldest first, the deletion skipped")
 

@@ -266,6 +266,25 @@ func (s *Server) Tag(projectPath, tag, sha string) error {
 	return s.setRef(projectPath, tag, sha, true)
 }
 
+// AnnotatedTag points tag of project at commit sha through a tag object,
+// whose SHA it returns: GitLab's push event names the tag object
+// (commit_to), the tag's API its commit.
+func (s *Server) AnnotatedTag(projectPath, tag, sha string) (string, error) {
+	if err := s.setRef(projectPath, tag, sha, true); err != nil {
+		return "", err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p, err := s.project(projectPath)
+	if err != nil {
+		return "", err
+	}
+	sum := sha1.Sum([]byte("tag " + tag + " " + sha))
+	object := hex.EncodeToString(sum[:])
+	p.events[len(p.events)-1].to = object
+	return object, nil
+}
+
 func (s *Server) setRef(projectPath, name, sha string, tag bool) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
