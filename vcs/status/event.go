@@ -3,6 +3,7 @@ package status
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
@@ -90,17 +91,24 @@ func describe(what, why string) string {
 	}
 	d := what + ": " + why
 	if len(d) > 140 {
-		d = d[:137] + "..."
+		cut := 137
+		for cut > 0 && !utf8.RuneStart(d[cut]) {
+			cut--
+		}
+		d = d[:cut] + "..."
 	}
 	return d
 }
 
 // ReportEvent reports the status ev means (FromEvent), if any, and says
-// whether it did.
+// whether it did. Events come out of order (several relays, redeliveries):
+// one older than the latest reported for its check, by creation time and
+// then ID, is ignored (ReportOrdered).
 func (r *Reporter) ReportEvent(ev *dag.OutboxEvent, target func(runID, jobID string) string) bool {
 	c, ok := FromEvent(ev, target)
 	if !ok {
 		return false
 	}
-	return r.Report(c.Repo, c.SHA, c.Status) == nil
+	order := ev.CreatedAt.UTC().Format("2006-01-02T15:04:05.000000000") + " " + ev.ID
+	return r.ReportOrdered(c.Repo, c.SHA, c.Status, order) == nil
 }

@@ -83,6 +83,7 @@ type check struct {
 type entry struct {
 	check
 	key     string
+	order   string      // of the latest status reported (ReportOrdered)
 	next    *vcs.Status // the latest status not yet sent, nil if none
 	sending bool        // a worker is sending one
 	queued  bool        // in its key's queue
@@ -92,10 +93,20 @@ type entry struct {
 
 // bucket is a key's queue and limits.
 type bucket struct {
-	queue  []*entry // checks with a status to send, oldest first
-	limit  *rate.Limiter
-	paused time.Time // a rate-limit answer asked to wait until then
+	key      string
+	queue    []*entry // checks with a status to send, oldest first
+	limit    *rate.Limiter
+	paused   time.Time // a rate-limit answer asked to wait until then
+	inFlight int
 }
+
+// maxInFlightPerKey bounds the statuses of one key in flight at once, so
+// that a key whose forge hangs does not hold every worker.
+const maxInFlightPerKey = 2
+
+// rememberOrders is how many checks' latest orders (ReportOrdered) the
+// Reporter keeps after their statuses went out.
+const rememberOrders = 1 << 16
 
 // Reporter delivers statuses. Report may be called before Run, from any
 // goroutine.
@@ -107,6 +118,10 @@ type Reporter struct {
 	mu       sync.Mutex
 	checks   map[check]*entry
 	buckets  map[string]*bucket
+	ring     []*bucket // the buckets, served in turn
+	turn     int       // the ring's next bucket
+	orders   map[check]string
+	ordered  []check // orders' keys, oldest first, for eviction
 	inFlight int
 	idle     chan struct{} // closed when nothing is pending or in flight
 	sent     int
@@ -136,13 +151,23 @@ func New(cfg Config) (*Reporter, error) {
 	idle := make(chan struct{})
 	close(idle)
 	return &Reporter{cfg: cfg, log: cfg.Logger, wake: make(chan struct{}, 1), checks: map[check]*entry{},
-		buckets: map[string]*bucket{}, idle: idle}, nil
+		buckets: map[string]*bucket{}, orders: map[check]string{}, idle: idle}, nil
 }
 
 // Report records st as the latest status of its check on commit sha of
 // repo, to be delivered. It never waits. It refuses only an invalid
 // status.
 func (r *Reporter) Report(repo, sha string, st vcs.Status) error {
+	return r.ReportOrdered(repo, sha, st, "")
+}
+
+// ReportOrdered is Report for statuses that may come out of order, as a
+// run's events do from several relays: order ranks them (larger is
+// later), and a status ranked before the latest one reported for its
+// check is ignored, also after that one went out (the Reporter remembers
+// the latest order of its 65,536 most recent checks). An empty order is
+// never ignored.
+func (r *Reporter) ReportOrdered(repo, sha string, st vcs.Status, order string) error {
 	if err := st.Validate(); err != nil {
 		return err
 	}
@@ -152,6 +177,12 @@ func (r *Reporter) Report(repo, sha string, st vcs.Status) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	k := check{repo, sha, st.Context}
+	if order != "" {
+		if order < r.orders[k] {
+			return nil
+		}
+		r.rememberLocked(k, order)
+	}
 	e, ok := r.checks[k]
 	if !ok {
 		e = &entry{check: k, key: r.cfg.Key(repo)}
@@ -166,11 +197,25 @@ func (r *Reporter) Report(repo, sha string, st vcs.Status) error {
 	return nil
 }
 
+// rememberLocked records order as the latest of check k.
+func (r *Reporter) rememberLocked(k check, order string) {
+	if _, ok := r.orders[k]; !ok {
+		r.ordered = append(r.ordered, k)
+		if len(r.ordered) > rememberOrders {
+			delete(r.orders, r.ordered[0])
+			r.ordered[0] = check{}
+			r.ordered = r.ordered[1:]
+		}
+	}
+	r.orders[k] = order
+}
+
 func (r *Reporter) enqueueLocked(e *entry) {
 	b := r.buckets[e.key]
 	if b == nil {
-		b = &bucket{limit: rate.NewLimiter(rate.Limit(r.cfg.Rate), r.cfg.Burst)}
+		b = &bucket{key: e.key, limit: rate.NewLimiter(rate.Limit(r.cfg.Rate), r.cfg.Burst)}
 		r.buckets[e.key] = b
+		r.ring = append(r.ring, b)
 	}
 	b.queue = append(b.queue, e)
 	e.queued = true
@@ -233,8 +278,11 @@ func (r *Reporter) next(now time.Time) (*entry, *vcs.Status, time.Duration) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	wait := time.Hour
-	for _, b := range r.buckets {
-		if len(b.queue) == 0 {
+	// The keys take turns, from the one after the last served.
+	for n := range len(r.ring) {
+		i := (r.turn + n) % len(r.ring)
+		b := r.ring[i]
+		if len(b.queue) == 0 || b.inFlight >= maxInFlightPerKey {
 			continue
 		}
 		if now.Before(b.paused) {
@@ -265,6 +313,8 @@ func (r *Reporter) next(now time.Time) (*entry, *vcs.Status, time.Duration) {
 		st := e.next
 		e.next, e.queued, e.sending = nil, false, true
 		r.inFlight++
+		b.inFlight++
+		r.turn = i + 1
 		return e, st, 0
 	}
 	return nil, nil, max(wait, time.Millisecond)
@@ -275,6 +325,7 @@ func (r *Reporter) done(e *entry, st *vcs.Status, err error, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.inFlight--
+	r.buckets[e.key].inFlight--
 	e.sending = false
 	var rl *vcs.RateLimitError
 	switch {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -178,4 +179,76 @@ func TestNewValidates(t *testing.T) {
 	require.Error(t, err)
 	_, err = status.New(status.Config{Provider: &vcs.Memory{}, Rate: -1})
 	require.Error(t, err)
+}
+
+// TestKeysTakeTurns: keys with work are served in turn, and a key whose
+// forge hangs holds at most two workers while the others go on.
+func TestKeysTakeTurns(t *testing.T) {
+	t.Parallel()
+	p := newRecorder()
+	for _, repo := range []string{"acme/api", "beta/web"} {
+		p.AddCommit(repo, sha, map[string]string{"f": "x"})
+	}
+	r, err := status.New(status.Config{Provider: p, Workers: 1, Rate: 1000, Burst: 1000})
+	require.NoError(t, err)
+	for i := range 5 {
+		for _, repo := range []string{"acme/api", "beta/web"} {
+			require.NoError(t, r.Report(repo, sha, vcs.Status{Context: fmt.Sprint("job-", i), State: vcs.StateSuccess}))
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	flush(t, r)
+	cancel()
+	<-done
+	calls := p.callList()
+	require.Len(t, calls, 10)
+	for i := 1; i < len(calls); i++ {
+		require.NotEqual(t, strings.Fields(calls[i])[0], strings.Fields(calls[i-1])[0], "the keys alternate: %v", calls)
+	}
+
+	hung := newRecorder()
+	hung.AddCommit("beta/web", sha, map[string]string{"f": "x"})
+	gate := make(chan struct{})
+	defer close(gate)
+	hung.answer = func(_ int, repo string, _ *vcs.Status) error {
+		if repo == "acme/api" {
+			<-gate
+		}
+		return nil
+	}
+	r = start(t, status.Config{Provider: hung, Workers: 4, Rate: 1000, Burst: 1000, Timeout: time.Hour})
+	for i := range 10 {
+		require.NoError(t, r.Report("acme/api", sha, vcs.Status{Context: fmt.Sprint("job-", i), State: vcs.StateSuccess}))
+	}
+	for i := range 20 {
+		require.NoError(t, r.Report("beta/web", sha, vcs.Status{Context: fmt.Sprint("job-", i), State: vcs.StateSuccess}))
+	}
+	require.Eventually(t, func() bool { return len(hung.Statuses("beta/web", sha)) == 20 }, 30*time.Second, time.Millisecond,
+		"beta's statuses go while acme's forge hangs")
+}
+
+// TestReportOrdered: a status older than the latest reported for its check
+// is ignored, before and after the latest went out.
+func TestReportOrdered(t *testing.T) {
+	t.Parallel()
+	p := newRecorder()
+	p.AddCommit("acme/api", sha, map[string]string{"f": "x"})
+	r := start(t, status.Config{Provider: p, Rate: 1000, Burst: 1000})
+	report := func(st vcs.State, order string) {
+		require.NoError(t, r.ReportOrdered("acme/api", sha, vcs.Status{Context: "cikit: build", State: st}, order))
+	}
+	report(vcs.StateSuccess, "0003")
+	report(vcs.StateRunning, "0002") // a late start
+	flush(t, r)
+	report(vcs.StatePending, "0001") // later still, after delivery
+	flush(t, r)
+	require.Equal(t, []vcs.Status{{Context: "cikit: build", State: vcs.StateSuccess}}, p.Statuses("acme/api", sha))
+	for _, c := range p.callList() {
+		require.Equal(t, "acme/api cikit: build success", c)
+	}
+	report(vcs.StateFailure, "0004")
+	flush(t, r)
+	require.Equal(t, vcs.StateFailure, p.Statuses("acme/api", sha)[0].State)
 }
