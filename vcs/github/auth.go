@@ -5,13 +5,17 @@ import (
 	"crypto/rsa"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
+	gh "github.com/google/go-github/v62/github"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/cikit/cikit/vcs"
 )
 
 // app authenticates as a GitHub App: it finds each repository's
@@ -47,13 +51,47 @@ func (a *app) jwt(now time.Time) (string, error) {
 	}).SignedString(a.key)
 }
 
+// ErrNotInstalled is matched by the errors of calls about a repository the
+// provider's GitHub App is not installed on. GitHub answers alike for a
+// repository that does not exist, so these errors match vcs.ErrNotFound
+// too; an installation that disappeared since it was found (the App was
+// uninstalled, maybe installed again under another id) is looked up anew
+// instead.
+var ErrNotInstalled = errors.New("github: the App is not installed on the repository")
+
 // installationToken returns a token of the installation on owner/repo,
-// from the cache while it has more than refresh to live.
+// from the cache while it has more than refresh to live. An installation
+// that is gone (the App was uninstalled, maybe installed again under
+// another id) is forgotten and looked up once more.
 func (a *app) installationToken(ctx context.Context, p *Provider, owner, repo string) (string, error) {
-	id, err := a.installation(ctx, p, owner, repo)
-	if err != nil {
-		return "", err
+	for try := 1; ; try++ {
+		id, err := a.installation(ctx, p, owner, repo)
+		if err != nil {
+			return "", err
+		}
+		tok, err := a.token(ctx, p, id)
+		if err != nil && try == 1 && errors.Is(err, ErrNotInstalled) {
+			a.forget(strings.ToLower(owner+"/"+repo), id)
+			continue
+		}
+		return tok, err
 	}
+}
+
+// forget drops what the App knows of installation id, found for key.
+func (a *app) forget(key string, id int64) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	delete(a.tokens, id)
+	for k, v := range a.installs {
+		if v == id || k == key {
+			delete(a.installs, k)
+		}
+	}
+}
+
+// token returns a token of installation id.
+func (a *app) token(ctx context.Context, p *Provider, id int64) (string, error) {
 	if tok, ok := a.cached(id, p.now()); ok {
 		return tok, nil
 	}
@@ -69,6 +107,9 @@ func (a *app) installationToken(ctx context.Context, p *Provider, owner, repo st
 		}
 		it, _, err := p.base.WithAuthToken(signed).Apps.CreateInstallationToken(ctx, id, nil)
 		if err != nil {
+			if status(err) == http.StatusNotFound {
+				return nil, fmt.Errorf("github: installation %d of App %d is gone: %w (%w)", id, a.id, ErrNotInstalled, err)
+			}
 			return nil, p.interpretError(err, fmt.Sprintf("token of installation %d of App %d", id, a.id))
 		}
 		a.mu.Lock()
@@ -106,6 +147,11 @@ func (a *app) installation(ctx context.Context, p *Provider, owner, repo string)
 		}
 		in, _, err := p.base.WithAuthToken(signed).Apps.FindRepositoryInstallation(ctx, owner, repo)
 		if err != nil {
+			if status(err) == http.StatusNotFound {
+				// GitHub cannot tell a repository without the App from
+				// one that does not exist: both are not found.
+				return nil, fmt.Errorf("github: installation of App %d on %s/%s: %w: %w (%w)", a.id, owner, repo, ErrNotInstalled, vcs.ErrNotFound, err)
+			}
 			return nil, p.interpretError(err, fmt.Sprintf("installation of App %d on %s/%s", a.id, owner, repo))
 		}
 		a.mu.Lock()
@@ -131,4 +177,13 @@ func (a *app) share(ctx context.Context, key string, fn func() (any, error)) (an
 		}
 		return v, err
 	}
+}
+
+// status returns the HTTP status of a go-github error, 0 if it has none.
+func status(err error) int {
+	var er *gh.ErrorResponse
+	if errors.As(err, &er) && er.Response != nil {
+		return er.Response.StatusCode
+	}
+	return 0
 }

@@ -279,7 +279,8 @@ func TestAppAuth(t *testing.T) {
 
 	require.NoError(t, b.srv.CreateRepo("acme/private", "main"))
 	_, err = p.DefaultBranch(ctx, "acme/private")
-	require.ErrorIs(t, err, vcs.ErrNotFound, "the App is not installed there")
+	require.ErrorIs(t, err, github.ErrNotInstalled, "the App is not installed there")
+	require.ErrorIs(t, err, vcs.ErrNotFound, "which GitHub cannot tell from a missing repository")
 	require.ErrorContains(t, err, "installation of App 42")
 }
 
@@ -381,4 +382,30 @@ func TestSecondaryLimitWithoutRetryAfter(t *testing.T) {
 	var rl *vcs.RateLimitError
 	require.ErrorAs(t, err, &rl)
 	require.Equal(t, time.Minute, rl.RetryAfter)
+}
+
+// TestAppReinstalled: after the App is uninstalled and installed again
+// (under another installation id), the provider finds the new
+// installation once its token must be renewed, instead of taking the old
+// installation's absence for missing files.
+func TestAppReinstalled(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	require.NoError(t, b.srv.CreateRepo("acme/api", "main"))
+	old, err := b.srv.Install(appID, "acme/api")
+	require.NoError(t, err)
+	sha, err := b.srv.Commit("acme/api", "main", map[string]string{"a": "1"})
+	require.NoError(t, err)
+	p := b.app(t)
+	_, err = p.ReadFile(ctx, "acme/api", sha, "a")
+	require.NoError(t, err)
+	require.NoError(t, b.srv.Uninstall(old))
+	_, err = b.srv.Install(appID, "acme/api")
+	require.NoError(t, err)
+	b.clock.Advance(time.Hour) // the cached token expired
+	data, err := p.ReadFile(ctx, "acme/api", sha, "a")
+	require.NoError(t, err)
+	require.Equal(t, "1", string(data))
+	require.Equal(t, 2, b.srv.Stats().InstallationLookups, "the installation was looked up again")
 }

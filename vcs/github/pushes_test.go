@@ -137,7 +137,8 @@ func TestPushesErrors(t *testing.T) {
 
 	require.NoError(t, b.srv.CreateRepo("acme/other", "main"))
 	_, err = b.app(t).Pushes(ctx, "acme/other", time.Time{})
-	require.ErrorIs(t, err, vcs.ErrNotFound, "the App is not installed there")
+	require.ErrorIs(t, err, github.ErrNotInstalled, "the App is not installed there")
+	require.ErrorIs(t, err, vcs.ErrNotFound, "which GitHub cannot tell from a missing repository")
 
 	b.srv.SetRateLimit(githubtest.RateLimit{Requests: 1, Window: time.Minute, Kind: githubtest.Primary})
 	_, err = p.Pushes(ctx, "acme/api", time.Time{})

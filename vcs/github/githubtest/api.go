@@ -107,7 +107,7 @@ func (s *Server) authed(app bool, fn func(http.ResponseWriter, *http.Request, ca
 			c.pat = true
 		default:
 			t, ok := s.tokens[cred]
-			if !ok || !s.now().Before(t.expires) {
+			if !ok || !s.now().Before(t.expires) || s.installs[t.installation] == nil {
 				writeError(w, http.StatusUnauthorized, "Bad credentials")
 				return
 			}

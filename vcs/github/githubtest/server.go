@@ -184,6 +184,18 @@ func (s *Server) Install(app int64, repos ...string) (int64, error) {
 	return s.seq, nil
 }
 
+// Uninstall removes installation id: its tokens stop working and its
+// repositories no longer have it.
+func (s *Server) Uninstall(id int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.installs[id] == nil {
+		return fmt.Errorf("installation %d: %w", id, ErrNotFound)
+	}
+	delete(s.installs, id)
+	return nil
+}
+
 // CreateRepo creates the empty repository fullName ("owner/name") whose
 // default branch is defaultBranch ("main" when empty). Its first Commit
 // on any branch creates that branch.
