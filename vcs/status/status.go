@@ -366,8 +366,10 @@ func (r *Reporter) done(e *entry, st *vcs.Status, err error, now time.Time) {
 	r.poke()
 }
 
-// Flush waits until every status reported so far has been delivered or
-// dropped, or ctx ends. Run must be running.
+// Flush waits until the Reporter has nothing pending or in flight (every
+// status reported has been delivered or dropped), or ctx ends: for tests
+// and shutdown, since under steady reporting it may not return before ctx
+// ends. Run must be running.
 func (r *Reporter) Flush(ctx context.Context) error {
 	for {
 		r.mu.Lock()
