@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,12 +41,13 @@ func newFleet(t *testing.T, pools ...fleet.PoolConfig) *fleetEnv {
 // newFleetWith builds the platform with a local backend of lc, keeping
 // the jobs' logs in hub when it is not nil.
 func newFleetWith(t testing.TB, lc local.Config, hub *logs.Hub, pools ...fleet.PoolConfig) *fleetEnv {
-	return newFleetServer(t, lc, func(c *fleet.ServerConfig) { c.Logs = hub }, pools...)
+	return newFleetServer(t, lc, func(c *fleet.ServerConfig) { c.Logs = hub }, nil, pools...)
 }
 
-// newFleetServer builds the platform with a local backend of lc and the
-// server configuration sc makes.
-func newFleetServer(t testing.TB, lc local.Config, sc func(*fleet.ServerConfig), pools ...fleet.PoolConfig) *fleetEnv {
+// newFleetServer builds the platform with a local backend of lc, which
+// wrap wraps when not nil, and the server configuration sc makes.
+func newFleetServer(t testing.TB, lc local.Config, sc func(*fleet.ServerConfig), wrap func(fleet.Backend) fleet.Backend,
+	pools ...fleet.PoolConfig) *fleetEnv {
 	t.Helper()
 	e := &fleetEnv{jobs: dag.NewMemoryStore(dag.MemoryConfig{})}
 	leases, err := lease.NewManager(lease.Config{Store: lease.NewMemoryStore(), Jobs: e.jobs, TTL: 10 * time.Second})
@@ -63,8 +65,12 @@ func newFleetServer(t testing.TB, lc local.Config, sc func(*fleet.ServerConfig),
 	}
 	require.NoError(t, err)
 	t.Cleanup(func() { require.NoError(t, e.backend.Close()) })
+	var backend fleet.Backend = e.backend
+	if wrap != nil {
+		backend = wrap(backend)
+	}
 	for i := range pools {
-		pools[i].Backend = e.backend
+		pools[i].Backend = backend
 	}
 	e.manager, err = fleet.NewManager(context.Background(), fleet.ManagerConfig{Server: e.server, ServerURL: srv.URL,
 		RegistrationToken: regToken, Pools: pools})
@@ -196,8 +202,10 @@ func TestManagerReplacesEphemeralRunners(t *testing.T) {
 // TestManagerWhy: the Manager says why each job waits.
 func TestManagerWhy(t *testing.T) {
 	t.Parallel()
-	e := newFleet(t, fleet.PoolConfig{Name: "small", Labels: []string{"linux"},
-		Policy: noCooldowns(autoscale.Policy{Max: 1, Warm: 0})})
+	var gated *gatedBackend
+	e := newFleetServer(t, local.Config{Wait: 500 * time.Millisecond}, func(*fleet.ServerConfig) {},
+		func(b fleet.Backend) fleet.Backend { gated = &gatedBackend{Backend: b}; return gated },
+		fleet.PoolConfig{Name: "small", Labels: []string{"linux"}, Policy: noCooldowns(autoscale.Policy{Max: 1, Warm: 0})})
 	ctx := context.Background()
 
 	gpu := e.run(t, onLabels("train", "true", "gpu", "large"))
@@ -214,6 +222,7 @@ func TestManagerWhy(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, fleet.WaitScalingUp, why.Code, why.Message)
 	require.Equal(t, "small", why.Pool)
+	gated.open(t) // the runner boots
 
 	e.tickUntil(t, "the first job to run", func(st fleet.PoolStatus) bool { return st.Busy == 1 })
 	second := e.run(t, onLabels("next", "true", "linux"))
@@ -257,7 +266,7 @@ func TestManagerWhyTenantLimit(t *testing.T) {
 	e := newFleetServer(t, local.Config{Wait: 500 * time.Millisecond}, func(c *fleet.ServerConfig) {
 		c.Tenant = func(run *dag.Run) string { return strings.SplitN(run.Pipeline, "/", 2)[0] }
 		c.TenantLimit = func(string) int { return 1 }
-	}, fleet.PoolConfig{Name: "linux", Labels: []string{"linux"}, Policy: noCooldowns(autoscale.Policy{Max: 4, Warm: 2})})
+	}, nil, fleet.PoolConfig{Name: "linux", Labels: []string{"linux"}, Policy: noCooldowns(autoscale.Policy{Max: 4, Warm: 2})})
 	ctx := context.Background()
 	e.tickUntil(t, "two idle runners", func(st fleet.PoolStatus) bool { return st.Idle == 2 })
 	newRun := func(pipeline, script string) string {
@@ -280,6 +289,53 @@ func TestManagerWhyTenantLimit(t *testing.T) {
 	e.tickUntil(t, "acme's second job to run once the first ended", func(fleet.PoolStatus) bool {
 		return e.jobsOf(t, waiting)[0].State == cikit.JobSucceeded
 	})
+}
+
+// gatedBackend holds the runners it is asked for as provisioning until
+// open, as a backend whose machines take a while to boot.
+type gatedBackend struct {
+	fleet.Backend
+	mu      sync.Mutex
+	opened  bool
+	pending []*fleet.ProvisionRequest
+	created time.Time
+}
+
+func (g *gatedBackend) Provision(ctx context.Context, req *fleet.ProvisionRequest) (*fleet.Instance, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.opened {
+		return g.Backend.Provision(ctx, req)
+	}
+	g.pending = append(g.pending, req)
+	g.created = time.Now()
+	return &fleet.Instance{ID: req.ID, Pool: req.Pool, Labels: req.Labels, State: fleet.InstanceProvisioning, Created: g.created}, nil
+}
+
+func (g *gatedBackend) Instances(ctx context.Context) ([]*fleet.Instance, error) {
+	all, err := g.Backend.Instances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, req := range g.pending {
+		all = append(all, &fleet.Instance{ID: req.ID, Pool: req.Pool, Labels: req.Labels, State: fleet.InstanceProvisioning, Created: g.created})
+	}
+	return all, nil
+}
+
+// open starts the runners asked for and every later one at once.
+func (g *gatedBackend) open(t *testing.T) {
+	t.Helper()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.opened = true
+	for _, req := range g.pending {
+		_, err := g.Backend.Provision(context.Background(), req)
+		require.NoError(t, err)
+	}
+	g.pending = nil
 }
 
 func TestNewManagerValidates(t *testing.T) {

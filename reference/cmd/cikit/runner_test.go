@@ -112,6 +112,20 @@ func (p *platform) record(r *http.Request, c *capture) {
 	p.calls = append(p.calls, call{path: r.URL.Path, attempt: p.tokens[token], status: c.status, at: time.Now()})
 }
 
+// claimsAnswered waits until n claims were answered with a job, and
+// returns when each was. A claim is recorded once its answer is written,
+// which may be after the job store says the job runs.
+func (p *platform) claimsAnswered(t *testing.T, n int) []time.Time {
+	t.Helper()
+	var claims []time.Time
+	require.Eventually(t, func() bool {
+		_, claims = p.snapshot()
+		return len(claims) >= n
+	}, 30*time.Second, time.Millisecond, "%d claims answered", n)
+	require.Len(t, claims, n)
+	return claims
+}
+
 func (p *platform) snapshot() ([]call, []time.Time) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -191,8 +205,7 @@ func TestRunnerKilledMidJob(t *testing.T) {
 		j := p.job(t, runID)
 		return j.Attempt == 2 && j.State == ck.JobRunning || j.State.Terminal()
 	}, 30*time.Second, 10*time.Millisecond, "attempt 2 starts")
-	_, claims := p.snapshot()
-	require.Len(t, claims, 2)
+	claims := p.claimsAnswered(t, 2)
 	delay := claims[1].Sub(killed)
 	t.Logf("attempt 2 claimed %s after the kill (lease TTL %s, reaper interval %s)", delay, p.ttl, p.reapEvery)
 	// How soon is a measurement, not an assertion: the reaper's tests
@@ -240,8 +253,8 @@ func TestRunnerPausedPastItsLease(t *testing.T) {
 	j := p.job(t, runID)
 	require.Equal(t, ck.JobSucceeded, j.State)
 	require.Equal(t, 2, j.Attempt)
-	calls, claims := p.snapshot()
-	require.Len(t, claims, 2)
+	claims := p.claimsAnswered(t, 2)
+	calls, _ := p.snapshot()
 	for _, c := range calls {
 		// Every call about attempt 1 once attempt 2 was claimed is
 		// refused.
