@@ -16,7 +16,7 @@ type RunnerState string
 const (
 	// RunnerIdle: waiting in a claim's long poll.
 	RunnerIdle RunnerState = "idle"
-	// RunnerBusy: running a job it claimed.
+	// RunnerBusy: running a job it claimed, or being handed one.
 	RunnerBusy RunnerState = "busy"
 	// RunnerAway: neither, such as between two claims, or gone.
 	RunnerAway RunnerState = "away"
@@ -94,7 +94,7 @@ func (rs *runners) waiting(c *runnerClaims, now time.Time, delta int) {
 	}
 }
 
-// busy records that runner id holds attempt a.
+// busy records that runner c holds, or is being handed, attempt a.
 func (rs *runners) busy(c *runnerClaims, now time.Time, a lease.Attempt) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()

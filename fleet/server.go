@@ -312,13 +312,17 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
+		// The runner is busy from here: a pool's manager must not take
+		// it for idle and destroy it while it is handed the job.
+		attempt := lease.Attempt{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt}
+		s.runners.busy(rc, s.cfg.Now(), attempt)
 		// The claim is made even when the runner has just gone: its
 		// lease then expires and the reaper tries the job again. It
 		// joins the claims of other requests in one lease call.
-		res, _ := s.claims.Do(context.WithoutCancel(r.Context()), lease.ClaimRequest{
-			Attempt: lease.Attempt{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt}, Runner: rc.RunnerID})
+		res, _ := s.claims.Do(context.WithoutCancel(r.Context()), lease.ClaimRequest{Attempt: attempt, Runner: rc.RunnerID})
 		l, err := res.Lease, res.Err
 		if err != nil {
+			s.runners.waiting(rc, s.cfg.Now(), 0) // idle again
 			s.dispatch.Release(o.RunID, o.JobID, o.Attempt)
 			if !errors.Is(err, lease.ErrNotClaimed) {
 				// The store failed: the offer is kept for a runner that
