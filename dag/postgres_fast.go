@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/internal/groupcommit"
 )
 
 // runGraph is a run's graph and compiled specs, which never change once
@@ -133,22 +134,10 @@ func (s *PostgresStore) JobApply(ctx context.Context, evs []*JobEvent) ([]*JobEv
 		todo = append(todo, i)
 	}
 	// Rounds of at most one event per job keep a job's events in order.
-	for len(todo) > 0 {
-		seen := make(map[[2]string]bool, len(todo))
-		var round, rest []int
-		for _, i := range todo {
-			k := [2]string{evs[i].RunID, evs[i].JobID}
-			if seen[k] {
-				rest = append(rest, i)
-				continue
-			}
-			seen[k] = true
-			round = append(round, i)
-		}
+	for _, round := range groupcommit.Rounds(todo, func(i int) [2]string { return [2]string{evs[i].RunID, evs[i].JobID} }) {
 		if err := s.applyRound(ctx, evs, round, out); err != nil {
 			return nil, err
 		}
-		todo = rest
 	}
 	return out, nil
 }

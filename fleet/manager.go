@@ -81,12 +81,11 @@ type Manager struct {
 // pool is a pool and what the Manager keeps of it between ticks.
 type pool struct {
 	PoolConfig
-	info      *BackendInfo
-	history   autoscale.History
-	lastUp    time.Time
-	lastDown  time.Time
-	failed    map[string]bool // instances whose failure was logged
-	provision int             // provisioned in the last tick, for tests and status
+	info     *BackendInfo
+	history  autoscale.History
+	lastUp   time.Time
+	lastDown time.Time
+	failed   map[string]bool // listed instances whose failure was logged
 }
 
 // PoolStatus is a pool as the Manager saw it at its last tick.
@@ -150,7 +149,7 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 			return nil, fmt.Errorf("fleet: pool %s: backend %s cannot provide labels %v: %w", pc.Name, info.Name, missing, ErrLabelsUnsupported)
 		}
 		_, pc.Labels = labelKey(pc.Labels)
-		p := &pool{PoolConfig: pc, info: info, failed: map[string]bool{}}
+		p := &pool{PoolConfig: pc, info: info}
 		p.history.Window = pc.Policy.HistoryWindow()
 		m.pools = append(m.pools, p)
 	}
@@ -213,13 +212,16 @@ func (m *Manager) Tick(ctx context.Context) error {
 		ap := autoscale.Pool{Name: p.Name, Policy: p.Policy, Queued: queued[p.Name], Lag: lag[p.Name], StartupHint: p.info.StartupHint,
 			LastScaleUp: p.lastUp, LastScaleDown: p.lastDown}
 		var idle []*Instance
+		failed := map[string]bool{} // kept for the instances still listed
 		for _, in := range all {
 			if in.Pool != p.Name {
 				continue
 			}
-			if in.State == InstanceFailed && !p.failed[in.ID] {
-				p.failed[in.ID] = true
-				m.log.Warn("fleet: runner failed", "pool", p.Name, "runner", in.ID, "message", in.Message)
+			if in.State == InstanceFailed {
+				if !p.failed[in.ID] {
+					m.log.Warn("fleet: runner failed", "pool", p.Name, "runner", in.ID, "message", in.Message)
+				}
+				failed[in.ID] = true
 			}
 			if in.State.Ended() {
 				continue
@@ -235,6 +237,7 @@ func (m *Manager) Tick(ctx context.Context) error {
 				idle = append(idle, in)
 			}
 		}
+		p.failed = failed
 		p.history.Add(autoscale.Sample{At: now, Demand: ap.Busy + ap.Queued})
 		ap.Demand, ap.IdleSince = p.history.Samples(), p.history.IdleSince()
 		snap.Pools = append(snap.Pools, ap)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/internal/groupcommit"
 	"github.com/cikit/cikit/internal/pgmigrate"
 )
 
@@ -112,22 +113,10 @@ func (s *PostgresStore) LeaseInsertMany(ctx context.Context, ls []*Lease) ([]err
 	}
 	// One statement cannot write a row twice: rounds of at most one lease
 	// per job, in order, decide each after the ones before it.
-	for len(todo) > 0 {
-		seen := make(map[[2]string]bool, len(todo))
-		var round, rest []int
-		for _, i := range todo {
-			k := [2]string{ls[i].RunID, ls[i].JobID}
-			if seen[k] {
-				rest = append(rest, i)
-				continue
-			}
-			seen[k] = true
-			round = append(round, i)
-		}
+	for _, round := range groupcommit.Rounds(todo, func(i int) [2]string { return [2]string{ls[i].RunID, ls[i].JobID} }) {
 		if err := s.insertRound(ctx, ls, round, out); err != nil {
 			return nil, err
 		}
-		todo = rest
 	}
 	return out, nil
 }

@@ -93,7 +93,6 @@ type entry struct {
 
 // bucket is a key's queue and limits.
 type bucket struct {
-	key      string
 	queue    []*entry // checks with a status to send, oldest first
 	limit    *rate.Limiter
 	paused   time.Time // a rate-limit answer asked to wait until then
@@ -213,7 +212,7 @@ func (r *Reporter) rememberLocked(k check, order string) {
 func (r *Reporter) enqueueLocked(e *entry) {
 	b := r.buckets[e.key]
 	if b == nil {
-		b = &bucket{key: e.key, limit: rate.NewLimiter(rate.Limit(r.cfg.Rate), r.cfg.Burst)}
+		b = &bucket{limit: rate.NewLimiter(rate.Limit(r.cfg.Rate), r.cfg.Burst)}
 		r.buckets[e.key] = b
 		r.ring = append(r.ring, b)
 	}
