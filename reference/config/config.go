@@ -1,0 +1,343 @@
+// Package config is the configuration of `cikit serve`: one struct, read
+// from a YAML file, CIKIT_* environment variables and flags, in that order
+// of precedence (a flag wins over the environment, which wins over the
+// file, which wins over the defaults).
+//
+// Every setting has one dotted name, its path in the YAML file, such as
+// postgres.url. The same setting is the environment variable
+// CIKIT_POSTGRES_URL (upper case, dots and dashes as underscores) and the
+// flag -postgres.url. Lists are YAML sequences, or comma-separated in the
+// environment and in flags. Unknown keys in the file, unknown CIKIT_*
+// variables and unknown flags are errors, so a typo never goes unnoticed.
+//
+// The zero Config is the embedded platform: every service whose address is
+// empty runs in the process (memory stores, an in-process Kafka and Redis,
+// logs in the data directory, pipelines from local git repositories, local
+// sandboxed runners). Setting postgres.url, kafka.brokers, redis.url and
+// s3.bucket moves each to a real service: production.
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Config is the whole configuration of `cikit serve`. The `usage` tag of
+// each setting is its help text in `cikit serve -h`.
+type Config struct {
+	// Listen is the address the HTTP server listens on.
+	Listen string `yaml:"listen" usage:"the address the HTTP server listens on (host:port)"`
+	// PublicURL is the URL runners, webhooks and people reach the server
+	// at. Default: http:// and the listen address.
+	PublicURL string `yaml:"public-url" usage:"the URL runners and webhooks reach this server at (default: from -listen)"`
+	// DataDir holds what the embedded services keep: finished logs and,
+	// by default, the local git repositories.
+	DataDir string `yaml:"data-dir" usage:"the directory for logs and local repositories of the embedded platform"`
+	// Instance names this process among several sharing the work.
+	// Default: the host name and process id.
+	Instance string `yaml:"instance" usage:"this process's name among the servers sharing the work (default: host name and pid)"`
+	// ShutdownTimeout bounds a graceful shutdown: draining HTTP requests,
+	// handing back leases, committing consumed offsets.
+	ShutdownTimeout time.Duration `yaml:"shutdown-timeout" usage:"how long a graceful shutdown may take"`
+
+	Postgres Postgres `yaml:"postgres"`
+	Kafka    Kafka    `yaml:"kafka"`
+	Redis    Redis    `yaml:"redis"`
+	S3       S3       `yaml:"s3"`
+	VCS      VCS      `yaml:"vcs"`
+	Webhooks Webhooks `yaml:"webhooks"`
+	Runners  Runners  `yaml:"runners"`
+	Log      Log      `yaml:"log"`
+}
+
+// Postgres is the system of record. Without a URL, runs, jobs, leases and
+// deliveries are kept in memory and lost when the process ends.
+type Postgres struct {
+	// URL is a PostgreSQL connection string (pgx's format).
+	URL string `yaml:"url" usage:"PostgreSQL connection URL (empty: memory stores)"`
+	// MaxConns bounds the connection pool. Default: pgx's (4 per CPU, at
+	// least 4).
+	MaxConns int `yaml:"max-conns" usage:"the most PostgreSQL connections this process opens (0: pgx's default)"`
+	// Migrate applies the schema migrations at start, as `cikit migrate`
+	// does.
+	Migrate bool `yaml:"migrate" usage:"apply the schema migrations at start"`
+}
+
+// Kafka carries the events between the stages. Without brokers an
+// in-process Kafka is started.
+type Kafka struct {
+	// Brokers are the seed brokers, host:port.
+	Brokers []string `yaml:"brokers" usage:"Kafka seed brokers, host:port (empty: an in-process Kafka)"`
+	// Partitions is how many partitions the topics are created with when
+	// they do not exist.
+	Partitions int `yaml:"partitions" usage:"partitions of the topics cikit creates"`
+	// ReplicationFactor is the topics' replication factor when created;
+	// -1 takes the brokers' default.
+	ReplicationFactor int `yaml:"replication-factor" usage:"replication factor of the topics cikit creates (-1: the brokers' default)"`
+	// Group prefixes the consumer groups: several servers with the same
+	// Group share the work.
+	Group string `yaml:"group" usage:"the prefix of cikit's consumer groups"`
+}
+
+// Redis holds derived state: dependency counters, leases, dispatch hints.
+// Without a URL an in-process Redis is started.
+type Redis struct {
+	// URL is a redis:// URL.
+	URL string `yaml:"url" usage:"Redis URL, redis://host:port/db (empty: an in-process Redis)"`
+	// KeyPrefix prefixes every key cikit writes.
+	KeyPrefix string `yaml:"key-prefix" usage:"the prefix of every Redis key cikit writes"`
+}
+
+// S3 stores finished logs. Without a bucket they are files under DataDir.
+type S3 struct {
+	Bucket string `yaml:"bucket" usage:"the S3 bucket for finished logs (empty: files in the data directory)"`
+	Prefix string `yaml:"prefix" usage:"the prefix of cikit's keys in the bucket"`
+	Region string `yaml:"region" usage:"the bucket's region"`
+	// Endpoint is an S3-compatible server's URL; requests then use path
+	// style.
+	Endpoint string `yaml:"endpoint" usage:"an S3-compatible endpoint URL (empty: AWS)"`
+	// AccessKeyID and SecretAccessKey are static credentials; without
+	// them the AWS default credential chain applies.
+	AccessKeyID     string `yaml:"access-key-id" usage:"S3 access key id (empty: the AWS default credential chain)"`
+	SecretAccessKey string `yaml:"secret-access-key" usage:"S3 secret access key"`
+}
+
+// VCS is where pipelines are read at a commit and where commit statuses
+// go.
+type VCS struct {
+	// Provider is "local" (git repositories under Local.Root), "github"
+	// or "gitlab".
+	Provider string `yaml:"provider" usage:"where pipeline files are read: local, github or gitlab"`
+	// Statuses is where commit statuses are reported: "" (the Provider),
+	// "github", "gitlab" or "none".
+	Statuses string `yaml:"statuses" usage:"where commit statuses go: github, gitlab, none (empty: the provider; none for local)"`
+	Local    Local  `yaml:"local"`
+	GitHub   GitHub `yaml:"github"`
+	GitLab   GitLab `yaml:"gitlab"`
+}
+
+// Local reads repositories from the file system: org/repo is the git
+// repository Root/org/repo.
+type Local struct {
+	Root string `yaml:"root" usage:"the directory of local repositories, Root/org/repo (default: DataDir/repos)"`
+}
+
+// GitHub is the GitHub (or GitHub Enterprise Server) API, as a token or as
+// a GitHub App.
+type GitHub struct {
+	BaseURL string `yaml:"base-url" usage:"the GitHub REST API's root URL (empty: api.github.com)"`
+	Token   string `yaml:"token" usage:"a GitHub token"`
+	AppID   int64  `yaml:"app-id" usage:"the GitHub App's id (instead of a token)"`
+	// PrivateKeyFile is the App's PEM private key.
+	PrivateKeyFile string `yaml:"private-key-file" usage:"the GitHub App's private key file (PEM)"`
+	// CheckRuns reports check runs instead of commit statuses (Apps only).
+	CheckRuns bool `yaml:"check-runs" usage:"report check runs instead of commit statuses (GitHub Apps only)"`
+}
+
+// GitLab is the GitLab API.
+type GitLab struct {
+	BaseURL string `yaml:"base-url" usage:"the GitLab API's root URL (empty: gitlab.com)"`
+	Token   string `yaml:"token" usage:"a GitLab token"`
+}
+
+// Webhooks are the secrets deliveries are verified with. Several of a kind
+// are accepted at once, for rotation.
+type Webhooks struct {
+	GitHubSecrets   []string `yaml:"github-secrets" usage:"secrets of GitHub webhooks (X-Hub-Signature-256)"`
+	GitLabTokens    []string `yaml:"gitlab-tokens" usage:"secret tokens of GitLab webhooks (X-Gitlab-Token)"`
+	StandardSecrets []string `yaml:"standard-secrets" usage:"secrets of Standard Webhooks deliveries (whsec_...)"`
+}
+
+// Runners configures the runner protocol and the runners this process
+// starts itself.
+type Runners struct {
+	// Local is how many sandboxed runners this process runs itself. The
+	// embedded platform defaults to 2; with PostgreSQL the default is 0
+	// and runners are `cikit runner` processes.
+	Local int `yaml:"local" usage:"how many local runners this process starts (-1: the default: 2 embedded, 0 with PostgreSQL)"`
+	// Labels are the local runners' labels.
+	Labels []string `yaml:"labels" usage:"labels of the local runners"`
+	// Sandbox is the local runners' isolation: "auto", "require" or "off".
+	Sandbox string `yaml:"sandbox" usage:"local runners' sandbox: auto, require or off"`
+	// Network gives sandboxed jobs of local runners the host's network.
+	Network bool `yaml:"network" usage:"give local runners' sandboxed jobs the host network"`
+	// RegistrationTokens are what runners register with. Default
+	// (embedded only): a random one, printed at start.
+	RegistrationTokens []string `yaml:"registration-tokens" usage:"tokens runners register with (embedded default: a random one)"`
+	// SigningKeys sign runner and job tokens, at least 32 bytes each; the
+	// first signs, all verify. Servers sharing the work need the same
+	// keys. Default (embedded only): a random one.
+	SigningKeys []string `yaml:"signing-keys" usage:"keys that sign runner and job tokens, 32 bytes or more; the first signs (embedded default: random)"`
+	// LeaseTTL is how long a job's lease lives without a heartbeat.
+	LeaseTTL time.Duration `yaml:"lease-ttl" usage:"how long a job's lease lives without a heartbeat"`
+	// TenantLimit bounds the jobs of one tenant (a repository's owner)
+	// running at once per server; 0 is no limit.
+	TenantLimit int `yaml:"tenant-limit" usage:"the most jobs of one repository owner running at once (0: no limit)"`
+}
+
+// Log configures the process's structured log.
+type Log struct {
+	Level  string `yaml:"level" usage:"debug, info, warn or error"`
+	Format string `yaml:"format" usage:"text or json"`
+}
+
+// Default returns the defaults: the embedded platform on 127.0.0.1:8080.
+func Default() *Config {
+	return &Config{
+		Listen:          "127.0.0.1:8080",
+		DataDir:         ".cikit",
+		ShutdownTimeout: 30 * time.Second,
+		Kafka:           Kafka{Partitions: 6, ReplicationFactor: -1, Group: "cikit"},
+		Redis:           Redis{KeyPrefix: "cikit:"},
+		VCS:             VCS{Provider: "local"},
+		Runners:         Runners{Local: -1, Sandbox: "auto", LeaseTTL: 30 * time.Second},
+		Log:             Log{Level: "info", Format: "text"},
+	}
+}
+
+// Embedded reports whether c runs on memory stores (no PostgreSQL).
+func (c *Config) Embedded() bool { return c.Postgres.URL == "" }
+
+// LocalRunners is how many runners the process starts itself.
+func (c *Config) LocalRunners() int {
+	switch {
+	case c.Runners.Local >= 0:
+		return c.Runners.Local
+	case c.Embedded():
+		return 2
+	default:
+		return 0
+	}
+}
+
+// StatusProvider is where commit statuses go: "github", "gitlab" or
+// "none".
+func (c *Config) StatusProvider() string {
+	switch {
+	case c.VCS.Statuses != "":
+		return c.VCS.Statuses
+	case c.VCS.Provider == "local":
+		return "none"
+	default:
+		return c.VCS.Provider
+	}
+}
+
+// DecodeYAML reads a YAML file's settings over c. Unknown keys are errors
+// naming their line.
+func (c *Config) DecodeYAML(r io.Reader) error {
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(c); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	var extra any
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return errors.New("config: the file holds more than one YAML document")
+	}
+	return nil
+}
+
+// Validate checks the settings that do not depend on the services, and
+// returns every problem at once.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Listen == "" {
+		bad("listen: must not be empty")
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("shutdown-timeout: must be positive")
+	}
+	switch c.VCS.Provider {
+	case "local", "github", "gitlab":
+	default:
+		bad("vcs.provider: must be local, github or gitlab, not %q", c.VCS.Provider)
+	}
+	switch c.VCS.Statuses {
+	case "", "github", "gitlab", "none":
+	default:
+		bad("vcs.statuses: must be github, gitlab or none, not %q", c.VCS.Statuses)
+	}
+	uses := func(p string) bool { return c.VCS.Provider == p || c.StatusProvider() == p }
+	if uses("github") {
+		gh := c.VCS.GitHub
+		if (gh.Token == "") == (gh.AppID == 0) {
+			bad("vcs.github: set exactly one of token and app-id")
+		}
+		if gh.AppID != 0 && gh.PrivateKeyFile == "" {
+			bad("vcs.github.private-key-file: required with app-id")
+		}
+		if gh.CheckRuns && gh.AppID == 0 {
+			bad("vcs.github.check-runs: needs a GitHub App (app-id)")
+		}
+	}
+	if uses("gitlab") && c.VCS.GitLab.Token == "" {
+		bad("vcs.gitlab.token: required")
+	}
+	switch c.Runners.Sandbox {
+	case "auto", "require", "off":
+	default:
+		bad("runners.sandbox: must be auto, require or off, not %q", c.Runners.Sandbox)
+	}
+	if c.Runners.LeaseTTL < 3*time.Second {
+		bad("runners.lease-ttl: must be at least 3s")
+	}
+	if c.Kafka.Partitions < 1 {
+		bad("kafka.partitions: must be at least 1")
+	}
+	if c.Kafka.Group == "" {
+		bad("kafka.group: must not be empty")
+	}
+	for i, k := range c.Runners.SigningKeys {
+		if len(k) < 32 {
+			bad("runners.signing-keys[%d]: must be at least 32 bytes", i)
+		}
+	}
+	if !c.Embedded() {
+		if len(c.Runners.RegistrationTokens) == 0 {
+			bad("runners.registration-tokens: required with PostgreSQL (servers sharing the work must agree)")
+		}
+		if len(c.Runners.SigningKeys) == 0 {
+			bad("runners.signing-keys: required with PostgreSQL (servers sharing the work must agree)")
+		}
+	}
+	if len(c.Webhooks.GitHubSecrets)+len(c.Webhooks.GitLabTokens)+len(c.Webhooks.StandardSecrets) == 0 && !c.Embedded() {
+		bad("webhooks: set at least one secret (github-secrets, gitlab-tokens or standard-secrets)")
+	}
+	switch c.Log.Level {
+	case "debug", "info", "warn", "error":
+	default:
+		bad("log.level: must be debug, info, warn or error, not %q", c.Log.Level)
+	}
+	switch c.Log.Format {
+	case "text", "json":
+	default:
+		bad("log.format: must be text or json, not %q", c.Log.Format)
+	}
+	if c.S3.Bucket == "" && (c.S3.Endpoint != "" || c.S3.AccessKeyID != "") {
+		bad("s3.bucket: required when other s3 settings are set")
+	}
+	if (c.S3.AccessKeyID == "") != (c.S3.SecretAccessKey == "") {
+		bad("s3: set both access-key-id and secret-access-key, or neither")
+	}
+	return errors.Join(errs...)
+}
+
+// envName turns a setting's dotted name into its environment variable.
+func envName(path string) string {
+	return "CIKIT_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(path))
+}
