@@ -35,8 +35,10 @@ type PoolConfig struct {
 	Policy autoscale.Policy
 }
 
-// ManagerConfig configures a Manager. Server, ServerURL,
-// RegistrationToken and at least one pool are required.
+// ManagerConfig configures a Manager. Server is required; ServerURL and
+// RegistrationToken are required with pools. A Manager without pools
+// provisions nothing and answers Why from the runners that call the Server
+// (self-hosted runners).
 type ManagerConfig struct {
 	// Server is the runner protocol's server: the Manager reads what its
 	// runners do and what waits in its Dispatcher.
@@ -108,10 +110,8 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 	switch {
 	case cfg.Server == nil:
 		return nil, errors.New("fleet: ManagerConfig.Server is required")
-	case cfg.ServerURL == "" || cfg.RegistrationToken == "":
+	case len(cfg.Pools) > 0 && (cfg.ServerURL == "" || cfg.RegistrationToken == ""):
 		return nil, errors.New("fleet: ManagerConfig needs the ServerURL and RegistrationToken runners register with")
-	case len(cfg.Pools) == 0:
-		return nil, errors.New("fleet: ManagerConfig.Pools needs at least one pool")
 	case cfg.Interval < 0:
 		return nil, errors.New("fleet: ManagerConfig.Interval must not be negative")
 	}

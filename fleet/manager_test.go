@@ -259,6 +259,31 @@ func TestManagerWhy(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, resp2.StatusCode)
 }
 
+// TestManagerWhySelfHosted: a Manager without pools answers from the
+// runners that registered themselves.
+func TestManagerWhySelfHosted(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	m, err := fleet.NewManager(ctx, fleet.ManagerConfig{Server: b.server})
+	require.NoError(t, err)
+	run, err := b.jobs.RunCreate(ctx, &dag.RunCreateParams{Jobs: []*cikit.JobSpec{{ID: "build", RunsOn: []string{"linux"}, Steps: []cikit.Step{{Run: "true"}}}}})
+	require.NoError(t, err)
+	require.NoError(t, b.server.DispatchRun(ctx, run.ID))
+	why, err := m.Why(ctx, run.ID, "build")
+	require.NoError(t, err)
+	require.Equal(t, fleet.WaitNoRunnerMatches, why.Code, why.Message)
+	runner := b.register(t, "linux", "x64") // registered, not yet polling
+	why, err = m.Why(ctx, run.ID, "build")
+	require.NoError(t, err)
+	require.Equal(t, fleet.WaitSelfHosted, why.Code, why.Message)
+	require.Empty(t, why.Pool)
+	require.NotNil(t, b.claim(t, runner, "1"))
+	why, err = m.Why(ctx, run.ID, "build")
+	require.NoError(t, err)
+	require.Equal(t, fleet.WaitNotWaiting, why.Code, why.Message)
+}
+
 // TestManagerWhyTenantLimit: a tenant at its limit of running jobs waits,
 // says so, and runs once its running job ends.
 func TestManagerWhyTenantLimit(t *testing.T) {
@@ -347,7 +372,7 @@ func TestNewManagerValidates(t *testing.T) {
 	ok := fleet.PoolConfig{Name: "p", Labels: []string{"linux"}, Backend: b, Policy: autoscale.Policy{Max: 1}}
 	for name, cfg := range map[string]fleet.ManagerConfig{
 		"no server":         {ServerURL: "http://x", RegistrationToken: regToken, Pools: []fleet.PoolConfig{ok}},
-		"no pools":          {Server: s, ServerURL: "http://x", RegistrationToken: regToken},
+		"no server url":     {Server: s, RegistrationToken: regToken, Pools: []fleet.PoolConfig{ok}},
 		"bad name":          {Server: s, ServerURL: "http://x", RegistrationToken: regToken, Pools: []fleet.PoolConfig{{Name: "a b", Backend: b, Policy: ok.Policy}}},
 		"duplicate":         {Server: s, ServerURL: "http://x", RegistrationToken: regToken, Pools: []fleet.PoolConfig{ok, ok}},
 		"bad policy":        {Server: s, ServerURL: "http://x", RegistrationToken: regToken, Pools: []fleet.PoolConfig{{Name: "p", Backend: b}}},

@@ -28,6 +28,8 @@ func commands() []command {
 		{"lint", "check pipeline files and print findings", lintCmd},
 		{"graph", "print a pipeline's job graph as Mermaid or DOT", graphCmd},
 		{"runner", "run jobs for a cikit server", runnerCmd},
+		{"serve", "run the cikit platform (embedded by default)", serveCmd},
+		{"migrate", "apply the PostgreSQL schema migrations", migrateCmd},
 		{"version", "print the version", versionCmd},
 	}
 }

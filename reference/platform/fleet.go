@@ -1,0 +1,106 @@
+package platform
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/fleet"
+	"github.com/cikit/cikit/fleet/autoscale"
+	"github.com/cikit/cikit/fleet/local"
+	"github.com/cikit/cikit/fleet/process"
+	"github.com/cikit/cikit/lease"
+	"github.com/cikit/cikit/logs"
+)
+
+// localRunners are the runners the process runs itself.
+type localRunners struct {
+	backend *local.Backend
+}
+
+// buildFleet makes the runner protocol's server, the reaper of expired
+// leases and the Manager of the local runners' pool.
+func (p *Platform) buildFleet(ctx context.Context) error {
+	keys := make([][]byte, len(p.cfg.Runners.SigningKeys))
+	for i, k := range p.cfg.Runners.SigningKeys {
+		keys[i] = []byte(k)
+	}
+	sc := fleet.ServerConfig{
+		Jobs: p.jobs, Leases: p.leases, Logs: p.hub,
+		RegistrationTokens: p.cfg.Runners.RegistrationTokens, SigningKeys: keys,
+		HeartbeatInterval: p.cfg.Runners.LeaseTTL / 3,
+		// The reference platform has no user accounts: whoever reaches
+		// the API may read logs, as they may read runs.
+		AuthorizeFollow: logs.AllowAll,
+		Tenant:          tenantOf,
+		Now:             p.now,
+		Logger:          p.log.With("component", "fleet"),
+	}
+	if limit := p.cfg.Runners.TenantLimit; limit > 0 {
+		sc.TenantLimit = func(string) int { return limit }
+	}
+	var err error
+	if p.fleet, err = fleet.NewServer(sc); err != nil {
+		return err
+	}
+	p.reaper, err = lease.NewReaper(lease.ReaperConfig{Manager: p.leases, OnTransition: p.reaped, Logger: p.log.With("component", "reaper")})
+	if err != nil {
+		return err
+	}
+	mc := fleet.ManagerConfig{Server: p.fleet, ServerURL: p.url, RegistrationToken: p.cfg.Runners.RegistrationTokens[0], Now: p.now, Logger: p.log.With("component", "pools")}
+	if n := p.cfg.LocalRunners(); n > 0 {
+		lc := local.Config{Labels: p.cfg.Runners.Labels, MaxRunners: n, Logger: p.log.With("component", "runner")}
+		switch p.cfg.Runners.Sandbox {
+		case "auto":
+			lc.Process.Sandbox = &process.Sandbox{Mode: process.SandboxAuto, Network: p.cfg.Runners.Network}
+		case "require":
+			lc.Process.Sandbox = &process.Sandbox{Mode: process.SandboxRequire, Network: p.cfg.Runners.Network}
+		case "off":
+			lc.Unsandboxed = true
+		}
+		b, err := local.New(lc)
+		if err != nil {
+			return fmt.Errorf("platform: local runners: %w", err)
+		}
+		p.runners = &localRunners{backend: b}
+		p.onClose(func() { b.Close() })
+		mc.Pools = []fleet.PoolConfig{{Name: "local", Labels: p.cfg.Runners.Labels, Backend: b, Policy: autoscale.Policy{Min: n, Max: n, Warm: n}}}
+	}
+	p.manager, err = fleet.NewManager(ctx, mc)
+	return err
+}
+
+// tenantOf names whom a run's jobs run for: the owner of its repository
+// (the pipeline is "org/repo:file").
+func tenantOf(run *dag.Run) string {
+	owner, _, ok := strings.Cut(run.Pipeline, "/")
+	if !ok {
+		return ""
+	}
+	return owner
+}
+
+// reaped passes on what the reaper did: jobs its transitions made ready are
+// offered to runners, and the logs of attempts it ended are closed.
+func (p *Platform) reaped(res *dag.TransitionResult) {
+	ctx := context.Background()
+	p.fleet.Dispatch(ctx, res)
+	p.metrics.leaseExpiries.Inc()
+	for _, j := range res.Changed {
+		attempt := j.Attempt
+		switch {
+		case j.State == cikit.JobReady && j.Attempt > 1:
+			attempt = j.Attempt - 1 // retried: the reaped attempt is the one before
+		case j.State.Terminal() && !j.StartedAt.IsZero():
+		default:
+			continue
+		}
+		_, err := p.hub.Abandon(ctx, logs.Key{RunID: j.RunID, JobID: j.ID(), Attempt: attempt})
+		if err != nil && !errors.Is(err, cikit.ErrNotFound) {
+			p.log.Warn("close the log of a reaped attempt", "run", j.RunID, "job", j.ID(), "attempt", attempt, "err", err)
+		}
+	}
+}

@@ -1,0 +1,40 @@
+package platform
+
+import (
+	"context"
+	"net/http"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// buildHTTP assembles the platform's routes.
+func (p *Platform) buildHTTP(context.Context) error {
+	mux := http.NewServeMux()
+	webhooks := p.metrics.webhooks(p.receiver)
+	for _, provider := range []string{"github", "gitlab", "standard"} {
+		mux.Handle("POST /webhooks/"+provider, webhooks(provider))
+	}
+	mux.Handle("/v1/", p.metrics.runnerAPI(p.fleet))
+	mux.Handle("GET /metrics", p.metrics.handler())
+	p.gauges()
+	p.handler = withCorrelation(p.log, mux)
+	return nil
+}
+
+// tickMiniredis moves the in-process Redis's clock with the real one:
+// miniredis expires keys only when told time has passed.
+func tickMiniredis(ctx context.Context, m *miniredis.Miniredis) error {
+	t := time.NewTicker(250 * time.Millisecond)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case now := <-t.C:
+			m.FastForward(now.Sub(last))
+			last = now
+		}
+	}
+}

@@ -1,0 +1,229 @@
+package platform
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/ingest"
+)
+
+// metrics are the platform's Prometheus metrics, in a registry of its own
+// (so that several platforms in one process, as in tests, do not collide).
+type metrics struct {
+	reg *prometheus.Registry
+
+	webhookRequests *prometheus.CounterVec
+	webhookLatency  *prometheus.HistogramVec
+	webhooksPublish prometheus.Histogram
+	runsCreated     prometheus.Counter
+	queueWait       *prometheus.HistogramVec
+	leaseExpiries   prometheus.Counter
+	logBytes        prometheus.Counter
+	jobsFinished    *prometheus.CounterVec
+
+	mu    sync.Mutex
+	ready map[string]time.Time // "run/job/attempt" → when it became ready
+}
+
+func newMetrics() *metrics {
+	m := &metrics{reg: prometheus.NewRegistry(), ready: map[string]time.Time{}}
+	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	f := promauto{m.reg}
+	m.webhookRequests = f.counterVec("cikit_webhook_requests_total", "Webhook deliveries received, by provider and HTTP status.", "provider", "code")
+	m.webhookLatency = f.histogramVec("cikit_webhook_duration_seconds", "Time to verify and publish a webhook delivery, by provider.", "provider")
+	m.webhooksPublish = f.histogram("cikit_webhook_publish_duration_seconds", "Time for Kafka to acknowledge a verified delivery.")
+	m.runsCreated = f.counter("cikit_runs_created_total", "Pipeline runs created from deliveries.")
+	m.queueWait = f.histogramVec("cikit_job_queue_wait_seconds", "Time from a job becoming ready to its start (dispatch latency), by lane and tenant.", "lane", "tenant")
+	m.leaseExpiries = f.counter("cikit_lease_expiries_total", "Job attempts whose lease expired and that the reaper ended.")
+	m.logBytes = f.counter("cikit_log_bytes_total", "Bytes of job logs received from runners.")
+	m.jobsFinished = f.counterVec("cikit_jobs_finished_total", "Jobs that reached a terminal state, by state.", "state")
+	return m
+}
+
+// promauto registers metrics in one registry.
+type promauto struct{ reg *prometheus.Registry }
+
+func (f promauto) counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f promauto) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
+
+func (f promauto) histogram(name, help string) prometheus.Histogram {
+	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets})
+	f.reg.MustRegister(h)
+	return h
+}
+
+func (f promauto) histogramVec(name, help string, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets}, labels)
+	f.reg.MustRegister(h)
+	return h
+}
+
+// gauges registers the metrics read from the platform's parts when
+// scraped: queue depths, outbox lag and consumer lag.
+func (p *Platform) gauges() {
+	m := p.metrics
+	m.reg.MustRegister(&queueCollector{p: p,
+		depth: prometheus.NewDesc("cikit_queue_depth", "Jobs waiting for a runner in this server, by runs_on labels.", []string{"labels"}, nil),
+		held:  prometheus.NewDesc("cikit_queue_held", "Jobs held back by their tenant's limit, by runs_on labels.", []string{"labels"}, nil),
+	})
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "cikit_outbox_lag_seconds", Help: "Age of the oldest event not yet published to Kafka (0 when none waits).",
+	}, func() float64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		evs, err := p.jobs.OutboxPending(ctx, 1)
+		if err != nil || len(evs) == 0 {
+			return 0
+		}
+		return p.now().Sub(evs[0].CreatedAt).Seconds()
+	}))
+	m.reg.MustRegister(&lagCollector{p: p, desc: prometheus.NewDesc("cikit_consumer_lag", "Records not yet consumed, by consumer group and topic.", []string{"group", "topic"}, nil)})
+}
+
+type queueCollector struct {
+	p           *Platform
+	depth, held *prometheus.Desc
+}
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.depth; ch <- c.held }
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, q := range c.p.fleet.Dispatcher().Queues() {
+		labels := strings.Join(q.Labels, ",")
+		ch <- prometheus.MustNewConstMetric(c.depth, prometheus.GaugeValue, float64(q.Len), labels)
+		ch <- prometheus.MustNewConstMetric(c.held, prometheus.GaugeValue, float64(q.Held), labels)
+	}
+}
+
+// webhooks wraps the receiver with the webhook metrics.
+func (m *metrics) webhooks(h http.Handler) func(provider string) http.Handler {
+	return func(provider string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+			h.ServeHTTP(sw, r)
+			m.webhookRequests.WithLabelValues(provider, strconv.Itoa(sw.code)).Inc()
+			m.webhookLatency.WithLabelValues(provider).Observe(time.Since(start).Seconds())
+		})
+	}
+}
+
+// publisher times the Kafka acknowledgements of verified deliveries.
+func (m *metrics) publisher(pub ingest.Publisher) ingest.Publisher {
+	return publisherFunc(func(ctx context.Context, ev *ingest.Event) error {
+		start := time.Now()
+		err := pub.Publish(ctx, ev)
+		if err == nil {
+			m.webhooksPublish.Observe(time.Since(start).Seconds())
+		}
+		return err
+	})
+}
+
+type publisherFunc func(ctx context.Context, ev *ingest.Event) error
+
+func (f publisherFunc) Publish(ctx context.Context, ev *ingest.Event) error { return f(ctx, ev) }
+
+// runnerAPI counts the log bytes runners send.
+func (m *metrics) runnerAPI(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/log") && r.ContentLength > 0 {
+			sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
+			h.ServeHTTP(sw, r)
+			if sw.code < 300 {
+				m.logBytes.Add(float64(r.ContentLength))
+			}
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// observeEvent measures queue waits from the pipeline events: a job's
+// "job.ready" and then its "job.started".
+func (m *metrics) observeEvent(ev *dag.OutboxEvent) {
+	key := ev.RunID + "/" + ev.JobID + "/" + strconv.Itoa(ev.Attempt)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	switch ev.Type {
+	case dag.EventJobReady:
+		if len(m.ready) < 100_000 {
+			m.ready[key] = ev.CreatedAt
+		}
+	case dag.EventJobStarted:
+		if at, ok := m.ready[key]; ok {
+			delete(m.ready, key)
+			tenant, _, _ := strings.Cut(ev.Pipeline, "/")
+			m.queueWait.WithLabelValues("p1", tenant).Observe(ev.CreatedAt.Sub(at).Seconds())
+		}
+	case dag.EventJobCompleted:
+		delete(m.ready, key)
+		m.jobsFinished.WithLabelValues(ev.State).Inc()
+	}
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// statusWriter records the status code of an answer.
+type statusWriter struct {
+	http.ResponseWriter
+	code int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.code = code
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the writer's Flush.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// lagCollector reports the consumer groups' lag, asked of Kafka when
+// scraped.
+type lagCollector struct {
+	p    *Platform
+	desc *prometheus.Desc
+}
+
+func (c *lagCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.desc }
+
+func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	g := c.p.cfg.Kafka.Group
+	lags, err := kadm.NewClient(c.p.producer).Lag(ctx, g+"-ingest", g+"-events", g+"-dispatch-"+c.p.instance())
+	if err != nil {
+		return
+	}
+	for _, l := range lags.Sorted() {
+		if l.Error() != nil {
+			continue
+		}
+		for topic, total := range l.Lag.TotalByTopic() {
+			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(total.Lag), l.Group, topic)
+		}
+	}
+}

@@ -1,0 +1,228 @@
+// Package platform wires the packages of cikit into the reference
+// platform that `cikit serve` runs: webhooks in, runs scheduled, jobs
+// handed to runners, logs kept, commit statuses out, an HTTP API, a web UI
+// and metrics.
+//
+// The same code runs in both of its modes; only the services differ. The
+// embedded default (a zero config.Config) starts an in-process Kafka
+// (franz-go's kfake) and Redis (miniredis) and reaches them over loopback
+// with the production clients, keeps runs in memory and logs in the data
+// directory, reads pipelines from local git repositories, and runs local
+// sandboxed runners. Production points the same process at PostgreSQL,
+// Kafka, Redis and S3; several processes share the work (Kafka consumer
+// groups, SKIP LOCKED relays and reapers) and runners are `cikit runner`
+// processes.
+package platform
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/fleet"
+	"github.com/cikit/cikit/ingest"
+	"github.com/cikit/cikit/lease"
+	"github.com/cikit/cikit/logs"
+	"github.com/cikit/cikit/reference/config"
+	"github.com/cikit/cikit/vcs"
+	"github.com/cikit/cikit/vcs/status"
+)
+
+// Platform is one `cikit serve` process.
+type Platform struct {
+	cfg *config.Config
+	log *slog.Logger
+	now func() time.Time
+
+	// Secrets the embedded platform made up, for Banner.
+	webhookSecret, registrationToken string
+
+	services *services
+	pool     *pgxpool.Pool
+	redis    redis.UniversalClient
+	producer *kgo.Client
+
+	jobs      dag.Store
+	runs      ingest.RunStore
+	leases    *lease.Manager
+	reaper    *lease.Reaper
+	hub       *logs.Hub
+	provider  vcs.Provider
+	reporter  *status.Reporter
+	receiver  *ingest.Receiver
+	ingester  *ingest.Ingester
+	relay     *ingest.Relay
+	relayWake chan struct{}
+	pruner    *ingest.Pruner
+	fleet     *fleet.Server
+	manager   *fleet.Manager
+	runners   *localRunners
+	metrics   *metrics
+
+	ln      net.Listener
+	url     string
+	handler http.Handler
+
+	readyMu sync.Mutex
+	ready   error
+
+	closers []func()
+}
+
+// Options are what a Platform needs beyond its configuration.
+type Options struct {
+	// Logger receives the platform's structured log. Default: one built
+	// from config.Log on stderr.
+	Logger *slog.Logger
+	// Now is the clock. Default: time.Now.
+	Now func() time.Time
+}
+
+// New builds a platform from cfg: it connects to (or starts) the services,
+// applies migrations when cfg asks, and listens on cfg.Listen. Run serves.
+// When New fails it releases what it had started.
+func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Platform, err error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Platform{cfg: cfg, log: opts.Logger, now: opts.Now, relayWake: make(chan struct{}, 1)}
+	if p.log == nil {
+		p.log = NewLogger(os.Stderr, cfg.Log)
+	}
+	if p.now == nil {
+		p.now = time.Now
+	}
+	defer func() {
+		if err != nil {
+			p.Close()
+		}
+	}()
+	if err := p.secrets(); err != nil {
+		return nil, err
+	}
+	p.ln, err = net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("platform: listen: %w", err)
+	}
+	p.url = strings.TrimSuffix(cfg.PublicURL, "/")
+	if p.url == "" {
+		p.url = "http://" + p.ln.Addr().String()
+	}
+	p.metrics = newMetrics()
+	steps := []func(context.Context) error{p.startServices, p.buildStores, p.buildVCS, p.buildIngest, p.buildFleet, p.buildHTTP}
+	for _, step := range steps {
+		if err := step(ctx); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// URL is the platform's base URL.
+func (p *Platform) URL() string { return p.url }
+
+// Handler is the platform's HTTP handler: API, webhooks, runner protocol,
+// web UI and metrics.
+func (p *Platform) Handler() http.Handler { return p.handler }
+
+// Jobs is the store of runs and jobs.
+func (p *Platform) Jobs() dag.Store { return p.jobs }
+
+// secrets fills in what the embedded platform may make up: a webhook
+// secret, a registration token and a signing key. Production configs must
+// give them (config.Validate says so).
+func (p *Platform) secrets() error {
+	c := &p.cfg.Webhooks
+	if len(c.GitHubSecrets)+len(c.GitLabTokens)+len(c.StandardSecrets) == 0 {
+		p.webhookSecret = rand.Text()
+		c.GitHubSecrets = []string{p.webhookSecret}
+		c.GitLabTokens = []string{p.webhookSecret}
+	}
+	r := &p.cfg.Runners
+	if len(r.RegistrationTokens) == 0 {
+		p.registrationToken = rand.Text()
+		r.RegistrationTokens = []string{p.registrationToken}
+	}
+	if len(r.SigningKeys) == 0 {
+		r.SigningKeys = []string{rand.Text() + rand.Text()}
+	}
+	return nil
+}
+
+// Banner is what `cikit serve` prints at start: where the platform is and
+// how to trigger a run.
+func (p *Platform) Banner() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "cikit is serving at %s\n", p.url)
+	if p.cfg.Embedded() {
+		fmt.Fprintf(&b, "  mode:      embedded (memory stores, in-process Kafka and Redis; state is lost at exit)\n")
+	} else {
+		fmt.Fprintf(&b, "  mode:      production (PostgreSQL, Kafka %s)\n", strings.Join(p.cfg.Kafka.Brokers, ","))
+	}
+	if p.cfg.VCS.Provider == "local" {
+		fmt.Fprintf(&b, "  repos:     %s/<org>/<repo> (git repositories with a .cikit.yml)\n", p.localRoot())
+	}
+	if p.webhookSecret != "" {
+		fmt.Fprintf(&b, "  webhooks:  %s/webhooks/github (secret %s)\n", p.url, p.webhookSecret)
+	}
+	if p.registrationToken != "" {
+		fmt.Fprintf(&b, "  runners:   cikit runner -server %s -registration-token %s\n", p.url, p.registrationToken)
+	}
+	fmt.Fprintf(&b, "  trigger:   curl -X POST -H 'Idempotency-Key: '$(date +%%s%%N) %s/api/v1/repos/<org>/<repo>/pipelines -d '{\"ref\":\"main\"}'\n", p.url)
+	return b.String()
+}
+
+// setReady records whether the platform can take work, for /readyz.
+func (p *Platform) setReady(err error) {
+	p.readyMu.Lock()
+	p.ready = err
+	p.readyMu.Unlock()
+}
+
+func (p *Platform) readiness(ctx context.Context) error {
+	p.readyMu.Lock()
+	err := p.ready
+	p.readyMu.Unlock()
+	if err != nil {
+		return err
+	}
+	if p.pool != nil {
+		if err := p.pool.Ping(ctx); err != nil {
+			return fmt.Errorf("postgresql: %w", err)
+		}
+	}
+	if err := p.redis.Ping(ctx).Err(); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	return nil
+}
+
+// Close releases what New started, in reverse order. Run calls it; call
+// it yourself only for a Platform that never ran.
+func (p *Platform) Close() {
+	for i := len(p.closers) - 1; i >= 0; i-- {
+		p.closers[i]()
+	}
+	p.closers = nil
+	if p.ln != nil {
+		p.ln.Close()
+	}
+}
+
+func (p *Platform) onClose(f func()) { p.closers = append(p.closers, f) }
+
+// errStarting is /readyz's answer until Run has started everything.
+var errStarting = errors.New("starting")

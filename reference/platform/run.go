@@ -1,0 +1,230 @@
+package platform
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/ingest"
+)
+
+// Run serves until ctx ends, then shuts down gracefully within the
+// config's shutdown timeout: it stops taking work (/readyz fails), hands
+// the local runners' jobs back, drains HTTP requests (ending long polls
+// and log follows), stops the consumers with their offsets committed and
+// flushes pending commit statuses. It returns the first error of a part
+// that failed, which also shuts the rest down. Run closes the Platform.
+func (p *Platform) Run(ctx context.Context) error {
+	defer p.Close()
+	p.setReady(errStarting)
+	consumers, err := p.consumers()
+	if err != nil {
+		return err
+	}
+	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
+	defer endRequests()
+	srv := &http.Server{
+		Handler:           p.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		BaseContext:       func(net.Listener) context.Context { return reqCtx },
+	}
+	httpDone := make(chan error, 1)
+	go func() { httpDone <- srv.Serve(p.ln) }()
+
+	// The work runs until shutdown reaches it, or until a part fails.
+	work, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer stopWork(nil)
+	g, gctx := errgroup.WithContext(work)
+	run := func(name string, f func(context.Context) error) {
+		g.Go(func() error {
+			if err := f(gctx); err != nil && gctx.Err() == nil {
+				return fmt.Errorf("%s: %w", name, err)
+			}
+			return nil
+		})
+	}
+	for name, c := range consumers {
+		run(name, c.Run)
+	}
+	run("relay", p.relay.Run)
+	run("reaper", p.reaper.Run)
+	run("pruner", p.pruner.Run)
+	run("logs", p.hub.Run)
+	if p.reporter != nil {
+		run("status", p.reporter.Run)
+	}
+	if m := p.services.redis; m != nil {
+		run("redis clock", func(ctx context.Context) error { return tickMiniredis(ctx, m) })
+	}
+	managerCtx, stopManager := context.WithCancel(gctx)
+	defer stopManager()
+	managerDone := make(chan error, 1)
+	go func() { managerDone <- p.manager.Run(managerCtx) }()
+
+	p.setReady(nil)
+	p.log.Info("serving", "url", p.url, "embedded", p.cfg.Embedded(), "instance", p.instance())
+
+	var failed error
+	select {
+	case <-ctx.Done():
+	case <-gctx.Done():
+		failed = g.Wait()
+	case err := <-httpDone:
+		failed = fmt.Errorf("http: %w", err)
+		httpDone <- err
+	}
+	p.log.Info("shutting down", "err", failed)
+	p.setReady(errors.New("shutting down"))
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), p.cfg.ShutdownTimeout)
+	defer cancel()
+
+	// Local runners hand their jobs back while the server still answers.
+	stopManager()
+	<-managerDone
+	if p.runners != nil {
+		if err := p.runners.backend.Close(); err != nil {
+			p.log.Warn("stop local runners", "err", err)
+		}
+	}
+	// Drain HTTP: new connections are refused, requests in flight finish;
+	// long polls and log follows end at once.
+	go func() {
+		select {
+		case <-time.After(time.Second):
+		case <-sctx.Done():
+		}
+		p.fleet.Dispatcher().Close()
+		endRequests()
+	}()
+	if err := srv.Shutdown(sctx); err != nil {
+		p.log.Warn("drain http", "err", err)
+		srv.Close()
+	}
+	// Consumers commit what they finished and leave their groups.
+	stopWork(errors.New("shutting down"))
+	if err := g.Wait(); err != nil && failed == nil {
+		failed = err
+	}
+	if p.reporter != nil {
+		if err := p.reporter.Flush(sctx); err != nil {
+			p.log.Warn("flush commit statuses", "err", err)
+		}
+	}
+	p.log.Info("stopped")
+	return failed
+}
+
+// instance names this process.
+func (p *Platform) instance() string {
+	if p.cfg.Instance != "" {
+		return p.cfg.Instance
+	}
+	host, _ := os.Hostname()
+	return host + "-" + strconv.Itoa(os.Getpid())
+}
+
+// consumers makes the Kafka consumers: events into runs (one group for all
+// servers), ready jobs to this server's runners (a group per server: every
+// server offers every job, and a claim decides who runs it) and commit
+// statuses (one group).
+func (p *Platform) consumers() (map[string]*ingest.Consumer, error) {
+	opts := []kgo.Opt{kgo.SeedBrokers(p.brokers()...)}
+	out := map[string]*ingest.Consumer{}
+	add := func(name string, cc ingest.ConsumerConfig) error {
+		cc.Brokers = nil
+		cc.ClientOptions = append(cc.ClientOptions, opts...)
+		cc.Logger = p.log.With("component", "consumer", "consumer", name)
+		c, err := ingest.NewConsumer(cc)
+		if err != nil {
+			return fmt.Errorf("platform: consumer %s: %w", name, err)
+		}
+		out[name] = c
+		return nil
+	}
+	group := p.cfg.Kafka.Group
+	if err := add("ingest", ingest.ConsumerConfig{Group: group + "-ingest", Handler: p.handleVCSEvent}); err != nil {
+		return nil, err
+	}
+	fromEnd := kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd())
+	for _, topic := range []string{ingest.TopicDispatchP0, ingest.TopicDispatchP1, ingest.TopicDispatchP2} {
+		err := add(topic, ingest.ConsumerConfig{
+			Group: group + "-dispatch-" + p.instance(), Topic: topic, DLQTopic: ingest.TopicVCSEventsDLQ,
+			ClientOptions: []kgo.Opt{fromEnd}, Handler: p.handleDispatch,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	err := add("events", ingest.ConsumerConfig{
+		Group: group + "-events", Topic: ingest.TopicPipelineEvents, DLQTopic: ingest.TopicVCSEventsDLQ,
+		Handler: p.handleEvent,
+	})
+	return out, err
+}
+
+// handleDispatch offers a ready job to this server's runners.
+func (p *Platform) handleDispatch(ctx context.Context, rec *kgo.Record) error {
+	var env ingest.DispatchEnvelope
+	if err := json.Unmarshal(rec.Value, &env); err != nil {
+		return ingest.Permanent(fmt.Errorf("dispatch record: %w", err))
+	}
+	return p.fleet.DispatchRun(ctx, env.RunID)
+}
+
+// handleEvent reports commit statuses and measures queue waits from the
+// pipeline events.
+func (p *Platform) handleEvent(ctx context.Context, rec *kgo.Record) error {
+	var pe ingest.PipelineEvent
+	if err := json.Unmarshal(rec.Value, &pe); err != nil {
+		return ingest.Permanent(fmt.Errorf("pipeline event: %w", err))
+	}
+	ev := &dag.OutboxEvent{
+		ID: pe.EventID, Type: pe.Type, RunID: pe.RunID, Pipeline: pe.Pipeline, SHA: pe.SHA,
+		JobID: pe.JobID, Attempt: pe.Attempt, State: pe.State, Reason: pe.Reason, CreatedAt: pe.CreatedAt,
+	}
+	p.metrics.observeEvent(ev)
+	reported := p.reporter != nil && p.reporter.ReportEvent(ev, p.targetURL)
+	if ev.JobID == "" {
+		// A run's events: logged with the trace id of its delivery.
+		if run, err := p.jobs.RunGet(ctx, ev.RunID); err == nil {
+			if id := runTraceID(run.IdempotencyKey); id != "" {
+				ctx = withTrace(ctx, id)
+			}
+		}
+		p.log.InfoContext(ctx, "run "+strings.TrimPrefix(ev.Type, "pipeline."), "run", ev.RunID, "pipeline", ev.Pipeline, "state", ev.State, "status_reported", reported)
+	}
+	return nil
+}
+
+// handleVCSEvent turns a delivery into runs, in the context of its trace
+// id.
+func (p *Platform) handleVCSEvent(ctx context.Context, rec *kgo.Record) error {
+	var ev struct {
+		Provider   string `json:"provider"`
+		HookID     string `json:"hook_id"`
+		DeliveryID string `json:"delivery_id"`
+	}
+	if json.Unmarshal(rec.Value, &ev) == nil {
+		ctx = withTrace(ctx, traceID(ev.Provider, ev.HookID, ev.DeliveryID))
+	}
+	return p.ingester.HandleRecord(ctx, rec)
+}
+
+// targetURL is the page of a run or job, where a commit status links.
+func (p *Platform) targetURL(runID, jobID string) string {
+	if jobID == "" {
+		return p.url + "/runs/" + runID
+	}
+	return p.url + "/runs/" + runID + "/jobs/" + jobID
+}
