@@ -87,7 +87,9 @@ func (h traceHandler) WithAttrs(as []slog.Attr) slog.Handler {
 	return traceHandler{h.Handler.WithAttrs(as)}
 }
 
-func (h traceHandler) WithGroup(name string) slog.Handler { return traceHandler{h.Handler.WithGroup(name)} }
+func (h traceHandler) WithGroup(name string) slog.Handler {
+	return traceHandler{h.Handler.WithGroup(name)}
+}
 
 // NewLogger returns the platform's logger: text or JSON records at the
 // configured level, with the trace id of their context.
