@@ -192,7 +192,9 @@ func (p *Platform) setReady(err error) {
 	p.readyMu.Unlock()
 }
 
-func (p *Platform) readiness(ctx context.Context) error {
+// Ready reports whether the platform takes work: it has started, is not
+// shutting down, and its PostgreSQL and Redis answer. /readyz answers it.
+func (p *Platform) Ready(ctx context.Context) error {
 	p.readyMu.Lock()
 	err := p.ready
 	p.readyMu.Unlock()

@@ -15,8 +15,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/ingest"
+	"github.com/cikit/cikit/vcs"
+	"github.com/cikit/cikit/vcs/status"
 )
 
 // Run serves until ctx ends, then shuts down gracefully within the
@@ -194,7 +197,7 @@ func (p *Platform) handleEvent(ctx context.Context, rec *kgo.Record) error {
 		JobID: pe.JobID, Attempt: pe.Attempt, State: pe.State, Reason: pe.Reason, CreatedAt: pe.CreatedAt,
 	}
 	p.metrics.observeEvent(ev)
-	reported := p.reporter != nil && p.reporter.ReportEvent(ev, p.targetURL)
+	reported := p.report(ctx, ev)
 	if ev.JobID == "" {
 		// A run's events: logged with the trace id of its delivery.
 		if run, err := p.jobs.RunGet(ctx, ev.RunID); err == nil {
@@ -227,4 +230,35 @@ func (p *Platform) targetURL(runID, jobID string) string {
 		return p.url + "/runs/" + runID
 	}
 	return p.url + "/runs/" + runID + "/jobs/" + jobID
+}
+
+// report posts the commit status ev means. A job allowed to fail that
+// failed is reported a success that says so, as its pipeline is: a red
+// check would fail the commit's combined status.
+func (p *Platform) report(ctx context.Context, ev *dag.OutboxEvent) bool {
+	if p.reporter == nil {
+		return false
+	}
+	c, ok := status.FromEvent(ev, p.targetURL)
+	if !ok {
+		return false
+	}
+	if ev.Type == dag.EventJobCompleted && ev.State == string(cikit.JobFailed) {
+		if j, err := p.jobs.JobGet(ctx, ev.RunID, ev.JobID); err == nil && j.Spec != nil && j.Spec.AllowFailure {
+			c.Status.State = vcs.StateSuccess
+			c.Status.Description = "failed (allowed to fail)"
+			if ev.Reason != "" {
+				c.Status.Description = truncate("failed (allowed to fail): "+ev.Reason, 140)
+			}
+		}
+	}
+	return p.reporter.ReportOrdered(c.Repo, c.SHA, c.Status, status.EventOrder(ev)) == nil
+}
+
+// truncate cuts s to at most n runes.
+func truncate(s string, n int) string {
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
 }

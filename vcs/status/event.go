@@ -109,6 +109,12 @@ func (r *Reporter) ReportEvent(ev *dag.OutboxEvent, target func(runID, jobID str
 	if !ok {
 		return false
 	}
-	order := ev.CreatedAt.UTC().Format("2006-01-02T15:04:05.000000000") + " " + ev.ID
-	return r.ReportOrdered(c.Repo, c.SHA, c.Status, order) == nil
+	return r.ReportOrdered(c.Repo, c.SHA, c.Status, EventOrder(ev)) == nil
+}
+
+// EventOrder is the order of ev's status among its check's for
+// ReportOrdered: its creation time, then its ID. A caller that adjusts
+// FromEvent's status before reporting it orders it so.
+func EventOrder(ev *dag.OutboxEvent) string {
+	return ev.CreatedAt.UTC().Format("2006-01-02T15:04:05.000000000") + " " + ev.ID
 }

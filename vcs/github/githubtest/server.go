@@ -223,6 +223,21 @@ func (s *Server) CreateRepo(fullName, defaultBranch string) error {
 // (the first commit of a new branch has no parent), writing files and
 // removing deleted, and moves the branch to it.
 func (s *Server) Commit(repoName, branch string, files map[string]string, deleted ...string) (string, error) {
+	return s.commit(repoName, branch, "", files, deleted)
+}
+
+// CommitAs is Commit with the commit's SHA given: how a test mirrors a
+// commit of a real git repository, so that statuses posted for the git
+// commit's SHA find it. The SHA must be 40 hex digits and new to repo.
+func (s *Server) CommitAs(repoName, branch, sha string, files map[string]string) error {
+	if len(sha) != 40 || strings.Trim(sha, "0123456789abcdef") != "" {
+		return fmt.Errorf("githubtest: %q is not a commit SHA", sha)
+	}
+	_, err := s.commit(repoName, branch, sha, files, nil)
+	return err
+}
+
+func (s *Server) commit(repoName, branch, sha string, files map[string]string, deleted []string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, err := s.repo(repoName)
@@ -255,7 +270,12 @@ func (s *Server) Commit(repoName, branch string, files map[string]string, delete
 	for _, p := range paths {
 		fmt.Fprintf(h, "%s %s\n", tree[p], p)
 	}
-	c := &commit{sha: hex.EncodeToString(h.Sum(nil)), seq: s.seq, parents: parents, files: tree,
+	if sha == "" {
+		sha = hex.EncodeToString(h.Sum(nil))
+	} else if r.commits[sha] != nil {
+		return "", fmt.Errorf("githubtest: commit %s exists in %s", sha, repoName)
+	}
+	c := &commit{sha: sha, seq: s.seq, parents: parents, files: tree,
 		message: fmt.Sprintf("commit %d", s.seq), time: s.now().UTC()}
 	r.commits[c.sha] = c
 	s.moveRef(r, "refs/heads/"+branch, r.branches[branch], c.sha, []*commit{c})

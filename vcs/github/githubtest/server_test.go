@@ -482,3 +482,23 @@ func TestEvents(t *testing.T) {
 	resp, _ = b.do(t, "GET", "/repos/acme/nope/events", pat, "", "")
 	require.Equal(t, http.StatusNotFound, resp.StatusCode)
 }
+
+// TestCommitAs: a mirrored commit keeps its SHA, serves its files and
+// takes statuses; bad and repeated SHAs are refused.
+func TestCommitAs(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	const sha = "0123456789abcdef0123456789abcdef01234567"
+	require.NoError(t, b.srv.CommitAs("acme/api", "feature", sha, map[string]string{".cikit.yml": "jobs: {}"}))
+	resp, body := b.do(t, "GET", "/repos/acme/api/git/ref/heads/feature", pat, "", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Contains(t, body, sha)
+	resp, body = b.do(t, "GET", "/repos/acme/api/contents/.cikit.yml?ref="+sha, pat, "application/vnd.github.raw", "")
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	require.Equal(t, "jobs: {}", body)
+	resp, body = b.do(t, "POST", "/repos/acme/api/statuses/"+sha, pat, "", `{"state":"success","context":"ci"}`)
+	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
+	require.Error(t, b.srv.CommitAs("acme/api", "feature", sha, nil), "the SHA exists")
+	require.Error(t, b.srv.CommitAs("acme/api", "feature", "XYZ", nil))
+	require.Error(t, b.srv.CommitAs("acme/api", "feature", strings.ToUpper(sha), nil))
+}

@@ -1,0 +1,278 @@
+package platform_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit/ingest"
+	"github.com/cikit/cikit/internal/pgtest"
+	"github.com/cikit/cikit/internal/redistest"
+	"github.com/cikit/cikit/internal/testenv"
+	"github.com/cikit/cikit/reference/config"
+	"github.com/cikit/cikit/reference/platform"
+	"github.com/cikit/cikit/vcs/github/githubtest"
+	"github.com/cikit/cikit/vcs/status"
+)
+
+const (
+	webhookSecret = "e2e-webhook-secret"
+	githubToken   = "ghp_e2e"
+	repoName      = "acme/app"
+)
+
+// pipeline fans out from setup to build, lint and test and back in to
+// deploy; lint fails and is allowed to.
+const pipeline = `jobs:
+  setup:
+    steps:
+      - echo "setting up $CIKIT_JOB_ID"
+  build:
+    needs: [setup]
+    steps:
+      - printf '\033[32mbuilt\033[0m\n'
+  lint:
+    needs: [setup]
+    allow_failure: true
+    steps:
+      - echo "lint found 3 problems"
+      - exit 3
+  test:
+    needs: [setup]
+    steps:
+      - echo "ok  acme/app 0.01s"
+  deploy:
+    needs: [build, lint, test]
+    steps:
+      - echo deployed
+`
+
+var jobIDs = []string{"setup", "build", "lint", "test", "deploy"}
+
+// world is what an end-to-end test runs against: a local git repository,
+// a server speaking GitHub's API that receives the statuses, and the
+// platform's configuration.
+type world struct {
+	root   string
+	sha    string
+	github *githubtest.Server
+	ghURL  string
+	cfg    *config.Config
+}
+
+func newWorld(t *testing.T, files map[string]string) *world {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		testenv.ToolUnavailable(t, "git", err)
+	}
+	w := &world{root: t.TempDir()}
+	repo := filepath.Join(w.root, "repos", repoName)
+	require.NoError(t, os.MkdirAll(repo, 0o755))
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=e2e", "-c", "user.email=e2e@example.com", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = repo
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+		return strings.TrimSpace(string(out))
+	}
+	git("init", "-q", "-b", "main")
+	for name, data := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(repo, name), []byte(data), 0o644))
+	}
+	git("add", "-A")
+	git("commit", "-q", "-m", "the pipeline")
+	w.sha = git("rev-parse", "HEAD")
+
+	w.github = githubtest.NewServer(githubtest.Config{})
+	srv := httptest.NewServer(w.github)
+	t.Cleanup(srv.Close)
+	w.ghURL = srv.URL + "/"
+	w.github.AddToken(githubToken)
+	require.NoError(t, w.github.CreateRepo(repoName, "main"))
+	require.NoError(t, w.github.CommitAs(repoName, "main", w.sha, files))
+
+	cfg := config.Default()
+	cfg.Listen = "127.0.0.1:0"
+	cfg.DataDir = filepath.Join(w.root, "data")
+	cfg.ShutdownTimeout = 10 * time.Second
+	cfg.VCS.Local.Root = filepath.Join(w.root, "repos")
+	cfg.VCS.Statuses = "github"
+	cfg.VCS.GitHub = config.GitHub{BaseURL: w.ghURL, Token: githubToken}
+	cfg.Webhooks.GitHubSecrets = []string{webhookSecret}
+	cfg.Runners.Local = 2
+	cfg.Runners.RegistrationTokens = []string{"e2e-registration-token"}
+	cfg.Runners.SigningKeys = []string{strings.Repeat("s", 32)}
+	cfg.Runners.LeaseTTL = 3 * time.Second
+	cfg.Kafka.Partitions = 2
+	w.cfg = cfg
+	return w
+}
+
+// onPostgres moves the world's stores to PostgreSQL and Redis; Kafka stays
+// in process.
+func (w *world) onPostgres(t *testing.T) {
+	db := pgtest.New(t)
+	ns := redistest.New(t)
+	w.cfg.Postgres = config.Postgres{URL: db.URL, Migrate: true, MaxConns: 8}
+	w.cfg.Redis = config.Redis{URL: "redis://" + ns.Client.Options().Addr + "/" + fmt.Sprint(ns.Client.Options().DB), KeyPrefix: ns.Prefix}
+}
+
+// serving is a platform running in the test's process.
+type serving struct {
+	p    *platform.Platform
+	done chan error
+	stop context.CancelFunc
+}
+
+func serve(t *testing.T, cfg *config.Config) *serving {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	p, err := platform.New(ctx, cfg, platform.Options{Logger: testLogger(t)})
+	if err != nil {
+		cancel()
+		require.NoError(t, err)
+	}
+	s := &serving{p: p, done: make(chan error, 1), stop: cancel}
+	go func() { s.done <- p.Run(ctx) }()
+	t.Cleanup(func() { s.shutdown(t) })
+	waitFor(t, 20*time.Second, "the platform to be ready", func() bool { return p.Ready(ctx) == nil })
+	return s
+}
+
+// shutdown stops the platform gracefully and checks that it stopped
+// without error.
+func (s *serving) shutdown(t *testing.T) {
+	if s.stop == nil {
+		return
+	}
+	s.stop()
+	s.stop = nil
+	select {
+	case err := <-s.done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the platform did not shut down within 30s")
+	}
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// pushBody is a GitHub push event of main to sha.
+func pushBody(sha string) []byte {
+	return fmt.Appendf(nil, `{"ref": "refs/heads/main", "before": "0000000000000000000000000000000000000000", "after": %q,
+		"created": true, "deleted": false,
+		"head_commit": {"id": %q, "timestamp": %q, "added": [".cikit.yml"], "removed": [], "modified": []},
+		"commits": [{"id": %q, "timestamp": %q, "added": [".cikit.yml"], "removed": [], "modified": []}],
+		"repository": {"name": "app", "full_name": %q, "default_branch": "main", "owner": {"login": "acme"}},
+		"pusher": {"name": "alice"}, "sender": {"login": "alice"}}`,
+		sha, sha, time.Now().UTC().Format(time.RFC3339), sha, time.Now().UTC().Format(time.RFC3339), repoName)
+}
+
+// deliver posts a signed GitHub push webhook and returns the answer's
+// status and body.
+func deliver(t *testing.T, base, delivery string, body []byte) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/github", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-GitHub-Delivery", delivery)
+	req.Header.Set("X-GitHub-Hook-ID", "7")
+	req.Header.Set("X-Hub-Signature-256", ingest.SignGitHub(webhookSecret, body))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(out)
+}
+
+// statuses returns the latest commit status of each context at the fake
+// GitHub.
+func (w *world) statuses(t *testing.T) map[string]githubtest.Status {
+	t.Helper()
+	list, err := w.github.Statuses(repoName, w.sha)
+	require.NoError(t, err)
+	out := map[string]githubtest.Status{}
+	for _, s := range list {
+		out[s.Context] = s
+	}
+	return out
+}
+
+// waitPipelineStatus waits for the pipeline's commit status to leave
+// pending and returns all statuses then.
+func (w *world) waitPipelineStatus(t *testing.T, within time.Duration) map[string]githubtest.Status {
+	t.Helper()
+	ctxName := status.PipelineContext(".cikit.yml")
+	var got map[string]githubtest.Status
+	waitFor(t, within, "the pipeline's commit status", func() bool {
+		got = w.statuses(t)
+		st, ok := got[ctxName]
+		return ok && st.State != "pending"
+	})
+	return got
+}
+
+// runIDOf takes the run's id from a status's target URL (…/runs/{id}).
+func runIDOf(t *testing.T, st githubtest.Status) string {
+	t.Helper()
+	_, after, ok := strings.Cut(st.TargetURL, "/runs/")
+	require.True(t, ok, "target URL %q", st.TargetURL)
+	id, _, _ := strings.Cut(after, "/")
+	return id
+}
+
+func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for %s", within, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// getJSON GETs a URL and decodes its JSON answer.
+func getJSON(t *testing.T, url string, into any) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	if resp.StatusCode == http.StatusOK && into != nil {
+		require.NoError(t, json.Unmarshal(body, into), "%s", body)
+	}
+	return resp.StatusCode
+}
+
+// getText GETs a URL and returns its status and body.
+func getText(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
+}

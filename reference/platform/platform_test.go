@@ -1,0 +1,97 @@
+package platform_test
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/cikit/cikit/vcs/status"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// Idle keep-alive connections of http.DefaultClient.
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
+	)
+	os.Exit(0)
+}
+
+// TestEndToEndEmbedded: a push webhook of a local git repository runs its
+// five jobs on the embedded platform's local runners, the logs can be
+// read, every job's and the pipeline's commit status reaches GitHub, and
+// a second copy of the delivery creates nothing.
+func TestEndToEndEmbedded(t *testing.T) {
+	w := newWorld(t, map[string]string{".cikit.yml": pipeline, "README.md": "hello\n"})
+	endToEnd(t, w)
+}
+
+// TestEndToEndPostgres is TestEndToEndEmbedded on PostgreSQL and Redis.
+func TestEndToEndPostgres(t *testing.T) {
+	w := newWorld(t, map[string]string{".cikit.yml": pipeline, "README.md": "hello\n"})
+	w.onPostgres(t)
+	endToEnd(t, w)
+}
+
+func endToEnd(t *testing.T, w *world) {
+	s := serve(t, w.cfg)
+	base := s.p.URL()
+	code, body := deliver(t, base, "delivery-1", pushBody(w.sha))
+	require.Equal(t, 202, code, body)
+
+	got := w.waitPipelineStatus(t, 60*time.Second)
+	pipe := got[status.PipelineContext(".cikit.yml")]
+	require.Equal(t, "success", pipe.State, "%+v", got)
+	for _, id := range jobIDs {
+		st, ok := got[status.JobContext(".cikit.yml", id)]
+		require.True(t, ok, "no status for job %s: %+v", id, got)
+		require.Equal(t, "success", st.State, "job %s: %+v", id, st)
+	}
+	require.Contains(t, got[status.JobContext(".cikit.yml", "lint")].Description, "allowed to fail")
+	runID := runIDOf(t, pipe)
+
+	// The logs are readable.
+	code, text := getText(t, base+"/api/v1/runs/"+runID+"/jobs/lint/log")
+	require.Equal(t, 200, code, text)
+	require.Contains(t, text, "lint found 3 problems")
+	code, text = getText(t, base+"/api/v1/runs/"+runID+"/jobs/build/log")
+	require.Equal(t, 200, code, text)
+	require.Contains(t, text, "\x1b[32mbuilt\x1b[0m")
+
+	// The run as the API shows it.
+	var run struct {
+		State string `json:"state"`
+		SHA   string `json:"sha"`
+		Jobs  []struct {
+			ID    string `json:"id"`
+			State string `json:"state"`
+		} `json:"jobs"`
+	}
+	require.Equal(t, 200, getJSON(t, base+"/api/v1/runs/"+runID, &run))
+	require.Equal(t, "succeeded", run.State)
+	require.Equal(t, w.sha, run.SHA)
+	states := map[string]string{}
+	for _, j := range run.Jobs {
+		states[j.ID] = j.State
+	}
+	require.Equal(t, map[string]string{"setup": "succeeded", "build": "succeeded", "lint": "failed", "test": "succeeded", "deploy": "succeeded"}, states)
+
+	// A second copy of the delivery creates nothing.
+	sent := w.github.Stats().StatusesCreated
+	code, body = deliver(t, base, "delivery-1", pushBody(w.sha))
+	require.Equal(t, 202, code, body)
+	require.Contains(t, body, `"duplicate":true`)
+	var list struct {
+		Runs []struct {
+			ID string `json:"id"`
+		} `json:"runs"`
+	}
+	require.Equal(t, 200, getJSON(t, base+"/api/v1/runs", &list))
+	require.Len(t, list.Runs, 1)
+	require.Equal(t, runID, list.Runs[0].ID)
+	s.shutdown(t) // flushes statuses and commits offsets
+	require.Equal(t, sent, w.github.Stats().StatusesCreated, "the duplicate posted statuses")
+}
