@@ -1,23 +1,28 @@
 package platform_test
 
 import (
+	"context"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/vcs/status"
 )
 
 func TestMain(m *testing.M) {
+	if code, ok := serveMain(); ok {
+		os.Exit(code)
+	}
 	goleak.VerifyTestMain(m,
 		// Idle keep-alive connections of http.DefaultClient.
 		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
 		goleak.IgnoreTopFunction("net/http.(*persistConn).writeLoop"),
 	)
-	os.Exit(0)
 }
 
 // TestEndToEndEmbedded: a push webhook of a local git repository runs its
@@ -94,4 +99,35 @@ func endToEnd(t *testing.T, w *world) {
 	require.Equal(t, runID, list.Runs[0].ID)
 	s.shutdown(t) // flushes statuses and commits offsets
 	require.Equal(t, sent, w.github.Stats().StatusesCreated, "the duplicate posted statuses")
+}
+
+// TestGracefulShutdown: shutting down while a job runs hands the job back
+// (its attempt ends as an infrastructure failure and a new attempt waits)
+// instead of leaving it to the reaper, and Run returns without error.
+func TestGracefulShutdown(t *testing.T) {
+	w := newWorld(t, map[string]string{".cikit.yml": "jobs:\n  long:\n    steps:\n      - echo started\n      - sleep 60\n"})
+	s := serve(t, w.cfg)
+	code, body := deliver(t, s.p.URL(), "delivery-graceful", pushBody(w.sha))
+	require.Equal(t, 202, code, body)
+	var runID string
+	waitFor(t, 30*time.Second, "the job to run", func() bool {
+		st, ok := w.statuses(t)[status.JobContext(".cikit.yml", "long")]
+		if ok && strings.HasPrefix(st.Description, "running") {
+			runID = runIDOf(t, st)
+			return true
+		}
+		return false
+	})
+	start := time.Now()
+	s.shutdown(t)
+	require.Less(t, time.Since(start), 20*time.Second, "shutdown waited for the 60s job")
+
+	j, err := s.p.Jobs().JobGet(context.Background(), runID, "long")
+	require.NoError(t, err)
+	require.Contains(t, []cikit.JobState{cikit.JobReady, cikit.JobQueued}, j.State, "the job waits for its next attempt")
+	require.Equal(t, 2, j.Attempt)
+	ended, err := s.p.Jobs().JobAttempts(context.Background(), runID, "long")
+	require.NoError(t, err)
+	require.Len(t, ended, 1)
+	require.Equal(t, cikit.JobFailed, ended[0].State)
 }
