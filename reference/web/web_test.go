@@ -71,7 +71,7 @@ func TestAssetsReachable(t *testing.T) {
 	u := web.New(web.Config{})
 	_, index := get(t, u, http.MethodGet, "/", nil)
 	prefix := "/assets/" + u.Version() + "/"
-	refs := regexp.MustCompile(`"` + regexp.QuoteMeta(prefix) + `([^"]+)"`).FindAllStringSubmatch(index, -1)
+	refs := regexp.MustCompile(`"`+regexp.QuoteMeta(prefix)+`([^"]+)"`).FindAllStringSubmatch(index, -1)
 	if len(refs) != 3 {
 		t.Fatalf("the index names %d assets, want 3 (icon, style, app): %q", len(refs), refs)
 	}

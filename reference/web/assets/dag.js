@@ -107,7 +107,7 @@ export class DagView {
       return { x: PAD + p.layer * (W + GAP_X), y: PAD + p.row * (H + GAP_Y) };
     };
     const arrow = (id, cls) =>
-      s('marker', { id, viewBox: '0 0 8 8', refX: 8, refY: 4, markerWidth: 8, markerHeight: 8, orient: 'auto-start-reverse' },
+      s('marker', { id, viewBox: '0 0 8 8', refX: 8, refY: 4, markerWidth: 9, markerHeight: 9, markerUnits: 'userSpaceOnUse', orient: 'auto' },
         s('path', { d: 'M0,0 L8,4 L0,8 z', class: cls }));
     const edgeGroup = s('g', { class: 'edges' });
     const nodeGroup = s('g', { class: 'nodes' });
