@@ -27,7 +27,12 @@ func open(t *testing.T, ctx context.Context, url string) *webtest.Page {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(p.Close)
+	t.Cleanup(func() {
+		if ex := p.Exceptions(); len(ex) > 0 {
+			t.Errorf("%s threw: %q", url, ex)
+		}
+		p.Close()
+	})
 	return p
 }
 

@@ -39,8 +39,8 @@ function route() {
   else leave = notFound();
 }
 
-/** navigate shows the page of url without reloading. */
-export function navigate(url) {
+// navigate shows the page of url without reloading.
+function navigate(url) {
   history.pushState(null, '', url);
   route();
   if (!location.hash) window.scrollTo(0, 0);

@@ -13,8 +13,9 @@ const GAP_Y = 18;
 const PAD = 12;
 const MAX_NAME = 22;
 
-/** layout places the jobs: it returns each job's layer and row and the size in cells. */
-export function layout(jobs) {
+// layout places the jobs: it returns each job's layer and row, and the
+// number of layers and rows.
+function layout(jobs) {
   const byID = new Map(jobs.map((j, i) => [j.id, { job: j, index: i }]));
   const layerOf = new Map();
   const visiting = new Set();

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/chromedp/chromedp"
@@ -15,24 +17,67 @@ import (
 type Page struct {
 	ctx    context.Context
 	cancel context.CancelFunc
+	done   chan struct{} // closed when the console is no longer read
+
+	mu         sync.Mutex
+	exceptions []string
 }
 
 // Open opens url in a new tab of the browser of ctx (see Browser). The
 // tab lives as long as ctx, or until Close.
 func Open(ctx context.Context, url string) (*Page, error) {
 	tctx, cancel := chromedp.NewContext(ctx)
+	p := &Page{ctx: tctx, cancel: cancel, done: make(chan struct{})}
+	// Subscribe before the page loads, so no exception of it is missed.
+	console := chromedp.Console(tctx)
+	go p.watch(console)
 	if err := chromedp.Do(tctx, chromedp.Navigate(url)); err != nil {
-		cancel()
+		p.Close()
 		return nil, fmt.Errorf("webtest: opening %s: %w", url, err)
 	}
-	return &Page{ctx: tctx, cancel: cancel}, nil
+	return p, nil
+}
+
+// watch records the exceptions the page throws and does not catch, until
+// the tab closes.
+func (p *Page) watch(console iter.Seq2[chromedp.ConsoleMessage, error]) {
+	defer close(p.done)
+	for m, err := range console {
+		if err != nil {
+			return
+		}
+		if m.IsException() {
+			p.mu.Lock()
+			p.exceptions = append(p.exceptions, m.String())
+			p.mu.Unlock()
+		}
+	}
+}
+
+// Exceptions returns the exceptions the page threw and did not catch
+// (unhandled promise rejections included), as the console shows them.
+func (p *Page) Exceptions() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.exceptions)
 }
 
 // Context is the tab's context, for chromedp actions of the caller's own.
 func (p *Page) Context() context.Context { return p.ctx }
 
 // Close closes the tab.
-func (p *Page) Close() { p.cancel() }
+func (p *Page) Close() {
+	p.cancel()
+	<-p.done
+}
+
+// check returns an error naming the page's exceptions, if it threw any.
+func (p *Page) check() error {
+	if ex := p.Exceptions(); len(ex) > 0 {
+		return fmt.Errorf("webtest: the page threw %d exceptions: %s", len(ex), strings.Join(ex, "; "))
+	}
+	return nil
+}
 
 // Eval evaluates the JavaScript expression js in the page and decodes
 // its value, as JSON, into res.

@@ -151,26 +151,31 @@ func JobURL(baseURL, runID, jobID string) string {
 
 // CheckRunPage opens the page of run runID of the UI at baseURL in the
 // browser of ctx (see Browser) and waits until it shows want. Its error,
-// when ctx ends first, says how the page last differed from want.
+// when ctx ends first, says how the page last differed from want; an
+// exception the page threw is an error too.
 func CheckRunPage(ctx context.Context, baseURL, runID string, want RunPageWant) error {
 	p, err := Open(ctx, RunURL(baseURL, runID))
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	_, err = p.WaitRun(want)
-	return err
+	if _, err := p.WaitRun(want); err != nil {
+		return err
+	}
+	return p.check()
 }
 
 // CheckLiveLog opens the page of job jobID of run runID of the UI at
 // baseURL in the browser of ctx (see Browser) and waits until its log
-// shows wantText.
+// shows wantText. An exception the page threw is an error too.
 func CheckLiveLog(ctx context.Context, baseURL, runID, jobID, wantText string) error {
 	p, err := Open(ctx, JobURL(baseURL, runID, jobID))
 	if err != nil {
 		return err
 	}
 	defer p.Close()
-	_, err = p.WaitLog(wantText)
-	return err
+	if _, err := p.WaitLog(wantText); err != nil {
+		return err
+	}
+	return p.check()
 }

@@ -1,8 +1,10 @@
 package webtest_test
 
 import (
+	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -78,4 +80,24 @@ func TestBrowserLeavesNoProcess(t *testing.T) {
 		t.Fatalf("1 + 1 = %d (%v)", two, err)
 	}
 	p.Close()
+}
+
+func TestPageRecordsExceptions(t *testing.T) {
+	ctx, cancel := context.WithTimeout(webtest.Browser(t), 30*time.Second)
+	defer cancel()
+	p, err := webtest.Open(ctx, `data:text/html,<p>x</p><script>Promise.reject(new Error("rejected")); throw new Error("boom");</script>`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	// Both are reported soon; the deadline ends the wait otherwise.
+	for len(p.Exceptions()) < 2 {
+		if err := p.Eval(`0`, new(int)); err != nil {
+			t.Fatalf("%v; exceptions so far: %q", err, p.Exceptions())
+		}
+	}
+	ex := strings.Join(p.Exceptions(), "\n")
+	if !strings.Contains(ex, "boom") || !strings.Contains(ex, "rejected") {
+		t.Errorf("exceptions %q, want boom and rejected", ex)
+	}
 }
