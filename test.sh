@@ -246,11 +246,14 @@ ensure_bubblewrap() {
 }
 
 # chromium runs the browser tests of the web UI (reference/web), headless.
+# A failed install is not fatal: Ubuntu's chromium package only installs a
+# snap, which containers often cannot run; the tests then report chromium
+# missing (a skip, or in CI a failure).
 ensure_chromium() {
 	have chromium && return
 	have chromium-browser && return
 	if is_debian && can_root; then
-		apt_install chromium || die "apt-get install chromium failed"
+		apt_install chromium || say "apt-get install chromium failed"
 	fi
 	if ! have chromium && ! have chromium-browser; then
 		say "chromium is not installed"
