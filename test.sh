@@ -7,8 +7,9 @@
 #
 # It makes sure PostgreSQL and Redis answer (starting them, or installing
 # them on Debian/Ubuntu as root, when needed) and that bubblewrap, which
-# the sandbox tests run, is installed (likewise), then runs gofmt, go vet
-# and go test -race. Tests that need a service or bubblewrap skip when it
+# the sandbox tests run, and chromium, which the web UI's browser tests
+# run, are installed (likewise), then runs gofmt, go vet and go test
+# -race. Tests that need a service, bubblewrap or chromium skip when it
 # is missing, except in CI (CI=true), where a missing one fails the run.
 #
 # Environment:
@@ -244,9 +245,26 @@ ensure_bubblewrap() {
 	fi
 }
 
+# chromium runs the browser tests of the web UI (reference/web), headless.
+# A failed install is not fatal: Ubuntu's chromium package only installs a
+# snap, which containers often cannot run; the tests then report chromium
+# missing (a skip, or in CI a failure).
+ensure_chromium() {
+	have chromium && return
+	have chromium-browser && return
+	if is_debian && can_root; then
+		apt_install chromium || say "apt-get install chromium failed"
+	fi
+	if ! have chromium && ! have chromium-browser; then
+		say "chromium is not installed"
+		missing+=(chromium)
+	fi
+}
+
 ensure_postgres
 ensure_redis
 ensure_bubblewrap
+ensure_chromium
 
 # "PostgreSQL, Redis and bubblewrap" rather than "PostgreSQL Redis bubblewrap".
 lacking=""
@@ -263,7 +281,7 @@ done
 
 services=""
 for m in ${missing[@]+"${missing[@]}"}; do
-	[[ $m == bubblewrap ]] || services+="${services:+ and }$m"
+	[[ $m == bubblewrap || $m == chromium ]] || services+="${services:+ and }$m"
 done
 if [[ -n $services ]]; then
 	cat >&2 <<-EOF
@@ -282,6 +300,13 @@ if [[ $lacking == *bubblewrap* ]]; then
 	test.sh: the sandbox tests need bubblewrap, which is not installed. Install it
 	  (Debian/Ubuntu: apt-get install bubblewrap, which ./test.sh does as root or with
 	  passwordless sudo); it needs Linux with unprivileged user namespaces.
+	EOF
+fi
+if [[ $lacking == *chromium* ]]; then
+	cat >&2 <<-EOF
+	test.sh: the web UI's browser tests need chromium, which is not installed. Install
+	  it (Debian: apt-get install chromium, which ./test.sh does as root or with
+	  passwordless sudo; elsewhere any Chromium on PATH as chromium or chromium-browser).
 	EOF
 fi
 if [[ -n $lacking ]]; then

@@ -55,12 +55,14 @@ func ServiceUnavailable(t testing.TB, service string, err error) {
 // Tools the tests run, as passed to [ToolUnavailable].
 const (
 	Bubblewrap = "bubblewrap"
+	Chromium   = "chromium" // headless browser of the web UI's tests
 )
 
 // installs maps a tool to the command that installs it on Debian and
 // Ubuntu, which ./test.sh runs when it can.
 var installs = map[string]string{
 	Bubblewrap: "apt-get install bubblewrap",
+	Chromium:   "apt-get install chromium",
 }
 
 // ToolUnavailable ends the test because tool (a program the tests run,

@@ -1,0 +1,105 @@
+// The job page: the job's state and times, why it waits, its attempts,
+// and its log followed live. The job is re-read every second until it is
+// finished.
+
+import * as api from './api.js';
+import { LogView } from './log.js';
+import { badge, duration, errorBox, h, jobDone, pagePath, poll, time } from './util.js';
+
+const WAITING = ['pending', 'ready', 'queued'];
+
+/** mountJob shows job jobID of run runID in root; query's "attempt" picks an earlier attempt. */
+export function mountJob(root, runID, jobID, query) {
+  const ctrl = new AbortController();
+  const err = errorBox('load-error');
+  const explicit = Number.parseInt(query.get('attempt') || '', 10) || 0;
+  const title = h('h1', {}, jobID);
+  const facts = h('dl', { class: 'facts' });
+  const why = h('p', { class: 'why', 'data-testid': 'why', hidden: true });
+  const attempts = h('nav', { class: 'attempts', 'data-testid': 'attempts' });
+  const logSlot = h('div');
+  root.append(
+    h('p', { class: 'crumbs' }, h('a', { href: pagePath(runID), 'data-testid': 'run-link' }, `Run ${runID}`)),
+    title, err.el, facts, why, attempts, logSlot,
+  );
+
+  let job = null;
+  let log = null;
+
+  function fact(name, value, attrs) {
+    return value === undefined || value === null || value === '' ? [] : [h('dt', {}, name), h('dd', attrs || {}, value)];
+  }
+
+  function render(j) {
+    title.textContent = j.name || j.id;
+    document.title = `${j.name || j.id} · cikit`;
+    const waitingOn = (j.waiting_on || []).flatMap((id, i) => [i ? ', ' : '', h('a', { href: pagePath(runID, id) }, id)]);
+    facts.replaceChildren(
+      ...fact('State', badge(j.state, j.allow_failure, { 'data-testid': 'job-state' })),
+      ...fact('Attempt', String(j.attempt), { 'data-testid': 'job-attempt' }),
+      ...fact('Stage', j.stage),
+      ...fact('Runs on', (j.runs_on || []).join(', ')),
+      ...fact('Runner', j.runner),
+      ...fact('Waiting on', waitingOn.length ? waitingOn : null, { 'data-testid': 'waiting-on' }),
+      ...fact('Queued for', j.queue_duration_ns ? duration(j.queue_duration_ns) : null),
+      ...fact('Ran for', j.started_at ? duration(j.run_duration_ns) : null),
+      ...fact('Started', j.started_at && time(j.started_at)),
+      ...fact('Finished', j.finished_at && time(j.finished_at)),
+      ...fact('Exit code', j.exit_code === undefined ? null : String(j.exit_code)),
+      ...fact('Reason', j.reason),
+      ...fact('Allowed to fail', j.allow_failure ? 'yes' : null),
+    );
+    const past = (j.attempts || []).map((a) => a.attempt).filter((n) => n !== j.attempt);
+    const shown = explicit || j.attempt;
+    attempts.replaceChildren(...(past.length === 0 ? [] : [
+      'Attempts: ',
+      ...[...past, j.attempt].sort((a, b) => a - b).flatMap((n, i) => [
+        i ? ' · ' : '',
+        n === shown ? h('strong', {}, String(n)) : h('a', { href: `${pagePath(runID, jobID)}${n === j.attempt ? '' : `?attempt=${n}`}` }, String(n)),
+      ]),
+    ]));
+  }
+
+  async function explain() {
+    try {
+      const w = await api.get(`${api.jobPath(runID, jobID)}/why`, ctrl.signal);
+      const parts = [w.message || w.code];
+      if (w.pool) parts.push(`pool ${w.pool}`);
+      if (w.eta_ns) parts.push(`expected in about ${duration(w.eta_ns)}`);
+      why.textContent = 'Waiting: ' + parts.filter(Boolean).join(' · ');
+      why.hidden = false;
+    } catch (e) {
+      if (!ctrl.signal.aborted) why.hidden = true;
+    }
+  }
+
+  // follow shows the log of attempt, replacing the one shown.
+  function follow(attempt) {
+    if (log) log.close();
+    log = new LogView(runID, jobID, attempt, () => !(job && jobDone(job.state) && !job.started_at && attempt === job.attempt));
+    logSlot.replaceChildren(log.el);
+  }
+  if (explicit) follow(explicit);
+
+  const p = poll(async () => {
+    try {
+      job = await api.get(api.jobPath(runID, jobID), ctrl.signal);
+      err.set(null);
+    } catch (e) {
+      if (ctrl.signal.aborted) return false;
+      err.set(`Could not load the job: ${e.message}`);
+      return e.status !== 404;
+    }
+    render(job);
+    if (!explicit && (!log || log.attempt !== job.attempt)) follow(job.attempt);
+    if (WAITING.includes(job.state)) await explain();
+    else why.hidden = true;
+    return !jobDone(job.state);
+  }, 1000);
+
+  return () => {
+    p.stop();
+    ctrl.abort();
+    if (log) log.close();
+  };
+}

@@ -1,0 +1,75 @@
+// The run page: the run's header, cancel and retry, and its jobs as a
+// graph, re-read every second until the run is finished.
+
+import * as api from './api.js';
+import { DagView } from './dag.js';
+import { badge, duration, errorBox, h, poll, runDone, shortSHA, time } from './util.js';
+
+/** mountRun shows run runID in root. */
+export function mountRun(root, runID) {
+  const ctrl = new AbortController();
+  const err = errorBox('load-error');
+  const actErr = errorBox('error');
+  const title = h('h1', {}, runID);
+  const facts = h('dl', { class: 'facts' });
+  const cancel = h('button', { type: 'button', 'data-testid': 'cancel', disabled: true }, 'Cancel');
+  const retry = h('button', { type: 'button', 'data-testid': 'retry', disabled: true }, 'Retry failed');
+  const graph = h('div', { class: 'graph' }, h('p', { class: 'muted' }, 'Loading…'));
+  const dag = new DagView(graph);
+  root.append(h('div', { class: 'head' }, title, h('div', { class: 'actions' }, cancel, retry)), err.el, actErr.el, facts, graph);
+
+  function fact(name, value, attrs) {
+    return [h('dt', {}, name), h('dd', attrs || {}, value)];
+  }
+
+  function render(run) {
+    title.textContent = run.pipeline || run.id;
+    facts.replaceChildren(
+      ...fact('State', badge(run.state, false, { 'data-testid': 'run-state' })),
+      ...fact('Branch', run.branch || '—'),
+      ...fact('Commit', h('span', { class: 'mono', title: run.sha || '' }, shortSHA(run.sha) || '—')),
+      ...fact('Created', time(run.created_at)),
+      ...fact('Duration', duration(run.duration_ns), { 'data-testid': 'run-duration' }),
+      ...fact('Critical path', duration(run.critical_path_ns), { 'data-testid': 'critical-path-duration' }),
+    );
+    const done = runDone(run.state);
+    cancel.disabled = done;
+    retry.disabled = !done;
+    dag.update(run);
+    document.title = `${run.pipeline || run.id} · cikit`;
+  }
+
+  let finished = false;
+  const p = poll(async () => {
+    try {
+      const run = await api.get(api.runPath(runID), ctrl.signal);
+      render(run);
+      finished = runDone(run.state);
+      err.set(null);
+    } catch (e) {
+      if (ctrl.signal.aborted) return false;
+      err.set(`Could not load the run: ${e.message}`);
+      return e.status !== 404;
+    }
+    return !finished;
+  }, 1000);
+
+  async function act(button, verb) {
+    button.disabled = true;
+    try {
+      actErr.set(null);
+      render(await api.post(`${api.runPath(runID)}/${verb}`, ctrl.signal));
+    } catch (e) {
+      if (ctrl.signal.aborted) return;
+      actErr.set(`Could not ${verb} the run: ${e.message}`);
+    }
+    p.now();
+  }
+  cancel.addEventListener('click', () => act(cancel, 'cancel'));
+  retry.addEventListener('click', () => act(retry, 'retry'));
+
+  return () => {
+    p.stop();
+    ctrl.abort();
+  };
+}

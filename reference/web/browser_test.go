@@ -1,0 +1,246 @@
+package web_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/reference/web/webtest"
+)
+
+// browse starts a browser and returns a context of it that ends with a
+// deadline, so that no wait of a failing test lasts forever.
+func browse(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(webtest.Browser(t), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func open(t *testing.T, ctx context.Context, url string) *webtest.Page {
+	t.Helper()
+	p, err := webtest.Open(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if ex := p.Exceptions(); len(ex) > 0 {
+			t.Errorf("%s threw: %q", url, ex)
+		}
+		p.Close()
+	})
+	return p
+}
+
+// pipeline is build → [unit, lint (allowed to fail), e2e] → deploy.
+func pipeline() []*cikit.JobSpec {
+	return []*cikit.JobSpec{
+		{ID: "build", Name: "build"},
+		{ID: "unit", Name: "unit tests", Needs: []string{"build"}},
+		{ID: "lint", Name: "lint", Needs: []string{"build"}, AllowFailure: true},
+		{ID: "e2e", Name: "end-to-end", Needs: []string{"build"}, RunsOn: []string{"linux"}},
+		{ID: "deploy", Name: "deploy", Needs: []string{"unit", "lint", "e2e"}},
+	}
+}
+
+var pipelineEdges = [][2]string{{"build", "unit"}, {"build", "lint"}, {"build", "e2e"}, {"unit", "deploy"}, {"lint", "deploy"}, {"e2e", "deploy"}}
+
+func TestRunPage(t *testing.T) {
+	f := newFakeAPI(t)
+	run := f.create("acme/api:.cikit.yml", pipeline()...)
+	f.at(0)
+	f.queue(run, "build")
+	f.start(run, "build")
+	f.at(2)
+	f.succeed(run, "build")
+	for _, j := range []string{"unit", "lint", "e2e"} {
+		f.queue(run, j)
+		f.start(run, j)
+	}
+	f.at(3)
+	f.succeed(run, "unit")
+	f.at(4)
+	f.fail(run, "lint")
+	f.at(10)
+	d, err := f.detail(context.Background(), run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(d.CriticalPath, []string{"build", "e2e"}) {
+		t.Fatalf("dag.Report's critical path %v, want build → e2e (the test's premise)", d.CriticalPath)
+	}
+
+	ctx := browse(t)
+	p := open(t, ctx, webtest.RunURL(f.srv.URL, run))
+	before, err := p.WaitRun(webtest.RunPageWant{
+		State: "running",
+		Jobs: map[string]string{"build": "succeeded", "unit": "succeeded", "lint": "failed", "e2e": "running",
+			"deploy": "pending"},
+		Edges:        pipelineEdges,
+		CriticalPath: d.CriticalPath,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range before.Nodes {
+		// A failure that is allowed looks unlike a hard one.
+		if n.Job == "lint" && !strings.Contains(n.Class, "state-failed-allowed") {
+			t.Errorf("lint, failed with allow_failure, has class %q", n.Class)
+		}
+	}
+	// Layers: build, then its three dependents, then deploy.
+	x := make(map[string]float64)
+	for _, n := range before.Nodes {
+		x[n.Job] = n.X
+	}
+	if !(x["build"] < x["unit"] && x["unit"] == x["lint"] && x["lint"] == x["e2e"] && x["e2e"] < x["deploy"]) {
+		t.Errorf("node columns %v, want build < unit = lint = e2e < deploy", x)
+	}
+
+	// The store moves on; the page follows without a reload and keeps
+	// every node where it was.
+	if err := p.Eval(`window.notReloaded = true`, new(bool)); err != nil {
+		t.Fatal(err)
+	}
+	f.at(12)
+	f.succeed(run, "e2e")
+	f.queue(run, "deploy")
+	f.start(run, "deploy")
+	f.at(13)
+	after, err := p.WaitRun(webtest.RunPageWant{
+		State: "running",
+		Jobs: map[string]string{"build": "succeeded", "unit": "succeeded", "lint": "failed", "e2e": "succeeded",
+			"deploy": "running"},
+		Edges:        pipelineEdges,
+		CriticalPath: []string{"build", "e2e", "deploy"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept bool
+	if err := p.Eval(`window.notReloaded === true`, &kept); err != nil || !kept {
+		t.Errorf("the page was reloaded (%v)", err)
+	}
+	for i, n := range after.Nodes {
+		if b := before.Nodes[i]; n.Job != b.Job || n.X != b.X || n.Y != b.Y {
+			t.Errorf("node %s moved from (%v,%v) to %s at (%v,%v)", b.Job, b.X, b.Y, n.Job, n.X, n.Y)
+		}
+	}
+
+	// Cancel: an error of the API shows; then a cancel that succeeds.
+	f.mu.Lock()
+	f.failPost = "refused by the test"
+	f.mu.Unlock()
+	const cancel = `[data-testid="cancel"]:not([disabled])`
+	if err := p.Click(cancel); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitText("error", "refused by the test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Click(cancel); err != nil {
+		t.Fatal(err)
+	}
+	want := "/api/v1/runs/" + run + "/cancel"
+	if err := waitFor(ctx, func() error {
+		if got := f.postsSeen(); !slices.Equal(got, []string{want, want}) {
+			return fmt.Errorf("POSTs %q, want %q twice", got, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// The running job is asked to stop; the page shows it.
+	cancelled := webtest.RunPageWant{
+		Jobs: map[string]string{"build": "succeeded", "unit": "succeeded", "lint": "failed", "e2e": "succeeded",
+			"deploy": "cancel_requested"},
+		Edges:        pipelineEdges,
+		CriticalPath: []string{"build", "e2e", "deploy"},
+	}
+	if _, err := p.WaitRun(cancelled); err != nil {
+		t.Fatal(err)
+	}
+	if page, err := p.Run(); err != nil || page.Error != "" {
+		t.Errorf("after a cancel that succeeded the page shows error %q (%v)", page.Error, err)
+	}
+
+	// A job's box leads to its page.
+	if err := p.Click(`[data-testid="dag-node"][data-job="e2e"] rect`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WaitPath("/runs/" + run + "/jobs/e2e"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitText("job-state", "succeeded"); err != nil {
+		t.Fatal(err)
+	}
+
+	// The exported check sees the same run.
+	if err := webtest.CheckRunPage(ctx, f.srv.URL, run, cancelled); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor calls check until it returns nil or ctx ends.
+func waitFor(ctx context.Context, check func() error) error {
+	for {
+		err := check()
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %v", ctx.Err(), err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+func TestRunsPage(t *testing.T) {
+	f := newFakeAPI(t)
+	var ids []string
+	for i := range 30 {
+		f.at(i)
+		ids = append(ids, f.create(fmt.Sprintf("acme/p%d:.cikit.yml", i), &cikit.JobSpec{ID: "build"}))
+	}
+	slices.Reverse(ids)
+	ctx := browse(t)
+	p := open(t, ctx, f.srv.URL+"/")
+	rows := func(want []string) error {
+		return waitFor(ctx, func() error {
+			var got []string
+			if err := p.Eval(`[...document.querySelectorAll('[data-testid="run-row"]')].map((r) => r.dataset.run)`, &got); err != nil {
+				return err
+			}
+			if !slices.Equal(got, want) {
+				return fmt.Errorf("rows %v, want %v", got, want)
+			}
+			return nil
+		})
+	}
+	if err := rows(ids[:25]); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Click(`[data-testid="next"]`); err != nil {
+		t.Fatal(err)
+	}
+	if err := rows(ids[25:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Click(`.pager a[href="/"]`); err != nil {
+		t.Fatal(err)
+	}
+	if err := rows(ids[:25]); err != nil {
+		t.Fatal(err)
+	}
+	// A new run shows up on its own.
+	f.at(40)
+	newest := f.create("acme/new:.cikit.yml", &cikit.JobSpec{ID: "build"})
+	if err := rows(append([]string{newest}, ids[:24]...)); err != nil {
+		t.Fatal(err)
+	}
+}
