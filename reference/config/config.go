@@ -230,7 +230,8 @@ func (c *Config) StatusProvider() string {
 }
 
 // DecodeYAML reads a YAML file's settings over c. Unknown keys are errors
-// naming their line.
+// naming their line, and so is a second document; a file of only comments
+// sets nothing.
 func (c *Config) DecodeYAML(r io.Reader) error {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -242,13 +243,35 @@ func (c *Config) DecodeYAML(r io.Reader) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
+		if errors.Is(err, io.EOF) {
+			// Only comments: nothing to apply.
+			return nil
+		}
 		return fmt.Errorf("config: %w", err)
 	}
-	var extra any
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return errors.New("config: the file holds more than one YAML document")
+	for {
+		var extra yaml.Node
+		err := dec.Decode(&extra)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return fmt.Errorf("config: %w", err)
+		case !emptyDocument(&extra):
+			return fmt.Errorf("config: line %d: the file holds more than one YAML document", extra.Line)
+		}
 	}
-	return nil
+}
+
+// emptyDocument reports whether doc holds nothing, as a trailing "---"
+// does.
+func emptyDocument(doc *yaml.Node) bool {
+	for _, n := range doc.Content {
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!null" {
+			return false
+		}
+	}
+	return true
 }
 
 // Validate checks the settings that do not depend on the services, and
