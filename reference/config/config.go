@@ -22,6 +22,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -279,8 +281,14 @@ func emptyDocument(doc *yaml.Node) bool {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.Listen == "" {
-		bad("listen: must not be empty")
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen: must be host:port, such as :8080, not %q", c.Listen)
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("public-url: must be an http or https URL, not %q", c.PublicURL)
+		}
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout: must be positive")
@@ -322,6 +330,18 @@ func (c *Config) Validate() error {
 	if c.Kafka.Partitions < 1 {
 		bad("kafka.partitions: must be at least 1")
 	}
+	if c.Kafka.ReplicationFactor == 0 || c.Kafka.ReplicationFactor < -1 {
+		bad("kafka.replication-factor: must be at least 1, or -1 for the brokers' default")
+	}
+	if c.Postgres.MaxConns < 0 {
+		bad("postgres.max-conns: must not be negative")
+	}
+	if c.Runners.Local < -1 {
+		bad("runners.local: must be at least 0, or -1 for the default")
+	}
+	if c.Runners.TenantLimit < 0 {
+		bad("runners.tenant-limit: must not be negative")
+	}
 	if c.Kafka.Group == "" {
 		bad("kafka.group: must not be empty")
 	}
@@ -351,7 +371,9 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.format: must be text or json, not %q", c.Log.Format)
 	}
-	if c.S3.Bucket == "" && (c.S3.Endpoint != "" || c.S3.AccessKeyID != "") {
+	if c.S3.Bucket == "" && c.S3 != (S3{}) {
+		// Logs would go to the data directory, which a production pod
+		// loses when it goes.
 		bad("s3.bucket: required when other s3 settings are set")
 	}
 	if (c.S3.AccessKeyID == "") != (c.S3.SecretAccessKey == "") {
