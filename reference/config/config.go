@@ -7,8 +7,9 @@
 // postgres.url. The same setting is the environment variable
 // CIKIT_POSTGRES_URL (upper case, dots and dashes as underscores) and the
 // flag -postgres.url. Lists are YAML sequences, or comma-separated in the
-// environment and in flags. Unknown keys in the file, unknown CIKIT_*
-// variables and unknown flags are errors, so a typo never goes unnoticed.
+// environment and in flags. Unknown keys in the file and unknown flags are
+// errors, so a typo never goes unnoticed; unknown CIKIT_* variables are
+// warnings, since runners and jobs set some of their own.
 //
 // The zero Config is the embedded platform: every service whose address is
 // empty runs in the process (memory stores, an in-process Kafka and Redis,

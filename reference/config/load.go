@@ -88,8 +88,8 @@ func (s Setting) Set(value string) error {
 	return nil
 }
 
-// String returns the setting's value as a flag default shows it; secrets
-// are not shown.
+// String returns the setting's value as text, lists comma-separated, as
+// Set reads it. It shows secrets too; the flags' help does not.
 func (s Setting) String() string {
 	switch v := s.field.Interface().(type) {
 	case []string:
