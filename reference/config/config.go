@@ -7,8 +7,9 @@
 // postgres.url. The same setting is the environment variable
 // CIKIT_POSTGRES_URL (upper case, dots and dashes as underscores) and the
 // flag -postgres.url. Lists are YAML sequences, or comma-separated in the
-// environment and in flags. Unknown keys in the file, unknown CIKIT_*
-// variables and unknown flags are errors, so a typo never goes unnoticed.
+// environment and in flags. Unknown keys in the file and unknown flags are
+// errors, so a typo never goes unnoticed; unknown CIKIT_* variables are
+// warnings, since runners and jobs set some of their own.
 //
 // The zero Config is the embedded platform: every service whose address is
 // empty runs in the process (memory stores, an in-process Kafka and Redis,
@@ -22,6 +23,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/url"
 	"strings"
 	"time"
 
@@ -230,7 +233,8 @@ func (c *Config) StatusProvider() string {
 }
 
 // DecodeYAML reads a YAML file's settings over c. Unknown keys are errors
-// naming their line.
+// naming their line, and so is a second document; a file of only comments
+// sets nothing.
 func (c *Config) DecodeYAML(r io.Reader) error {
 	data, err := io.ReadAll(r)
 	if err != nil {
@@ -242,13 +246,35 @@ func (c *Config) DecodeYAML(r io.Reader) error {
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
 	if err := dec.Decode(c); err != nil {
+		if errors.Is(err, io.EOF) {
+			// Only comments: nothing to apply.
+			return nil
+		}
 		return fmt.Errorf("config: %w", err)
 	}
-	var extra any
-	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
-		return errors.New("config: the file holds more than one YAML document")
+	for {
+		var extra yaml.Node
+		err := dec.Decode(&extra)
+		switch {
+		case errors.Is(err, io.EOF):
+			return nil
+		case err != nil:
+			return fmt.Errorf("config: %w", err)
+		case !emptyDocument(&extra):
+			return fmt.Errorf("config: line %d: the file holds more than one YAML document", extra.Line)
+		}
 	}
-	return nil
+}
+
+// emptyDocument reports whether doc holds nothing, as a trailing "---"
+// does.
+func emptyDocument(doc *yaml.Node) bool {
+	for _, n := range doc.Content {
+		if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!null" {
+			return false
+		}
+	}
+	return true
 }
 
 // Validate checks the settings that do not depend on the services, and
@@ -256,8 +282,14 @@ func (c *Config) DecodeYAML(r io.Reader) error {
 func (c *Config) Validate() error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if c.Listen == "" {
-		bad("listen: must not be empty")
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		bad("listen: must be host:port, such as :8080, not %q", c.Listen)
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			bad("public-url: must be an http or https URL, not %q", c.PublicURL)
+		}
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout: must be positive")
@@ -299,6 +331,18 @@ func (c *Config) Validate() error {
 	if c.Kafka.Partitions < 1 {
 		bad("kafka.partitions: must be at least 1")
 	}
+	if c.Kafka.ReplicationFactor == 0 || c.Kafka.ReplicationFactor < -1 {
+		bad("kafka.replication-factor: must be at least 1, or -1 for the brokers' default")
+	}
+	if c.Postgres.MaxConns < 0 {
+		bad("postgres.max-conns: must not be negative")
+	}
+	if c.Runners.Local < -1 {
+		bad("runners.local: must be at least 0, or -1 for the default")
+	}
+	if c.Runners.TenantLimit < 0 {
+		bad("runners.tenant-limit: must not be negative")
+	}
 	if c.Kafka.Group == "" {
 		bad("kafka.group: must not be empty")
 	}
@@ -328,7 +372,9 @@ func (c *Config) Validate() error {
 	default:
 		bad("log.format: must be text or json, not %q", c.Log.Format)
 	}
-	if c.S3.Bucket == "" && (c.S3.Endpoint != "" || c.S3.AccessKeyID != "") {
+	if c.S3.Bucket == "" && c.S3 != (S3{}) {
+		// Logs would go to the data directory, which a production pod
+		// loses when it goes.
 		bad("s3.bucket: required when other s3 settings are set")
 	}
 	if (c.S3.AccessKeyID == "") != (c.S3.SecretAccessKey == "") {

@@ -88,8 +88,8 @@ func (s Setting) Set(value string) error {
 	return nil
 }
 
-// String returns the setting's value as a flag default shows it; secrets
-// are not shown.
+// String returns the setting's value as text, lists comma-separated, as
+// Set reads it. It shows secrets too; the flags' help does not.
 func (s Setting) String() string {
 	switch v := s.field.Interface().(type) {
 	case []string:
@@ -119,9 +119,15 @@ type flagValue struct {
 }
 
 // NewLoader registers -config and a flag for every setting on fs. After
-// fs.Parse, Load builds the Config.
+// fs.Parse, Load builds the Config. A boolean setting's flag needs no
+// value: -postgres.migrate is -postgres.migrate=true.
 func NewLoader(fs *flag.FlagSet) *Loader {
-	l := &Loader{cfg: Default()}
+	return newLoader(fs, Default())
+}
+
+// newLoader is NewLoader over the defaults in cfg.
+func newLoader(fs *flag.FlagSet, cfg *Config) *Loader {
+	l := &Loader{cfg: cfg}
 	l.file = fs.String("config", "", "the YAML config file (default: $"+EnvConfig+")")
 	for _, s := range l.cfg.Settings() {
 		def := s.String()
@@ -132,10 +138,15 @@ func NewLoader(fs *flag.FlagSet) *Loader {
 		if def != "" && def != "0" && def != "false" {
 			usage += " (default " + def + ")"
 		}
-		fs.Func(s.Name, usage, func(v string) error {
+		set := func(v string) error {
 			l.flagged = append(l.flagged, flagValue{s, v})
 			return nil
-		})
+		}
+		if _, ok := s.field.Interface().(bool); ok {
+			fs.BoolFunc(s.Name, usage, set)
+		} else {
+			fs.Func(s.Name, usage, set)
+		}
 	}
 	return l
 }
