@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+
+	"github.com/cikit/cikit/reference/web"
 )
 
 // buildHTTP assembles the platform's routes.
@@ -17,6 +19,7 @@ func (p *Platform) buildHTTP(context.Context) error {
 	}
 	mux.Handle("/v1/", p.metrics.runnerAPI(p.fleet))
 	mux.Handle("GET /metrics", p.metrics.handler())
+	mux.Handle("/", web.Handler())
 	p.gauges()
 	p.handler = withCorrelation(p.log, mux)
 	return nil
