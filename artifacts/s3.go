@@ -90,7 +90,10 @@ type S3Config struct {
 //
 // Get maps a missing object to cikit.ErrNotFound. Stat, which asks with
 // HEAD, cannot tell a missing object from a missing bucket: both are
-// cikit.ErrNotFound.
+// cikit.ErrNotFound. S3 answers a missing object with 404 only to
+// credentials allowed s3:ListBucket on the bucket, and with 403 (an error
+// that is not cikit.ErrNotFound) to others. Delete needs s3:DeleteObject,
+// Put s3:PutObject and, for failed multipart uploads, s3:AbortMultipartUpload.
 type S3Store struct {
 	client   *s3.Client
 	transfer *transfermanager.Client
