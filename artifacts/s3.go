@@ -65,14 +65,16 @@ type S3Config struct {
 	AccessKeyID     string
 	SecretAccessKey string
 	// PartSize is the size of the parts of a multipart upload (default
-	// DefaultPartSize). Each upload holds up to six parts in memory. AWS
-	// refuses parts under 5 MiB but the last; blobs larger than 10,000
-	// parts get larger parts.
+	// DefaultPartSize). A multipart upload holds up to six parts in
+	// memory, five of them being sent, besides the MultipartThreshold
+	// bytes it reads first. AWS refuses parts under 5 MiB but the last;
+	// blobs larger than 10,000 parts get larger parts.
 	PartSize int64
 	// MultipartThreshold is the size from which a blob is uploaded in
 	// parts (default DefaultMultipartThreshold). A smaller blob is sent in
 	// one request, which holds it in memory first: request signing and
-	// retries need to read it again.
+	// retries need to read it again. S3 takes at most 5 GiB in one
+	// request.
 	MultipartThreshold int64
 	// HTTPClient sends the requests to S3 (not those of credential
 	// providers); nil is the SDK's default client.
