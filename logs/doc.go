@@ -10,7 +10,8 @@
 // outbound HTTP (Handler; the wire format is in README.md). A Hub keeps
 // each running log in memory, fans it out to any number of Followers, and
 // when the runner finishes the log it stores each step's bytes in a Sink
-// (FileSink, MemorySink; S3 later) and records them in a SegmentStore (the
+// (FileSink, MemorySink, or BlobSink over S3 or another
+// artifacts.BlobStore) and records them in a SegmentStore (the
 // log_segments table: MemorySegmentStore, PostgresSegmentStore).
 //
 // # The chunk rules

@@ -21,9 +21,9 @@ import (
 // package. A Hub puts each step of a log once it is finished, and
 // followers of a finished log get them back.
 //
-// Implementations must be safe for concurrent use. FileSink and
-// MemorySink are in this package; S3 is planned. logstest.ExerciseSink
-// checks an implementation.
+// Implementations must be safe for concurrent use. FileSink, MemorySink
+// and BlobSink (over an artifacts.BlobStore, such as S3) are in this
+// package; logstest.ExerciseSink checks an implementation.
 type Sink interface {
 	// StepPut stores the bytes read from r, which are size bytes, as the
 	// log of key's step and returns the blob key it is stored under (for

@@ -29,6 +29,7 @@ func (v Violation) String() string {
 // result is sorted by package, then dependency.
 func Violations(module, listing string) []Violation {
 	reference := module + "/reference"
+	artifacts, logs := module+"/artifacts", module+"/logs"
 	var out []Violation
 	for line := range strings.Lines(listing) {
 		fields := strings.Fields(line)
@@ -48,6 +49,9 @@ func Violations(module, listing string) []Violation {
 			case !mayUseReference && within(dep, reference):
 				out = append(out, Violation{pkg, dep,
 					"only reference/... and examples/... may import the reference platform"})
+			case within(pkg, artifacts) && within(dep, logs):
+				out = append(out, Violation{pkg, dep,
+					"logs stores finished logs in artifacts' blob stores, so artifacts never imports logs"})
 			}
 		}
 	}

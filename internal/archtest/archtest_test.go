@@ -59,8 +59,13 @@ func TestViolations(t *testing.T) {
 		example    = module + "/examples/localrun"
 		reference2 = module + "/reference2"
 		lease      = module + "/lease"
+		artifacts  = module + "/artifacts"
+		artsTest   = module + "/artifacts/artifactstest"
+		logs       = module + "/logs"
+		logsTest   = module + "/logs/logstest"
 	)
 	refRule := "only reference/... and examples/... may import the reference platform"
+	artsRule := "logs stores finished logs in artifacts' blob stores, so artifacts never imports logs"
 	rootRule := "the root package is the shared vocabulary and imports no other package of the module"
 
 	for _, tc := range []struct {
@@ -102,6 +107,16 @@ func TestViolations(t *testing.T) {
 				{root, dag, rootRule},
 				{root, ref, rootRule},
 			},
+		},
+		{
+			name: "artifacts below logs",
+			listing: lines(
+				logs+" "+artifacts+" "+root,
+				logsTest+" "+logs+" "+artifacts+" "+root,
+				artifacts+" "+root,
+				artsTest+" "+artifacts+" "+logs+" "+root,
+			),
+			want: []Violation{{artsTest, logs, artsRule}},
 		},
 		{
 			name: "a prefix is not a parent",
