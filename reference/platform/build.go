@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/cikit/cikit/artifacts"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/ingest"
 	"github.com/cikit/cikit/lease"
@@ -203,8 +204,19 @@ func (p *Platform) buildStores(ctx context.Context) error {
 	return err
 }
 
-// logSink is where finished logs go: files under the data directory.
-func (p *Platform) logSink(context.Context) (logs.Sink, error) {
+// logSink is where finished logs go: the S3 bucket, or files under the
+// data directory.
+func (p *Platform) logSink(ctx context.Context) (logs.Sink, error) {
+	if c := p.cfg.S3; c.Bucket != "" {
+		store, err := artifacts.NewS3Store(ctx, artifacts.S3Config{
+			Bucket: c.Bucket, Prefix: c.Prefix, Region: c.Region, Endpoint: c.Endpoint,
+			AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("platform: s3: %w", err)
+		}
+		return logs.NewBlobSink(store, "logs"), nil
+	}
 	dir := filepath.Join(p.cfg.DataDir, "logs")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("platform: data directory: %w", err)

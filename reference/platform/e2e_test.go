@@ -21,6 +21,7 @@ import (
 	"github.com/cikit/cikit/ingest"
 	"github.com/cikit/cikit/internal/pgtest"
 	"github.com/cikit/cikit/internal/redistest"
+	"github.com/cikit/cikit/internal/s3test"
 	"github.com/cikit/cikit/internal/testenv"
 	"github.com/cikit/cikit/reference/config"
 	"github.com/cikit/cikit/reference/platform"
@@ -121,11 +122,13 @@ func newWorld(t *testing.T, files map[string]string) *world {
 	return w
 }
 
-// onPostgres moves the world's stores to PostgreSQL and Redis; Kafka stays
-// in process.
+// onPostgres moves the world's stores to PostgreSQL and Redis and its
+// finished logs to S3 (a server in the test); Kafka stays in process.
 func (w *world) onPostgres(t *testing.T) {
 	db := pgtest.New(t)
 	ns := redistest.New(t)
+	s3 := s3test.New(t, "cikit-logs").Config("cikit-logs")
+	w.cfg.S3 = config.S3{Bucket: s3.Bucket, Region: s3.Region, Endpoint: s3.Endpoint, AccessKeyID: s3.AccessKeyID, SecretAccessKey: s3.SecretAccessKey}
 	w.cfg.Postgres = config.Postgres{URL: db.URL, Migrate: true, MaxConns: 8}
 	w.cfg.Redis = config.Redis{URL: "redis://" + ns.Client.Options().Addr + "/" + fmt.Sprint(ns.Client.Options().DB), KeyPrefix: ns.Prefix}
 }
