@@ -66,6 +66,7 @@ shutdown-timeout: 10s
 postgres: {url: %q, migrate: true, max-conns: 8}
 redis: {url: %q, key-prefix: %q}
 kafka: {partitions: 2}
+s3: {bucket: %s, region: %s, endpoint: %q, access-key-id: %s, secret-access-key: %s}
 vcs:
   provider: local
   statuses: github
@@ -78,6 +79,7 @@ runners:
   signing-keys: [%s]
   lease-ttl: 3s
 `, addr, filepath.Join(w.root, "data"), w.cfg.Postgres.URL, w.cfg.Redis.URL, w.cfg.Redis.KeyPrefix,
+		w.cfg.S3.Bucket, w.cfg.S3.Region, w.cfg.S3.Endpoint, w.cfg.S3.AccessKeyID, w.cfg.S3.SecretAccessKey,
 		w.cfg.VCS.Local.Root, w.ghURL, githubToken, webhookSecret, strings.Repeat("s", 32))), 0o600))
 	base := "http://" + addr
 
