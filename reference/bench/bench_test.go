@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,7 @@ func TestBenchShortServices(t *testing.T) {
 	db := pgtest.New(t)
 	ns := redistest.New(t)
 	opts := ns.Client.Options()
-	redisURL := "redis://" + opts.Addr + "/" + itoa(opts.DB)
+	redisURL := "redis://" + opts.Addr + "/" + strconv.Itoa(opts.DB)
 	results := runShort(t, bench.Config{Short: true, PostgresURL: db.URL, RedisURL: redisURL})
 	requireSane(t, results)
 
@@ -125,8 +126,4 @@ func needGit(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		testenv.ToolUnavailable(t, "git", err)
 	}
-}
-
-func itoa(n int) string {
-	return strings.TrimSpace(strings.Repeat(" ", 0) + string(rune('0'+n%10)))
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -31,6 +32,12 @@ func benchCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	cfg := bench.Config{Short: *short, PostgresURL: *pg, RedisURL: *redisURL}
 	if *scenarios != "" {
 		cfg.Scenarios = strings.Split(*scenarios, ",")
+		for _, name := range cfg.Scenarios {
+			if !slices.ContainsFunc(bench.Scenarios(), func(s bench.Scenario) bool { return s.Name == name }) {
+				fmt.Fprintf(stderr, "cikit bench: unknown scenario %q (cikit bench -h lists them)\n", name)
+				return ExitInvalid
+			}
+		}
 	}
 	if *verbose {
 		cfg.Logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
