@@ -176,14 +176,14 @@ func Services(cfg Config) string {
 // WriteTable writes results as a table: scenario, N, throughput, p50,
 // p95, p99 in milliseconds and the note, and a line for each failure.
 func WriteTable(w io.Writer, results []Result) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "scenario\tN\tthroughput\t\tp50 ms\tp95 ms\tp99 ms\t\tnote\t")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "scenario\tN\tthroughput\t\tp50 ms\tp95 ms\tp99 ms\tnote")
 	for _, r := range results {
 		status := r.Note
 		if r.Failed != "" {
 			status = "FAILED: " + r.Failed
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t\t%s\t\n", r.Scenario, r.N, formatRate(r.Throughput), r.Unit,
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Scenario, r.N, formatRate(r.Throughput), r.Unit,
 			ms(r.P50), ms(r.P95), ms(r.P99), status)
 	}
 	return tw.Flush()
@@ -273,7 +273,7 @@ var (
 		stormCopies: 500, stormDistinct: 200, stormK: 10,
 		cycles: 5000, runners: 32,
 		firstSteps: 200,
-		dagRuns:    10,
+		dagRuns:    20,
 		logStreams: 16, logChunks: 128, logFollows: 8,
 	}
 )

@@ -378,7 +378,7 @@ func createSchema(ctx context.Context, base, schema string) (string, func() erro
 	q.Set("options", strings.TrimSpace(q.Get("options")+" -c search_path="+schema))
 	// Encode writes spaces as "+", which libpq does not decode in URIs.
 	u.RawQuery = strings.ReplaceAll(q.Encode(), "+", "%20")
-	exec := func(ctx context.Context, sql string) error {
+	run := func(ctx context.Context, sql string) error {
 		conn, err := pgx.Connect(ctx, base)
 		if err != nil {
 			return fmt.Errorf("bench: postgresql: %w", err)
@@ -390,13 +390,13 @@ func createSchema(ctx context.Context, base, schema string) (string, func() erro
 		return nil
 	}
 	ident := pgx.Identifier{schema}.Sanitize()
-	if err := exec(ctx, "CREATE SCHEMA "+ident); err != nil {
+	if err := run(ctx, "CREATE SCHEMA "+ident); err != nil {
 		return "", nil, err
 	}
 	drop := func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		return exec(ctx, "DROP SCHEMA IF EXISTS "+ident+" CASCADE")
+		return run(ctx, "DROP SCHEMA IF EXISTS "+ident+" CASCADE")
 	}
 	return u.String(), drop, nil
 }

@@ -192,9 +192,9 @@ func dagCriticalPath(ctx context.Context, b *bencher) (_ *Result, err error) {
 	n := b.sizes.dagRuns
 	var (
 		overhead, paths, walls []time.Duration
-		ratios          []float64
-		wall            time.Duration
-		jobs            int
+		ratios                 []float64
+		wall                   time.Duration
+		jobs                   int
 	)
 	for i := -1; i < n; i++ { // run -1 warms up
 		id := "dag-" + strconv.Itoa(i)
