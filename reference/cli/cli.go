@@ -30,6 +30,7 @@ func commands() []command {
 		{"runner", "run jobs for a cikit server", runnerCmd},
 		{"serve", "run the cikit platform (embedded by default)", serveCmd},
 		{"migrate", "apply the PostgreSQL schema migrations", migrateCmd},
+		{"bench", "run the platform's scenario benchmarks and print a table", benchCmd},
 		{"version", "print the version", versionCmd},
 	}
 }

@@ -141,6 +141,23 @@ func (p *Platform) Handler() http.Handler { return p.handler }
 // Jobs is the store of runs and jobs.
 func (p *Platform) Jobs() dag.Store { return p.jobs }
 
+// Runs is the store of deliveries: which runs each delivery created.
+func (p *Platform) Runs() ingest.RunStore { return p.runs }
+
+// Isolation says what separates the jobs of the local runners from each
+// other and from the host: "bubblewrap" or "process"; "" when the
+// platform runs no local runners.
+func (p *Platform) Isolation() string {
+	if p.runners == nil {
+		return ""
+	}
+	info, err := p.runners.backend.Info(context.Background())
+	if err != nil {
+		return ""
+	}
+	return info.Isolation
+}
+
 // secrets fills in what the embedded platform may make up: a webhook
 // secret, a registration token and a signing key. Production configs must
 // give them (config.Validate says so).

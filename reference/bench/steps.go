@@ -1,0 +1,271 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+)
+
+// firstStep is a pipeline whose job's first step prints the time it
+// started, in nanoseconds since the epoch, into the job's log.
+const firstStep = `jobs:
+  first:
+    steps:
+      - echo "CIKIT_BENCH_STARTED_AT=$(date +%s%N)"
+`
+
+var startedAtRE = regexp.MustCompile(`CIKIT_BENCH_STARTED_AT=(\d+)`)
+
+// webhookToFirstStep pushes new commits one after the other and times
+// each from sending its webhook to the first step of its job starting, as
+// the step itself saw it: the `date +%s%N` it printed, read back from the
+// job's log. Each push waits for the previous job to end, so a warm
+// runner is waiting for it.
+func webhookToFirstStep(ctx context.Context, b *bencher) (_ *Result, err error) {
+	e, err := b.newEnv(ctx, "webhook-to-first-step", envOptions{pipeline: firstStep, localRunners: 2})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, e.close()) }()
+	n := b.sizes.firstSteps
+	lat := make([]time.Duration, 0, n)
+	prev := e.sha
+	var total time.Duration
+	for i := -1; i < n; i++ { // push -1 warms up
+		sha, err := e.commit(ctx, "push "+strconv.Itoa(i))
+		if err != nil {
+			return nil, err
+		}
+		id := "first-step-" + strconv.Itoa(i)
+		body := pushBody("main", prev, sha)
+		prev = sha
+		sent := time.Now()
+		if err := e.deliver(ctx, id, body); err != nil {
+			return nil, err
+		}
+		runIDs, err := e.waitRuns(ctx, id, 2*time.Millisecond)
+		if err != nil {
+			return nil, err
+		}
+		job, err := e.waitJob(ctx, runIDs[0], "first")
+		if err != nil {
+			return nil, err
+		}
+		if job.State != cikit.JobSucceeded {
+			return nil, fmt.Errorf("run %s: job first %s: %s", runIDs[0], job.State, job.Reason)
+		}
+		log, err := e.readLog(ctx, runIDs[0], "first", job.Attempt)
+		if err != nil {
+			return nil, err
+		}
+		m := startedAtRE.FindSubmatch(log)
+		if m == nil {
+			return nil, fmt.Errorf("run %s: no start time in the log of job first: %q", runIDs[0], log)
+		}
+		ns, err := strconv.ParseInt(string(m[1]), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("run %s: start time %q: %w", runIDs[0], m[1], err)
+		}
+		if i >= 0 {
+			d := time.Unix(0, ns).Sub(sent)
+			lat = append(lat, d)
+			total += time.Since(sent)
+		}
+	}
+	r := result(n, total, "pushes/s", lat, fmt.Sprintf("sequential pushes of new commits; latency: webhook sent → first step's own `date +%%s%%N`; 2 warm local runners, isolation %s; target p95 ≤ 100 ms", e.p.Isolation()))
+	return r, nil
+}
+
+// waitJob waits for a job to end and returns it.
+func (e *env) waitJob(ctx context.Context, runID, jobID string) (*dag.Job, error) {
+	var job *dag.Job
+	err := poll(ctx, 60*time.Second, 2*time.Millisecond, "job "+jobID+" of run "+runID+" to end", func() (bool, error) {
+		j, err := e.p.Jobs().JobGet(ctx, runID, jobID)
+		if err != nil {
+			return false, err
+		}
+		job = j
+		return j.State.Terminal(), nil
+	})
+	return job, err
+}
+
+// readLog reads a job attempt's whole log through the follow stream.
+func (e *env) readLog(ctx context.Context, runID, jobID string, attempt int) ([]byte, error) {
+	url := e.logURL(runID, jobID) + "/follow?attempt=" + strconv.Itoa(attempt)
+	var out []byte
+	err := poll(ctx, 10*time.Second, 5*time.Millisecond, "the log of job "+jobID+" of run "+runID, func() (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := e.client.Do(req)
+		if err != nil {
+			return false, fmt.Errorf("follow: %w", err)
+		}
+		defer resp.Body.Close()
+		if resp.StatusCode == http.StatusNotFound {
+			return false, nil
+		}
+		if resp.StatusCode != http.StatusOK {
+			return false, fmt.Errorf("follow: %s", resp.Status)
+		}
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 0, 256<<10), 1<<20)
+		event := ""
+		for sc.Scan() {
+			line := sc.Text()
+			switch {
+			case strings.HasPrefix(line, "event: "):
+				event = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: ") && event == "log":
+				var ev struct {
+					Data string `json:"data"`
+				}
+				if err := json.Unmarshal([]byte(strings.TrimPrefix(line, "data: ")), &ev); err != nil {
+					return false, fmt.Errorf("follow: %w", err)
+				}
+				data, err := base64.StdEncoding.DecodeString(ev.Data)
+				if err != nil {
+					return false, fmt.Errorf("follow: %w", err)
+				}
+				out = append(out, data...)
+			case strings.HasPrefix(line, "data: ") && event == "end":
+				return true, nil
+			}
+		}
+		if err := sc.Err(); err != nil {
+			return false, fmt.Errorf("follow: %w", err)
+		}
+		return false, errors.New("follow: the stream ended without its end event")
+	})
+	return out, err
+}
+
+// fanOutChainFanIn: setup, then eight parallel jobs beside a chain of two,
+// then merge; every job sleeps 0.2 s, so the critical path is setup,
+// chain1, chain2, merge: 0.8 s of sleep, with nine jobs at once at most.
+const fanOutChainFanIn = `jobs:
+  setup:
+    steps: ["sleep 0.2"]
+  fan1: {needs: [setup], steps: ["sleep 0.2"]}
+  fan2: {needs: [setup], steps: ["sleep 0.2"]}
+  fan3: {needs: [setup], steps: ["sleep 0.2"]}
+  fan4: {needs: [setup], steps: ["sleep 0.2"]}
+  fan5: {needs: [setup], steps: ["sleep 0.2"]}
+  fan6: {needs: [setup], steps: ["sleep 0.2"]}
+  fan7: {needs: [setup], steps: ["sleep 0.2"]}
+  fan8: {needs: [setup], steps: ["sleep 0.2"]}
+  chain1: {needs: [setup], steps: ["sleep 0.2"]}
+  chain2: {needs: [chain1], steps: ["sleep 0.2"]}
+  merge:
+    needs: [fan1, fan2, fan3, fan4, fan5, fan6, fan7, fan8, chain2]
+    steps: ["sleep 0.2"]
+`
+
+// dagCriticalPath runs the fan-out/chain/fan-in pipeline on nine local
+// runners, one run after another, and compares each run's wall clock
+// (creation to end, as the store recorded them) with its critical path
+// (dag.Report: the longest chain of needs by the jobs' own run times).
+// The difference is what scheduling added along the path: the runs'
+// queue waits and the gaps between a job's end and its dependents'
+// start.
+func dagCriticalPath(ctx context.Context, b *bencher) (_ *Result, err error) {
+	const runners = 9
+	e, err := b.newEnv(ctx, "dag-critical-path", envOptions{pipeline: fanOutChainFanIn, localRunners: runners})
+	if err != nil {
+		return nil, err
+	}
+	defer func() { err = errors.Join(err, e.close()) }()
+	n := b.sizes.dagRuns
+	var (
+		overhead, paths, walls []time.Duration
+		ratios                 []float64
+		wall                   time.Duration
+		jobs                   int
+	)
+	for i := -1; i < n; i++ { // run -1 warms up
+		id := "dag-" + strconv.Itoa(i)
+		if err := e.deliver(ctx, id, pushBody("dag-"+strconv.Itoa(i), e.fakeBefore(), e.sha)); err != nil {
+			return nil, err
+		}
+		runIDs, err := e.waitRuns(ctx, id, 2*time.Millisecond)
+		if err != nil {
+			return nil, err
+		}
+		rep, err := e.waitReport(ctx, runIDs[0])
+		if err != nil {
+			return nil, err
+		}
+		if rep.State != cikit.RunSucceeded {
+			return nil, fmt.Errorf("run %s %s: %v", rep.RunID, rep.State, rep.Counts)
+		}
+		if i < 0 {
+			continue
+		}
+		overhead = append(overhead, rep.Duration-rep.CriticalPathDuration)
+		paths = append(paths, rep.CriticalPathDuration)
+		walls = append(walls, rep.Duration)
+		ratios = append(ratios, float64(rep.Duration)/float64(rep.CriticalPathDuration))
+		wall += rep.Duration
+		jobs += len(rep.Jobs)
+	}
+	pathP50, _, _ := percentiles(paths)
+	wallP50, _, _ := percentiles(walls)
+	r := result(n, wall, "jobs/s", overhead, "")
+	r.Throughput = float64(jobs) / wall.Seconds()
+	r.Note = fmt.Sprintf("12 jobs of `sleep 0.2` on %d local runners, isolation %s; 0.8 s of sleep on the critical path, which measures %d ms p50 "+
+		"(job run times, claim to completion, include the runner's work around the step); wall p50 %d ms, wall/critical path p50 %.3f; latency: wall − critical path",
+		runners, e.p.Isolation(), pathP50.Milliseconds(), wallP50.Milliseconds(), medianRatio(ratios))
+	return r, nil
+}
+
+// waitReport waits for a run to end and returns its report.
+func (e *env) waitReport(ctx context.Context, runID string) (*dag.RunReport, error) {
+	var run *dag.Run
+	err := poll(ctx, 120*time.Second, 10*time.Millisecond, "run "+runID+" to end", func() (bool, error) {
+		r, err := e.p.Jobs().RunGet(ctx, runID)
+		if err != nil {
+			return false, err
+		}
+		run = r
+		return r.State.Terminal(), nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := e.p.Jobs().JobList(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	specs := make([]*cikit.JobSpec, len(jobs))
+	for i, j := range jobs {
+		specs[i] = j.Spec
+	}
+	g, err := dag.FromSpecs(specs)
+	if err != nil {
+		return nil, err
+	}
+	return dag.Report(g, run, jobs, time.Now()), nil
+}
+
+func medianRatio(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	return s[(len(s)-1)/2]
+}
