@@ -33,7 +33,9 @@ type docExample struct {
 	resBody   string
 }
 
-func (e *docExample) String() string { return fmt.Sprintf("api.md:%d %s %s", e.line, e.method, e.target) }
+func (e *docExample) String() string {
+	return fmt.Sprintf("api.md:%d %s %s", e.line, e.method, e.target)
+}
 
 // parseDocExamples reads the examples of a document written in the
 // convention docs/api.md describes at its top.

@@ -214,4 +214,3 @@ func (f *fixture) do(t *testing.T, method, target string) *httptest.ResponseReco
 	f.api.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), method, target, strings.NewReader("")))
 	return rec
 }
-
