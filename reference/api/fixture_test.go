@@ -214,3 +214,13 @@ func (f *fixture) do(t *testing.T, method, target string) *httptest.ResponseReco
 	f.api.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), method, target, strings.NewReader("")))
 	return rec
 }
+
+// run returns a run of the store.
+func (f *fixture) run(t *testing.T, id string) *dag.Run {
+	t.Helper()
+	run, err := f.store.RunGet(context.Background(), id)
+	require.NoError(t, err)
+	return run
+}
+
+func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
