@@ -102,7 +102,7 @@ func New(cfg Config) (*API, error) {
 		a.mux.Handle("POST "+Prefix+"/repos/{org}/{repo}/pipelines", cfg.Manual)
 		a.mux.HandleFunc(Prefix+"/repos/{org}/{repo}/pipelines", methodNotAllowed("POST"))
 	}
-	a.mux.HandleFunc(Prefix+"/", func(w http.ResponseWriter, r *http.Request) {
+	a.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
 	return a, nil

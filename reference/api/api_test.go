@@ -478,6 +478,7 @@ func TestRoutesAnswerJSON(t *testing.T) {
 	requireError(t, rec, http.StatusMethodNotAllowed, "use POST")
 	require.Equal(t, "POST", rec.Header().Get("Allow"))
 	requireError(t, f.do(t, "GET", "/api/v1/nothing"), http.StatusNotFound, "no route GET /api/v1/nothing")
+	requireError(t, f.do(t, "GET", "/api/v2/runs"), http.StatusNotFound, "no route")
 	requireError(t, f.do(t, "POST", "/api/v1/repos/acme/api/pipelines"), http.StatusNotFound, "no route") // without Manual
 }
 
