@@ -38,6 +38,9 @@ type MemoryStore struct {
 	// jobs of each concurrency group, in creation order.
 	lines  map[line][]*memRun
 	groups map[GroupKey][]memJob
+	// order holds every run by creation time, then ID, oldest first:
+	// RunList reads it backwards.
+	order []*memRun
 }
 
 func newEventID() string { return uuid.Must(uuid.NewV7()).String() }
@@ -56,9 +59,13 @@ type memJob struct {
 	i   int
 }
 
-// index records a new run in the indexes of lines and groups. The caller
-// holds the lock.
+// index records a new run in the list order and the indexes of lines and
+// groups. The caller holds the lock.
 func (s *MemoryStore) index(r *memRun) {
+	i, _ := slices.BinarySearchFunc(s.order, r, func(a, b *memRun) int {
+		return compareRuns(a.run.CreatedAt, a.run.ID, b.run.CreatedAt, b.run.ID)
+	})
+	s.order = slices.Insert(s.order, i, r)
 	if r.run.Pipeline != "" && r.run.Branch != "" {
 		l := line{r.run.Pipeline, r.run.Branch}
 		s.lines[l] = append(s.lines[l], r)
@@ -160,6 +167,30 @@ func (s *MemoryStore) RunGet(ctx context.Context, runID string) (*Run, error) {
 	}
 	run := r.run
 	return &run, nil
+}
+
+func (s *MemoryStore) RunList(ctx context.Context, p *RunListParams) ([]*Run, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	end := len(s.order)
+	if c := p.Before; c != nil {
+		end, _ = slices.BinarySearchFunc(s.order, c, func(r *memRun, c *RunCursor) int {
+			return compareRuns(r.run.CreatedAt, r.run.ID, c.CreatedAt, c.ID)
+		})
+	}
+	out := make([]*Run, 0, min(p.limit(), end))
+	for i := end - 1; i >= 0 && len(out) < p.limit(); i-- {
+		if run := s.order[i].run; p.match(&run) {
+			out = append(out, &run)
+		}
+	}
+	return out, nil
 }
 
 func (s *MemoryStore) RunCancel(ctx context.Context, runID string) (*TransitionResult, error) {

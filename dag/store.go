@@ -34,6 +34,14 @@ type Store interface {
 	RunCreate(ctx context.Context, params *RunCreateParams) (*Run, error)
 	// RunGet returns a run.
 	RunGet(ctx context.Context, runID string) (*Run, error)
+	// RunList returns runs newest first (CreatedAt descending, then ID
+	// descending), at most p.Limit of them, after the cursor p.Before when
+	// it is set, and only those of p.Pipeline and p.Branch when they are
+	// set. The next page starts after the last run returned: pass its
+	// Cursor as Before. A list shorter than the limit is the last page.
+	// Invalid params (see RunListParams.Validate) are an error matching
+	// ErrInvalidParams.
+	RunList(ctx context.Context, p *RunListParams) ([]*Run, error)
 	// RunCancel cancels every job of the run that has not started
 	// (EventCancel). RUNNING jobs are left to their executors, which
 	// report them with JobComplete. Cancelling a finished run changes

@@ -101,6 +101,22 @@ func (f *Follower) Next(ctx context.Context) (Event, error) {
 	return ev, err
 }
 
+// TryNext is Next without the wait: it returns the next bytes the log
+// holds now with ok true, or, when the log is live and the follower has
+// read every byte it holds, ok false and no error at once. After the last
+// byte of a finished log it returns io.EOF, as Next does. Reading with
+// TryNext until ok is false reads the log as far as it exists.
+func (f *Follower) TryNext(ctx context.Context) (ev Event, ok bool, err error) {
+	return f.next(ctx, fired)
+}
+
+// fired is a channel that is always ready: a tick for next that has come.
+var fired = func() <-chan time.Time {
+	c := make(chan time.Time)
+	close(c)
+	return c
+}()
+
 // next is Next that also returns, with ok false, when tick fires before
 // there are bytes.
 func (f *Follower) next(ctx context.Context, tick <-chan time.Time) (ev Event, ok bool, err error) {

@@ -352,6 +352,54 @@ func TestFollowCanceled(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 }
 
+// tryAll reads f with TryNext until it has nothing more now, and returns
+// the bytes and the last error (nil or io.EOF).
+func tryAll(t *testing.T, f *logs.Follower) (string, error) {
+	t.Helper()
+	var buf bytes.Buffer
+	for {
+		at := f.Offset()
+		ev, ok, err := f.TryNext(context.Background())
+		if !ok {
+			return buf.String(), err
+		}
+		require.NoError(t, err)
+		require.Equal(t, at, ev.Offset, "in order, without gaps")
+		buf.Write(ev.Data)
+	}
+}
+
+func TestFollowTryNext(t *testing.T) {
+	t.Parallel()
+	b := setup(t, logs.Config{MaxEventBytes: 4})
+	b.append(t, 0, 0, 0, "hello ")
+	f, err := b.hub.Follow(context.Background(), b.key, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	got, err := tryAll(t, f)
+	require.NoError(t, err, "a live log: what it holds, then nothing without waiting")
+	require.Equal(t, "hello ", got)
+	require.Nil(t, f.Result())
+
+	b.append(t, 1, 1, 6, "world")
+	got, err = tryAll(t, f)
+	require.NoError(t, err)
+	require.Equal(t, "world", got, "the bytes appended since")
+
+	b.finish(t, "hello world")
+	got, err = tryAll(t, f)
+	require.Equal(t, io.EOF, err, "a finished log ends")
+	require.Empty(t, got)
+	require.Equal(t, &logs.FinishResult{Complete: true, Bytes: 11}, f.Result())
+
+	stored, err := b.hub.Follow(context.Background(), b.key, 0)
+	require.NoError(t, err)
+	defer stored.Close()
+	got, err = tryAll(t, stored)
+	require.Equal(t, io.EOF, err)
+	require.Equal(t, "hello world", got, "a stored log is read whole")
+}
+
 func TestFinish(t *testing.T) {
 	t.Parallel()
 	const log = "step zero\nstep one\n"

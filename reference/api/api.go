@@ -1,0 +1,341 @@
+package api
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/fleet"
+	"github.com/cikit/cikit/logs"
+)
+
+// Prefix starts the path of every route but the health checks.
+const Prefix = "/api/v1"
+
+// Config configures an API. Runs is required; the zero value of
+// everything else is a sensible default, and a missing optional part
+// makes its routes answer 404.
+type Config struct {
+	// Runs is the store of runs and jobs. Required.
+	Runs dag.Store
+	// Logs holds the jobs' logs, live and finished. Without it the log
+	// routes answer 404.
+	Logs *logs.Hub
+	// Why says why a job is not running yet; fleet.Manager.Why fits.
+	// Without it the why route answers 404.
+	Why func(ctx context.Context, runID, jobID string) (*fleet.WaitReason, error)
+	// Dispatch is called with the results of cancelling and retrying a
+	// run, so that the jobs they made READY are offered to runners;
+	// fleet.Server.Dispatch fits. Without it, nothing is offered: the
+	// jobs wait for whatever else dispatches READY jobs.
+	Dispatch func(ctx context.Context, results ...*dag.TransitionResult)
+	// Manual starts runs by hand; an ingest.ManualTrigger fits. It is
+	// mounted at POST /api/v1/repos/{org}/{repo}/pipelines, with the
+	// org and repo path values it reads. Without it that route answers
+	// 404.
+	Manual http.Handler
+	// Ready reports whether the platform can serve: /readyz answers 503
+	// with its error when it fails. Default: always ready.
+	Ready func(ctx context.Context) error
+	// Now returns the current time, for the durations of unfinished runs
+	// and jobs. Default: time.Now.
+	Now func() time.Time
+	// Logger receives a record of every failure of the store or another
+	// part (Error). Default: slog.Default().
+	Logger *slog.Logger
+}
+
+// API is the HTTP API; see the package documentation and docs/api.md. It
+// is safe for concurrent use.
+type API struct {
+	runs     dag.Store
+	hub      *logs.Hub
+	follow   *logs.Handler // nil without a Hub
+	why      func(ctx context.Context, runID, jobID string) (*fleet.WaitReason, error)
+	dispatch func(ctx context.Context, results ...*dag.TransitionResult)
+	ready    func(ctx context.Context) error
+	now      func() time.Time
+	log      *slog.Logger
+	mux      *http.ServeMux
+}
+
+// New validates cfg and returns an API.
+func New(cfg Config) (*API, error) {
+	if cfg.Runs == nil {
+		return nil, errors.New("api: Config.Runs is required")
+	}
+	a := &API{
+		runs: cfg.Runs, hub: cfg.Logs, why: cfg.Why, dispatch: cfg.Dispatch, ready: cfg.Ready,
+		now: cfg.Now, log: cmp.Or(cfg.Logger, slog.Default()), mux: http.NewServeMux(),
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	if a.hub != nil {
+		h, err := logs.NewHandler(logs.HandlerConfig{Hub: a.hub, AuthorizeWrite: readOnly, AuthorizeFollow: logs.AllowAll, Logger: a.log})
+		if err != nil {
+			return nil, fmt.Errorf("api: %w", err)
+		}
+		a.follow = h
+	}
+	a.route("GET /healthz", a.healthz)
+	a.route("GET /readyz", a.readyz)
+	a.route("GET "+Prefix+"/runs", a.listRuns)
+	a.route("GET "+Prefix+"/runs/{run}", a.getRun)
+	a.route("POST "+Prefix+"/runs/{run}/cancel", a.cancelRun)
+	a.route("POST "+Prefix+"/runs/{run}/retry", a.retryRun)
+	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}", a.getJob)
+	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/log", a.getLog)
+	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/log/follow", a.followLog)
+	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/why", a.getWhy)
+	if cfg.Manual != nil {
+		a.mux.Handle("POST "+Prefix+"/repos/{org}/{repo}/pipelines", cfg.Manual)
+		a.mux.HandleFunc(Prefix+"/repos/{org}/{repo}/pipelines", methodNotAllowed("POST"))
+	}
+	a.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
+	})
+	return a, nil
+}
+
+// route registers pattern ("METHOD /path") and, for the path with any
+// other method, a JSON 405.
+func (a *API) route(pattern string, h http.HandlerFunc) {
+	method, path, _ := strings.Cut(pattern, " ")
+	a.mux.HandleFunc(pattern, h)
+	a.mux.HandleFunc(path, methodNotAllowed(method))
+}
+
+func methodNotAllowed(method string) http.HandlerFunc {
+	allow := method
+	if method == http.MethodGet {
+		allow = "GET, HEAD"
+	}
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Allow", allow)
+		writeError(w, http.StatusMethodNotAllowed, "use "+method)
+	}
+}
+
+// readOnly refuses the runner's side of the log protocol, which the API
+// does not serve.
+func readOnly(*http.Request, logs.Key) error { return logs.ErrForbidden }
+
+// ServeHTTP routes r to the API's routes.
+func (a *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { a.mux.ServeHTTP(w, r) }
+
+// CloseFollowers ends the log follow streams being served, so that a
+// server shutting down gracefully does not wait for them (register it
+// with http.Server.RegisterOnShutdown); their clients reconnect. Safe to
+// call twice.
+func (a *API) CloseFollowers() {
+	if a.follow != nil {
+		a.follow.CloseFollowers()
+	}
+}
+
+type errorBody struct {
+	Error string `json:"error"`
+}
+
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, errorBody{Error: msg})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// fail answers err of the store or another part: 404 for an unknown run
+// or job, 409 for a refused transition, 400 for invalid params, 503 for
+// anything else, which is logged.
+func (a *API) fail(w http.ResponseWriter, r *http.Request, what string, err error) {
+	switch {
+	case errors.Is(err, cikit.ErrNotFound):
+		writeError(w, http.StatusNotFound, err.Error())
+	case errors.Is(err, cikit.ErrInvalidTransition), errors.Is(err, cikit.ErrConflict):
+		writeError(w, http.StatusConflict, err.Error())
+	case errors.Is(err, dag.ErrInvalidParams):
+		writeError(w, http.StatusBadRequest, err.Error())
+	case r.Context().Err() != nil:
+		// The client left; nobody reads an answer.
+	default:
+		a.log.LogAttrs(r.Context(), slog.LevelError, "api: "+what+" failed", slog.String("method", r.Method),
+			slog.String("path", r.URL.Path), slog.String("error", err.Error()))
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, what+" failed; try again")
+	}
+}
+
+type status struct {
+	Status string `json:"status"`
+	Error  string `json:"error,omitempty"`
+}
+
+func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, status{Status: "ok"})
+}
+
+func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
+	if a.ready != nil {
+		if err := a.ready(r.Context()); err != nil {
+			writeJSON(w, http.StatusServiceUnavailable, status{Status: "not ready", Error: err.Error()})
+			return
+		}
+	}
+	writeJSON(w, http.StatusOK, status{Status: "ready"})
+}
+
+func (a *API) listRuns(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := &dag.RunListParams{Limit: dag.DefaultRunListLimit, Pipeline: q.Get("pipeline"), Branch: q.Get("branch")}
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > dag.MaxRunListLimit {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("the limit %q is not a number from 1 to %d", v, dag.MaxRunListLimit))
+			return
+		}
+		p.Limit = n
+	}
+	if v := q.Get("before"); v != "" {
+		c, err := DecodeCursor(v)
+		if err != nil {
+			writeError(w, http.StatusBadRequest, "the before parameter is not a cursor this API handed out: "+err.Error())
+			return
+		}
+		p.Before = c
+	}
+	runs, err := a.runs.RunList(r.Context(), p)
+	if err != nil {
+		a.fail(w, r, "listing runs", err)
+		return
+	}
+	now := a.now()
+	out := RunList{Runs: make([]RunSummary, len(runs))}
+	for i, run := range runs {
+		out.Runs[i] = summary(run, now)
+	}
+	if len(runs) == p.Limit {
+		// A full page: is there another?
+		last := runs[len(runs)-1].Cursor()
+		more, err := a.runs.RunList(r.Context(), &dag.RunListParams{Limit: 1, Before: last, Pipeline: p.Pipeline, Branch: p.Branch})
+		if err != nil {
+			a.fail(w, r, "listing runs", err)
+			return
+		}
+		if len(more) > 0 {
+			out.Next = EncodeCursor(last)
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// runDetail reads the RunDetail of runID.
+func (a *API) runDetail(ctx context.Context, runID string) (*RunDetail, error) {
+	run, err := a.runs.RunGet(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	jobs, err := a.runs.JobList(ctx, runID)
+	if err != nil {
+		return nil, err
+	}
+	return detail(run, jobs, a.now())
+}
+
+func (a *API) getRun(w http.ResponseWriter, r *http.Request) {
+	d, err := a.runDetail(r.Context(), r.PathValue("run"))
+	if err != nil {
+		a.fail(w, r, "reading the run", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, d)
+}
+
+// cancelRun cancels every job of the run that has not started. Its
+// RUNNING jobs become CANCEL_REQUESTED: their runners learn it from the
+// answer to their next heartbeat (cancel_requested), stop the job and
+// report it, and only then are the jobs CANCELLED and the run over.
+func (a *API) cancelRun(w http.ResponseWriter, r *http.Request) {
+	a.transition(w, r, "cancelling the run", a.runs.RunCancel)
+}
+
+// retryRun starts a new attempt of the failed, skipped and cancelled jobs
+// of a finished run; 409 when the run has not finished.
+func (a *API) retryRun(w http.ResponseWriter, r *http.Request) {
+	a.transition(w, r, "retrying the run", a.runs.RunRetryFailed)
+}
+
+// transition applies a run's transition, dispatches what it made READY
+// and answers 202 with the run.
+func (a *API) transition(w http.ResponseWriter, r *http.Request, what string, apply func(context.Context, string) (*dag.TransitionResult, error)) {
+	runID := r.PathValue("run")
+	res, err := apply(r.Context(), runID)
+	if err != nil {
+		a.fail(w, r, what, err)
+		return
+	}
+	if a.dispatch != nil {
+		// Committed: offered even if the client leaves now.
+		a.dispatch(context.WithoutCancel(r.Context()), res)
+	}
+	d, err := a.runDetail(r.Context(), runID)
+	if err != nil {
+		a.fail(w, r, "reading the run", err)
+		return
+	}
+	writeJSON(w, http.StatusAccepted, d)
+}
+
+func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
+	runID, jobID := r.PathValue("run"), r.PathValue("job")
+	d, err := a.runDetail(r.Context(), runID)
+	if err != nil {
+		a.fail(w, r, "reading the run", err)
+		return
+	}
+	i := slices.IndexFunc(d.Jobs, func(j JobDetail) bool { return j.ID == jobID })
+	if i < 0 {
+		writeError(w, http.StatusNotFound, fmt.Sprintf("run %q has no job %q", runID, jobID))
+		return
+	}
+	ended, err := a.runs.JobAttempts(r.Context(), runID, jobID)
+	if err != nil {
+		a.fail(w, r, "reading the job's attempts", err)
+		return
+	}
+	job := d.Jobs[i]
+	writeJSON(w, http.StatusOK, JobHistory{JobDetail: job, Attempts: attempts(ended, job.Attempt)})
+}
+
+func (a *API) getWhy(w http.ResponseWriter, r *http.Request) {
+	if a.why == nil {
+		writeError(w, http.StatusNotFound, "this platform does not say why jobs wait")
+		return
+	}
+	why, err := a.why(r.Context(), r.PathValue("run"), r.PathValue("job"))
+	if err != nil {
+		a.fail(w, r, "asking why the job waits", err)
+		return
+	}
+	out := WaitReason{RunID: why.RunID, JobID: why.JobID, State: why.State, Code: string(why.Code), Message: why.Message, Pool: why.Pool}
+	if why.ETAKnown {
+		eta := why.ETA
+		out.ETA = &eta
+	}
+	writeJSON(w, http.StatusOK, out)
+}

@@ -1,0 +1,245 @@
+package api
+
+import (
+	"slices"
+	"time"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+)
+
+// RunSummary is a run as the list of runs shows it. Times are RFC 3339 in
+// UTC, durations integer nanoseconds.
+type RunSummary struct {
+	ID       string         `json:"id"`
+	Pipeline string         `json:"pipeline"`
+	Branch   string         `json:"branch"`
+	SHA      string         `json:"sha"`
+	State    cikit.RunState `json:"state"`
+	// CreatedAt is when the run was created.
+	CreatedAt time.Time `json:"created_at"`
+	// FinishedAt is when the run ended; absent until it has.
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// Duration is the run's wall-clock time: from its creation to its
+	// end, or to now while it is not finished.
+	Duration time.Duration `json:"duration_ns"`
+}
+
+// RunList is the answer of GET /api/v1/runs.
+type RunList struct {
+	// Runs are newest first.
+	Runs []RunSummary `json:"runs"`
+	// Next is the cursor of the next page, for ?before=; absent on the
+	// last page.
+	Next string `json:"next,omitempty"`
+}
+
+// RunDetail is a run with its jobs: the answer of GET /api/v1/runs/{run}
+// and of cancelling and retrying it.
+type RunDetail struct {
+	RunSummary
+	// CriticalPath lists the IDs of the chain of needs whose jobs ran
+	// longest in total, first job first; empty until a job has run.
+	CriticalPath []string `json:"critical_path"`
+	// CriticalPathDuration is the sum of the run durations along the
+	// critical path.
+	CriticalPathDuration time.Duration `json:"critical_path_ns"`
+	// Counts is how many jobs are in each state; states no job is in are
+	// absent.
+	Counts map[cikit.JobState]int `json:"counts"`
+	// Jobs are the run's jobs in plan order.
+	Jobs []JobDetail `json:"jobs"`
+}
+
+// JobDetail is one job of a run as its current attempt stands.
+type JobDetail struct {
+	ID           string   `json:"id"`
+	Name         string   `json:"name"`
+	Stage        string   `json:"stage"`
+	Needs        []string `json:"needs"`
+	RunsOn       []string `json:"runs_on"`
+	AllowFailure bool     `json:"allow_failure"`
+	// State is the current attempt's.
+	State   cikit.JobState `json:"state"`
+	Attempt int            `json:"attempt"`
+	// QueueDuration is how long the attempt waited for a runner: from
+	// READY to its start, or its end if it never started, or now.
+	QueueDuration time.Duration `json:"queue_duration_ns"`
+	// RunDuration is how long the attempt ran: from its start to its
+	// end, or now.
+	RunDuration time.Duration `json:"run_duration_ns"`
+	// Reason explains a state that is not success.
+	Reason string `json:"reason,omitempty"`
+	// Runner is who runs or ran the attempt.
+	Runner string `json:"runner,omitempty"`
+	// ExitCode is the exit code of the attempt's last step, or -1 if
+	// none ran to an exit; present once the job has finished after it
+	// started, or failed.
+	ExitCode   *int      `json:"exit_code,omitempty"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at,omitzero"`
+	// WaitingOn lists, for a PENDING job, the needs it still waits for;
+	// empty otherwise.
+	WaitingOn []string `json:"waiting_on"`
+	// Cache lists the caches of the job's spec.
+	Cache []JobCache `json:"cache"`
+	// Critical says that the job is on the run's critical path.
+	Critical bool `json:"critical"`
+}
+
+// JobCache is one cache of a job's spec.
+type JobCache struct {
+	Key   string   `json:"key"`
+	Paths []string `json:"paths"`
+}
+
+// JobHistory is the answer of GET /api/v1/runs/{run}/jobs/{job}: the job
+// and its ended earlier attempts.
+type JobHistory struct {
+	JobDetail
+	// Attempts are the attempts of the job that ended before the current
+	// one, oldest first (Store.JobAttempts); the current attempt is the
+	// JobDetail even once it has ended.
+	Attempts []JobAttempt `json:"attempts"`
+}
+
+// JobAttempt is one ended attempt of a job.
+type JobAttempt struct {
+	Attempt int            `json:"attempt"`
+	State   cikit.JobState `json:"state"`
+	Runner  string         `json:"runner"`
+	Reason  string         `json:"reason"`
+	// StartedAt is absent for an attempt that ended before it started.
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	FinishedAt time.Time `json:"finished_at"`
+	ExitCode   int       `json:"exit_code"`
+}
+
+// WaitReason is the answer of GET /api/v1/runs/{run}/jobs/{job}/why: why
+// the job is not running yet (fleet.WaitReason).
+type WaitReason struct {
+	RunID   string         `json:"run_id"`
+	JobID   string         `json:"job_id"`
+	State   cikit.JobState `json:"state"`
+	Code    string         `json:"code"`
+	Message string         `json:"message"`
+	// Pool is the pool the job counts towards, "" if none.
+	Pool string `json:"pool"`
+	// ETA estimates how long until a runner is ready for the job; null
+	// when unknown.
+	ETA *time.Duration `json:"eta_ns"`
+}
+
+// summary is run's RunSummary at now.
+func summary(run *dag.Run, now time.Time) RunSummary {
+	end := run.FinishedAt
+	if end.IsZero() {
+		end = now
+	}
+	return RunSummary{
+		ID: run.ID, Pipeline: run.Pipeline, Branch: run.Branch, SHA: run.SHA, State: run.State,
+		CreatedAt: run.CreatedAt.UTC(), FinishedAt: utc(run.FinishedAt), Duration: max(end.Sub(run.CreatedAt), 0),
+	}
+}
+
+// utc is t in UTC, and the zero time for the zero time.
+func utc(t time.Time) time.Time {
+	if t.IsZero() {
+		return time.Time{}
+	}
+	return t.UTC()
+}
+
+// detail is the RunDetail of run, whose jobs are jobs (as JobList returns
+// them), at now.
+func detail(run *dag.Run, jobs []*dag.Job, now time.Time) (*RunDetail, error) {
+	specs := make([]*cikit.JobSpec, len(jobs))
+	for i, j := range jobs {
+		specs[i] = j.Spec
+	}
+	g, err := dag.FromSpecs(specs)
+	if err != nil {
+		return nil, err
+	}
+	rep := dag.Report(g, run, jobs, now)
+	d := &RunDetail{
+		RunSummary:           summary(run, now),
+		CriticalPath:         rep.CriticalPath,
+		CriticalPathDuration: rep.CriticalPathDuration,
+		Counts:               rep.Counts,
+		Jobs:                 make([]JobDetail, len(jobs)),
+	}
+	d.Duration = rep.Duration
+	byID := make(map[string]*dag.Job, len(jobs))
+	for _, j := range jobs {
+		byID[j.ID()] = j
+	}
+	for i, j := range jobs {
+		d.Jobs[i] = jobDetail(j, &rep.Jobs[i], byID, slices.Contains(rep.CriticalPath, j.ID()))
+	}
+	return d, nil
+}
+
+// jobDetail is j's JobDetail; r is its JobReport, run the jobs of its run
+// by ID.
+func jobDetail(j *dag.Job, r *dag.JobReport, run map[string]*dag.Job, critical bool) JobDetail {
+	s := j.Spec
+	d := JobDetail{
+		ID: j.ID(), Name: s.Name, Stage: s.Stage, Needs: nonNil(s.Needs), RunsOn: nonNil(s.RunsOn), AllowFailure: s.AllowFailure,
+		State: j.State, Attempt: j.Attempt, QueueDuration: r.QueueDuration, RunDuration: r.RunDuration,
+		Reason: j.Reason, Runner: j.Runner, StartedAt: utc(j.StartedAt), FinishedAt: utc(j.FinishedAt),
+		WaitingOn: waitingOn(j, run), Cache: make([]JobCache, len(s.Caches)), Critical: critical,
+	}
+	if d.Name == "" {
+		d.Name = j.ID()
+	}
+	if j.State.Terminal() && (!j.StartedAt.IsZero() || j.State == cikit.JobFailed) {
+		code := j.ExitCode
+		d.ExitCode = &code
+	}
+	for i, c := range s.Caches {
+		d.Cache[i] = JobCache{Key: c.Key, Paths: nonNil(c.Paths)}
+	}
+	return d
+}
+
+// waitingOn lists the needs of a PENDING job j that do not satisfy it yet
+// (dag.Satisfied). A job that runs whatever its needs' outcome (when
+// always or on_failure) no longer waits for a need that has ended.
+func waitingOn(j *dag.Job, run map[string]*dag.Job) []string {
+	out := []string{}
+	if j.State != cikit.JobPending {
+		return out
+	}
+	anyOutcome := j.Spec.When == cikit.WhenAlways || j.Spec.When == cikit.WhenOnFailure
+	for _, id := range j.Spec.Needs {
+		n, ok := run[id]
+		if !ok || dag.Satisfied(n.State, n.Spec.AllowFailure) || anyOutcome && n.State.Terminal() {
+			continue
+		}
+		out = append(out, id)
+	}
+	return out
+}
+
+// attempts are the JobAttempts of ended attempts as Store.JobAttempts
+// returns them, without the current attempt.
+func attempts(ended []*dag.Job, current int) []JobAttempt {
+	out := []JobAttempt{}
+	for _, a := range ended {
+		if a.Attempt >= current {
+			continue
+		}
+		out = append(out, JobAttempt{Attempt: a.Attempt, State: a.State, Runner: a.Runner, Reason: a.Reason,
+			StartedAt: utc(a.StartedAt), FinishedAt: utc(a.FinishedAt), ExitCode: a.ExitCode})
+	}
+	return out
+}
+
+// nonNil is s, or an empty slice for nil, so that JSON has [] not null.
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
