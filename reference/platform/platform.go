@@ -36,6 +36,7 @@ import (
 	"github.com/cikit/cikit/ingest"
 	"github.com/cikit/cikit/lease"
 	"github.com/cikit/cikit/logs"
+	"github.com/cikit/cikit/reference/api"
 	"github.com/cikit/cikit/reference/config"
 	"github.com/cikit/cikit/vcs"
 	"github.com/cikit/cikit/vcs/status"
@@ -71,6 +72,7 @@ type Platform struct {
 	manager   *fleet.Manager
 	runners   *localRunners
 	metrics   *metrics
+	api       *api.API
 
 	ln      net.Listener
 	url     string

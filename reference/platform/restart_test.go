@@ -113,7 +113,7 @@ runners:
 	require.Equal(t, 1, attempts("deploy"))
 	code, text := getText(t, base+"/api/v1/runs/"+runID+"/jobs/build/log")
 	require.Equal(t, 200, code, text)
-	require.Equal(t, 1, strings.Count(text, "build done"), text)
+	require.Equal(t, 1, strings.Count(text, "\nbuild done\n"), text)
 
 	var list struct {
 		Runs []struct{ ID string } `json:"runs"`

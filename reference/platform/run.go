@@ -75,6 +75,9 @@ func (p *Platform) Run(ctx context.Context) error {
 	managerDone := make(chan error, 1)
 	go func() { managerDone <- p.manager.Run(managerCtx) }()
 
+	if err := p.redispatch(ctx); err != nil {
+		p.log.Warn("offer the waiting jobs of unfinished runs", "err", err)
+	}
 	p.setReady(nil)
 	p.log.Info("serving", "url", p.url, "embedded", p.cfg.Embedded(), "instance", p.instance())
 
@@ -108,6 +111,7 @@ func (p *Platform) Run(ctx context.Context) error {
 		case <-sctx.Done():
 		}
 		p.fleet.Dispatcher().Close()
+		p.api.CloseFollowers()
 		endRequests()
 	}()
 	if err := srv.Shutdown(sctx); err != nil {
@@ -261,4 +265,45 @@ func truncate(s string, n int) string {
 		return string(r[:n-1]) + "…"
 	}
 	return s
+}
+
+// redispatchWindow is how far back the start looks for unfinished runs.
+const redispatchWindow = 24 * time.Hour
+
+// redispatch offers this server's runners the waiting jobs of the
+// unfinished runs of the last day: offers live in memory, so a server
+// that starts (or restarts after a crash) learns of the jobs that were
+// ready before it ran. Jobs whose runners vanished come back through the
+// reaper.
+func (p *Platform) redispatch(ctx context.Context) error {
+	since := p.now().Add(-redispatchWindow)
+	params := &dag.RunListParams{Limit: dag.MaxRunListLimit}
+	offered := 0
+pages:
+	for {
+		runs, err := p.jobs.RunList(ctx, params)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if r.CreatedAt.Before(since) {
+				break pages
+			}
+			if r.State.Terminal() {
+				continue
+			}
+			if err := p.fleet.DispatchRun(ctx, r.ID); err != nil {
+				return err
+			}
+			offered++
+		}
+		if len(runs) < params.Limit {
+			break
+		}
+		params.Before = runs[len(runs)-1].Cursor()
+	}
+	if offered > 0 {
+		p.log.Info("offered the waiting jobs of unfinished runs", "runs", offered)
+	}
+	return nil
 }
