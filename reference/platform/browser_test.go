@@ -1,6 +1,7 @@
 package platform_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -44,6 +45,10 @@ func TestBrowserRunPage(t *testing.T) {
 		return false
 	})
 
+	// The checks wait for what they look for; a page that never shows it
+	// fails them at the deadline.
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
 	require.NoError(t, webtest.CheckRunPage(ctx, base, runID, webtest.RunPageWant{
 		State: "running",
 		Jobs:  map[string]string{"setup": "succeeded", "watch": "running", "after": "pending"},
