@@ -142,8 +142,13 @@ type serving struct {
 
 func serve(t *testing.T, cfg *config.Config) *serving {
 	t.Helper()
+	return serveLogging(t, cfg, testLogger(t))
+}
+
+func serveLogging(t *testing.T, cfg *config.Config, log *slog.Logger) *serving {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	p, err := platform.New(ctx, cfg, platform.Options{Logger: testLogger(t)})
+	p, err := platform.New(ctx, cfg, platform.Options{Logger: log})
 	if err != nil {
 		cancel()
 		require.NoError(t, err)
