@@ -1,8 +1,10 @@
 package platform_test
 
 import (
+	"bytes"
 	"context"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -44,7 +46,8 @@ func TestEndToEndPostgres(t *testing.T) {
 func endToEnd(t *testing.T, w *world) {
 	s := serve(t, w.cfg)
 	base := s.p.URL()
-	code, body := deliver(t, base, "delivery-1", pushBody(w.sha))
+	push := pushBody(w.sha)
+	code, body := deliver(t, base, "delivery-1", push)
 	require.Equal(t, 202, code, body)
 
 	got := w.waitPipelineStatus(t, 60*time.Second)
@@ -84,11 +87,20 @@ func endToEnd(t *testing.T, w *world) {
 	}
 	require.Equal(t, map[string]string{"setup": "succeeded", "build": "succeeded", "lint": "failed", "test": "succeeded", "deploy": "succeeded"}, states)
 
-	// A second copy of the delivery creates nothing.
+	// A second copy of the delivery creates nothing: the receiver knows
+	// it. A copy the receiver cannot know (another body, as a server that
+	// restarted would take it) reaches Kafka, and the ingester drops it.
 	sent := w.github.Stats().StatusesCreated
-	code, body = deliver(t, base, "delivery-1", pushBody(w.sha))
+	code, body = deliver(t, base, "delivery-1", push)
 	require.Equal(t, 202, code, body)
 	require.Contains(t, body, `"duplicate":true`)
+	code, body = deliver(t, base, "delivery-1", bytes.Replace(push, []byte(`"alice"`), []byte(`"alice" `), 1))
+	require.Equal(t, 202, code, body)
+	require.NotContains(t, body, `"duplicate"`)
+	waitFor(t, 20*time.Second, "the ingest consumer to take the copy", func() bool {
+		_, text := getText(t, base+"/metrics")
+		return regexp.MustCompile(`(?m)^cikit_consumer_lag\{group="cikit-ingest",topic="cikit.vcs-events"\} 0$`).MatchString(text)
+	})
 	var list struct {
 		Runs []struct {
 			ID string `json:"id"`

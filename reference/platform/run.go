@@ -78,6 +78,7 @@ func (p *Platform) Run(ctx context.Context) error {
 	if err := p.redispatch(ctx); err != nil {
 		p.log.Warn("offer the waiting jobs of unfinished runs", "err", err)
 	}
+	run("redispatch", p.redispatchEvery)
 	p.setReady(nil)
 	p.log.Info("serving", "url", p.url, "embedded", p.cfg.Embedded(), "instance", p.instance())
 
@@ -163,11 +164,16 @@ func (p *Platform) consumers() (map[string]*ingest.Consumer, error) {
 	if err := add("ingest", ingest.ConsumerConfig{Group: group + "-ingest", Handler: p.handleVCSEvent}); err != nil {
 		return nil, err
 	}
-	fromEnd := kgo.ConsumeResetOffset(kgo.NewOffset().AtEnd())
+	// A server's dispatch group is new when the server is: it starts
+	// with the records of the minute before the server did (offers are
+	// idempotent), so that a job that became ready while the group was
+	// joining is not skipped; the jobs of older runs are offered by
+	// redispatch.
+	fromStart := kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(p.now().Add(-time.Minute).UnixMilli()))
 	for _, topic := range []string{ingest.TopicDispatchP0, ingest.TopicDispatchP1, ingest.TopicDispatchP2} {
 		err := add(topic, ingest.ConsumerConfig{
 			Group: group + "-dispatch-" + p.instance(), Topic: topic, DLQTopic: ingest.TopicVCSEventsDLQ,
-			ClientOptions: []kgo.Opt{fromEnd}, Handler: p.handleDispatch,
+			ClientOptions: []kgo.Opt{fromStart}, Handler: p.handleDispatch,
 		})
 		if err != nil {
 			return nil, err
@@ -267,8 +273,29 @@ func truncate(s string, n int) string {
 	return s
 }
 
-// redispatchWindow is how far back the start looks for unfinished runs.
-const redispatchWindow = 24 * time.Hour
+// redispatchWindow is how far back redispatch looks for unfinished runs,
+// and redispatchInterval how often it looks again.
+const (
+	redispatchWindow   = 24 * time.Hour
+	redispatchInterval = time.Minute
+)
+
+// redispatchEvery redispatches every redispatchInterval: a safety net for
+// a dispatch record this server missed.
+func (p *Platform) redispatchEvery(ctx context.Context) error {
+	t := time.NewTicker(redispatchInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			if err := p.redispatch(ctx); err != nil && ctx.Err() == nil {
+				p.log.Warn("offer the waiting jobs of unfinished runs", "err", err)
+			}
+		}
+	}
+}
 
 // redispatch offers this server's runners the waiting jobs of the
 // unfinished runs of the last day: offers live in memory, so a server
@@ -303,7 +330,7 @@ pages:
 		params.Before = runs[len(runs)-1].Cursor()
 	}
 	if offered > 0 {
-		p.log.Info("offered the waiting jobs of unfinished runs", "runs", offered)
+		p.log.Debug("offered the waiting jobs of unfinished runs", "runs", offered)
 	}
 	return nil
 }
