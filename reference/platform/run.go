@@ -89,7 +89,6 @@ func (p *Platform) Run(ctx context.Context) error {
 		failed = g.Wait()
 	case err := <-httpDone:
 		failed = fmt.Errorf("http: %w", err)
-		httpDone <- err
 	}
 	p.log.Info("shutting down", "err", failed)
 	p.setReady(errors.New("shutting down"))
@@ -98,7 +97,9 @@ func (p *Platform) Run(ctx context.Context) error {
 
 	// Local runners hand their jobs back while the server still answers.
 	stopManager()
-	<-managerDone
+	if err := <-managerDone; err != nil {
+		p.log.Warn("runner pools", "err", err)
+	}
 	if p.runners != nil {
 		if err := p.runners.backend.Close(); err != nil {
 			p.log.Warn("stop local runners", "err", err)
