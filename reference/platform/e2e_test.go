@@ -226,16 +226,24 @@ func (w *world) statuses(t *testing.T) map[string]githubtest.Status {
 	return out
 }
 
-// waitPipelineStatus waits for the pipeline's commit status to leave
-// pending and returns all statuses then.
-func (w *world) waitPipelineStatus(t *testing.T, within time.Duration) map[string]githubtest.Status {
+// waitStatuses waits for the commit statuses of the pipeline and of the
+// given jobs to leave pending (they are posted concurrently, so the
+// pipeline's may come first) and returns all statuses then.
+func (w *world) waitStatuses(t *testing.T, within time.Duration, jobs ...string) map[string]githubtest.Status {
 	t.Helper()
-	ctxName := status.PipelineContext(".cikit.yml")
+	contexts := []string{status.PipelineContext(".cikit.yml")}
+	for _, j := range jobs {
+		contexts = append(contexts, status.JobContext(".cikit.yml", j))
+	}
 	var got map[string]githubtest.Status
-	waitFor(t, within, "the pipeline's commit status", func() bool {
+	waitFor(t, within, "the commit statuses", func() bool {
 		got = w.statuses(t)
-		st, ok := got[ctxName]
-		return ok && st.State != "pending"
+		for _, c := range contexts {
+			if st, ok := got[c]; !ok || st.State == "pending" {
+				return false
+			}
+		}
+		return true
 	})
 	return got
 }

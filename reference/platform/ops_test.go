@@ -56,7 +56,7 @@ func TestMetricsAndCorrelation(t *testing.T) {
 	base := s.p.URL()
 	code, body := deliver(t, base, "delivery-ops", pushBody(w.sha))
 	require.Equal(t, 202, code, body)
-	w.waitPipelineStatus(t, 60*time.Second)
+	w.waitStatuses(t, 60*time.Second, jobIDs...)
 
 	code, text := getText(t, base+"/metrics")
 	require.Equal(t, 200, code)

@@ -50,7 +50,7 @@ func endToEnd(t *testing.T, w *world) {
 	code, body := deliver(t, base, "delivery-1", push)
 	require.Equal(t, 202, code, body)
 
-	got := w.waitPipelineStatus(t, 60*time.Second)
+	got := w.waitStatuses(t, 60*time.Second, jobIDs...)
 	pipe := got[status.PipelineContext(".cikit.yml")]
 	require.Equal(t, "success", pipe.State, "%+v", got)
 	for _, id := range jobIDs {

@@ -93,7 +93,7 @@ runners:
 	first.kill(t)
 
 	startServe(t, cfgPath, base)
-	got := w.waitPipelineStatus(t, 90*time.Second)
+	got := w.waitStatuses(t, 90*time.Second, "setup", "build", "deploy")
 	pipe := got[status.PipelineContext(".cikit.yml")]
 	require.Equal(t, "success", pipe.State, "%+v", got)
 	for _, id := range []string{"setup", "build", "deploy"} {

@@ -31,7 +31,7 @@ func TestServersShareTheWork(t *testing.T) {
 
 	code, body := deliver(t, a.p.URL(), "delivery-shared", pushBody(w.sha))
 	require.Equal(t, 202, code, body)
-	got := w.waitPipelineStatus(t, 60*time.Second)
+	got := w.waitStatuses(t, 60*time.Second, jobIDs...)
 	pipe := got[status.PipelineContext(".cikit.yml")]
 	require.Equal(t, "success", pipe.State, "%+v", got)
 	for _, id := range jobIDs {
