@@ -1,0 +1,62 @@
+package platform_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/reference/config"
+	"github.com/cikit/cikit/reference/platform"
+)
+
+// TestReviewShutdownFlushesStatuses: commit statuses still pending when a
+// graceful shutdown starts are delivered, and the shutdown does not wait
+// out its whole timeout for them. Run calls Reporter.Flush after it has
+// stopped Reporter.Run ("Run must be running"), so Flush can only time out.
+func TestReviewShutdownFlushesStatuses(t *testing.T) {
+	w := newWorld(t, map[string]string{".cikit.yml": "jobs:\n  long:\n    steps:\n      - echo started\n      - sleep 60\n"})
+	// A GitHub that takes 1.5s per status: statuses queue up in the reporter.
+	var slow atomic.Bool
+	var posts atomic.Int32
+	gh := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if slow.Load() && r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/statuses/") {
+			posts.Add(1)
+			time.Sleep(2 * time.Second)
+		}
+		w.github.ServeHTTP(rw, r)
+	}))
+	t.Cleanup(gh.Close)
+	w.cfg.VCS.GitHub.BaseURL = gh.URL + "/"
+	w.cfg.ShutdownTimeout = 8 * time.Second
+	var logBuf syncBuffer
+	s := serveLogging(t, w.cfg, platform.NewLogger(&logBuf, config.Log{Level: "info", Format: "json"}))
+	slow.Store(true)
+	code, body := deliver(t, s.p.URL(), "delivery-flush", pushBody(w.sha))
+	require.Equal(t, 202, code, body)
+	waitFor(t, 30*time.Second, "the job to run", func() bool {
+		runs, err := s.p.Jobs().RunList(context.Background(), &dag.RunListParams{})
+		if err != nil || len(runs) == 0 {
+			return false
+		}
+		j, err := s.p.Jobs().JobGet(context.Background(), runs[0].ID, "long")
+		return err == nil && j.State == cikit.JobRunning
+	})
+	// Two statuses in flight (the reporter's most per key), more pending.
+	waitFor(t, 30*time.Second, "statuses in flight", func() bool { return posts.Load() >= 2 })
+	start := time.Now()
+	s.shutdown(t)
+	took := time.Since(start)
+	for _, r := range logBuf.records(t) {
+		require.NotEqual(t, "flush commit statuses", r["msg"], "statuses left undelivered at shutdown: %v (shutdown took %s)", r, took)
+	}
+	t.Logf("took %s; statuses %+v", took, w.statuses(t))
+	require.Less(t, took, w.cfg.ShutdownTimeout, "shutdown waited out its timeout")
+}
