@@ -64,9 +64,17 @@ func (p *Platform) Run(ctx context.Context) error {
 	run("reaper", p.reaper.Run)
 	run("pruner", p.pruner.Run)
 	run("logs", p.hub.Run)
-	if p.reporter != nil {
-		run("status", p.reporter.Run)
-	}
+	// The reporter outlives the consumers: Flush at shutdown needs it
+	// running, and the events consumer feeds it until it stops.
+	reporterCtx, stopReporter := context.WithCancel(context.WithoutCancel(ctx))
+	reporterDone := make(chan struct{})
+	go func() {
+		defer close(reporterDone)
+		if p.reporter != nil {
+			_ = p.reporter.Run(reporterCtx)
+		}
+	}()
+	defer func() { stopReporter(); <-reporterDone }()
 	if m := p.services.redis; m != nil {
 		run("redis clock", func(ctx context.Context) error { return tickMiniredis(ctx, m) })
 	}
@@ -130,6 +138,8 @@ func (p *Platform) Run(ctx context.Context) error {
 			p.log.Warn("flush commit statuses", "err", err)
 		}
 	}
+	stopReporter()
+	<-reporterDone
 	p.log.Info("stopped")
 	return failed
 }
