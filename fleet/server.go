@@ -597,8 +597,10 @@ func (s *Server) Dispatch(ctx context.Context, results ...*dag.TransitionResult)
 	}
 }
 
-// DispatchRun queues and offers the READY jobs of a run: after creating
-// it, or after a restart of the process that dispatched it.
+// DispatchRun queues and offers the READY jobs of a run, and offers its
+// QUEUED ones again: after creating it, or after a restart of the process
+// that dispatched it. Offers are idempotent. A retried attempt is offered
+// once its backoff, counted from when it became ready, has passed.
 func (s *Server) DispatchRun(ctx context.Context, runID string) error {
 	jobs, err := s.cfg.Jobs.JobList(ctx, runID)
 	if err != nil {
@@ -606,18 +608,53 @@ func (s *Server) DispatchRun(ctx context.Context, runID string) error {
 	}
 	var tenant *string
 	for _, j := range jobs {
-		switch j.State {
-		case cikit.JobReady:
-			s.queue(ctx, j)
-		case cikit.JobQueued:
-			if tenant == nil {
-				t := s.tenant(ctx, nil, runID)
-				tenant = &t
-			}
-			s.dispatch.Offer(&Offer{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt, Spec: j.Spec, Tenant: *tenant})
-		}
+		s.dispatchJob(ctx, j, &tenant)
 	}
 	return nil
+}
+
+// DispatchJob is DispatchRun for one attempt of one job, such as one a
+// "job.ready" event names: nothing happens when the job has moved on to
+// another attempt or is no longer waiting.
+func (s *Server) DispatchJob(ctx context.Context, runID, jobID string, attempt int) error {
+	j, err := s.cfg.Jobs.JobGet(ctx, runID, jobID)
+	if err != nil {
+		return err
+	}
+	if j.Attempt == attempt {
+		var tenant *string
+		s.dispatchJob(ctx, j, &tenant)
+	}
+	return nil
+}
+
+// dispatchJob queues a READY job or offers a QUEUED one; *tenant caches
+// the run's tenant across the jobs of one run.
+func (s *Server) dispatchJob(ctx context.Context, j *dag.Job, tenant **string) {
+	switch j.State {
+	case cikit.JobReady:
+		s.queue(ctx, j)
+	case cikit.JobQueued:
+		if *tenant == nil {
+			t := s.tenant(ctx, nil, j.RunID)
+			*tenant = &t
+		}
+		o := &Offer{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt, Spec: j.Spec, Tenant: **tenant}
+		if wait := s.backoffLeft(j); wait > 0 {
+			s.dispatch.OfferAfter(o, wait)
+		} else {
+			s.dispatch.Offer(o)
+		}
+	}
+}
+
+// backoffLeft is how long a retried attempt must still wait before it is
+// offered: its backoff counted from when it became ready.
+func (s *Server) backoffLeft(j *dag.Job) time.Duration {
+	if j.Attempt <= 1 || j.ReadyAt.IsZero() {
+		return 0
+	}
+	return j.ReadyAt.Add(s.cfg.RetryBackoff(j.Attempt)).Sub(s.cfg.Now())
 }
 
 // tenant returns whom the jobs of run runID run for ("" for nobody in
@@ -646,8 +683,8 @@ func (s *Server) queue(ctx context.Context, j *dag.Job) {
 		return
 	}
 	o := &Offer{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt, Spec: j.Spec, Tenant: s.tenant(ctx, res.Run, j.RunID)}
-	if j.Attempt > 1 {
-		s.dispatch.OfferAfter(o, s.cfg.RetryBackoff(j.Attempt))
+	if wait := s.backoffLeft(j); wait > 0 {
+		s.dispatch.OfferAfter(o, wait)
 	} else {
 		s.dispatch.Offer(o)
 	}

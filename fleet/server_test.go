@@ -47,7 +47,10 @@ const (
 
 func setup(t testing.TB) *bundle { return setupOn(t, memoryStores) }
 
-func setupOn(t testing.TB, st stores) *bundle {
+func setupOn(t testing.TB, st stores) *bundle { return setupWith(t, st, nil) }
+
+// setupWith is setupOn with the server's config changed by mod.
+func setupWith(t testing.TB, st stores, mod func(*fleet.ServerConfig)) *bundle {
 	t.Helper()
 	clk := clocktest.New(time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC))
 	var (
@@ -77,9 +80,13 @@ func setupOn(t testing.TB, st stores) *bundle {
 	require.NoError(t, err)
 	hub, err := logs.NewHub(logs.Config{Sink: &logs.MemorySink{}, Segments: &logs.MemorySegmentStore{}})
 	require.NoError(t, err)
-	s, err := fleet.NewServer(fleet.ServerConfig{Jobs: jobs, Leases: m, RegistrationTokens: []string{regToken}, Logs: hub,
+	sc := fleet.ServerConfig{Jobs: jobs, Leases: m, RegistrationTokens: []string{regToken}, Logs: hub,
 		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, Now: clk.Now,
-		RetryBackoff: func(int) time.Duration { return 0 }})
+		RetryBackoff: func(int) time.Duration { return 0 }}
+	if mod != nil {
+		mod(&sc)
+	}
+	s, err := fleet.NewServer(sc)
 	require.NoError(t, err)
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
@@ -345,4 +352,36 @@ func TestConcurrentRunners(t *testing.T) {
 			require.Equal(t, cikit.RunSucceeded, run.State)
 		})
 	}
+}
+
+// TestDispatchHonoursRetryBackoff: a retried attempt offered again by
+// DispatchRun or DispatchJob (a redelivered dispatch record, a restart)
+// still waits out its backoff, counted from when it became ready.
+func TestDispatchHonoursRetryBackoff(t *testing.T) {
+	t.Parallel()
+	b := setupWith(t, memoryStores, func(c *fleet.ServerConfig) {
+		c.RetryBackoff = func(int) time.Duration { return time.Hour }
+	})
+	ctx := context.Background()
+	run, err := b.jobs.RunCreate(ctx, &dag.RunCreateParams{Jobs: []*cikit.JobSpec{{ID: "flaky", Retry: &cikit.Retry{Max: 1}, Steps: []cikit.Step{{Run: "false"}}}}})
+	require.NoError(t, err)
+	require.NoError(t, b.server.DispatchRun(ctx, run.ID))
+	runner := b.register(t)
+	c := b.claim(t, runner, "1")
+	require.NotNil(t, c)
+	status, out := b.call(t, http.MethodPost, jobPath(c, "complete"), c.Token, map[string]any{"result": "failed", "exit_code": 1})
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	j, err := b.jobs.JobGet(ctx, run.ID, "flaky")
+	require.NoError(t, err)
+	require.Equal(t, 2, j.Attempt)
+
+	require.NoError(t, b.server.DispatchRun(ctx, run.ID))
+	require.NoError(t, b.server.DispatchJob(ctx, run.ID, "flaky", 2))
+	require.Nil(t, b.claim(t, runner, "0"), "the retry was offered before its backoff")
+
+	b.clock.Advance(2 * time.Hour) // the backoff has passed: offered at once
+	require.NoError(t, b.server.DispatchJob(ctx, run.ID, "flaky", 2))
+	c = b.claim(t, runner, "1")
+	require.NotNil(t, c)
+	require.Equal(t, 2, c.Attempt)
 }

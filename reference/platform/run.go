@@ -203,7 +203,11 @@ func (p *Platform) handleDispatch(ctx context.Context, rec *kgo.Record) error {
 	if err := json.Unmarshal(rec.Value, &env); err != nil {
 		return ingest.Permanent(fmt.Errorf("dispatch record: %w", err))
 	}
-	return p.fleet.DispatchRun(ctx, env.RunID)
+	err := p.fleet.DispatchJob(ctx, env.RunID, env.JobID, env.Attempt)
+	if errors.Is(err, cikit.ErrNotFound) {
+		return ingest.Permanent(err) // not in this platform's store
+	}
+	return err
 }
 
 // handleEvent reports commit statuses and measures queue waits from the
@@ -331,7 +335,11 @@ pages:
 				continue
 			}
 			if err := p.fleet.DispatchRun(ctx, r.ID); err != nil {
-				return err
+				if ctx.Err() != nil {
+					return err
+				}
+				p.log.Warn("offer the waiting jobs of a run", "run", r.ID, "err", err)
+				continue
 			}
 			offered++
 		}
