@@ -7,7 +7,8 @@
 // postgres.url. The same setting is the environment variable
 // CIKIT_POSTGRES_URL (upper case, dots and dashes as underscores) and the
 // flag -postgres.url. Lists are YAML sequences, or comma-separated in the
-// environment and in flags. Unknown keys in the file and unknown flags are
+// environment and in flags (so a secret with a comma in it must come from
+// the file). Unknown keys in the file and unknown flags are
 // errors, so a typo never goes unnoticed; unknown CIKIT_* variables are
 // warnings, since runners and jobs set some of their own.
 //
@@ -181,7 +182,7 @@ type Runners struct {
 	LeaseTTL time.Duration `yaml:"lease-ttl" usage:"how long a job's lease lives without a heartbeat"`
 	// TenantLimit bounds the jobs of one tenant (a repository's owner)
 	// running at once per server; 0 is no limit.
-	TenantLimit int `yaml:"tenant-limit" usage:"the most jobs of one repository owner running at once (0: no limit)"`
+	TenantLimit int `yaml:"tenant-limit" usage:"the most jobs of one repository owner running at once through each server (0: no limit)"`
 }
 
 // Log configures the process's structured log.

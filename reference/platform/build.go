@@ -28,11 +28,18 @@ import (
 	"github.com/cikit/cikit/vcs/status"
 )
 
+// The dead-letter topics of the platform's own consumers: records of the
+// dispatch topics and of the pipeline events that could not be handled.
+const (
+	topicDispatchDLQ       = "cikit.dispatch.dlq"
+	topicPipelineEventsDLQ = "cikit.pipeline-events.dlq"
+)
+
 // topics are the Kafka topics the platform uses, created at start when
 // missing.
 var topics = []string{
-	ingest.TopicVCSEvents, ingest.TopicVCSEventsDLQ, ingest.TopicPipelineEvents,
-	ingest.TopicDispatchP0, ingest.TopicDispatchP1, ingest.TopicDispatchP2,
+	ingest.TopicVCSEvents, ingest.TopicVCSEventsDLQ, ingest.TopicPipelineEvents, topicPipelineEventsDLQ,
+	ingest.TopicDispatchP0, ingest.TopicDispatchP1, ingest.TopicDispatchP2, topicDispatchDLQ,
 }
 
 // services are the in-process stand-ins of the embedded platform.
@@ -82,6 +89,9 @@ func (p *Platform) startServices(ctx context.Context) error {
 		return fmt.Errorf("platform: redis: %w", err)
 	}
 	if !p.cfg.Embedded() {
+		if len(p.cfg.Kafka.Brokers) == 0 || p.cfg.Redis.URL == "" {
+			p.log.Warn("PostgreSQL with an in-process Kafka or Redis: deliveries accepted and not yet taken in are lost with this process, and other servers cannot share its work; set kafka.brokers and redis.url")
+		}
 		pc, err := pgxpool.ParseConfig(p.cfg.Postgres.URL)
 		if err != nil {
 			return fmt.Errorf("platform: postgres.url: %w", err)
@@ -295,7 +305,7 @@ func (p *Platform) buildIngest(context.Context) error {
 	w := p.cfg.Webhooks
 	p.receiver, err = ingest.NewReceiver(ingest.ReceiverConfig{
 		GitHubSecrets: w.GitHubSecrets, GitLabTokens: w.GitLabTokens, StandardSecrets: w.StandardSecrets,
-		Publisher: p.metrics.publisher(pub), Now: p.now, Logger: p.log.With("component", "receiver"),
+		Publisher: traced(p.metrics.publisher(pub)), Now: p.now, Logger: p.log.With("component", "receiver"),
 	})
 	if err != nil {
 		return err

@@ -10,8 +10,10 @@ import (
 	"net/http"
 	"regexp"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/cikit/cikit/ingest"
 	"github.com/cikit/cikit/reference/config"
 )
 
@@ -20,9 +22,10 @@ import (
 // tracing systems can join the platform's records with their spans:
 //
 //   - a webhook's trace id is derived from its delivery (provider, hook and
-//     delivery id: traceID), so the receiver, the ingester that creates the
-//     runs and the consumer that reports their statuses, in whichever
-//     process, all log the same id without passing it along;
+//     delivery id, as the receiver normalized them: traceID), so the
+//     receiver, the ingester that creates the runs and the consumer that
+//     reports their statuses, in whichever process, all log the same id
+//     without passing it along;
 //   - any other request keeps the trace id of its traceparent header, or
 //     gets a new one;
 //   - every answer carries a traceparent header with the trace id.
@@ -39,9 +42,12 @@ func traceID(provider, hook, delivery string) string {
 // run's idempotency key ("provider/hook/delivery#i"); "" for runs made
 // otherwise.
 func runTraceID(idempotencyKey string) string {
-	key, _, ok := strings.Cut(idempotencyKey, "#")
-	parts := strings.SplitN(key, "/", 3)
-	if !ok || len(parts) != 3 {
+	i := strings.LastIndexByte(idempotencyKey, '#')
+	if i < 0 {
+		return ""
+	}
+	parts := strings.SplitN(idempotencyKey[:i], "/", 3)
+	if len(parts) != 3 {
 		return ""
 	}
 	return traceID(parts[0], parts[1], parts[2])
@@ -49,16 +55,10 @@ func runTraceID(idempotencyKey string) string {
 
 var traceparentRE = regexp.MustCompile(`^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$`)
 
-// requestTraceID is the trace id of a request.
+// requestTraceID is the trace id a request brings in its traceparent
+// header, or a new one.
 func requestTraceID(r *http.Request) string {
-	h := r.Header
-	switch {
-	case h.Get("X-GitHub-Delivery") != "":
-		return traceID("github", h.Get("X-GitHub-Hook-ID"), h.Get("X-GitHub-Delivery"))
-	case h.Get("X-Gitlab-Event-UUID") != "":
-		return traceID("gitlab", h.Get("X-Gitlab-Webhook-UUID"), h.Get("X-Gitlab-Event-UUID"))
-	}
-	if m := traceparentRE.FindStringSubmatch(h.Get("Traceparent")); m != nil && m[1] != strings.Repeat("0", 32) {
+	if m := traceparentRE.FindStringSubmatch(r.Header.Get("Traceparent")); m != nil && m[1] != strings.Repeat("0", 32) {
 		return m[1]
 	}
 	b := make([]byte, 16)
@@ -66,19 +66,63 @@ func requestTraceID(r *http.Request) string {
 	return hex.EncodeToString(b)
 }
 
+// trace is the trace of a request or of a record being handled. A
+// webhook's changes once the receiver has normalized the delivery.
+type trace struct {
+	mu     sync.Mutex
+	id     string
+	header http.Header // the answer's, for its traceparent; nil outside requests
+}
+
+func (t *trace) get() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.id
+}
+
+// set changes the trace id, and the answer's traceparent header if the
+// answer has not been sent yet.
+func (t *trace) set(id string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.id = id
+	if t.header != nil {
+		span := make([]byte, 8)
+		rand.Read(span)
+		t.header.Set("Traceparent", "00-"+id+"-"+hex.EncodeToString(span)+"-01")
+	}
+}
+
 type traceKey struct{}
 
 // withTrace returns ctx carrying a trace id.
 func withTrace(ctx context.Context, id string) context.Context {
-	return context.WithValue(ctx, traceKey{}, id)
+	return context.WithValue(ctx, traceKey{}, &trace{id: id})
+}
+
+// traceOf returns the trace ctx carries, or nil.
+func traceOf(ctx context.Context) *trace {
+	t, _ := ctx.Value(traceKey{}).(*trace)
+	return t
+}
+
+// traced is the publisher of verified deliveries: it gives the request the
+// trace id of the delivery.
+func traced(pub ingest.Publisher) ingest.Publisher {
+	return publisherFunc(func(ctx context.Context, ev *ingest.Event) error {
+		if t := traceOf(ctx); t != nil {
+			t.set(traceID(string(ev.Provider), ev.HookID, ev.DeliveryID))
+		}
+		return pub.Publish(ctx, ev)
+	})
 }
 
 // traceHandler adds the trace id in a record's context to the record.
 type traceHandler struct{ slog.Handler }
 
 func (h traceHandler) Handle(ctx context.Context, r slog.Record) error {
-	if id, ok := ctx.Value(traceKey{}).(string); ok {
-		r.AddAttrs(slog.String("trace_id", id))
+	if t := traceOf(ctx); t != nil {
+		r.AddAttrs(slog.String("trace_id", t.get()))
 	}
 	return h.Handler.Handle(ctx, r)
 }
@@ -104,15 +148,13 @@ func NewLogger(w io.Writer, c config.Log) *slog.Logger {
 	return slog.New(traceHandler{h})
 }
 
-// withCorrelation gives every request its trace id, answers it in a
+// withCorrelation gives every request its trace, answers its id in a
 // traceparent header and logs the request.
 func withCorrelation(log *slog.Logger, h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		id := requestTraceID(r)
-		span := make([]byte, 8)
-		rand.Read(span)
-		w.Header().Set("Traceparent", "00-"+id+"-"+hex.EncodeToString(span)+"-01")
-		ctx := withTrace(r.Context(), id)
+		t := &trace{header: w.Header()}
+		t.set(requestTraceID(r))
+		ctx := context.WithValue(r.Context(), traceKey{}, t)
 		start := time.Now()
 		sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 		h.ServeHTTP(sw, r.WithContext(ctx))

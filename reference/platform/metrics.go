@@ -2,6 +2,7 @@ package platform
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +17,9 @@ import (
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/ingest"
 )
+
+// maxReady bounds the ready times kept to measure queue waits.
+const maxReady = 100_000
 
 // metrics are the platform's Prometheus metrics, in a registry of its own
 // (so that several platforms in one process, as in tests, do not collide).
@@ -145,20 +149,36 @@ type publisherFunc func(ctx context.Context, ev *ingest.Event) error
 
 func (f publisherFunc) Publish(ctx context.Context, ev *ingest.Event) error { return f(ctx, ev) }
 
-// runnerAPI counts the log bytes runners send.
+// runnerAPI counts the log bytes runners send and the server takes.
 func (m *metrics) runnerAPI(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/log") && r.ContentLength > 0 {
+		if r.Method == http.MethodPatch && strings.HasSuffix(r.URL.Path, "/log") {
+			body := &countingReader{r: r.Body}
+			r.Body = body
 			sw := &statusWriter{ResponseWriter: w, code: http.StatusOK}
 			h.ServeHTTP(sw, r)
 			if sw.code < 300 {
-				m.logBytes.Add(float64(r.ContentLength))
+				m.logBytes.Add(float64(body.n))
 			}
 			return
 		}
 		h.ServeHTTP(w, r)
 	})
 }
+
+// countingReader counts the bytes read through it.
+type countingReader struct {
+	r io.ReadCloser
+	n int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
+func (c *countingReader) Close() error { return c.r.Close() }
 
 // observeEvent measures queue waits from the pipeline events: a job's
 // "job.ready" and then its "job.started".
@@ -168,9 +188,13 @@ func (m *metrics) observeEvent(ev *dag.OutboxEvent) {
 	defer m.mu.Unlock()
 	switch ev.Type {
 	case dag.EventJobReady:
-		if len(m.ready) < 100_000 {
-			m.ready[key] = ev.CreatedAt
+		if len(m.ready) >= maxReady {
+			// Starts this server never saw (another server's consumer
+			// took them) leave entries behind: forget them all rather
+			// than stop measuring.
+			clear(m.ready)
 		}
+		m.ready[key] = ev.CreatedAt
 	case dag.EventJobStarted:
 		if at, ok := m.ready[key]; ok {
 			delete(m.ready, key)
@@ -214,7 +238,11 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	g := c.p.cfg.Kafka.Group
-	lags, err := kadm.NewClient(c.p.producer).Lag(ctx, g+"-ingest", g+"-events", g+"-dispatch-"+c.p.instance())
+	groups := []string{g + "-ingest", g + "-events"}
+	for _, topic := range []string{ingest.TopicDispatchP0, ingest.TopicDispatchP1, ingest.TopicDispatchP2} {
+		groups = append(groups, g+"-"+topic+"-"+c.p.instance())
+	}
+	lags, err := kadm.NewClient(c.p.producer).Lag(ctx, groups...)
 	if err != nil {
 		return
 	}

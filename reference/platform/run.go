@@ -115,9 +115,13 @@ func (p *Platform) Run(ctx context.Context) error {
 	}
 	// Drain HTTP: new connections are refused, requests in flight finish;
 	// long polls and log follows end at once.
+	drained := make(chan struct{})
+	endedPolls := make(chan struct{})
 	go func() {
+		defer close(endedPolls)
 		select {
 		case <-time.After(time.Second):
+		case <-drained:
 		case <-sctx.Done():
 		}
 		p.fleet.Dispatcher().Close()
@@ -128,6 +132,8 @@ func (p *Platform) Run(ctx context.Context) error {
 		p.log.Warn("drain http", "err", err)
 		srv.Close()
 	}
+	close(drained)
+	<-endedPolls
 	// Consumers commit what they finished and leave their groups.
 	stopWork(errors.New("shutting down"))
 	if err := g.Wait(); err != nil && failed == nil {
@@ -154,9 +160,10 @@ func (p *Platform) instance() string {
 }
 
 // consumers makes the Kafka consumers: events into runs (one group for all
-// servers), ready jobs to this server's runners (a group per server: every
-// server offers every job, and a claim decides who runs it) and commit
-// statuses (one group).
+// servers), ready jobs to this server's runners (a group per server and
+// lane: every server offers every job, and a claim decides who runs it;
+// servers must have distinct instance names) and commit statuses (one
+// group).
 func (p *Platform) consumers() (map[string]*ingest.Consumer, error) {
 	opts := []kgo.Opt{kgo.SeedBrokers(p.brokers()...)}
 	out := map[string]*ingest.Consumer{}
@@ -183,7 +190,7 @@ func (p *Platform) consumers() (map[string]*ingest.Consumer, error) {
 	fromStart := kgo.ConsumeResetOffset(kgo.NewOffset().AfterMilli(p.now().Add(-time.Minute).UnixMilli()))
 	for _, topic := range []string{ingest.TopicDispatchP0, ingest.TopicDispatchP1, ingest.TopicDispatchP2} {
 		err := add(topic, ingest.ConsumerConfig{
-			Group: group + "-dispatch-" + p.instance(), Topic: topic, DLQTopic: ingest.TopicVCSEventsDLQ,
+			Group: group + "-" + topic + "-" + p.instance(), Topic: topic, DLQTopic: topicDispatchDLQ,
 			ClientOptions: []kgo.Opt{fromStart}, Handler: p.handleDispatch,
 		})
 		if err != nil {
@@ -191,7 +198,7 @@ func (p *Platform) consumers() (map[string]*ingest.Consumer, error) {
 		}
 	}
 	err := add("events", ingest.ConsumerConfig{
-		Group: group + "-events", Topic: ingest.TopicPipelineEvents, DLQTopic: ingest.TopicVCSEventsDLQ,
+		Group: group + "-events", Topic: ingest.TopicPipelineEvents, DLQTopic: topicPipelineEventsDLQ,
 		Handler: p.handleEvent,
 	})
 	return out, err

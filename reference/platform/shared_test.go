@@ -43,12 +43,14 @@ func TestServersShareTheWork(t *testing.T) {
 			State string `json:"state"`
 			Jobs  []struct {
 				ID, Runner string
+				Attempt    int
 			} `json:"jobs"`
 		}
 		require.Equal(t, 200, getJSON(t, s.p.URL()+"/api/v1/runs/"+runID, &run))
 		require.Equal(t, "succeeded", run.State)
 		for _, j := range run.Jobs {
 			require.NotEmpty(t, j.Runner, "job %s ran nowhere", j.ID)
+			require.Equal(t, 1, j.Attempt, "job %s ran more than once", j.ID)
 		}
 	}
 }
