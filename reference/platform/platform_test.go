@@ -3,6 +3,8 @@ package platform_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"net/http"
 	"os"
 	"regexp"
 	"strings"
@@ -142,4 +144,31 @@ func TestGracefulShutdown(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, ended, 1)
 	require.Equal(t, cikit.JobFailed, ended[0].State)
+}
+
+// TestManualTrigger: the API starts the pipelines of a ref of a local
+// repository; the same Idempotency-Key again starts nothing more.
+func TestManualTrigger(t *testing.T) {
+	w := newWorld(t, map[string]string{".cikit.yml": "on: [push, manual]\n" + pipeline})
+	s := serve(t, w.cfg)
+	trigger := func() (int, map[string]any) {
+		req, err := http.NewRequest(http.MethodPost, s.p.URL()+"/api/v1/repos/acme/app/pipelines", strings.NewReader(`{"ref":"main"}`))
+		require.NoError(t, err)
+		req.Header.Set("Idempotency-Key", "manual-1")
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var out map[string]any
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&out))
+		return resp.StatusCode, out
+	}
+	code, first := trigger()
+	require.Equal(t, http.StatusCreated, code, "%v", first)
+	require.Equal(t, w.sha, first["sha"])
+	require.Len(t, first["run_ids"], 1)
+	code, again := trigger()
+	require.Equal(t, http.StatusOK, code, "%v", again)
+	require.Equal(t, first["run_ids"], again["run_ids"])
+	w.waitStatuses(t, 60*time.Second, jobIDs...)
 }
