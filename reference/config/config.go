@@ -43,7 +43,9 @@ type Config struct {
 	// DataDir holds what the embedded services keep: finished logs and,
 	// by default, the local git repositories.
 	DataDir string `yaml:"data-dir" usage:"the directory for logs and local repositories of the embedded platform"`
-	// Instance names this process among several sharing the work.
+	// Instance names this process among several sharing the work. Each
+	// server's must be its own; a name kept across restarts (a pod's
+	// name) lets a restarted server reuse its Kafka consumer groups.
 	// Default: the host name and process id.
 	Instance string `yaml:"instance" usage:"this process's name among the servers sharing the work (default: host name and pid)"`
 	// ShutdownTimeout bounds a graceful shutdown: draining HTTP requests,

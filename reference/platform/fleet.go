@@ -16,11 +16,6 @@ import (
 	"github.com/cikit/cikit/logs"
 )
 
-// localRunners are the runners the process runs itself.
-type localRunners struct {
-	backend *local.Backend
-}
-
 // buildFleet makes the runner protocol's server, the reaper of expired
 // leases and the Manager of the local runners' pool.
 func (p *Platform) buildFleet(ctx context.Context) error {
@@ -65,7 +60,7 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("platform: local runners: %w", err)
 		}
-		p.runners = &localRunners{backend: b}
+		p.runners = b
 		p.onClose(func() { b.Close() })
 		mc.Pools = []fleet.PoolConfig{{Name: "local", Labels: p.cfg.Runners.Labels, Backend: b, Policy: autoscale.Policy{Min: n, Max: n, Warm: n}}}
 	}

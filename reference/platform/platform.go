@@ -33,6 +33,7 @@ import (
 
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/fleet"
+	"github.com/cikit/cikit/fleet/local"
 	"github.com/cikit/cikit/ingest"
 	"github.com/cikit/cikit/lease"
 	"github.com/cikit/cikit/logs"
@@ -70,7 +71,7 @@ type Platform struct {
 	pruner    *ingest.Pruner
 	fleet     *fleet.Server
 	manager   *fleet.Manager
-	runners   *localRunners
+	runners   *local.Backend // the runners this process runs itself, if any
 	metrics   *metrics
 	api       *api.API
 
@@ -112,9 +113,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Platform, er
 			p.Close()
 		}
 	}()
-	if err := p.secrets(); err != nil {
-		return nil, err
-	}
+	p.secrets()
 	p.ln, err = net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		return nil, fmt.Errorf("platform: listen: %w", err)
@@ -153,7 +152,7 @@ func (p *Platform) Isolation() string {
 	if p.runners == nil {
 		return ""
 	}
-	info, err := p.runners.backend.Info(context.Background())
+	info, err := p.runners.Info(context.Background())
 	if err != nil {
 		return ""
 	}
@@ -163,7 +162,7 @@ func (p *Platform) Isolation() string {
 // secrets fills in what the embedded platform may make up: a webhook
 // secret, a registration token and a signing key. Production configs must
 // give them (config.Validate says so).
-func (p *Platform) secrets() error {
+func (p *Platform) secrets() {
 	c := &p.cfg.Webhooks
 	if len(c.GitHubSecrets)+len(c.GitLabTokens)+len(c.StandardSecrets) == 0 {
 		p.webhookSecret = rand.Text()
@@ -178,7 +177,6 @@ func (p *Platform) secrets() error {
 	if len(r.SigningKeys) == 0 {
 		r.SigningKeys = []string{rand.Text() + rand.Text()}
 	}
-	return nil
 }
 
 // Banner is what `cikit serve` prints at start: where the platform is and

@@ -109,7 +109,7 @@ func (p *Platform) Run(ctx context.Context) error {
 		p.log.Warn("runner pools", "err", err)
 	}
 	if p.runners != nil {
-		if err := p.runners.backend.Close(); err != nil {
+		if err := p.runners.Close(); err != nil {
 			p.log.Warn("stop local runners", "err", err)
 		}
 	}
