@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -50,10 +51,12 @@ func migrateCmd(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
-	cfg, _, err := loader.Load(os.Environ())
-	if err == nil && cfg.Postgres.URL == "" {
-		err = fmt.Errorf("postgres.url is required")
-	}
+	cfg, _, err := loader.LoadChecked(os.Environ(), func(c *config.Config) error {
+		if c.Postgres.URL == "" {
+			return errors.New("postgres.url is required")
+		}
+		return nil
+	})
 	if err != nil {
 		fmt.Fprintf(stderr, "cikit migrate: %v\n", err)
 		return ExitInvalid

@@ -156,6 +156,13 @@ func newLoader(fs *flag.FlagSet, cfg *Config) *Loader {
 // returns warnings for CIKIT_* variables that name no setting (jobs and
 // runners set some of their own, so they are not errors).
 func (l *Loader) Load(environ []string) (*Config, []string, error) {
+	return l.LoadChecked(environ, (*Config).Validate)
+}
+
+// LoadChecked is Load with the result checked by check instead of
+// Validate: for commands that use only part of the configuration, such
+// as `cikit migrate`, which needs only postgres.url.
+func (l *Loader) LoadChecked(environ []string, check func(*Config) error) (*Config, []string, error) {
 	cfg := l.cfg
 	env := map[string]string{}
 	for _, kv := range environ {
@@ -204,7 +211,7 @@ func (l *Loader) Load(environ []string) (*Config, []string, error) {
 			return nil, nil, fmt.Errorf("config: -%w", err)
 		}
 	}
-	if err := cfg.Validate(); err != nil {
+	if err := check(cfg); err != nil {
 		return nil, nil, err
 	}
 	return cfg, warnings, nil
