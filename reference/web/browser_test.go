@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/reference/api"
 	"github.com/cikit/cikit/reference/web/webtest"
 )
 
@@ -50,7 +51,7 @@ func pipeline() []*cikit.JobSpec {
 var pipelineEdges = [][2]string{{"build", "unit"}, {"build", "lint"}, {"build", "e2e"}, {"unit", "deploy"}, {"lint", "deploy"}, {"e2e", "deploy"}}
 
 func TestRunPage(t *testing.T) {
-	f := newFakeAPI(t)
+	f := newPlatform(t)
 	run := f.create("acme/api:.cikit.yml", pipeline()...)
 	f.at(0)
 	f.queue(run, "build")
@@ -66,16 +67,16 @@ func TestRunPage(t *testing.T) {
 	f.at(4)
 	f.fail(run, "lint")
 	f.at(10)
-	d, err := f.detail(context.Background(), run)
-	if err != nil {
+	var d api.RunDetail
+	if err := f.getJSON(api.Prefix+"/runs/"+run, &d); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(d.CriticalPath, []string{"build", "e2e"}) {
-		t.Fatalf("dag.Report's critical path %v, want build → e2e (the test's premise)", d.CriticalPath)
+		t.Fatalf("the API's critical path %v, want build → e2e (the test's premise)", d.CriticalPath)
 	}
 
 	ctx := browse(t)
-	p := open(t, ctx, webtest.RunURL(f.srv.URL, run))
+	p := open(t, ctx, webtest.RunURL(f.url, run))
 	before, err := p.WaitRun(webtest.RunPageWant{
 		State: "running",
 		Jobs: map[string]string{"build": "succeeded", "unit": "succeeded", "lint": "failed", "e2e": "running",
@@ -131,10 +132,8 @@ func TestRunPage(t *testing.T) {
 		}
 	}
 
-	// Cancel: an error of the API shows; then a cancel that succeeds.
-	f.mu.Lock()
-	f.failPost = "refused by the test"
-	f.mu.Unlock()
+	// Cancel: a refusal shows its error; then a cancel that succeeds.
+	f.refuseNextPost("refused by the test")
 	const cancel = `[data-testid="cancel"]:not([disabled])`
 	if err := p.Click(cancel); err != nil {
 		t.Fatal(err)
@@ -142,13 +141,19 @@ func TestRunPage(t *testing.T) {
 	if err := p.WaitText("error", "refused by the test"); err != nil {
 		t.Fatal(err)
 	}
+	want := api.Prefix + "/runs/" + run + "/cancel"
+	if got := f.refusedPosts(); !slices.Equal(got, []string{want}) {
+		t.Fatalf("refused POSTs %q, want %q", got, want)
+	}
+	if s, err := f.jobState(run, "deploy"); err != nil || s != cikit.JobRunning {
+		t.Fatalf("after the refused cancel deploy is %s (%v), want running", s, err)
+	}
 	if err := p.Click(cancel); err != nil {
 		t.Fatal(err)
 	}
-	want := "/api/v1/runs/" + run + "/cancel"
 	if err := waitFor(ctx, func() error {
-		if got := f.postsSeen(); !slices.Equal(got, []string{want, want}) {
-			return fmt.Errorf("POSTs %q, want %q twice", got, want)
+		if s, err := f.jobState(run, "deploy"); err != nil || s != cikit.JobCancelRequested {
+			return fmt.Errorf("deploy is %s (%v) in the store, want cancel_requested", s, err)
 		}
 		return nil
 	}); err != nil {
@@ -180,7 +185,7 @@ func TestRunPage(t *testing.T) {
 	}
 
 	// The exported check sees the same run.
-	if err := webtest.CheckRunPage(ctx, f.srv.URL, run, cancelled); err != nil {
+	if err := webtest.CheckRunPage(ctx, f.url, run, cancelled); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -201,7 +206,7 @@ func waitFor(ctx context.Context, check func() error) error {
 }
 
 func TestRunsPage(t *testing.T) {
-	f := newFakeAPI(t)
+	f := newPlatform(t)
 	var ids []string
 	for i := range 30 {
 		f.at(i)
@@ -209,7 +214,7 @@ func TestRunsPage(t *testing.T) {
 	}
 	slices.Reverse(ids)
 	ctx := browse(t)
-	p := open(t, ctx, f.srv.URL+"/")
+	p := open(t, ctx, f.url+"/")
 	rows := func(want []string) error {
 		return waitFor(ctx, func() error {
 			var got []string

@@ -11,17 +11,15 @@ import (
 )
 
 func TestJobPageFollowsLog(t *testing.T) {
-	f := newFakeAPI(t)
+	f := newPlatform(t)
 	run := f.create("acme/api:.cikit.yml", &cikit.JobSpec{ID: "build", Name: "build", RunsOn: []string{"linux"}})
 	f.queue(run, "build")
-	f.mu.Lock()
-	f.dropOnce = true
-	f.mu.Unlock()
+	f.dropFirstStream()
 
 	ctx := browse(t)
-	p := open(t, ctx, webtest.JobURL(f.srv.URL, run, "build"))
+	p := open(t, ctx, webtest.JobURL(f.url, run, "build"))
 	// Queued: the page says why it waits; the log has not begun.
-	if err := p.WaitText("why", "no idle runner has the labels linux"); err != nil {
+	if err := p.WaitText("why", "no idle runner has the labels linux · pool linux · expected in about"); err != nil {
 		t.Fatal(err)
 	}
 	if l, err := p.WaitLogState("waiting"); err != nil || len(l.Lines) != 0 {
@@ -93,9 +91,7 @@ func TestJobPageFollowsLog(t *testing.T) {
 
 	// The first stream was dropped after one event: the browser resumed
 	// it from that event's id, and nothing showed twice.
-	f.mu.Lock()
-	lastIDs := slices.Clone(f.lastIDs)
-	f.mu.Unlock()
+	lastIDs := f.followIDs()
 	first := fmt.Sprint(len(pieces[0]))
 	if !slices.Contains(lastIDs, first) {
 		t.Errorf("the follow requests' Last-Event-IDs are %q; none resumes from %s", lastIDs, first)
@@ -135,14 +131,14 @@ func TestJobPageFollowsLog(t *testing.T) {
 	}
 
 	// The exported check finds the text on a page of its own.
-	if err := webtest.CheckLiveLog(ctx, f.srv.URL, run, "build", "line 300"); err != nil {
+	if err := webtest.CheckLiveLog(ctx, f.url, run, "build", "line 300"); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // A URL naming a line opens the page there; a line number links to it.
 func TestLogLineAnchors(t *testing.T) {
-	f := newFakeAPI(t)
+	f := newPlatform(t)
 	run := f.create("acme/api:.cikit.yml", &cikit.JobSpec{ID: "build"})
 	f.queue(run, "build")
 	f.start(run, "build")
@@ -155,7 +151,7 @@ func TestLogLineAnchors(t *testing.T) {
 	f.endLog(run, "build")
 
 	ctx := browse(t)
-	p := open(t, ctx, webtest.JobURL(f.srv.URL, run, "build")+"#L12")
+	p := open(t, ctx, webtest.JobURL(f.url, run, "build")+"#L12")
 	l, err := p.WaitLogState("ended")
 	if err != nil {
 		t.Fatal(err)
