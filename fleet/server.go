@@ -676,8 +676,18 @@ func (s *Server) tenant(ctx context.Context, run *dag.Run, runID string) string 
 // queue moves a READY job to QUEUED and offers it.
 func (s *Server) queue(ctx context.Context, j *dag.Job) {
 	res, err := s.cfg.Jobs.JobQueue(ctx, &dag.JobTransitionParams{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt})
-	if err != nil {
-		if !errors.Is(err, dag.ErrGroupBusy) && !errors.Is(err, cikit.ErrInvalidTransition) {
+	switch {
+	case errors.Is(err, cikit.ErrInvalidTransition):
+		// Another server may have queued it first: its runners are not
+		// ours, so this server offers the attempt too (a claim decides).
+		now, gerr := s.cfg.Jobs.JobGet(ctx, j.RunID, j.ID())
+		if gerr == nil && now.State == cikit.JobQueued && now.Attempt == j.Attempt {
+			var tenant *string
+			s.dispatchJob(ctx, now, &tenant)
+		}
+		return
+	case err != nil:
+		if !errors.Is(err, dag.ErrGroupBusy) {
 			s.log.Error("fleet: queueing a job", "run", j.RunID, "job", j.ID(), "attempt", j.Attempt, "error", err)
 		}
 		return

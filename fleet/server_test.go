@@ -385,3 +385,25 @@ func TestDispatchHonoursRetryBackoff(t *testing.T) {
 	require.NotNil(t, c)
 	require.Equal(t, 2, c.Attempt)
 }
+
+// TestDispatchJobQueuedElsewhere: a job another server queued while this
+// one still saw it READY is offered to this server's runners too (it was
+// left to the other server's, which may have none).
+func TestDispatchJobQueuedElsewhere(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	run, err := b.jobs.RunCreate(ctx, &dag.RunCreateParams{Jobs: []*cikit.JobSpec{{ID: "build", Steps: []cikit.Step{{Run: "true"}}}}})
+	require.NoError(t, err)
+	stale, err := b.jobs.JobGet(ctx, run.ID, "build")
+	require.NoError(t, err)
+	require.Equal(t, cikit.JobReady, stale.State)
+	// Another server queues it first.
+	_, err = b.jobs.JobQueue(ctx, &dag.JobTransitionParams{RunID: run.ID, JobID: "build", Attempt: 1})
+	require.NoError(t, err)
+
+	b.server.Dispatch(ctx, &dag.TransitionResult{Changed: []*dag.Job{stale}, Run: run})
+	c := b.claim(t, b.register(t), "1")
+	require.NotNil(t, c, "the job queued elsewhere was not offered here")
+	require.Equal(t, "build", c.JobID)
+}

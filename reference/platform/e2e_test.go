@@ -236,7 +236,7 @@ func (w *world) waitStatuses(t *testing.T, within time.Duration, jobs ...string)
 		contexts = append(contexts, status.JobContext(".cikit.yml", j))
 	}
 	var got map[string]githubtest.Status
-	waitFor(t, within, "the commit statuses", func() bool {
+	done := func() bool {
 		got = w.statuses(t)
 		for _, c := range contexts {
 			if st, ok := got[c]; !ok || st.State == "pending" {
@@ -244,7 +244,12 @@ func (w *world) waitStatuses(t *testing.T, within time.Duration, jobs ...string)
 			}
 		}
 		return true
-	})
+	}
+	for deadline := time.Now().Add(within); !done(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %s for the commit statuses; they are %+v", within, got)
+		}
+	}
 	return got
 }
 
