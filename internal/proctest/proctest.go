@@ -31,6 +31,19 @@ func Alive(pid int) bool {
 // unique to the test makes the answer the test's own.
 func Running(args ...string) []int {
 	want := []byte(strings.Join(args, "\x00") + "\x00")
+	return matching(func(cmdline []byte) bool { return bytes.Equal(cmdline, want) })
+}
+
+// Containing returns the host pids of the live processes whose command
+// line contains s, such as a directory only the test's processes name.
+func Containing(s string) []int {
+	return matching(func(cmdline []byte) bool { return bytes.Contains(cmdline, []byte(s)) })
+}
+
+// matching returns the pids of the live processes whose command line (its
+// arguments, each ended by NUL) match says yes to, in order. Without /proc
+// it finds none.
+func matching(match func(cmdline []byte) bool) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
@@ -42,7 +55,7 @@ func Running(args ...string) []int {
 			continue
 		}
 		cmdline, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if err == nil && bytes.Equal(cmdline, want) && Alive(pid) {
+		if err == nil && match(cmdline) && Alive(pid) {
 			pids = append(pids, pid)
 		}
 	}

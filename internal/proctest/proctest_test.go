@@ -40,3 +40,14 @@ func TestRunning(t *testing.T) {
 	require.Eventually(t, func() bool { return len(proctest.Running("sleep", "60.123456")) == 0 }, 5*time.Second, 10*time.Millisecond)
 	_ = cmd.Wait()
 }
+
+func TestContaining(t *testing.T) {
+	t.Parallel()
+	cmd := exec.Command("sleep", "60.654321")
+	require.NoError(t, cmd.Start())
+	require.Equal(t, []int{cmd.Process.Pid}, proctest.Containing("60.65432"))
+	require.Empty(t, proctest.Containing("60.6543210"))
+	require.NoError(t, cmd.Process.Kill())
+	_ = cmd.Wait()
+	require.Empty(t, proctest.Containing("60.65432"), "an ended process is not found")
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promauto"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kadm"
 
@@ -39,48 +40,25 @@ type metrics struct {
 	ready map[string]time.Time // "run/job/attempt" → when it became ready
 }
 
+// latencyBuckets are the histograms' buckets, in seconds.
+var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
+
 func newMetrics() *metrics {
 	m := &metrics{reg: prometheus.NewRegistry(), ready: map[string]time.Time{}}
 	m.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	f := promauto{m.reg}
-	m.webhookRequests = f.counterVec("cikit_webhook_requests_total", "Webhook deliveries received, by provider and HTTP status.", "provider", "code")
-	m.webhookLatency = f.histogramVec("cikit_webhook_duration_seconds", "Time to verify and publish a webhook delivery, by provider.", "provider")
-	m.webhooksPublish = f.histogram("cikit_webhook_publish_duration_seconds", "Time for Kafka to acknowledge a verified delivery.")
-	m.runsCreated = f.counter("cikit_runs_created_total", "Pipeline runs created from deliveries.")
-	m.queueWait = f.histogramVec("cikit_job_queue_wait_seconds", "Time from a job becoming ready to its start (dispatch latency), by lane and tenant.", "lane", "tenant")
-	m.leaseExpiries = f.counter("cikit_lease_expiries_total", "Job attempts whose lease expired and that the reaper ended.")
-	m.logBytes = f.counter("cikit_log_bytes_total", "Bytes of job logs received from runners.")
-	m.jobsFinished = f.counterVec("cikit_jobs_finished_total", "Jobs that reached a terminal state, by state.", "state")
+	f := promauto.With(m.reg)
+	latency := func(name, help string) prometheus.HistogramOpts {
+		return prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets}
+	}
+	m.webhookRequests = f.NewCounterVec(prometheus.CounterOpts{Name: "cikit_webhook_requests_total", Help: "Webhook deliveries received, by provider and HTTP status."}, []string{"provider", "code"})
+	m.webhookLatency = f.NewHistogramVec(latency("cikit_webhook_duration_seconds", "Time to verify and publish a webhook delivery, by provider."), []string{"provider"})
+	m.webhooksPublish = f.NewHistogram(latency("cikit_webhook_publish_duration_seconds", "Time for Kafka to acknowledge a verified delivery."))
+	m.runsCreated = f.NewCounter(prometheus.CounterOpts{Name: "cikit_runs_created_total", Help: "Pipeline runs created from deliveries."})
+	m.queueWait = f.NewHistogramVec(latency("cikit_job_queue_wait_seconds", "Time from a job becoming ready to its start (dispatch latency), by lane and tenant."), []string{"lane", "tenant"})
+	m.leaseExpiries = f.NewCounter(prometheus.CounterOpts{Name: "cikit_lease_expiries_total", Help: "Job attempts whose lease expired and that the reaper ended."})
+	m.logBytes = f.NewCounter(prometheus.CounterOpts{Name: "cikit_log_bytes_total", Help: "Bytes of job logs received from runners."})
+	m.jobsFinished = f.NewCounterVec(prometheus.CounterOpts{Name: "cikit_jobs_finished_total", Help: "Jobs that reached a terminal state, by state."}, []string{"state"})
 	return m
-}
-
-// promauto registers metrics in one registry.
-type promauto struct{ reg *prometheus.Registry }
-
-func (f promauto) counter(name, help string) prometheus.Counter {
-	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
-	f.reg.MustRegister(c)
-	return c
-}
-
-func (f promauto) counterVec(name, help string, labels ...string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-	f.reg.MustRegister(c)
-	return c
-}
-
-var latencyBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300}
-
-func (f promauto) histogram(name, help string) prometheus.Histogram {
-	h := prometheus.NewHistogram(prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets})
-	f.reg.MustRegister(h)
-	return h
-}
-
-func (f promauto) histogramVec(name, help string, labels ...string) *prometheus.HistogramVec {
-	h := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: latencyBuckets}, labels)
-	f.reg.MustRegister(h)
-	return h
 }
 
 // gauges registers the metrics read from the platform's parts when

@@ -135,10 +135,6 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Platform, er
 // URL is the platform's base URL.
 func (p *Platform) URL() string { return p.url }
 
-// Handler is the platform's HTTP handler: API, webhooks, runner protocol,
-// web UI and metrics.
-func (p *Platform) Handler() http.Handler { return p.handler }
-
 // Jobs is the store of runs and jobs.
 func (p *Platform) Jobs() dag.Store { return p.jobs }
 

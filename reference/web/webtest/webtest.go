@@ -17,9 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -28,6 +26,7 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/cikit/cikit/internal/proctest"
 	"github.com/cikit/cikit/internal/testenv"
 )
 
@@ -83,8 +82,8 @@ func Browser(t testing.TB) context.Context {
 		if err != nil && !errors.Is(err, context.Canceled) {
 			t.Logf("closing chromium: %v", err)
 		}
-		if left := processesUsing(profile); len(left) > 0 {
-			t.Errorf("chromium processes outlived the browser: %s", strings.Join(left, "; "))
+		if left := proctest.Containing(profile); len(left) > 0 {
+			t.Errorf("chromium processes outlived the browser: pids %v", left)
 		}
 	}
 	if err := chromedp.Do(ctx); err != nil {
@@ -93,30 +92,6 @@ func Browser(t testing.TB) context.Context {
 	}
 	t.Cleanup(closeBrowser)
 	return ctx
-}
-
-// processesUsing lists the processes whose command line names dir, as
-// "pid: command". It reads /proc, so elsewhere than on Linux it finds none.
-func processesUsing(dir string) []string {
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil
-	}
-	var found []string
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if err != nil || !strings.Contains(string(cmd), dir) {
-			continue
-		}
-		// A zombie has an empty command line and is not found here; one
-		// that still runs is.
-		args := strings.Split(strings.TrimRight(string(cmd), "\x00"), "\x00")
-		found = append(found, e.Name()+": "+args[0])
-	}
-	return found
 }
 
 // syncBuffer collects the browser's output, which its own goroutine

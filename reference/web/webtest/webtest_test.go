@@ -2,12 +2,14 @@ package webtest_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/cikit/cikit/internal/proctest"
 	"github.com/cikit/cikit/reference/web/webtest"
 )
 
@@ -69,8 +71,14 @@ func TestRunPageWantDiff(t *testing.T) {
 
 func TestBrowserLeavesNoProcess(t *testing.T) {
 	// Browser's own cleanup fails the test if a process of the browser
-	// outlives it; this test opens a page so that there is a renderer too.
+	// outlives it; this test opens a page so that there is a renderer too,
+	// and checks that the processes are found while the browser runs (the
+	// profile is a directory under the test's temporary root).
 	ctx := webtest.Browser(t)
+	root := filepath.Dir(t.TempDir())
+	if pids := proctest.Containing(root); len(pids) == 0 {
+		t.Fatalf("no process of the browser names its profile under %s", root)
+	}
 	p, err := webtest.Open(ctx, "about:blank")
 	if err != nil {
 		t.Fatal(err)
