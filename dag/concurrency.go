@@ -292,7 +292,7 @@ func (t pgGroupTx) lockRuns(ctx context.Context, runIDs []string) error {
 }
 
 func (t pgGroupTx) transition(ctx context.Context, runID string, je *JobEvent, reason string) (*TransitionResult, error) {
-	res, errs, err := t.s.transitionsTx(ctx, t.tx, []string{runID}, []lockedEvent{{runID: runID, job: je, reason: reason}})
+	res, errs, err := t.s.transitionsTx(ctx, t.tx, []string{runID}, []lockedEvent{{runID: runID, job: je, reason: reason}}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -334,7 +334,7 @@ func (s *PostgresStore) groupMembers(ctx context.Context, tx pgx.Tx, key GroupKe
 // that writes to one group are serialised and two of them, each locking
 // the runs it writes in the order of their IDs, cannot deadlock. A
 // refusal commits what cancel_in_progress cancelled before it.
-func (s *PostgresStore) queueInGroup(ctx context.Context, e *JobEvent, conc *cikit.Concurrency, branch string) (res *TransitionResult, err error) {
+func (s *PostgresStore) queueInGroup(ctx context.Context, e *JobEvent, conc *cikit.Concurrency, branch string, with ApplyWith) (res *TransitionResult, err error) {
 	key, _ := groupKey(conc, branch)
 	var busy *GroupBusyError
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
@@ -352,7 +352,14 @@ func (s *PostgresStore) queueInGroup(ctx context.Context, e *JobEvent, conc *cik
 		if errors.As(err, &busy) {
 			return nil
 		}
-		return err
+		if err != nil || with == nil {
+			return err
+		}
+		b := &pgx.Batch{}
+		if with(b, []*JobEvent{e}); b.Len() == 0 {
+			return nil
+		}
+		return interpretError(tx.SendBatch(ctx, b).Close())
 	})
 	if err != nil {
 		return nil, err

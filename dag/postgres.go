@@ -679,7 +679,7 @@ type lockedEvent struct {
 
 // transition applies one event on the locked path.
 func (s *PostgresStore) transition(ctx context.Context, runID string, je *JobEvent, ev Event) (*TransitionResult, error) {
-	res, errs, err := s.transitions(ctx, []lockedEvent{{runID: runID, job: je, ev: ev}})
+	res, errs, err := s.transitions(ctx, []lockedEvent{{runID: runID, job: je, ev: ev}}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -705,7 +705,7 @@ type lockedRun struct {
 // locks. It is the path of every event the fast path does not take. An
 // event refused by the rules gets its error in errs and writes nothing;
 // err is for the store failing, and then nothing was written.
-func (s *PostgresStore) transitions(ctx context.Context, items []lockedEvent) (results []*TransitionResult, errs []error, err error) {
+func (s *PostgresStore) transitions(ctx context.Context, items []lockedEvent, with ApplyWith) (results []*TransitionResult, errs []error, err error) {
 	ids := make([]string, 0, len(items))
 	for _, it := range items {
 		ids = append(ids, it.runID)
@@ -714,7 +714,7 @@ func (s *PostgresStore) transitions(ctx context.Context, items []lockedEvent) (r
 	ids = slices.Compact(ids)
 	err = s.inTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		results, errs, err = s.transitionsTx(ctx, tx, ids, items)
+		results, errs, err = s.transitionsTx(ctx, tx, ids, items, with)
 		return err
 	})
 	if err != nil {
@@ -733,7 +733,7 @@ func (s *PostgresStore) transitions(ctx context.Context, items []lockedEvent) (r
 
 // transitionsTx is transitions in tx, for the runs ids (sorted, distinct)
 // of items. Changed jobs' specs are the cached ones: callers clone them.
-func (s *PostgresStore) transitionsTx(ctx context.Context, tx pgx.Tx, ids []string, items []lockedEvent) ([]*TransitionResult, []error, error) {
+func (s *PostgresStore) transitionsTx(ctx context.Context, tx pgx.Tx, ids []string, items []lockedEvent, with ApplyWith) ([]*TransitionResult, []error, error) {
 	results, errs := make([]*TransitionResult, len(items)), make([]error, len(items))
 	runs := make(map[string]*lockedRun, len(ids))
 	for _, id := range ids {
@@ -810,6 +810,17 @@ func (s *PostgresStore) transitionsTx(ctx context.Context, tx pgx.Tx, ids []stri
 		}
 		queueAttempts(b, r.ended)
 		queueOutbox(b, r.events)
+	}
+	if with != nil {
+		var applied []*JobEvent
+		for k, it := range items {
+			if results[k] != nil && it.job != nil {
+				applied = append(applied, it.job)
+			}
+		}
+		if len(applied) > 0 {
+			with(b, applied)
+		}
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return nil, nil, interpretError(err)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -124,6 +125,27 @@ func refusal(err error) bool {
 }
 
 func (s *PostgresStore) JobApply(ctx context.Context, evs []*JobEvent) ([]*JobEventResult, error) {
+	return s.JobApplyWith(ctx, evs, nil)
+}
+
+// ApplyWith queues a caller's statements in a transaction of
+// JobApplyWith, given the events the transaction applies.
+type ApplyWith func(b *pgx.Batch, applied []*JobEvent)
+
+// JobApplyWith is JobApply with writes of the caller's in the same
+// transactions: each transaction that applies some of evs calls with once
+// their updates are made and before its COMMIT, with the events it
+// applies (in the order of evs), and what with queues in b commits with
+// them or rolls back with them. The statements' results are not read; one
+// that fails fails the transaction, and JobApplyWith returns its error.
+// The tables they name must be in the store's database, on its
+// connections' search path. with only queues: it is called again when a
+// transaction is tried again after a deadlock. A nil with is JobApply.
+//
+// It is how a package keeping rows beside the jobs (lease's table of
+// leases) writes them atomically with the jobs' transitions, without a
+// round trip of its own.
+func (s *PostgresStore) JobApplyWith(ctx context.Context, evs []*JobEvent, with ApplyWith) ([]*JobEventResult, error) {
 	out := make([]*JobEventResult, len(evs))
 	todo := make([]int, 0, len(evs))
 	for i, e := range evs {
@@ -135,7 +157,7 @@ func (s *PostgresStore) JobApply(ctx context.Context, evs []*JobEvent) ([]*JobEv
 	}
 	// Rounds of at most one event per job keep a job's events in order.
 	for _, round := range groupcommit.Rounds(todo, func(i int) [2]string { return [2]string{evs[i].RunID, evs[i].JobID} }) {
-		if err := s.applyRound(ctx, evs, round, out); err != nil {
+		if err := s.applyRound(ctx, evs, round, out, with); err != nil {
 			return nil, err
 		}
 	}
@@ -153,7 +175,7 @@ type fastEvent struct {
 // applyRound applies events about distinct jobs: those the fast path can
 // take in one batch, the others (and those the fast path found it could
 // not apply after all) one by one on the locked path.
-func (s *PostgresStore) applyRound(ctx context.Context, evs []*JobEvent, round []int, out []*JobEventResult) error {
+func (s *PostgresStore) applyRound(ctx context.Context, evs []*JobEvent, round []int, out []*JobEventResult, with ApplyWith) error {
 	var fast []*fastEvent
 	var slow []int
 	var at time.Time // of the fast path's write, kept by the events it missed
@@ -172,7 +194,7 @@ func (s *PostgresStore) applyRound(ctx context.Context, evs []*JobEvent, round [
 		case !ok:
 			out[i] = &JobEventResult{Err: fmt.Errorf("dag: run %q has no job %q: %w", e.RunID, e.JobID, cikit.ErrNotFound)}
 		case e.Kind == EventQueue && rg.specs[j].Concurrency != nil && rg.specs[j].Concurrency.Group != "":
-			res, err := s.queueInGroup(ctx, e, rg.specs[j].Concurrency, rg.branch)
+			res, err := s.queueInGroup(ctx, e, rg.specs[j].Concurrency, rg.branch, with)
 			if err != nil && !refusal(err) {
 				return err
 			}
@@ -184,7 +206,7 @@ func (s *PostgresStore) applyRound(ctx context.Context, evs []*JobEvent, round [
 		}
 	}
 	if len(fast) > 0 {
-		missed, now, err := s.fast(ctx, fast, out)
+		missed, now, err := s.fast(ctx, fast, out, with)
 		if err != nil {
 			return err
 		}
@@ -198,7 +220,7 @@ func (s *PostgresStore) applyRound(ctx context.Context, evs []*JobEvent, round [
 	for k, i := range slow {
 		items[k] = lockedEvent{runID: evs[i].RunID, job: evs[i], at: at}
 	}
-	results, errs, err := s.transitions(ctx, items)
+	results, errs, err := s.transitions(ctx, items, with)
 	if err != nil {
 		return err
 	}
@@ -257,10 +279,12 @@ func leafCompletion(rg *runGraph, i int, e *JobEvent) bool {
 // completion only while some job that needs it is still PENDING, or, for
 // a job nothing needs (leaf), while a job of the run other than the
 // batch's leaves is unfinished, so that it cannot be the event that ends
-// the run. Two batches at once may each count on the other's leaves being
-// unfinished, so after committing each checks whether it left its runs
-// with every job finished (endedRuns) and settles those on the locked
-// path: whichever commits last sees both.
+// the run; the batch's leaves are named by jobKey in $12 (one array
+// compared with each unfinished job costs less than a join with the
+// event arrays). Two batches at once may each count on the other's leaves
+// being unfinished, so after committing each checks whether it left its
+// runs with every job finished (endedRuns) and settles those on the
+// locked path: whichever commits last sees both.
 const fastUpdate = `UPDATE jobs j SET state = v.to_state,
 		queued_at = CASE WHEN v.kind = 1 THEN $10::timestamptz ELSE j.queued_at END,
 		started_at = CASE WHEN v.kind = 2 THEN $10::timestamptz ELSE j.started_at END,
@@ -276,10 +300,16 @@ const fastUpdate = `UPDATE jobs j SET state = v.to_state,
 				WHERE d.run_id = j.run_id AND d.needs_job_id = j.job_id AND c.state = 'pending')
 			OR v.leaf AND EXISTS (SELECT 1 FROM jobs o WHERE o.run_id = j.run_id
 				AND o.state NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')
-				AND NOT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[], $11::bool[]) AS w(run_id, job_id, leaf)
-					WHERE w.leaf AND w.run_id = o.run_id AND w.job_id = o.job_id)))
+				AND octet_length(o.run_id) || ':' || o.run_id || o.job_id <> ALL($12::text[])))
 	RETURNING j.run_id, j.job_id, j.state, j.attempt, j.exit_code, j.reason, j.runner,
 		j.ready_at, j.queued_at, j.started_at, j.finished_at`
+
+// jobKey is job jobID of run runID as one string, as fastUpdate spells
+// it in SQL: the run ID's length in bytes, a colon, the run ID and the
+// job ID. The length makes it unambiguous whatever the IDs hold.
+func jobKey(runID, jobID string) string {
+	return strconv.Itoa(len(runID)) + ":" + runID + jobID
+}
 
 // endedRuns lists the runs, among those a batch completed leaves of, whose
 // jobs have all finished while the run has not. It runs after the batch's
@@ -332,7 +362,7 @@ const readyChildren = `UPDATE jobs c SET state = 'ready', ready_at = $3
 // those it did not (a state or attempt other than expected, or a
 // completion that turned out to end the run), for the locked path to
 // apply or refuse.
-func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobEventResult) ([]int, time.Time, error) {
+func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobEventResult, with ApplyWith) ([]int, time.Time, error) {
 	slices.SortFunc(fast, func(a, b *fastEvent) int { // one lock order for all writers
 		return cmp.Or(cmp.Compare(a.e.RunID, b.e.RunID), cmp.Compare(a.e.JobID, b.e.JobID))
 	})
@@ -387,9 +417,10 @@ func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobE
 		}
 		queueAttempts(b, ended)
 		var changed []*Job
+		var applied []*fastEvent
 		for _, f := range fast {
 			if j, ok := own[[2]string{f.e.RunID, f.e.JobID}]; ok {
-				changed = append(changed, j)
+				changed, applied = append(changed, j), append(applied, f)
 			}
 		}
 		evs, err := s.jobEvents(ctx, now, append(changed, readied...))
@@ -397,6 +428,15 @@ func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobE
 			return err
 		}
 		queueOutbox(b, evs)
+		if with != nil && len(applied) > 0 {
+			// fast is sorted by job; with gets the batch's order.
+			slices.SortFunc(applied, func(a, b *fastEvent) int { return cmp.Compare(a.i, b.i) })
+			evs := make([]*JobEvent, len(applied))
+			for n, f := range applied {
+				evs[n] = f.e
+			}
+			with(b, evs)
+		}
 		if err := s.step("fast:written"); err != nil {
 			return err
 		}
@@ -481,11 +521,15 @@ func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobE
 // conditional updates, returning the runs and the jobs that moved.
 func (s *PostgresStore) fastUpdate(ctx context.Context, tx batchSender, fast []*fastEvent, now time.Time) (map[string]*Run, map[[2]string]*Job, error) {
 	var runIDs, runIDsPerEvent, jobIDs, from, to, runners, reasons []string
+	leafKeys := []string{} // never NULL, which <> ALL would answer with NULL
 	var attempts, kinds, exitCodes []int
 	var leaves []bool
 	for _, f := range fast {
 		leaf := leafCompletion(f.rg, f.job, f.e)
 		leaves = append(leaves, leaf)
+		if leaf {
+			leafKeys = append(leafKeys, jobKey(f.e.RunID, f.e.JobID))
+		}
 		if len(runIDs) == 0 || runIDs[len(runIDs)-1] != f.e.RunID {
 			runIDs = append(runIDs, f.e.RunID)
 		}
@@ -506,7 +550,7 @@ func (s *PostgresStore) fastUpdate(ctx context.Context, tx batchSender, fast []*
 	b.Queue(nestedLoops)
 	b.Queue(lockRuns, runIDs)
 	b.Queue(readRuns, runIDs)
-	b.Queue(fastUpdate, runIDsPerEvent, jobIDs, attempts, kinds, from, to, runners, exitCodes, reasons, now, leaves)
+	b.Queue(fastUpdate, runIDsPerEvent, jobIDs, attempts, kinds, from, to, runners, exitCodes, reasons, now, leaves, leafKeys)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	for range 2 { // nestedLoops, lockRuns

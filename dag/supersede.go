@@ -125,7 +125,7 @@ func (s *PostgresStore) supersedeTx(ctx context.Context, tx pgx.Tx, run *Run, p 
 		items[i] = lockedEvent{runID: id, ev: Event{Kind: EventCancel}, reason: supersededReason(run.ID)}
 	}
 	// transitionsTx locks the runs in the order of their IDs.
-	_, errs, err := s.transitionsTx(ctx, tx, older, items)
+	_, errs, err := s.transitionsTx(ctx, tx, older, items, nil)
 	if err != nil {
 		return err
 	}
