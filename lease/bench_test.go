@@ -15,7 +15,7 @@ import (
 // BenchmarkClaimComplete measures a job attempt's lease round trip on
 // PostgreSQL and Redis: Claim, then Complete, of jobs queued beforehand.
 func BenchmarkClaimComplete(b *testing.B) {
-	for _, st := range []stack{{"Postgres+Redis", true, true}, {"Memory+Redis", false, true}} {
+	for _, st := range []stack{{name: "Postgres+Redis", pg: true, redis: true}, {name: "Memory+Redis", redis: true}} {
 		b.Run(st.name, func(b *testing.B) {
 			bu := setup(b, st)
 			ctx := b.Context()
@@ -65,7 +65,7 @@ func queued(b *testing.B, bu *bundle, n int) []lease.Attempt {
 // ClaimMany, then CompleteMany, of 64 attempts at a time.
 func BenchmarkClaimCompleteMany(b *testing.B) {
 	const batch = 64
-	for _, st := range []stack{{"Postgres+Redis", true, true}, {"Memory+Redis", false, true}} {
+	for _, st := range []stack{{name: "Postgres+Redis", pg: true, redis: true}, {name: "Memory+Redis", redis: true}} {
 		b.Run(st.name, func(b *testing.B) {
 			bu := setup(b, st)
 			ctx := b.Context()

@@ -32,7 +32,11 @@ const (
 
 // Config configures a Manager.
 type Config struct {
-	// Store holds the authoritative lease records. Required.
+	// Store holds the authoritative lease records. Required. A
+	// PostgresStore over the pool of a dag.PostgresStore Jobs is written
+	// in the job store's transactions: a claim's lease commits with the
+	// job's start and a completion's deletion with the job's end, a
+	// round trip fewer each, and nothing to undo when the job refuses.
 	Store Store
 	// Jobs is the dag store whose jobs are leased: claims start them,
 	// completions complete them. Required.
@@ -73,6 +77,7 @@ type Manager struct {
 	now      func() time.Time
 	log      *slog.Logger
 	newToken func() string
+	joint    *joint // when Store and Jobs share a PostgreSQL pool
 }
 
 // NewManager returns a Manager of cfg.
@@ -96,6 +101,7 @@ func NewManager(cfg Config) (*Manager, error) {
 		now:      cfg.Now,
 		log:      cmp.Or(cfg.Logger, slog.Default()),
 		newToken: cfg.NewToken,
+		joint:    jointStores(cfg.Jobs, cfg.Store),
 	}
 	if m.now == nil {
 		m.now = time.Now
@@ -251,6 +257,10 @@ func (m *Manager) ClaimMany(ctx context.Context, reqs []ClaimRequest) []ClaimRes
 		keys = append(keys, dag.JobKey{RunID: r.RunID, JobID: r.JobID})
 	}
 	if len(todo) == 0 {
+		return out
+	}
+	if m.joint != nil {
+		m.claimJoint(ctx, reqs, todo, out)
 		return out
 	}
 	// The jobs are read while the Redis hints are set: a hint is set
@@ -599,7 +609,16 @@ func (m *Manager) CompleteMany(ctx context.Context, reqs []CompleteRequest) []Co
 	if len(evs) == 0 {
 		return out
 	}
-	res, err := m.jobs.JobApply(ctx, evs)
+	var res []*dag.JobEventResult
+	if m.joint != nil {
+		ls := make([]*Lease, len(idx))
+		for x, i := range idx {
+			ls[x] = &Lease{Attempt: reqs[i].Attempt, Token: reqs[i].Token}
+		}
+		res, err = m.completeJoint(ctx, evs, ls)
+	} else {
+		res, err = m.jobs.JobApply(ctx, evs)
+	}
 	var ended []*Lease
 	for x, i := range idx {
 		switch {
@@ -614,7 +633,9 @@ func (m *Manager) CompleteMany(ctx context.Context, reqs []CompleteRequest) []Co
 			ended = append(ended, &Lease{Attempt: reqs[i].Attempt, Token: reqs[i].Token})
 		}
 	}
-	m.endMany(ctx, ended)
+	if m.joint == nil {
+		m.endMany(ctx, ended)
+	}
 	return out
 }
 

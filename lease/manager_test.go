@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
@@ -28,9 +29,17 @@ type stack struct {
 	name  string
 	pg    bool
 	redis bool
+	// split gives the lease store a pool of its own: the Manager cannot
+	// write leases in the job store's transactions.
+	split bool
 }
 
-var stacks = []stack{{"Postgres+Redis", true, true}, {"Memory", false, false}, {"Memory+Redis", false, true}}
+var stacks = []stack{
+	{name: "Postgres+Redis", pg: true, redis: true},
+	{name: "Postgres+Redis/split", pg: true, redis: true, split: true},
+	{name: "Memory"},
+	{name: "Memory+Redis", redis: true},
+}
 
 // bundle is one test's Manager and what it runs on.
 type bundle struct {
@@ -54,6 +63,13 @@ func setup(t testing.TB, st stack, specs ...*cikit.JobSpec) *bundle {
 		require.NoError(t, err)
 		require.NoError(t, js.Migrate(t.Context()))
 		b.jobs, b.store = js, newPostgresStore(t, db)
+		if st.split {
+			pool, err := pgxpool.New(t.Context(), db.URL)
+			require.NoError(t, err)
+			t.Cleanup(pool.Close)
+			b.store, err = lease.NewPostgresStore(pool)
+			require.NoError(t, err)
+		}
 	} else {
 		b.jobs, b.store = dag.NewMemoryStore(dag.MemoryConfig{Now: b.clock.Now}), lease.NewMemoryStore()
 	}
@@ -64,6 +80,7 @@ func setup(t testing.TB, st stack, specs ...*cikit.JobSpec) *bundle {
 	}
 	m, err := lease.NewManager(cfg)
 	require.NoError(t, err)
+	require.Equal(t, st.pg && !st.split, lease.Joint(m), "leases in the job store's transactions")
 	b.m = m
 	if len(specs) == 0 {
 		step := []cikit.Step{{Run: "true"}}

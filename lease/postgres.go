@@ -32,11 +32,13 @@ func Migrations() fs.FS {
 
 // PostgresStore is a Store in the table job_leases of PostgreSQL. It must
 // live in the PostgreSQL server (cluster) of the dag.PostgresStore it
-// leases jobs of, usually in the same database: inserts and deletes of
-// leases commit without waiting for the write-ahead log to reach the disk.
-// An inserted lease is made durable by the job's start, which commits
-// after it in the same log and waits; a lost delete leaves a stale lease
-// the Reaper removes.
+// leases jobs of, usually in the same database. Given the job store's
+// pool, a Manager writes the leases of claims and completions in the job
+// store's transactions (see Config.Store). Otherwise inserts and deletes
+// of leases commit without waiting for the write-ahead log to reach the
+// disk: an inserted lease is made durable by the job's start, which
+// commits after it in the same log and waits; a lost delete leaves a stale
+// lease the Reaper removes.
 type PostgresStore struct {
 	pool *pgxpool.Pool
 }
@@ -194,6 +196,28 @@ func (s *PostgresStore) LeaseDeleteMany(ctx context.Context, ls []*Lease) error 
 	b.Queue(sqlAsyncCommit)
 	b.Queue(sqlDeleteMany, runs, jobs, attempts, tokens)
 	return interpretError(s.pool.SendBatch(ctx, b).Close())
+}
+
+// queueStarts queues in b the leases of claims the job store accepts in
+// b's transaction (see joint). Each replaces whatever lease its job has:
+// the job starting at the lease's attempt is what decides.
+func (s *PostgresStore) queueStarts(b *pgx.Batch, ls []*Lease) {
+	runs, jobs, attempts := make([]string, len(ls)), make([]string, len(ls)), make([]int32, len(ls))
+	tokens, runners, expires := make([]string, len(ls)), make([]string, len(ls)), make([]time.Time, len(ls))
+	for i, l := range ls {
+		runs[i], jobs[i], attempts[i], tokens[i], runners[i], expires[i] = l.RunID, l.JobID, int32(l.Attempt.Attempt), l.Token, l.Runner, l.Expires
+	}
+	b.Queue(sqlStartMany, runs, jobs, attempts, tokens, runners, expires)
+}
+
+// queueEnds queues in b the deletion of the leases of attempts the job
+// store completes in b's transaction (see joint).
+func (s *PostgresStore) queueEnds(b *pgx.Batch, ls []*Lease) {
+	runs, jobs, attempts, tokens := make([]string, len(ls)), make([]string, len(ls)), make([]int32, len(ls)), make([]string, len(ls))
+	for i, l := range ls {
+		runs[i], jobs[i], attempts[i], tokens[i] = l.RunID, l.JobID, int32(l.Attempt.Attempt), l.Token
+	}
+	b.Queue(sqlDeleteMany, runs, jobs, attempts, tokens)
 }
 
 func (s *PostgresStore) LeaseExpired(ctx context.Context, now time.Time, limit int) ([]*Lease, error) {

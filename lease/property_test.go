@@ -12,6 +12,7 @@ import (
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/internal/pgtest"
 	"github.com/cikit/cikit/internal/redistest"
 	"github.com/cikit/cikit/lease"
 )
@@ -300,20 +301,46 @@ func (m *machine) check(t *rapid.T) {
 }
 
 // TestPropertyLeases runs the lease state machine on the memory stores,
-// alone and with Redis.
+// alone and with Redis, and on PostgreSQL with Redis, where claims and
+// completions write leases in the job store's transactions.
 func TestPropertyLeases(t *testing.T) {
 	t.Parallel()
-	for _, withRedis := range []bool{false, true} {
-		t.Run(map[bool]string{false: "Memory", true: "Memory+Redis"}[withRedis], func(t *testing.T) {
+	for _, st := range []stack{{name: "Memory"}, {name: "Memory+Redis", redis: true}, {name: "Postgres+Redis", pg: true, redis: true}} {
+		t.Run(st.name, func(t *testing.T) {
 			t.Parallel()
 			var ns *redistest.NS
-			if withRedis {
+			if st.redis {
 				ns = redistest.New(t)
+			}
+			var db *pgtest.DB
+			var leases *lease.PostgresStore
+			if st.pg {
+				db = pgtest.New(t)
+				leases = newPostgresStore(t, db)
+				js, err := dag.NewPostgresStore(dag.PostgresConfig{Pool: db.Pool})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := js.Migrate(t.Context()); err != nil {
+					t.Fatal(err)
+				}
 			}
 			var checks atomic.Int64
 			rapid.Check(t, func(t *rapid.T) {
 				c := newClock()
 				b := &bundle{clock: c, jobs: dag.NewMemoryStore(dag.MemoryConfig{Now: c.Now}), store: lease.NewMemoryStore()}
+				if st.pg {
+					// Each check starts from empty tables: the reaper
+					// scans them all.
+					if _, err := db.Pool.Exec(t.Context(), `DELETE FROM job_leases; DELETE FROM pipeline_runs`); err != nil {
+						t.Fatal(err)
+					}
+					js, err := dag.NewPostgresStore(dag.PostgresConfig{Pool: db.Pool, Now: c.Now})
+					if err != nil {
+						t.Fatal(err)
+					}
+					b.jobs, b.store = js, leases
+				}
 				var tokens atomic.Int64
 				cfg := lease.Config{Store: b.store, Jobs: b.jobs, TTL: ttl, Now: c.Now, Logger: quiet,
 					NewToken: func() string { return fmt.Sprintf("tok%d", tokens.Add(1)) }}
@@ -325,6 +352,9 @@ func TestPropertyLeases(t *testing.T) {
 				var err error
 				if b.m, err = lease.NewManager(cfg); err != nil {
 					t.Fatal(err)
+				}
+				if lease.Joint(b.m) != st.pg {
+					t.Fatalf("joint stores: %v, want %v", lease.Joint(b.m), st.pg)
 				}
 				if m.r, err = lease.NewReaper(lease.ReaperConfig{Manager: b.m, BatchSize: 1}); err != nil {
 					t.Fatal(err)

@@ -23,6 +23,12 @@ const (
 			SET attempt = EXCLUDED.attempt, token = EXCLUDED.token, runner = EXCLUDED.runner, expires_at = EXCLUDED.expires_at
 			WHERE job_leases.attempt < EXCLUDED.attempt
 		RETURNING run_id, job_id`
+	// A claim's lease written in the transaction that starts its job
+	// replaces any other (see PostgresStore.queueStarts).
+	sqlStartMany = `INSERT INTO job_leases (run_id, job_id, attempt, token, runner, expires_at)
+		SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::timestamptz[])
+		ON CONFLICT (run_id, job_id) DO UPDATE
+			SET attempt = EXCLUDED.attempt, token = EXCLUDED.token, runner = EXCLUDED.runner, expires_at = EXCLUDED.expires_at`
 	// A lateral subquery with a LIMIT is one index probe per job: a
 	// plain join may hash the whole table.
 	sqlGetMany = `SELECT t.i, l.attempt, l.token, l.runner, l.expires_at
