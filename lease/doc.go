@@ -40,6 +40,18 @@
 // of one. A server that takes claims and completions from many runners
 // joins them into batches (fleet.Server does).
 //
+// When the Store is a PostgresStore over the pool of a dag.PostgresStore
+// (one database), the records are written in the job store's
+// transactions (dag.PostgresStore.JobApplyWith): a claim sets the Redis
+// hint, then starts the job and records its lease in one transaction, so
+// a refusal has nothing to undo; a completion ends the job and deletes the
+// record in one transaction while the hint is released. A claim's
+// transaction commits without waiting for the write-ahead log to reach
+// the disk. A claim lost in a PostgreSQL crash cannot run: the runner's
+// first Renew, which the protocol requires before the job starts, either
+// finds it gone (and fences the runner) or commits after it, which makes
+// it durable.
+//
 // The Reaper scans expired records in batches. An attempt whose job still
 // runs at it is failed as an infrastructure failure (reason
 // "runner_lost: …"), which dag's retry policy turns into a new attempt or

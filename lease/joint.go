@@ -17,8 +17,9 @@ import (
 // their tables are in one database, so a claim records its lease in the
 // transaction that starts the job, and a completion deletes it in the
 // transaction that completes the job. A claim is then a Redis round trip
-// and the job store's transaction; a completion the Redis check and that
-// transaction, with the hint's release beside it.
+// and the job store's transaction, which commits without waiting for the
+// disk; a completion the Redis check and that transaction, with the
+// hint's release beside it.
 type joint struct {
 	jobs   *dag.PostgresStore
 	leases *PostgresStore
@@ -80,6 +81,9 @@ func (m *Manager) claimJoint(ctx context.Context, reqs []ClaimRequest, todo []in
 				ls[x] = byEvent[e]
 			}
 			m.joint.leases.queueStarts(b, ls)
+			// The runner's first Renew makes the claim durable before
+			// the job starts (see the package's documentation).
+			b.Queue(sqlAsyncCommit)
 		})
 		var undo []*Lease
 		for x, n := range startN {

@@ -188,6 +188,8 @@ func TestRedisFlushed(t *testing.T) {
 			_, err := b.m.Claim(ctx, a1, "thief")
 			require.ErrorIs(t, err, lease.ErrNotClaimed, "the store refuses what Redis forgot")
 			require.Empty(t, b.redisValue(t, "build"), "the refused claim took its hint back")
+			_, err = b.m.Claim(ctx, a1, "old")
+			require.ErrorIs(t, err, lease.ErrNotClaimed, "a claim the holder's runner repeats is refused too")
 			require.NoError(t, b.m.Check(ctx, a1, old.Token), "the holder is accepted by the store")
 			_, err = b.m.Renew(ctx, a1, old.Token)
 			require.NoError(t, err)
