@@ -45,7 +45,10 @@
 // transactions (dag.PostgresStore.JobApplyWith): a claim sets the Redis
 // hint, then starts the job and records its lease in one transaction, so
 // a refusal has nothing to undo; a completion ends the job and deletes the
-// record in one transaction while the hint is released. A claim's
+// record in one transaction while the hint is released, without reading
+// the record first: the transaction rolls back unless every completion of
+// the batch found its record to delete, and then the Manager reads the
+// records (the hints, then the Store) and completes those that hold. A claim's
 // transaction commits without waiting for the write-ahead log to reach
 // the disk. A claim lost in a PostgreSQL crash cannot run: the runner's
 // first Renew, which the protocol requires before the job starts, either

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
@@ -111,12 +112,13 @@ func (m *Manager) claimJoint(ctx context.Context, reqs []ClaimRequest, todo []in
 }
 
 // completeJoint is the end of CompleteMany on joint stores, for the
-// completions evs of the held leases ls: the jobs complete and the leases
-// are deleted in one transaction, while the Redis hints are released.
-// A hint released for a completion the job store then refuses belonged
-// to an attempt that no longer runs, or, if the store failed, is only
-// missed: the Store still holds the lease.
-func (m *Manager) completeJoint(ctx context.Context, evs []*dag.JobEvent, ls []*Lease) ([]*dag.JobEventResult, error) {
+// completions evs of the leases ls: the jobs complete and the leases are
+// deleted in one transaction, while the Redis hints are released. When
+// the leases were not read (checked), the transaction fails with
+// errNotHeld unless each completion held its lease. A hint released for
+// a completion that does not complete belonged to an attempt that no
+// longer runs, or is only missed: the Store still holds the lease.
+func (m *Manager) completeJoint(ctx context.Context, evs []*dag.JobEvent, ls []*Lease, checked bool) ([]*dag.JobEventResult, error) {
 	byEvent := make(map[*dag.JobEvent]*Lease, len(evs))
 	for x, e := range evs {
 		byEvent[e] = ls[x]
@@ -131,6 +133,13 @@ func (m *Manager) completeJoint(ctx context.Context, evs []*dag.JobEvent, ls []*
 		for x, e := range applied {
 			ended[x] = byEvent[e]
 		}
-		m.joint.leases.queueEnds(b, ended)
+		m.joint.leases.queueEnds(b, ended, checked)
 	})
+}
+
+// notHeld reports whether err is a completion transaction of completeJoint
+// failing because a completion did not hold its lease.
+func notHeld(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == errNotHeld
 }

@@ -578,6 +578,17 @@ func (m *Manager) CompleteMany(ctx context.Context, reqs []CompleteRequest) []Co
 	if len(todo) == 0 {
 		return out
 	}
+	if m.joint != nil {
+		// Every lease is taken to be held, and the transaction checks:
+		// it rolls back when one is not, and the leases are read.
+		held := make([]*Lease, len(todo))
+		for n, i := range todo {
+			held[n] = &Lease{Attempt: reqs[i].Attempt, Token: reqs[i].Token}
+		}
+		if m.completeHeld(ctx, reqs, todo, held, out, true) {
+			return out
+		}
+	}
 	held, err := m.heldMany(ctx, reqs, todo, keys)
 	if err != nil {
 		for _, i := range todo {
@@ -585,6 +596,15 @@ func (m *Manager) CompleteMany(ctx context.Context, reqs []CompleteRequest) []Co
 		}
 		return out
 	}
+	m.completeHeld(ctx, reqs, todo, held, out, false)
+	return out
+}
+
+// completeHeld completes reqs[todo] whose jobs' leases are held (nil for
+// none) and fills out, unless unchecked, on joint stores, the transaction
+// failed because a lease was not what held said: then it returns false,
+// having written nothing.
+func (m *Manager) completeHeld(ctx context.Context, reqs []CompleteRequest, todo []int, held []*Lease, out []CompleteResult, unchecked bool) bool {
 	var evs []*dag.JobEvent
 	var idx []int
 	seen := make(map[[2]string]bool, len(todo))
@@ -607,15 +627,22 @@ func (m *Manager) CompleteMany(ctx context.Context, reqs []CompleteRequest) []Co
 		idx = append(idx, i)
 	}
 	if len(evs) == 0 {
-		return out
+		return true
 	}
 	var res []*dag.JobEventResult
+	var err error
 	if m.joint != nil {
 		ls := make([]*Lease, len(idx))
 		for x, i := range idx {
 			ls[x] = &Lease{Attempt: reqs[i].Attempt, Token: reqs[i].Token}
 		}
-		res, err = m.completeJoint(ctx, evs, ls)
+		res, err = m.completeJoint(ctx, evs, ls, unchecked)
+		if unchecked && notHeld(err) {
+			for _, i := range todo {
+				out[i].Err = nil
+			}
+			return false
+		}
 	} else {
 		res, err = m.jobs.JobApply(ctx, evs)
 	}
@@ -636,7 +663,7 @@ func (m *Manager) CompleteMany(ctx context.Context, reqs []CompleteRequest) []Co
 	if m.joint == nil {
 		m.endMany(ctx, ended)
 	}
-	return out
+	return true
 }
 
 // heldMany returns the leases of the jobs of reqs[todo] (keys): the

@@ -37,6 +37,15 @@ const (
 	sqlDeleteMany = `DELETE FROM job_leases l
 		USING unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS t(r, j, a, tok)
 		WHERE l.run_id = t.r AND l.job_id = t.j AND l.attempt = t.a AND l.token = t.tok`
+	// sqlEndHeld is sqlDeleteMany failing the transaction unless it
+	// deletes a lease for each of the $5 completions it follows.
+	sqlEndHeld = `WITH ended AS (DELETE FROM job_leases l
+			USING unnest($1::text[], $2::text[], $3::int[], $4::text[]) AS t(r, j, a, tok)
+			WHERE l.run_id = t.r AND l.job_id = t.j AND l.attempt = t.a AND l.token = t.tok
+			RETURNING 1)
+		SELECT job_leases_held(count(*), $5) FROM ended`
+	// errNotHeld is the SQLSTATE of job_leases_held's exception.
+	errNotHeld     = "CKL01"
 	sqlAsyncCommit = `SELECT set_config('synchronous_commit', 'off', true)`
 	sqlExpired     = `SELECT run_id, job_id, attempt, token, runner, expires_at FROM job_leases
 		WHERE expires_at <= $1 ORDER BY expires_at, run_id COLLATE "C", job_id COLLATE "C" LIMIT $2`
