@@ -19,8 +19,8 @@ import (
 // transaction that starts the job, and a completion deletes it in the
 // transaction that completes the job. A claim is then a Redis round trip
 // and the job store's transaction, which commits without waiting for the
-// disk; a completion the Redis check and that transaction, with the
-// hint's release beside it.
+// disk; a completion that transaction alone, which checks the leases as
+// it deletes them, with the hints' release beside it.
 type joint struct {
 	jobs   *dag.PostgresStore
 	leases *PostgresStore

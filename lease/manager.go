@@ -35,8 +35,9 @@ type Config struct {
 	// Store holds the authoritative lease records. Required. A
 	// PostgresStore over the pool of a dag.PostgresStore Jobs is written
 	// in the job store's transactions: a claim's lease commits with the
-	// job's start and a completion's deletion with the job's end, a
-	// round trip fewer each, and nothing to undo when the job refuses.
+	// job's start and a completion's deletion with the job's end, neither
+	// reads the job or the lease first, and a refused claim leaves
+	// nothing to undo (see the package documentation).
 	Store Store
 	// Jobs is the dag store whose jobs are leased: claims start them,
 	// completions complete them. Required.
@@ -44,7 +45,8 @@ type Config struct {
 	// Redis, when set, holds a copy of every lease as a hint: claims of a
 	// held job are refused without touching the Store, and Check and
 	// Complete accept a matching token without reading it (a completion
-	// still needs the job to be RUNNING at the attempt). Redis is never
+	// still needs the job to be RUNNING at the attempt; on joint stores,
+	// see Store, it reads neither). Redis is never
 	// trusted to refuse less: a lost, flushed or unreachable Redis slows
 	// the Manager down (it falls back to the Store, logging) and never
 	// lets a stale attempt through Renew or Complete.
@@ -600,10 +602,12 @@ func (m *Manager) CompleteMany(ctx context.Context, reqs []CompleteRequest) []Co
 	return out
 }
 
-// completeHeld completes reqs[todo] whose jobs' leases are held (nil for
-// none) and fills out, unless unchecked, on joint stores, the transaction
-// failed because a lease was not what held said: then it returns false,
-// having written nothing.
+// completeHeld completes those of reqs[todo] whose tokens hold their
+// jobs' leases, held (nil where a job has none), and fills out. Unchecked
+// (joint stores only), held was taken from the requests themselves and
+// the transaction checks it: when a lease was not there, the transaction
+// rolls back and completeHeld returns false with out as it was, for the
+// caller to read the leases and call again.
 func (m *Manager) completeHeld(ctx context.Context, reqs []CompleteRequest, todo []int, held []*Lease, out []CompleteResult, unchecked bool) bool {
 	var evs []*dag.JobEvent
 	var idx []int
