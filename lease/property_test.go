@@ -328,8 +328,10 @@ func TestPropertyLeases(t *testing.T) {
 			var checks atomic.Int64
 			rapid.Check(t, func(t *rapid.T) {
 				c := newClock()
-				b := &bundle{clock: c, jobs: dag.NewMemoryStore(dag.MemoryConfig{Now: c.Now}), store: lease.NewMemoryStore()}
-				if st.pg {
+				b := &bundle{clock: c}
+				if !st.pg {
+					b.jobs, b.store = dag.NewMemoryStore(dag.MemoryConfig{Now: c.Now}), lease.NewMemoryStore()
+				} else {
 					// Each check starts from empty tables: the reaper
 					// scans them all.
 					if _, err := db.Pool.Exec(t.Context(), `DELETE FROM job_leases; DELETE FROM pipeline_runs`); err != nil {
