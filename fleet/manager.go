@@ -232,6 +232,10 @@ func (m *Manager) Tick(ctx context.Context) error {
 				ap.Provisioning = append(ap.Provisioning, in.Created)
 			case r.State == RunnerBusy:
 				ap.Busy++
+			case p.Policy.Ephemeral && r.Jobs > 0:
+				// A single-use runner that ran its job is on its way
+				// out: neither idle (to destroy, or to count on) nor
+				// busy.
 			default:
 				ap.Idle++
 				idle = append(idle, in)

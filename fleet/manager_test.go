@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -314,6 +316,73 @@ func TestManagerWhyTenantLimit(t *testing.T) {
 	e.tickUntil(t, "acme's second job to run once the first ended", func(fleet.PoolStatus) bool {
 		return e.jobsOf(t, waiting)[0].State == cikit.JobSucceeded
 	})
+}
+
+// TestManagerEphemeralRunnerEnding: a single-use runner that ran its job
+// but whose machine has not stopped yet counts neither as idle nor busy.
+// Counted idle, it made the pool look one runner too big once the
+// replacement was up, and the Manager destroyed the fresh runner.
+func TestManagerEphemeralRunnerEnding(t *testing.T) {
+	t.Parallel()
+	lb := &lingerBackend{destroyed: map[string]bool{}}
+	e := newFleetServer(t, local.Config{Wait: 500 * time.Millisecond}, func(*fleet.ServerConfig) {},
+		func(b fleet.Backend) fleet.Backend { lb.Backend = b; return lb },
+		fleet.PoolConfig{Name: "once", Labels: []string{"linux"}, Policy: noCooldowns(autoscale.Policy{Max: 3, Warm: 1, Ephemeral: true})})
+	e.tickUntil(t, "a warm runner", func(st fleet.PoolStatus) bool { return st.Idle == 1 })
+	run := e.run(t, onLabels("job", "true", "linux"))
+	e.tickUntil(t, "the job to finish", func(fleet.PoolStatus) bool { return e.jobsOf(t, run)[0].State == cikit.JobSucceeded })
+	used := e.jobsOf(t, run)[0].Runner
+	deadline, extra := time.Now().Add(20*time.Second), 3
+	for extra > 0 {
+		st := e.tick(t)
+		require.Zero(t, st.Decision.Destroy, "tick destroyed a runner: %s", st.Decision.Reason)
+		all, err := lb.Instances(context.Background())
+		require.NoError(t, err)
+		if st.Idle == 1 && st.Starting == 0 && len(all) == 2 {
+			extra-- // the replacement is up beside the used runner
+		}
+		require.True(t, time.Now().Before(deadline), "gave up waiting for the replacement; last status %+v", st)
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Empty(t, lb.destroyedIDs(), "runners destroyed beside the used one %s", used)
+}
+
+// lingerBackend reports the runners that stopped by themselves as still
+// running, as a backend whose machines take a while to shut down.
+type lingerBackend struct {
+	fleet.Backend
+	mu        sync.Mutex
+	destroyed map[string]bool
+}
+
+func (b *lingerBackend) Destroy(ctx context.Context, id string) error {
+	b.mu.Lock()
+	b.destroyed[id] = true
+	b.mu.Unlock()
+	return b.Backend.Destroy(ctx, id)
+}
+
+func (b *lingerBackend) Instances(ctx context.Context) ([]*fleet.Instance, error) {
+	all, err := b.Backend.Instances(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for i, in := range all {
+		if in.State == fleet.InstanceStopped && !b.destroyed[in.ID] {
+			c := *in
+			c.State = fleet.InstanceRunning
+			all[i] = &c
+		}
+	}
+	return all, nil
+}
+
+func (b *lingerBackend) destroyedIDs() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return slices.Sorted(maps.Keys(b.destroyed))
 }
 
 // gatedBackend holds the runners it is asked for as provisioning until

@@ -31,6 +31,9 @@ type RunnerInfo struct {
 	State  RunnerState
 	// Job is the attempt a busy runner runs.
 	Job *lease.Attempt
+	// Jobs counts the attempts the runner was handed: a single-use
+	// runner with one that is not busy is ending.
+	Jobs int
 	// LastSeen is the time of the runner's latest call, or now for a
 	// runner waiting in a claim.
 	LastSeen time.Time
@@ -99,6 +102,9 @@ func (rs *runners) busy(c *runnerClaims, now time.Time, a lease.Attempt) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	e := rs.entry(c, now)
+	if e.info.Job == nil || *e.info.Job != a {
+		e.info.Jobs++
+	}
 	e.info.Job, e.info.State = &a, RunnerBusy
 }
 
