@@ -1,7 +1,6 @@
 package ingest_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit/ingest"
+	"github.com/cikit/cikit/internal/syncbuf"
 )
 
 // Secrets of the receivers under test.
@@ -61,14 +61,14 @@ func (p *publishRecorder) published() []*ingest.Event {
 type receiverBundle struct {
 	receiver  *ingest.Receiver
 	publisher *publishRecorder
-	logs      *logBuffer
+	logs      *syncbuf.Buffer
 }
 
 // setupReceiver returns a receiver of every source, with a recording
 // publisher and its log in a buffer; change adjusts its configuration.
 func setupReceiver(t *testing.T, change func(*ingest.ReceiverConfig)) *receiverBundle {
 	t.Helper()
-	b := &receiverBundle{publisher: &publishRecorder{}, logs: &logBuffer{}}
+	b := &receiverBundle{publisher: &publishRecorder{}, logs: &syncbuf.Buffer{}}
 	cfg := ingest.ReceiverConfig{
 		GitHubSecrets:   []string{testGitHubSecret},
 		GitLabTokens:    []string{testGitLabToken},
@@ -84,24 +84,6 @@ func setupReceiver(t *testing.T, change func(*ingest.ReceiverConfig)) *receiverB
 	require.NoError(t, err)
 	b.receiver = r
 	return b
-}
-
-// logBuffer is a buffer a logger can write to from many goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // Minimal payloads of the receiver tests.

@@ -1,7 +1,6 @@
 package process_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -9,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cikit/cikit/internal/proctest"
+	"github.com/cikit/cikit/internal/syncbuf"
 	"github.com/cikit/cikit/internal/testenv"
 
 	"github.com/cikit/cikit"
@@ -25,24 +24,6 @@ import (
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
-
-// syncBuffer is an output sink safe to read while a job writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // printed returns the lines the job's steps printed, without the
 // executor's headers, which repeat the steps' scripts.
@@ -58,7 +39,7 @@ func printed(out string) string {
 
 type bundle struct {
 	src, work string
-	out       *syncBuffer
+	out       *syncbuf.Buffer
 	exec      *process.Executor
 }
 
@@ -67,7 +48,7 @@ type bundle struct {
 // is skipped, or failed in CI (testenv).
 func setup(t *testing.T, mutate ...func(*process.Config)) *bundle {
 	t.Helper()
-	b := &bundle{src: t.TempDir(), work: searchableDir(t), out: &syncBuffer{}}
+	b := &bundle{src: t.TempDir(), work: searchableDir(t), out: &syncbuf.Buffer{}}
 	require.NoError(t, os.WriteFile(filepath.Join(b.src, "input.txt"), []byte("hello\n"), 0o644))
 	require.NoError(t, os.MkdirAll(filepath.Join(b.src, "sub"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(b.src, "sub", "run.sh"), []byte("#!/bin/sh\necho script ran\n"), 0o755))
@@ -283,7 +264,7 @@ func TestWorkRootInsideSourceIsNotCopied(t *testing.T) {
 	src := t.TempDir()
 	work := filepath.Join(src, ".cikit-work")
 	require.NoError(t, os.Mkdir(work, 0o755))
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	e, err := process.New(process.Config{Source: src, WorkRoot: work, Output: func(*cikit.JobSpec) io.Writer { return out }})
 	require.NoError(t, err)
 	res := e.Run(context.Background(), &cikit.JobSpec{ID: "ls", Steps: steps("ls -A")})

@@ -22,6 +22,7 @@ import (
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/fleet/process"
 	"github.com/cikit/cikit/internal/proctest"
+	"github.com/cikit/cikit/internal/syncbuf"
 	"github.com/cikit/cikit/internal/testenv"
 )
 
@@ -74,7 +75,7 @@ func TestSandboxJobsCannotSeeEachOther(t *testing.T) {
 	require.Len(t, found, 1, "the first job's marker is on the host")
 	firstWS := filepath.Dir(found[0])
 
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	second := b.exec.RunOutput(context.Background(), &cikit.JobSpec{ID: "second", Env: map[string]string{"FIRST": firstWS}, Steps: steps(
 		`if [ -e "$FIRST/marker.txt" ] || [ -e "$FIRST" ]; then echo "sees the first workspace"; fi`,
 		`ls -A "$(dirname "$CIKIT_WORKSPACE")"`,
@@ -372,7 +373,7 @@ func TestSandboxAutoFallsBack(t *testing.T) {
 		c.Logger = slog.New(logs)
 	})
 	for _, id := range []string{"one", "two"} {
-		out := &syncBuffer{}
+		out := &syncbuf.Buffer{}
 		res := b.exec.RunOutput(context.Background(), &cikit.JobSpec{ID: id, Steps: steps("echo ran")}, out, nil)
 		require.Equal(t, cikit.JobSucceeded, res.State, out.String())
 		require.Regexp(t, `^--- warning: this job is NOT SANDBOXED \(.*no-bwrap-here.*\); it runs as plain processes with the runner's user, file system and network\n--- echo ran\nran\n$`, out.String())

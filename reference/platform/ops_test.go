@@ -7,34 +7,20 @@ import (
 	"net/http"
 	"regexp"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cikit/cikit/internal/syncbuf"
 	"github.com/cikit/cikit/reference/config"
 	"github.com/cikit/cikit/reference/platform"
 )
 
-// syncBuffer is a buffer loggers on several goroutines write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// records returns the JSON log records written so far.
-func (b *syncBuffer) records(t *testing.T) []map[string]any {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// records returns the JSON log records written to b so far.
+func records(t *testing.T, b *syncbuf.Buffer) []map[string]any {
 	var out []map[string]any
-	sc := bufio.NewScanner(bytes.NewReader(b.buf.Bytes()))
+	sc := bufio.NewScanner(bytes.NewReader(b.Bytes()))
 	sc.Buffer(nil, 1<<20)
 	for sc.Scan() {
 		var r map[string]any
@@ -51,7 +37,7 @@ func (b *syncBuffer) records(t *testing.T) []map[string]any {
 // context keeps its trace id.
 func TestMetricsAndCorrelation(t *testing.T) {
 	w := newWorld(t, map[string]string{".cikit.yml": pipeline})
-	var logBuf syncBuffer
+	var logBuf syncbuf.Buffer
 	s := serveLogging(t, w.cfg, platform.NewLogger(&logBuf, config.Log{Level: "info", Format: "json"}))
 	base := s.p.URL()
 	code, body := deliver(t, base, "delivery-ops", pushBody(w.sha))
@@ -91,7 +77,7 @@ func TestMetricsAndCorrelation(t *testing.T) {
 	// One trace id from the webhook to the run's end.
 	s.shutdown(t)
 	var webhook, created, completed string
-	for _, r := range logBuf.records(t) {
+	for _, r := range records(t, &logBuf) {
 		id, _ := r["trace_id"].(string)
 		switch {
 		case r["msg"] == "http" && r["path"] == "/webhooks/github":

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/internal/syncbuf"
 	"github.com/cikit/cikit/reference/config"
 	"github.com/cikit/cikit/reference/platform"
 	"github.com/cikit/cikit/vcs/status"
@@ -36,7 +37,7 @@ func TestShutdownFlushesStatuses(t *testing.T) {
 	t.Cleanup(gh.Close)
 	w.cfg.VCS.GitHub.BaseURL = gh.URL + "/"
 	w.cfg.ShutdownTimeout = 8 * time.Second
-	var logBuf syncBuffer
+	var logBuf syncbuf.Buffer
 	s := serveLogging(t, w.cfg, platform.NewLogger(&logBuf, config.Log{Level: "info", Format: "json"}))
 	slow.Store(true)
 	code, body := deliver(t, s.p.URL(), "delivery-flush", pushBody(w.sha))
@@ -52,7 +53,7 @@ func TestShutdownFlushesStatuses(t *testing.T) {
 	// Two statuses in flight (the reporter's most per key), more pending.
 	waitFor(t, 30*time.Second, "statuses in flight", func() bool { return posts.Load() >= 2 })
 	s.shutdown(t)
-	for _, r := range logBuf.records(t) {
+	for _, r := range records(t, &logBuf) {
 		require.NotEqual(t, "flush commit statuses", r["msg"], "statuses left undelivered at shutdown: %v", r)
 	}
 	_, ok := w.statuses(t)[status.JobContext(".cikit.yml", "long")]

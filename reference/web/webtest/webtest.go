@@ -20,13 +20,13 @@ import (
 	"os/exec"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/cikit/cikit/internal/proctest"
+	"github.com/cikit/cikit/internal/syncbuf"
 	"github.com/cikit/cikit/internal/testenv"
 )
 
@@ -61,7 +61,7 @@ func Browser(t testing.TB) context.Context {
 		testenv.ToolUnavailable(t, testenv.Chromium, err)
 	}
 	profile := t.TempDir()
-	var output syncBuffer
+	var output syncbuf.Buffer // the browser's, which its own goroutine writes
 	opts := append(slices.Clone(chromedp.DefaultExecAllocatorOptions[:]),
 		chromedp.ExecPath(path),
 		chromedp.UserDataDir(profile),
@@ -92,25 +92,6 @@ func Browser(t testing.TB) context.Context {
 	}
 	t.Cleanup(closeBrowser)
 	return ctx
-}
-
-// syncBuffer collects the browser's output, which its own goroutine
-// writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // RunURL is the UI's address of a run, below the server at baseURL.
