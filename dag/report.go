@@ -1,6 +1,7 @@
 package dag
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/cikit/cikit"
@@ -47,6 +48,21 @@ type JobReport struct {
 	RunDuration time.Duration `json:"run_duration_ns"`
 	// Reason explains a state that is not success (see Job.Reason).
 	Reason string `json:"reason,omitempty"`
+}
+
+// ReportJobs is Report of run and its jobs (as JobList returns them), on
+// the graph their specs make: what an API answers about a stored run. It
+// fails when the specs do not form a graph.
+func ReportJobs(run *Run, jobs []*Job, now time.Time) (*RunReport, error) {
+	specs := make([]*cikit.JobSpec, len(jobs))
+	for i, j := range jobs {
+		specs[i] = j.Spec
+	}
+	g, err := FromSpecs(specs)
+	if err != nil {
+		return nil, fmt.Errorf("dag: run %q: its jobs do not form a graph: %w", run.ID, err)
+	}
+	return Report(g, run, jobs, now), nil
 }
 
 // Report summarises run, whose graph is g and whose jobs are jobs (as

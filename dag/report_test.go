@@ -69,6 +69,24 @@ func TestReportDiamond(t *testing.T) {
 	}, dag.Report(g, run, jobs, at(60)))
 }
 
+// TestReportJobs: the graph comes from the jobs' specs, and specs that
+// make none are an error.
+func TestReportJobs(t *testing.T) {
+	t.Parallel()
+	s := cikit.JobSucceeded
+	build, deploy := reportJob("build", s, 0, 1, 3), reportJob("deploy", s, 3, 4, 9)
+	deploy.Spec.Needs = []string{"build"}
+	run := &dag.Run{ID: "run-1", State: cikit.RunSucceeded, CreatedAt: at(0), FinishedAt: at(9)}
+	rep, err := dag.ReportJobs(run, []*dag.Job{build, deploy}, at(60))
+	require.NoError(t, err)
+	require.Equal(t, []string{"build", "deploy"}, rep.CriticalPath)
+	require.Equal(t, 7*time.Minute, rep.CriticalPathDuration)
+
+	deploy.Spec.Needs = []string{"nothing"}
+	_, err = dag.ReportJobs(run, []*dag.Job{build, deploy}, at(60))
+	require.ErrorContains(t, err, `dag: run "run-1": its jobs do not form a graph`)
+}
+
 // runningReport is build -> [test, lint] -> deploy at minute 12: build
 // succeeded, test is running since minute 5, lint waits, deploy is
 // pending.

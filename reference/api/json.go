@@ -153,15 +153,10 @@ func utc(t time.Time) time.Time {
 // detail is the RunDetail of run, whose jobs are jobs (as JobList returns
 // them), at now.
 func detail(run *dag.Run, jobs []*dag.Job, now time.Time) (*RunDetail, error) {
-	specs := make([]*cikit.JobSpec, len(jobs))
-	for i, j := range jobs {
-		specs[i] = j.Spec
-	}
-	g, err := dag.FromSpecs(specs)
+	rep, err := dag.ReportJobs(run, jobs, now)
 	if err != nil {
 		return nil, err
 	}
-	rep := dag.Report(g, run, jobs, now)
 	d := &RunDetail{
 		RunSummary:           summary(run, now),
 		CriticalPath:         rep.CriticalPath,

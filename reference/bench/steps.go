@@ -250,15 +250,7 @@ func (e *env) waitReport(ctx context.Context, runID string) (*dag.RunReport, err
 	if err != nil {
 		return nil, err
 	}
-	specs := make([]*cikit.JobSpec, len(jobs))
-	for i, j := range jobs {
-		specs[i] = j.Spec
-	}
-	g, err := dag.FromSpecs(specs)
-	if err != nil {
-		return nil, err
-	}
-	return dag.Report(g, run, jobs, time.Now()), nil
+	return dag.ReportJobs(run, jobs, time.Now())
 }
 
 func medianRatio(v []float64) float64 {
