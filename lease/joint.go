@@ -113,12 +113,12 @@ func (m *Manager) claimJoint(ctx context.Context, reqs []ClaimRequest, todo []in
 
 // completeJoint is the end of CompleteMany on joint stores, for the
 // completions evs of the leases ls: the jobs complete and the leases are
-// deleted in one transaction, while the Redis hints are released. When
-// the leases were not read (checked), the transaction fails with
+// deleted in one transaction, while the Redis hints are released. With
+// verify (the leases were not read), the transaction fails with
 // errNotHeld unless each completion held its lease. A hint released for
 // a completion that does not complete belonged to an attempt that no
 // longer runs, or is only missed: the Store still holds the lease.
-func (m *Manager) completeJoint(ctx context.Context, evs []*dag.JobEvent, ls []*Lease, checked bool) ([]*dag.JobEventResult, error) {
+func (m *Manager) completeJoint(ctx context.Context, evs []*dag.JobEvent, ls []*Lease, verify bool) ([]*dag.JobEventResult, error) {
 	byEvent := make(map[*dag.JobEvent]*Lease, len(evs))
 	for x, e := range evs {
 		byEvent[e] = ls[x]
@@ -133,7 +133,7 @@ func (m *Manager) completeJoint(ctx context.Context, evs []*dag.JobEvent, ls []*
 		for x, e := range applied {
 			ended[x] = byEvent[e]
 		}
-		m.joint.leases.queueEnds(b, ended, checked)
+		m.joint.leases.queueEnds(b, ended, verify)
 	})
 }
 

@@ -245,7 +245,8 @@ type ClaimResult struct {
 // several claims of one attempt in reqs, as of concurrent ones, at most
 // one succeeds. It reads the jobs once, writes the Redis hints in one
 // pipeline, the leases in one Store call and the starts in one
-// dag.Store.JobApply, so a batch costs about what one claim does.
+// dag.Store.JobApply, so a batch costs about what one claim does; on
+// joint stores (see Config.Store) the Redis pipeline and one transaction.
 func (m *Manager) ClaimMany(ctx context.Context, reqs []ClaimRequest) []ClaimResult {
 	out := make([]ClaimResult, len(reqs))
 	todo := make([]int, 0, len(reqs))
@@ -560,7 +561,8 @@ type CompleteResult struct {
 // its token holds completes it and the later ones are fenced, as they
 // would be one after the other. It reads the leases once, completes the
 // jobs in one dag.Store.JobApply, and deletes the leases in one Store
-// call and one Redis pipeline.
+// call and one Redis pipeline; on joint stores (see Config.Store) one
+// transaction, with the Redis pipeline beside it.
 func (m *Manager) CompleteMany(ctx context.Context, reqs []CompleteRequest) []CompleteResult {
 	out := make([]CompleteResult, len(reqs))
 	todo := make([]int, 0, len(reqs))
@@ -603,12 +605,12 @@ func (m *Manager) CompleteMany(ctx context.Context, reqs []CompleteRequest) []Co
 }
 
 // completeHeld completes those of reqs[todo] whose tokens hold their
-// jobs' leases, held (nil where a job has none), and fills out. Unchecked
-// (joint stores only), held was taken from the requests themselves and
-// the transaction checks it: when a lease was not there, the transaction
+// jobs' leases, held (nil where a job has none), and fills out. With
+// verify (joint stores only), held was taken from the requests themselves
+// and the transaction verifies it: when a lease was not there, the transaction
 // rolls back and completeHeld returns false with out as it was, for the
 // caller to read the leases and call again.
-func (m *Manager) completeHeld(ctx context.Context, reqs []CompleteRequest, todo []int, held []*Lease, out []CompleteResult, unchecked bool) bool {
+func (m *Manager) completeHeld(ctx context.Context, reqs []CompleteRequest, todo []int, held []*Lease, out []CompleteResult, verify bool) bool {
 	var evs []*dag.JobEvent
 	var idx []int
 	seen := make(map[[2]string]bool, len(todo))
@@ -640,8 +642,8 @@ func (m *Manager) completeHeld(ctx context.Context, reqs []CompleteRequest, todo
 		for x, i := range idx {
 			ls[x] = &Lease{Attempt: reqs[i].Attempt, Token: reqs[i].Token}
 		}
-		res, err = m.completeJoint(ctx, evs, ls, unchecked)
-		if unchecked && notHeld(err) {
+		res, err = m.completeJoint(ctx, evs, ls, verify)
+		if verify && notHeld(err) {
 			for _, i := range todo {
 				out[i].Err = nil
 			}

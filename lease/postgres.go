@@ -211,15 +211,15 @@ func (s *PostgresStore) queueStarts(b *pgx.Batch, ls []*Lease) {
 }
 
 // queueEnds queues in b the deletion of the leases of attempts the job
-// store completes in b's transaction (see joint). Checked, the
+// store completes in b's transaction (see joint). With verify, the
 // transaction fails with SQLSTATE errNotHeld unless each lease was there
 // to delete: the completions were made before their leases were read.
-func (s *PostgresStore) queueEnds(b *pgx.Batch, ls []*Lease, checked bool) {
+func (s *PostgresStore) queueEnds(b *pgx.Batch, ls []*Lease, verify bool) {
 	runs, jobs, attempts, tokens := make([]string, len(ls)), make([]string, len(ls)), make([]int32, len(ls)), make([]string, len(ls))
 	for i, l := range ls {
 		runs[i], jobs[i], attempts[i], tokens[i] = l.RunID, l.JobID, int32(l.Attempt.Attempt), l.Token
 	}
-	if checked {
+	if verify {
 		b.Queue(sqlEndHeld, runs, jobs, attempts, tokens, len(ls))
 		return
 	}
