@@ -276,15 +276,11 @@ func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) 
 // getJSON GETs a URL and decodes its JSON answer.
 func getJSON(t *testing.T, url string, into any) int {
 	t.Helper()
-	resp, err := http.Get(url)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	if resp.StatusCode == http.StatusOK && into != nil {
-		require.NoError(t, json.Unmarshal(body, into), "%s", body)
+	status, body := getText(t, url)
+	if status == http.StatusOK && into != nil {
+		require.NoError(t, json.Unmarshal([]byte(body), into), "%s", body)
 	}
-	return resp.StatusCode
+	return status
 }
 
 // getText GETs a URL and returns its status and body.
