@@ -210,6 +210,9 @@ func (s *PostgresStore) applyRound(ctx context.Context, evs []*JobEvent, round [
 		if err != nil {
 			return err
 		}
+		if missed, err = s.refuseMissed(ctx, evs, missed, out); err != nil {
+			return err
+		}
 		slow = append(slow, missed...)
 		at = now
 	}
@@ -228,6 +231,57 @@ func (s *PostgresStore) applyRound(ctx context.Context, evs []*JobEvent, round [
 		out[i] = &JobEventResult{TransitionResult: results[k], Err: errs[k]}
 	}
 	return nil
+}
+
+// missedJobs reads the state and attempt of the jobs of events the fast
+// path missed, one index probe each (see JobGetMany).
+const missedJobs = `SELECT t.i, j.state, j.attempt FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(r, jid, i)
+	CROSS JOIN LATERAL (SELECT state, attempt FROM jobs WHERE run_id = t.r AND job_id = t.jid LIMIT 1) j`
+
+// refuseMissed answers the events the fast path missed that their jobs'
+// rows alone refuse (see refusedAlone): an attempt that was retried or a
+// job that moved on, as when another server queued the job first or a
+// runner claims a job of a cancelled run. It returns the others, whose
+// answer needs the whole run, for the locked path. Refused here, an
+// event costs one row instead of a read of every job of its run under
+// the run's exclusive lock. A job's state only moves forward within an
+// attempt, so what refuses the event now refused it when it was missed.
+func (s *PostgresStore) refuseMissed(ctx context.Context, evs []*JobEvent, missed []int, out []*JobEventResult) ([]int, error) {
+	if len(missed) == 0 {
+		return nil, nil
+	}
+	runIDs, jobIDs := make([]string, len(missed)), make([]string, len(missed))
+	for k, i := range missed {
+		runIDs[k], jobIDs[k] = evs[i].RunID, evs[i].JobID
+	}
+	rows, err := s.pool.Query(ctx, missedJobs, runIDs, jobIDs)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	found := make(map[int]*Job, len(missed))
+	for rows.Next() {
+		var k int
+		j := &Job{}
+		if err := rows.Scan(&k, &j.State, &j.Attempt); err != nil {
+			rows.Close()
+			return nil, interpretError(err)
+		}
+		found[k-1] = j
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(err)
+	}
+	var rest []int
+	for k, i := range missed {
+		if j, ok := found[k]; ok {
+			if err := refusedAlone(j, evs[i]); err != nil {
+				out[i] = &JobEventResult{Err: err}
+				continue
+			}
+		}
+		rest = append(rest, i)
+	}
+	return rest, nil
 }
 
 // fastEligible reports whether event e about job i can take the fast

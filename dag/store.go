@@ -67,6 +67,18 @@ type Store interface {
 	// claims. The job of an unknown run or job is nil; the error is for
 	// the store failing.
 	JobGetMany(ctx context.Context, keys []JobKey) ([]*Job, error)
+	// JobListWaiting returns the jobs waiting for a runner, READY or
+	// QUEUED, of every run (of those created since p.CreatedSince when
+	// it is set): runs by ID (bytewise), each run's jobs in plan order,
+	// at most p.Limit of them, after the job p.After when it is set. The
+	// next page starts after the last job returned; a page shorter than
+	// the limit is the last. It reads only waiting jobs, whatever the
+	// size of their runs: how a dispatcher that starts, or sweeps for
+	// offers it missed, learns what waits. A job that moves while the
+	// pages are read may be listed in its old state or missed. Invalid
+	// params (see WaitingListParams.Validate) are an error matching
+	// ErrInvalidParams.
+	JobListWaiting(ctx context.Context, p *WaitingListParams) ([]*Job, error)
 	// JobQueue moves a READY job to QUEUED. A job of a concurrency group
 	// is queued only when its turn has come: no job of its group is
 	// active and none has waited longer; otherwise JobQueue returns a

@@ -126,3 +126,42 @@ func (w *write) cancelReason() string {
 	}
 	return w.reason
 }
+
+// refusedAlone is the refusal the rules answer job event je with when the
+// job it is about, j, suffices to tell: an event of another attempt, or a
+// queue, start or completion the job's state does not allow. The error is
+// the one newWrite and Next give for the same event on the whole run. It
+// returns nil when the answer depends on more than the job: the event
+// applies, or a completion is redelivered (a repair). A store that finds
+// an event refused this way need not read the rest of the run.
+func refusedAlone(j *Job, je *JobEvent) error {
+	if j.Attempt != je.Attempt {
+		return &cikit.TransitionError{Job: je.JobID, Attempt: je.Attempt, From: j.State,
+			Reason: fmt.Sprintf("stale attempt: the current attempt is %d", j.Attempt)}
+	}
+	if je.seen != "" {
+		return nil
+	}
+	var want, to cikit.JobState
+	switch je.Kind {
+	case EventQueue:
+		want, to = cikit.JobReady, cikit.JobQueued
+	case EventStart:
+		want, to = cikit.JobQueued, cikit.JobRunning
+	case EventComplete:
+		switch {
+		case j.State == je.Outcome, j.State == cikit.JobCancelRequested:
+			return nil // a repair, or how a job told to stop ended
+		case je.Outcome != cikit.JobSucceeded && je.Outcome != cikit.JobFailed && je.Outcome != cikit.JobCancelled:
+			return nil
+		}
+		want, to = cikit.JobRunning, je.Outcome
+	default:
+		return nil
+	}
+	if j.State == want {
+		return nil
+	}
+	return &cikit.TransitionError{Job: je.JobID, Attempt: je.Attempt, From: j.State, To: to,
+		Reason: fmt.Sprintf("%s needs the job to be %s", je.Kind, want)}
+}

@@ -98,6 +98,7 @@ func states(jobs []*dag.Job) []cikit.JobState {
 // Exercise runs the conformance suite against the stores factory makes.
 func Exercise(t *testing.T, factory Factory) {
 	exerciseGroups(t, factory)
+	exerciseWaiting(t, factory)
 	t.Run("Lifecycle", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()
