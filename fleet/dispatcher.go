@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/lease"
 )
 
 // Offer is a QUEUED job attempt waiting for a runner.
@@ -137,6 +138,33 @@ func (d *Dispatcher) TenantRunning(tenant string) (running, limit int) {
 		limit = max(d.limit(tenant), 0)
 	}
 	return d.running[tenant], limit
+}
+
+// Withdraw drops the waiting offers of attempts that can no longer run:
+// their job ended or was cancelled, or a later attempt replaced them. A
+// runner is then never handed one only to have its claim refused, which
+// after a large run was cancelled cost a refused claim per job. Attempts
+// without a waiting offer are ignored, at no cost; withdrawing any costs
+// one pass over the waiting offers, however many are withdrawn at once.
+func (d *Dispatcher) Withdraw(attempts ...lease.Attempt) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	gone := make(map[attemptKey]bool)
+	for _, a := range attempts {
+		if k := (attemptKey{a.RunID, a.JobID, a.Attempt}); d.queued[k] {
+			gone[k] = true
+			delete(d.queued, k)
+		}
+	}
+	if len(gone) == 0 {
+		return
+	}
+	for key, q := range d.queues {
+		q.offers = slices.DeleteFunc(q.offers, func(o queuedOffer) bool { return gone[attemptKey{o.RunID, o.JobID, o.Attempt}] })
+		if len(q.offers) == 0 {
+			delete(d.queues, key)
+		}
+	}
 }
 
 // matchLocked hands waiting offers to waiting runners, as far as they

@@ -567,8 +567,12 @@ func (s *Server) leaseError(w http.ResponseWriter, a lease.Attempt, err error) {
 
 // Dispatch queues and offers the jobs that the transitions made READY, and
 // the jobs whose turn came in the concurrency groups they freed. A job
-// that became READY as a retry is offered after its backoff.
+// that became READY as a retry is offered after its backoff. Offers of
+// attempts the transitions ended (a cancelled run's jobs) are withdrawn.
+// It costs what the results list, never a read of their runs.
 func (s *Server) Dispatch(ctx context.Context, results ...*dag.TransitionResult) {
+	var ready []*dag.Job
+	var ended []lease.Attempt
 	for _, res := range results {
 		if res == nil {
 			continue
@@ -576,12 +580,16 @@ func (s *Server) Dispatch(ctx context.Context, results ...*dag.TransitionResult)
 		for _, j := range res.Changed {
 			if j.State != cikit.JobRunning && j.State != cikit.JobCancelRequested {
 				// An attempt that ended, and the one before a retry,
-				// free their tenant's place.
+				// free their tenant's place and are offered no more.
 				s.dispatch.Release(j.RunID, j.ID(), j.Attempt)
 				s.dispatch.Release(j.RunID, j.ID(), j.Attempt-1)
+				ended = append(ended, lease.Attempt{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt - 1})
+				if j.State.Terminal() {
+					ended = append(ended, lease.Attempt{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt})
+				}
 			}
 			if j.State == cikit.JobReady {
-				s.queue(ctx, j)
+				ready = append(ready, j)
 			}
 		}
 		for _, k := range res.Freed() {
@@ -591,26 +599,47 @@ func (s *Server) Dispatch(ctx context.Context, results ...*dag.TransitionResult)
 				continue
 			}
 			if j != nil {
-				s.queue(ctx, j)
+				ready = append(ready, j)
 			}
 		}
+	}
+	s.dispatch.Withdraw(ended...)
+	if err := s.queueJobs(ctx, ready, tenants{}); err != nil && ctx.Err() == nil {
+		s.log.Error("fleet: queueing jobs", "jobs", len(ready), "error", err)
 	}
 }
 
 // DispatchRun queues and offers the READY jobs of a run, and offers its
 // QUEUED ones again: after creating it, or after a restart of the process
 // that dispatched it. Offers are idempotent. A retried attempt is offered
-// once its backoff, counted from when it became ready, has passed.
+// once its backoff, counted from when it became ready, has passed. It
+// reads the run's jobs once and queues them in batches.
 func (s *Server) DispatchRun(ctx context.Context, runID string) error {
 	jobs, err := s.cfg.Jobs.JobList(ctx, runID)
 	if err != nil {
 		return err
 	}
-	var tenant *string
+	return s.DispatchJobs(ctx, jobs)
+}
+
+// DispatchJobs is DispatchRun for the given jobs, as JobList or
+// dag.Store.JobListWaiting return them: READY ones are queued, in batches
+// of one store call each (dag.Store.JobApply), and offered; QUEUED ones
+// are offered again; the others are left alone. It returns the store's
+// error, or ctx's once it ended, and then stops; a job refused because it
+// moved on meanwhile is no error.
+func (s *Server) DispatchJobs(ctx context.Context, jobs []*dag.Job) error {
+	tn := tenants{}
+	var ready []*dag.Job
 	for _, j := range jobs {
-		s.dispatchJob(ctx, j, &tenant)
+		switch j.State {
+		case cikit.JobReady:
+			ready = append(ready, j)
+		case cikit.JobQueued:
+			s.offer(ctx, j, nil, tn)
+		}
 	}
-	return nil
+	return s.queueJobs(ctx, ready, tn)
 }
 
 // DispatchJob is DispatchRun for one attempt of one job, such as one a
@@ -621,30 +650,29 @@ func (s *Server) DispatchJob(ctx context.Context, runID, jobID string, attempt i
 	if err != nil {
 		return err
 	}
-	if j.Attempt == attempt {
-		var tenant *string
-		s.dispatchJob(ctx, j, &tenant)
+	if j.Attempt != attempt {
+		return nil
 	}
-	return nil
+	return s.DispatchJobs(ctx, []*dag.Job{j})
 }
 
-// dispatchJob queues a READY job or offers a QUEUED one; *tenant caches
-// the run's tenant across the jobs of one run.
-func (s *Server) dispatchJob(ctx context.Context, j *dag.Job, tenant **string) {
-	switch j.State {
-	case cikit.JobReady:
-		s.queue(ctx, j)
-	case cikit.JobQueued:
-		if *tenant == nil {
-			t := s.tenant(ctx, nil, j.RunID)
-			*tenant = &t
-		}
-		o := &Offer{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt, Spec: j.Spec, Tenant: **tenant}
-		if wait := s.backoffLeft(j); wait > 0 {
-			s.dispatch.OfferAfter(o, wait)
-		} else {
-			s.dispatch.Offer(o)
-		}
+// tenants caches whom runs' jobs run for, across the jobs of one
+// dispatch.
+type tenants map[string]string
+
+// offer offers a QUEUED job; run, when known, spares reading it for its
+// tenant.
+func (s *Server) offer(ctx context.Context, j *dag.Job, run *dag.Run, tn tenants) {
+	t, ok := tn[j.RunID]
+	if !ok {
+		t = s.tenant(ctx, run, j.RunID)
+		tn[j.RunID] = t
+	}
+	o := &Offer{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt, Spec: j.Spec, Tenant: t}
+	if wait := s.backoffLeft(j); wait > 0 {
+		s.dispatch.OfferAfter(o, wait)
+	} else {
+		s.dispatch.Offer(o)
 	}
 }
 
@@ -673,37 +701,61 @@ func (s *Server) tenant(ctx context.Context, run *dag.Run, runID string) string 
 	return s.cfg.Tenant(run)
 }
 
-// queue moves a READY job to QUEUED and offers it.
-func (s *Server) queue(ctx context.Context, j *dag.Job) {
-	res, err := s.cfg.Jobs.JobQueue(ctx, &dag.JobTransitionParams{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt})
-	switch {
-	case errors.Is(err, cikit.ErrInvalidTransition):
-		// Another server may have queued it first: its runners are not
-		// ours, so this server offers the attempt too (a claim decides).
-		now, gerr := s.cfg.Jobs.JobGet(ctx, j.RunID, j.ID())
-		if gerr == nil && now.State == cikit.JobQueued && now.Attempt == j.Attempt {
-			var tenant *string
-			s.dispatchJob(ctx, now, &tenant)
+// maxQueueBatch is the most READY jobs one store call queues.
+const maxQueueBatch = 256
+
+// queueJobs moves READY jobs to QUEUED and offers them, maxQueueBatch at
+// a time. A job another server queued first is offered too: that
+// server's runners are not ours (a claim decides). A job of a busy
+// concurrency group waits for its turn. It returns the store's error, or
+// ctx's once it ended.
+func (s *Server) queueJobs(ctx context.Context, jobs []*dag.Job, tn tenants) error {
+	for lo := 0; lo < len(jobs); lo += maxQueueBatch {
+		if err := ctx.Err(); err != nil {
+			return err
 		}
-		return
-	case err != nil:
-		if !errors.Is(err, dag.ErrGroupBusy) {
-			s.log.Error("fleet: queueing a job", "run", j.RunID, "job", j.ID(), "attempt", j.Attempt, "error", err)
+		batch := jobs[lo:min(lo+maxQueueBatch, len(jobs))]
+		evs := make([]*dag.JobEvent, len(batch))
+		for i, j := range batch {
+			evs[i] = &dag.JobEvent{Kind: dag.EventQueue, RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt}
 		}
-		return
+		results, err := s.cfg.Jobs.JobApply(ctx, evs)
+		if err != nil {
+			return err
+		}
+		var taken []dag.JobKey
+		var takenAttempts []int
+		for i, r := range results {
+			j := batch[i]
+			switch {
+			case errors.Is(r.Err, cikit.ErrInvalidTransition):
+				taken, takenAttempts = append(taken, dag.JobKey{RunID: j.RunID, JobID: j.ID()}), append(takenAttempts, j.Attempt)
+			case errors.Is(r.Err, dag.ErrGroupBusy):
+			case r.Err != nil:
+				s.log.Error("fleet: queueing a job", "run", j.RunID, "job", j.ID(), "attempt", j.Attempt, "error", r.Err)
+			default:
+				s.offer(ctx, j, r.Run, tn)
+				// Queueing a job with cancel_in_progress cancels others;
+				// their consequences may free groups or make jobs READY.
+				if len(r.Changed) > 1 {
+					s.Dispatch(ctx, &dag.TransitionResult{Changed: r.Changed[1:], Run: r.Run})
+				}
+			}
+		}
+		if len(taken) == 0 {
+			continue
+		}
+		now, err := s.cfg.Jobs.JobGetMany(ctx, taken)
+		if err != nil {
+			return err
+		}
+		for i, j := range now {
+			if j != nil && j.State == cikit.JobQueued && j.Attempt == takenAttempts[i] {
+				s.offer(ctx, j, nil, tn)
+			}
+		}
 	}
-	o := &Offer{RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt, Spec: j.Spec, Tenant: s.tenant(ctx, res.Run, j.RunID)}
-	if wait := s.backoffLeft(j); wait > 0 {
-		s.dispatch.OfferAfter(o, wait)
-	} else {
-		s.dispatch.Offer(o)
-	}
-	// Queueing a job with cancel_in_progress cancels others; their
-	// consequences may free groups or make jobs READY.
-	if len(res.Changed) > 1 {
-		rest := &dag.TransitionResult{Changed: res.Changed[1:], Run: res.Run}
-		s.Dispatch(ctx, rest)
-	}
+	return nil
 }
 
 type errorBody struct {

@@ -296,10 +296,12 @@ func truncate(s string, n int) string {
 }
 
 // redispatchWindow is how far back redispatch looks for unfinished runs,
-// and redispatchInterval how often it looks again.
+// redispatchInterval how often it looks again, and redispatchPage how
+// many waiting jobs it reads at a time.
 const (
 	redispatchWindow   = 24 * time.Hour
 	redispatchInterval = time.Minute
+	redispatchPage     = 500
 )
 
 // redispatchEvery redispatches every redispatchInterval: a safety net for
@@ -323,40 +325,29 @@ func (p *Platform) redispatchEvery(ctx context.Context) error {
 // unfinished runs of the last day: offers live in memory, so a server
 // that starts (or restarts after a crash) learns of the jobs that were
 // ready before it ran. Jobs whose runners vanished come back through the
-// reaper.
+// reaper. It reads only the waiting jobs (dag.Store.JobListWaiting), a
+// page at a time, never whole runs: a sweep costs what waits, however
+// large its runs are.
 func (p *Platform) redispatch(ctx context.Context) error {
-	since := p.now().Add(-redispatchWindow)
-	params := &dag.RunListParams{Limit: dag.MaxRunListLimit}
+	params := &dag.WaitingListParams{CreatedSince: p.now().Add(-redispatchWindow), Limit: redispatchPage}
 	offered := 0
-pages:
 	for {
-		runs, err := p.jobs.RunList(ctx, params)
+		jobs, err := p.jobs.JobListWaiting(ctx, params)
 		if err != nil {
 			return err
 		}
-		for _, r := range runs {
-			if r.CreatedAt.Before(since) {
-				break pages
-			}
-			if r.State.Terminal() {
-				continue
-			}
-			if err := p.fleet.DispatchRun(ctx, r.ID); err != nil {
-				if ctx.Err() != nil {
-					return err
-				}
-				p.log.Warn("offer the waiting jobs of a run", "run", r.ID, "err", err)
-				continue
-			}
-			offered++
+		if err := p.fleet.DispatchJobs(ctx, jobs); err != nil {
+			return err
 		}
-		if len(runs) < params.Limit {
+		offered += len(jobs)
+		if len(jobs) < params.Limit {
 			break
 		}
-		params.Before = runs[len(runs)-1].Cursor()
+		last := jobs[len(jobs)-1].Key()
+		params.After = &last
 	}
 	if offered > 0 {
-		p.log.Debug("offered the waiting jobs of unfinished runs", "runs", offered)
+		p.log.Debug("offered the waiting jobs of unfinished runs", "jobs", offered)
 	}
 	return nil
 }

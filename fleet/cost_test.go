@@ -1,0 +1,94 @@
+package fleet_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/fleet"
+	"github.com/cikit/cikit/internal/syncbuf"
+)
+
+// cancelAfterList is a store whose JobList ends its caller's context once
+// it has read the jobs, as a server shutting down ends a dispatch that is
+// under way.
+type cancelAfterList struct {
+	dag.Store
+	cancel context.CancelFunc
+}
+
+func (s *cancelAfterList) JobList(ctx context.Context, runID string) ([]*dag.Job, error) {
+	jobs, err := s.Store.JobList(ctx, runID)
+	s.cancel()
+	return jobs, err
+}
+
+// TestDispatchRunStopsWhenItsContextEnds checks that a dispatch whose
+// context ends stops and says so, without logging an error per job it did
+// not queue: a server shut down while offering a 10,000-job run logged
+// thousands of ERROR lines, one per job. (It did before the change: the
+// test failed with 200 ERROR lines and no error returned.)
+func TestDispatchRunStopsWhenItsContextEnds(t *testing.T) {
+	t.Parallel()
+	var logs syncbuf.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var store *cancelAfterList
+	b := setupWith(t, memoryStores, func(c *fleet.ServerConfig) {
+		store = &cancelAfterList{Store: c.Jobs, cancel: cancel}
+		c.Jobs = store
+		c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	})
+	specs := make([]*cikit.JobSpec, 200)
+	for i := range specs {
+		specs[i] = spec(fmt.Sprint("j", i))
+	}
+	run, err := b.jobs.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: specs})
+	require.NoError(t, err)
+	err = b.server.DispatchRun(ctx, run.ID)
+	require.ErrorIs(t, err, context.Canceled)
+	require.NotContains(t, logs.String(), "level=ERROR")
+	require.Zero(t, b.server.Dispatcher().Len(), "nothing was offered after the context ended")
+}
+
+// TestCancelWithdrawsOffers checks that cancelling a run withdraws the
+// offers of its jobs: a runner asking for work then gets none, without a
+// claim refused per job of the run. (Before the change the 1,000 offers
+// stayed, each claimed and refused in turn; the test failed on the
+// dispatcher's 1,000 waiting offers.)
+func TestCancelWithdrawsOffers(t *testing.T) {
+	t.Parallel()
+	for _, st := range []struct {
+		name string
+		st   stores
+	}{{"memory", memoryStores}, {"postgres+redis", postgresStores}} {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			b := setupOn(t, st.st)
+			ctx := context.Background()
+			specs := make([]*cikit.JobSpec, 1000)
+			for i := range specs {
+				specs[i] = spec(fmt.Sprint("j", i))
+			}
+			other := b.newRun(t, spec("other"))
+			runID := b.newRun(t, specs...)
+			require.Equal(t, 1001, b.server.Dispatcher().Len())
+			res, err := b.jobs.RunCancel(ctx, runID)
+			require.NoError(t, err)
+			b.server.Dispatch(ctx, res)
+			require.Equal(t, 1, b.server.Dispatcher().Len(), "only the other run's job is offered")
+			runner := b.register(t)
+			c := b.claim(t, runner, "0")
+			require.NotNil(t, c)
+			require.Equal(t, other, c.RunID)
+			status, _ := b.call(t, http.MethodGet, "/v1/jobs/claim?wait=0", runner, nil)
+			require.Equal(t, http.StatusNoContent, status)
+		})
+	}
+}
