@@ -38,7 +38,10 @@
 // by key, and a fast path for events local to one job whose dependency
 // counters live in Redis when configured (PostgresConfig.Redis): Redis
 // only says which jobs are worth checking, PostgreSQL decides, and
-// Repair rebuilds the counters. Every write records its events in the
+// Repair rebuilds the counters. An event refused because its job moved
+// on costs the job's row, not a read of its run, and JobListWaiting pages
+// through the jobs waiting for a runner: the cost of a state change
+// follows what it changes, not the size of its run. Every write records its events in the
 // same transaction, in an outbox a relay publishes from: OutboxPublish
 // claims events for a relay, several relays sharing the work;
 // OutboxPending and OutboxMarkPublished inspect and mark. Both stores

@@ -45,7 +45,12 @@
 // once, without polling. A retried attempt is offered after a backoff.
 // Completions through the Server dispatch what they make ready
 // themselves; whoever else changes jobs (run creation, the reaper) passes
-// its results to Dispatch or calls DispatchRun.
+// its results to Dispatch or calls DispatchRun. DispatchJobs queues the
+// READY jobs it is given in batches of one store call and offers the
+// QUEUED ones again, such as a page of dag.Store.JobListWaiting in a
+// sweep. Dispatch withdraws the waiting offers of attempts its results
+// ended, so that the jobs of a cancelled run are not handed to runners
+// only to be refused.
 //
 // # Batching
 //
