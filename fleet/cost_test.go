@@ -92,3 +92,24 @@ func TestCancelWithdrawsOffers(t *testing.T) {
 		})
 	}
 }
+
+// TestCompleteRepeatedAfterRetry checks that a completion repeated after
+// its answer was lost, of an attempt the failure retried, finds the
+// attempt ended as it said (from the job's ended attempts) and answers the
+// job's state now.
+func TestCompleteRepeatedAfterRetry(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	runner := b.register(t)
+	b.newRun(t, spec("build"))
+	c := b.claim(t, runner, "5")
+	failed := map[string]any{"result": "failed", "failure_class": "infrastructure", "exit_code": -1}
+	status, out := b.call(t, http.MethodPost, jobPath(c, "complete"), c.Token, failed)
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	require.Equal(t, "ready", out["state"], "the job is ready again, as attempt 2")
+	status, out = b.call(t, http.MethodPost, jobPath(c, "complete"), c.Token, failed)
+	require.Equal(t, http.StatusOK, status, "the completion repeated: %v", out)
+	require.Equal(t, "queued", out["state"], "attempt 2 was dispatched meanwhile")
+	status, _ = b.call(t, http.MethodPost, jobPath(c, "complete"), c.Token, map[string]any{"result": "succeeded"})
+	require.Equal(t, http.StatusConflict, status, "a different completion of the retried attempt")
+}

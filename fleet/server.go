@@ -486,27 +486,23 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 }
 
 // endedAs reports whether attempt a ended with result, and the job's state
-// now.
+// now. It reads the job and, when it has moved on to another attempt, the
+// job's ended attempts: never the whole run.
 func (s *Server) endedAs(ctx context.Context, a lease.Attempt, result cikit.JobState) (cikit.JobState, bool) {
-	jobs, err := s.cfg.Jobs.JobList(ctx, a.RunID)
+	j, err := s.cfg.Jobs.JobGet(ctx, a.RunID, a.JobID)
 	if err != nil {
 		return "", false
 	}
-	for _, j := range jobs {
-		if j.ID() != a.JobID {
-			continue
-		}
-		if j.Attempt == a.Attempt {
-			return j.State, j.State == result
-		}
-		ended, err := s.cfg.Jobs.JobAttempts(ctx, a.RunID, a.JobID)
-		if err != nil {
-			return "", false
-		}
-		for _, e := range ended {
-			if e.Attempt == a.Attempt {
-				return j.State, e.State == result
-			}
+	if j.Attempt == a.Attempt {
+		return j.State, j.State == result
+	}
+	ended, err := s.cfg.Jobs.JobAttempts(ctx, a.RunID, a.JobID)
+	if err != nil {
+		return "", false
+	}
+	for _, e := range ended {
+		if e.Attempt == a.Attempt {
+			return j.State, e.State == result
 		}
 	}
 	return "", false
