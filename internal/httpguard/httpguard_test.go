@@ -1,12 +1,10 @@
 package httpguard_test
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -18,6 +16,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/cikit/cikit/internal/httpguard"
+	"github.com/cikit/cikit/internal/httpguard/httpguardtest"
 )
 
 func TestMain(m *testing.M) {
@@ -51,43 +50,6 @@ func guarded(t *testing.T, cfg httpguard.BodiesConfig, h http.HandlerFunc) (*htt
 	return b, srv.Listener.Addr().String()
 }
 
-// trickle sends a request whose body promises n bytes and sends one
-// every interval until the connection fails or ctx ends; it returns the
-// status of the answer, 0 when the connection closed without one.
-func trickle(ctx context.Context, t *testing.T, addr string, n int, interval time.Duration) (int, error) {
-	t.Helper()
-	conn, err := net.Dial("tcp", addr)
-	require.NoError(t, err)
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.Close() })
-	defer stop()
-	_, err = fmt.Fprintf(conn, "POST / HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", n)
-	require.NoError(t, err)
-	answered := make(chan int, 1)
-	go func() {
-		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			answered <- 0
-			return
-		}
-		resp.Body.Close()
-		answered <- resp.StatusCode
-	}()
-	tick := time.NewTicker(interval)
-	defer tick.Stop()
-	for range n {
-		if _, err := conn.Write([]byte{'x'}); err != nil {
-			break
-		}
-		select {
-		case status := <-answered:
-			return status, ctx.Err()
-		case <-tick.C:
-		}
-	}
-	return <-answered, ctx.Err()
-}
-
 // TestTrickledBodyIsCut: a body sent a byte every 4s against a rate of
 // 1 KiB/s over 1s windows is answered 408 after its first window, not
 // when it would have ended.
@@ -97,9 +59,9 @@ func TestTrickledBodyIsCut(t *testing.T) {
 	_, addr := guarded(t, httpguard.BodiesConfig{MinRate: 1 << 10, Timeout: timeout}, readAll)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout+4*time.Second)
 	defer cancel()
-	status, err := trickle(ctx, t, addr, 1000, 4*time.Second)
-	require.NoError(t, err, "the trickled body was not cut")
-	require.Equal(t, http.StatusRequestTimeout, status)
+	got := httpguardtest.Send(ctx, httpguardtest.SlowRequest{Addr: addr, Path: "/", Length: 1000, Interval: 4 * time.Second})
+	require.NoError(t, got.Err, "the trickled body was not cut")
+	require.Equal(t, http.StatusRequestTimeout, got.Status)
 }
 
 // TestBodyAtTheRateIsRead: a body that keeps the rate is read whole, and
