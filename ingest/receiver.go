@@ -23,6 +23,10 @@ import (
 // configured otherwise: 25 MiB, GitHub's cap on webhook payloads.
 const DefaultMaxBodyBytes = 25 << 20
 
+// initialBodyBuffer is the most a Receiver allocates for a body before
+// its bytes arrive.
+const initialBodyBuffer = 1 << 20
+
 // retryAfterSeconds is the Retry-After of an answer to a delivery that
 // could not be published; a broker rarely recovers sooner.
 const retryAfterSeconds = "30"
@@ -290,12 +294,14 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	}
 }
 
-// readBody reads a delivery's body, at most maxBody bytes, into a buffer
-// of its announced length, feeding check as it goes.
+// readBody reads a delivery's body, at most maxBody bytes, feeding check
+// as it goes. The buffer grows with the bytes that arrived, not with the
+// length announced: a sender that announces 25 MiB and sends nothing
+// costs no 25 MiB.
 func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, check bodyCheck) ([]byte, error) {
 	var buf bytes.Buffer
 	if req.ContentLength > 0 {
-		buf.Grow(int(req.ContentLength) + bytes.MinRead)
+		buf.Grow(int(min(req.ContentLength, initialBodyBuffer)) + bytes.MinRead)
 	}
 	_, err := buf.ReadFrom(io.TeeReader(http.MaxBytesReader(w, req.Body, r.maxBody), check))
 	return buf.Bytes(), err
