@@ -206,6 +206,9 @@ func (g *guardedBody) Read(p []byte) (int, error) {
 	if g.done {
 		return 0, io.EOF
 	}
+	if len(p) == 0 {
+		return 0, nil
+	}
 	if !g.armed {
 		g.armed = true
 		g.window()

@@ -255,3 +255,20 @@ func TestNewLimiterValidates(t *testing.T) {
 	_, err = httpguard.NewLimiter(httpguard.LimiterConfig{Rate: 1, Burst: 1, MaxSources: -1})
 	require.ErrorContains(t, err, "must not be negative")
 }
+
+// TestEmptyRead: a read into an empty buffer reads nothing and fails
+// nothing, also for a body of unknown length, which reserves as it reads.
+func TestEmptyRead(t *testing.T) {
+	t.Parallel()
+	_, addr := guarded(t, httpguard.BodiesConfig{}, func(w http.ResponseWriter, r *http.Request) {
+		n, err := r.Body.Read(nil)
+		require.NoError(t, err)
+		require.Zero(t, n)
+		readAll(w, r)
+	})
+	resp, err := http.Post("http://"+addr, "text/plain", io.MultiReader(strings.NewReader("abc")))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	require.Equal(t, "read 3 bytes", string(got))
+}

@@ -50,9 +50,10 @@ func (p *Platform) buildHTTP(context.Context) error {
 	mux.Handle(ingestTriggerPattern, limitTriggers(p.api))
 	mux.Handle("GET /healthz", p.api)
 	mux.Handle("GET /readyz", p.api)
-	webhooks := p.metrics.webhooks(p.receiver)
+	// Inside the metrics: a 429 is counted as a webhook answer.
+	webhooks := p.metrics.webhooks(limitWebhooks(p.receiver))
 	for _, provider := range []string{"github", "gitlab", "standard"} {
-		mux.Handle("POST /webhooks/"+provider, limitWebhooks(webhooks(provider)))
+		mux.Handle("POST /webhooks/"+provider, webhooks(provider))
 	}
 	mux.Handle("/v1/", p.metrics.runnerAPI(p.fleet))
 	mux.Handle("GET /metrics", p.metrics.handler())

@@ -59,7 +59,7 @@ http:
 	pid := startServe(t, cfg, "http://"+addr)
 
 	webhook := func(delivery string) int {
-		body := []byte(`{"ref":"refs/heads/main","before":"1111111111111111111111111111111111111111",`+
+		body := []byte(`{"ref":"refs/heads/main","before":"1111111111111111111111111111111111111111",` +
 			`"after":"2222222222222222222222222222222222222222","repository":{"name":"app","owner":{"login":"acme"}},"sender":{"login":"alice"}}`)
 		req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/webhooks/github", bytes.NewReader(body))
 		require.NoError(t, err)
