@@ -47,7 +47,7 @@ func (p *Platform) buildHTTP(context.Context) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/api/", p.api)
-	mux.Handle(ingestTriggerPattern, limitTriggers(p.api))
+	mux.Handle(triggerPattern, limitTriggers(p.api))
 	mux.Handle("GET /healthz", p.api)
 	mux.Handle("GET /readyz", p.api)
 	// Inside the metrics: a 429 is counted as a webhook answer.
@@ -66,8 +66,8 @@ func (p *Platform) buildHTTP(context.Context) error {
 	return nil
 }
 
-// ingestTriggerPattern is the API's manual trigger, limited per source.
-const ingestTriggerPattern = "POST " + api.Prefix + "/repos/{org}/{repo}/pipelines"
+// triggerPattern is the API's manual trigger, limited per source.
+const triggerPattern = "POST " + api.Prefix + "/repos/{org}/{repo}/pipelines"
 
 // sourceLimit returns a per-source limit of http.source-requests-per-minute,
 // or no limit when that is 0.
