@@ -21,7 +21,10 @@
 // # Verification
 //
 // Nothing is parsed before its signature is checked, and signatures and
-// tokens are compared with the expected ones in constant time:
+// tokens are compared with the expected ones in constant time. A
+// Receiver checks the headers before it reads the body (no signature, a
+// wrong token or a stale timestamp costs no body) and computes the HMACs
+// while the body arrives, so a large body is read once:
 //
 //   - GitHub: X-Hub-Signature-256, "sha256=" and the hex HMAC-SHA256 of
 //     the body (GitHubVerifier). The SHA-1 X-Hub-Signature is not

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/cikit/cikit/internal/httpguard"
 	"github.com/cikit/cikit/vcs"
 )
 
@@ -78,6 +79,15 @@ func (m *ManualTrigger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxManualBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
+		if status, retryAfter := httpguard.Status(err); status != 0 {
+			// The server's guard cut the body: too slow, or too many
+			// bodies in flight.
+			if retryAfter != "" {
+				w.Header().Set("Retry-After", retryAfter)
+			}
+			writeJSON(w, status, webhookAnswer{Error: err.Error(), DeliveryID: key})
+			return
+		}
 		writeError(w, http.StatusBadRequest, key, "malformed request: "+err.Error())
 		return
 	}

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -14,11 +15,17 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cikit/cikit/internal/httpguard"
 )
 
 // DefaultMaxBodyBytes is the largest body a Receiver reads unless
 // configured otherwise: 25 MiB, GitHub's cap on webhook payloads.
 const DefaultMaxBodyBytes = 25 << 20
+
+// initialBodyBuffer is the most a Receiver allocates for a body before
+// its bytes arrive.
+const initialBodyBuffer = 1 << 20
 
 // retryAfterSeconds is the Retry-After of an answer to a delivery that
 // could not be published; a broker rarely recovers sooner.
@@ -82,14 +89,19 @@ type ReceiverConfig struct {
 //	400 {"error": …, "delivery_id": …}        no known provider, a provider without secrets here, a malformed payload
 //	401 {"error": …, "delivery_id": …}        "missing signature", "signature mismatch" or "timestamp outside tolerance"
 //	405 {"error": …}                          not a POST
+//	408 {"error": …, "delivery_id": …}        a body sent slower than the server's minimum rate (see internal/httpguard)
 //	413 {"error": …, "delivery_id": …}        a body larger than MaxBodyBytes
 //	415 {"error": …, "delivery_id": …}        a body that is not JSON (a GitHub webhook set to form encoding)
-//	503 {"error": …, "delivery_id": …}        Publish failed; with Retry-After, so that the provider delivers again
+//	503 {"error": …, "delivery_id": …}        Publish failed, or the server's budget of body bytes in flight is spent; with Retry-After, so that the provider delivers again
 //
 // delivery_id is left out when the delivery names none a normalized
 // event could carry.
 // A 401 says no more than which of the three verification failures it
-// was; the log says what exactly.
+// was; the log says what exactly. The headers are checked before the
+// body is read (a delivery without a signature or with a wrong GitLab
+// token costs no body), and the signature is computed while the body is
+// read, so verification takes no second pass; the body is kept for
+// normalization only once it has passed.
 //
 // A Receiver remembers the deliveries it published (ReceiverConfig.
 // Remember): a verified redelivery of one is answered 202 with
@@ -110,8 +122,10 @@ type Receiver struct {
 // webhookSource is what the receiver does with the deliveries of one
 // provider.
 type webhookSource struct {
-	name       string                          // for people: "GitHub"
-	verify     func(http.Header, []byte) error // nil when no secret is configured
+	name string // for people: "GitHub"
+	// begin checks a delivery's headers and returns the check its body
+	// is fed to as it is read; nil when no secret is configured.
+	begin      func(http.Header) (bodyCheck, error)
 	normalize  func(*Webhook) (Normalized, error)
 	deliveryID func(http.Header) string // before verification, for answers and logs
 	// keyHeaders are the headers besides the delivery id that
@@ -169,7 +183,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.sources[GitHub].verify = v.Verify
+		r.sources[GitHub].begin = v.begin
 	}
 	if len(cfg.GitLabTokens)+len(cfg.GitLabSigningTokens) > 0 {
 		v, err := NewGitLabVerifier(GitLabVerifierConfig{
@@ -181,7 +195,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.sources[GitLab].verify = v.Verify
+		r.sources[GitLab].begin = v.begin
 	}
 	if len(cfg.StandardSecrets) > 0 {
 		v, err := NewStandardVerifier(StandardVerifierConfig{
@@ -192,7 +206,7 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.sources[Manual].verify = v.Verify
+		r.sources[Manual].begin = v.begin
 	}
 	return r, nil
 }
@@ -215,7 +229,7 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		id = "" // not echoed: it would be refused anyway
 	}
 	log := r.log.With(slog.String("provider", string(provider)), slog.String("delivery_id", id))
-	if src.verify == nil {
+	if src.begin == nil {
 		r.refuse(ctx, w, log, http.StatusBadRequest, id, "this receiver accepts no "+src.name+" deliveries")
 		return
 	}
@@ -229,20 +243,33 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.refuse(ctx, w, log, http.StatusRequestEntityTooLarge, id, fmt.Sprintf("the body is larger than %d bytes", r.maxBody))
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.maxBody))
+	// The headers are checked before the body is read, and the body is
+	// verified as it arrives: a delivery that cannot pass costs no body.
+	check, err := src.begin(req.Header)
 	if err != nil {
+		r.unverified(ctx, w, log, id, err)
+		return
+	}
+	body, err := r.readBody(w, req, check)
+	if err != nil {
+		status, msg := http.StatusBadRequest, "reading the body: "+err.Error()
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			r.refuse(ctx, w, log, http.StatusRequestEntityTooLarge, id, fmt.Sprintf("the body is larger than %d bytes", r.maxBody))
-		} else {
-			r.refuse(ctx, w, log, http.StatusBadRequest, id, "reading the body: "+err.Error())
+			status, msg = http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", r.maxBody)
+		} else if guarded, retryAfter := httpguard.Status(err); guarded != 0 {
+			// Cut by the server's guard: too slow (408), or the budget
+			// of bytes in flight is spent (503, transient).
+			status = guarded
+			if retryAfter != "" {
+				w.Header().Set("Retry-After", retryAfter)
+			}
 		}
+		r.refuse(ctx, w, log, status, id, msg)
 		return
 	}
 	received := r.now()
 
-	if err := src.verify(req.Header, body); err != nil {
-		log.LogAttrs(ctx, slog.LevelWarn, "webhook refused", slog.Int("status", http.StatusUnauthorized), slog.String("error", err.Error()))
-		writeJSON(w, http.StatusUnauthorized, webhookAnswer{Error: verifyFailure(err), DeliveryID: id})
+	if err := check.finish(); err != nil {
+		r.unverified(ctx, w, log, id, err)
 		return
 	}
 	wh := &Webhook{Header: req.Header, Body: body, Received: received}
@@ -265,6 +292,25 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		log.LogAttrs(ctx, slog.LevelDebug, "webhook redelivered", slog.String("outcome", "published before"))
 		writeJSON(w, http.StatusAccepted, webhookAnswer{DeliveryID: id, Duplicate: true})
 	}
+}
+
+// readBody reads a delivery's body, at most maxBody bytes, feeding check
+// as it goes. The buffer grows with the bytes that arrived, not with the
+// length announced: a sender that announces 25 MiB and sends nothing
+// costs no 25 MiB.
+func (r *Receiver) readBody(w http.ResponseWriter, req *http.Request, check bodyCheck) ([]byte, error) {
+	var buf bytes.Buffer
+	if req.ContentLength > 0 {
+		buf.Grow(int(min(req.ContentLength, initialBodyBuffer)) + bytes.MinRead)
+	}
+	_, err := buf.ReadFrom(io.TeeReader(http.MaxBytesReader(w, req.Body, r.maxBody), check))
+	return buf.Bytes(), err
+}
+
+// unverified answers a delivery that failed verification.
+func (r *Receiver) unverified(ctx context.Context, w http.ResponseWriter, log *slog.Logger, id string, err error) {
+	log.LogAttrs(ctx, slog.LevelWarn, "webhook refused", slog.Int("status", http.StatusUnauthorized), slog.String("error", err.Error()))
+	writeJSON(w, http.StatusUnauthorized, webhookAnswer{Error: verifyFailure(err), DeliveryID: id})
 }
 
 // normalizeAndPublish normalizes a verified delivery, publishes its event

@@ -17,6 +17,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -693,4 +694,48 @@ func TestNormalizeDispatchGolden(t *testing.T) {
 		return h
 	}
 	testGolden(t, "dispatch", ingest.Manual, ingest.NormalizeDispatch, headers, func(string) bool { return true })
+}
+
+// TestReceiverRefusesBeforeReading: a delivery whose headers cannot pass
+// — no signature, a wrong GitLab token, a Standard Webhooks timestamp out
+// of tolerance — is refused 401 before any of its body is read, so an
+// unsigned flood costs no body memory.
+func TestReceiverRefusesBeforeReading(t *testing.T) {
+	t.Parallel()
+	b := setupReceiver(t, nil)
+	unsigned := gitHubRequest("push", "gh-unsigned", testPushBody, testGitHubSecret)
+	unsigned.Header.Del("X-Hub-Signature-256")
+	stale := standardRequest(t, "std-stale", testDispatchBody, testStandardSecret, receiverNow.Add(-time.Hour))
+	for name, req := range map[string]*http.Request{
+		"no signature":       unsigned,
+		"wrong gitlab token": gitLabRequest("gl-wrong", testGitLabPushBody, "not-the-token"),
+		"stale timestamp":    stale,
+	} {
+		unread := &readCounter{r: req.Body}
+		req.Body = io.NopCloser(unread)
+		status, _, _ := serveDelivery(t, b.receiver, req)
+		require.Equal(t, http.StatusUnauthorized, status, name)
+		require.Zero(t, unread.n, "%s: bytes read of a delivery refused on its headers", name)
+	}
+	require.Empty(t, b.publisher.published())
+}
+
+// TestReceiverVerifiesWhileReading: a wrong signature is found from the
+// bytes as they were read, without a second pass; a body changed after
+// signing is refused, the signed one passes.
+func TestReceiverVerifiesWhileReading(t *testing.T) {
+	t.Parallel()
+	b := setupReceiver(t, nil)
+	req := gitHubRequest("push", "gh-tampered", testPushBody, testGitHubSecret)
+	req.Body = io.NopCloser(strings.NewReader(strings.Replace(testPushBody, "alice", "mallo", 1)))
+	status, body, _ := serveDelivery(t, b.receiver, req)
+	require.Equal(t, http.StatusUnauthorized, status)
+	require.Equal(t, "signature mismatch", body["error"])
+
+	// Read in pieces of one byte: the HMAC sees every one.
+	req = gitHubRequest("push", "gh-pieces", testPushBody, testGitHubSecret)
+	req.Body = io.NopCloser(iotest.OneByteReader(strings.NewReader(testPushBody)))
+	status, body, _ = serveDelivery(t, b.receiver, req)
+	require.Equal(t, http.StatusAccepted, status, "%v", body)
+	require.Len(t, b.publisher.published(), 1)
 }

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -63,33 +65,102 @@ func NewGitHubVerifier(secrets []string) (*GitHubVerifier, error) {
 // X-Hub-Signature alone is refused as ErrMissingSignature: SHA-1 HMACs are
 // not accepted.
 func (v *GitHubVerifier) Verify(h http.Header, body []byte) error {
+	return verifyBody(v.begin, h, body)
+}
+
+// begin checks the headers, before any of the body is read, and returns
+// the check the body is fed to.
+func (v *GitHubVerifier) begin(h http.Header) (bodyCheck, error) {
 	values := h.Values(headerGitHubSignature)
 	switch {
 	case len(values) == 0 && h.Get(headerGitHubSHA1) != "":
-		return fmt.Errorf("%w: only the SHA-1 %s was sent, and %s is required", ErrMissingSignature, headerGitHubSHA1, headerGitHubSignature)
+		return nil, fmt.Errorf("%w: only the SHA-1 %s was sent, and %s is required", ErrMissingSignature, headerGitHubSHA1, headerGitHubSignature)
 	case len(values) == 0:
-		return fmt.Errorf("%w: no %s header", ErrMissingSignature, headerGitHubSignature)
+		return nil, fmt.Errorf("%w: no %s header", ErrMissingSignature, headerGitHubSignature)
 	case len(values) > 1:
-		return fmt.Errorf("%w: %d %s headers", ErrSignatureMismatch, len(values), headerGitHubSignature)
+		return nil, fmt.Errorf("%w: %d %s headers", ErrSignatureMismatch, len(values), headerGitHubSignature)
 	}
 	digits, ok := strings.CutPrefix(values[0], "sha256=")
 	if !ok || len(digits) != hex.EncodedLen(sha256.Size) {
-		return fmt.Errorf(`%w: %s is not "sha256=" and %d hex digits`, ErrSignatureMismatch, headerGitHubSignature, hex.EncodedLen(sha256.Size))
+		return nil, fmt.Errorf(`%w: %s is not "sha256=" and %d hex digits`, ErrSignatureMismatch, headerGitHubSignature, hex.EncodedLen(sha256.Size))
 	}
 	got, err := hex.DecodeString(digits)
 	if err != nil {
-		return fmt.Errorf("%w: %s is not hex", ErrSignatureMismatch, headerGitHubSignature)
+		return nil, fmt.Errorf("%w: %s is not hex", ErrSignatureMismatch, headerGitHubSignature)
 	}
+	return newMACCheck(v.secrets, nil, [][]byte{got},
+		fmt.Errorf("%w: %s matches none of the %d secrets", ErrSignatureMismatch, headerGitHubSignature, len(v.secrets))), nil
+}
+
+// bodyCheck is a verification begun on a delivery's headers and fed its
+// body as the body is read: the HMACs are computed while the bytes
+// arrive, so that verifying takes no second pass over a large body, and
+// a delivery whose headers cannot pass is refused before its body is
+// read at all.
+type bodyCheck interface {
+	io.Writer
+	// finish says whether what was written is the body signed.
+	finish() error
+}
+
+// verifyBody runs a whole check over a body held in memory.
+func verifyBody(begin func(http.Header) (bodyCheck, error), h http.Header, body []byte) error {
+	c, err := begin(h)
+	if err != nil {
+		return err
+	}
+	_, _ = c.Write(body)
+	return c.finish()
+}
+
+// macCheck computes an HMAC-SHA256 of the body under each key and
+// passes when any of them equals any candidate signature.
+type macCheck struct {
+	macs       []hash.Hash
+	candidates [][]byte
+	mismatch   error
+}
+
+// newMACCheck begins HMACs under keys of prefix and then the body.
+func newMACCheck(keys [][]byte, prefix []byte, candidates [][]byte, mismatch error) *macCheck {
+	c := &macCheck{candidates: candidates, mismatch: mismatch}
+	for _, key := range keys {
+		mac := hmac.New(sha256.New, key)
+		mac.Write(prefix)
+		c.macs = append(c.macs, mac)
+	}
+	return c
+}
+
+func (c *macCheck) Write(p []byte) (int, error) {
+	for _, mac := range c.macs {
+		mac.Write(p)
+	}
+	return len(p), nil
+}
+
+func (c *macCheck) finish() error {
 	match := 0
-	for _, secret := range v.secrets {
-		// Every secret is tried, so the time taken does not say which matched.
-		match |= subtle.ConstantTimeCompare(hmacSHA256(secret, body), got)
+	for _, mac := range c.macs {
+		want := mac.Sum(nil)
+		for _, sig := range c.candidates {
+			// Every pair is compared, so the time taken does not say
+			// which matched.
+			match |= subtle.ConstantTimeCompare(want, sig)
+		}
 	}
 	if match != 1 {
-		return fmt.Errorf("%w: %s matches none of the %d secrets", ErrSignatureMismatch, headerGitHubSignature, len(v.secrets))
+		return c.mismatch
 	}
 	return nil
 }
+
+// passCheck is the body check of a verification that its headers
+// decided (a GitLab token alone).
+type passCheck struct{}
+
+func (passCheck) Write(p []byte) (int, error) { return len(p), nil }
+func (passCheck) finish() error               { return nil }
 
 // SignGitHub returns the X-Hub-Signature-256 value GitHub sends for body
 // under secret, for tests and for programs that forward deliveries.
@@ -156,20 +227,29 @@ func NewGitLabVerifier(cfg GitLabVerifierConfig) (*GitLabVerifier, error) {
 // Verify checks the signature, the token, or both, that the verifier was
 // configured with. It never parses body.
 func (v *GitLabVerifier) Verify(h http.Header, body []byte) error {
+	return verifyBody(v.begin, h, body)
+}
+
+// begin checks the token and the signature's headers, before any of the
+// body is read, and returns the check the body is fed to.
+func (v *GitLabVerifier) begin(h http.Header) (bodyCheck, error) {
+	var check bodyCheck = passCheck{}
 	if v.signing != nil {
-		if err := v.signing.Verify(h, body); err != nil {
-			return err
+		c, err := v.signing.begin(h)
+		if err != nil {
+			return nil, err
 		}
+		check = c
 	}
 	if len(v.tokens) == 0 {
-		return nil
+		return check, nil
 	}
 	values := h.Values(headerGitLabToken)
 	switch {
 	case len(values) == 0:
-		return fmt.Errorf("%w: no %s header", ErrMissingSignature, headerGitLabToken)
+		return nil, fmt.Errorf("%w: no %s header", ErrMissingSignature, headerGitLabToken)
 	case len(values) > 1:
-		return fmt.Errorf("%w: %d %s headers", ErrSignatureMismatch, len(values), headerGitLabToken)
+		return nil, fmt.Errorf("%w: %d %s headers", ErrSignatureMismatch, len(values), headerGitLabToken)
 	}
 	// Comparing digests, which all have the same length, keeps the
 	// comparison from revealing the length of the tokens.
@@ -179,9 +259,9 @@ func (v *GitLabVerifier) Verify(h http.Header, body []byte) error {
 		match |= subtle.ConstantTimeCompare(got[:], want[:])
 	}
 	if match != 1 {
-		return fmt.Errorf("%w: %s matches none of the %d tokens", ErrSignatureMismatch, headerGitLabToken, len(v.tokens))
+		return nil, fmt.Errorf("%w: %s matches none of the %d tokens", ErrSignatureMismatch, headerGitLabToken, len(v.tokens))
 	}
-	return nil
+	return check, nil
 }
 
 func hmacSHA256(key []byte, parts ...[]byte) []byte {

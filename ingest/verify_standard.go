@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -85,6 +84,12 @@ func NewStandardVerifier(cfg StandardVerifierConfig) (*StandardVerifier, error) 
 // Verify checks the webhook-id, webhook-timestamp and webhook-signature
 // headers of h against body, exactly as received. It never parses body.
 func (v *StandardVerifier) Verify(h http.Header, body []byte) error {
+	return verifyBody(v.begin, h, body)
+}
+
+// begin checks the headers and the timestamp, before any of the body is
+// read, and returns the check the body is fed to.
+func (v *StandardVerifier) begin(h http.Header) (bodyCheck, error) {
 	id, stamp, signatures := h.Get(headerWebhookID), h.Get(headerWebhookTimestamp), h.Get(headerWebhookSignature)
 	for _, hv := range []struct{ name, value string }{
 		{headerWebhookID, id},
@@ -92,22 +97,22 @@ func (v *StandardVerifier) Verify(h http.Header, body []byte) error {
 		{headerWebhookSignature, signatures},
 	} {
 		if hv.value == "" {
-			return fmt.Errorf("%w: no %s header", ErrMissingSignature, hv.name)
+			return nil, fmt.Errorf("%w: no %s header", ErrMissingSignature, hv.name)
 		}
 	}
 	// The signed content joins the id, the timestamp and the body with
 	// dots; a dot in either header would let a signature of one split
 	// pass for another.
 	if strings.Contains(id, ".") {
-		return fmt.Errorf("%w: %s contains a dot", ErrSignatureMismatch, headerWebhookID)
+		return nil, fmt.Errorf("%w: %s contains a dot", ErrSignatureMismatch, headerWebhookID)
 	}
 	sent, err := parseUnixSeconds(stamp)
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrSignatureMismatch, headerWebhookTimestamp, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrSignatureMismatch, headerWebhookTimestamp, err)
 	}
 	now := v.now()
 	if skew := now.Sub(sent); skew > v.tolerance || skew < -v.tolerance {
-		return fmt.Errorf("%w: %s is %s from now, more than %s", ErrTimestampOutsideTolerance, headerWebhookTimestamp, skew.Abs(), v.tolerance)
+		return nil, fmt.Errorf("%w: %s is %s from now, more than %s", ErrTimestampOutsideTolerance, headerWebhookTimestamp, skew.Abs(), v.tolerance)
 	}
 
 	var candidates [][]byte
@@ -123,21 +128,10 @@ func (v *StandardVerifier) Verify(h http.Header, body []byte) error {
 		candidates = append(candidates, sig)
 	}
 	if len(candidates) == 0 {
-		return fmt.Errorf("%w: %s holds no v1 signature", ErrSignatureMismatch, headerWebhookSignature)
+		return nil, fmt.Errorf("%w: %s holds no v1 signature", ErrSignatureMismatch, headerWebhookSignature)
 	}
-	prefix := []byte(id + "." + stamp + ".")
-	match := false
-	for _, key := range v.keys {
-		want := hmacSHA256(key, prefix, body)
-		for _, sig := range candidates {
-			// Every pair is compared, so the time taken does not say which matched.
-			match = hmac.Equal(want, sig) || match
-		}
-	}
-	if !match {
-		return fmt.Errorf("%w: none of the %d v1 signatures matches any of the %d secrets", ErrSignatureMismatch, len(candidates), len(v.keys))
-	}
-	return nil
+	return newMACCheck(v.keys, []byte(id+"."+stamp+"."), candidates,
+		fmt.Errorf("%w: none of the %d v1 signatures matches any of the %d secrets", ErrSignatureMismatch, len(candidates), len(v.keys))), nil
 }
 
 // SignStandard returns a webhook-signature entry, "v1,<base64>", for the

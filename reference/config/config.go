@@ -25,6 +25,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -52,6 +53,7 @@ type Config struct {
 	// handing back leases, committing consumed offsets.
 	ShutdownTimeout time.Duration `yaml:"shutdown-timeout" usage:"how long a graceful shutdown may take"`
 
+	HTTP     HTTP     `yaml:"http"`
 	Postgres Postgres `yaml:"postgres"`
 	Kafka    Kafka    `yaml:"kafka"`
 	Redis    Redis    `yaml:"redis"`
@@ -60,6 +62,40 @@ type Config struct {
 	Webhooks Webhooks `yaml:"webhooks"`
 	Runners  Runners  `yaml:"runners"`
 	Log      Log      `yaml:"log"`
+}
+
+// HTTP bounds what clients may hold of the HTTP server: its connections,
+// the memory of request bodies, the requests of one address. It applies
+// to every listener and route; docs/serve.md says what each limit costs.
+type HTTP struct {
+	// ReadHeaderTimeout is how long a client may take to send a
+	// request's headers; IdleTimeout how long a keep-alive connection
+	// may wait for its next request; MaxHeaderBytes how large the
+	// headers may be.
+	ReadHeaderTimeout time.Duration `yaml:"read-header-timeout" usage:"how long a client may take to send a request's headers"`
+	IdleTimeout       time.Duration `yaml:"idle-timeout" usage:"how long an idle keep-alive connection stays open"`
+	MaxHeaderBytes    int           `yaml:"max-header-bytes" usage:"the largest request headers read, in bytes"`
+	// MaxBodyBytesInFlight is the budget of request-body bytes held at
+	// once across all requests: a request past it is answered 503 with
+	// Retry-After, one larger than it 413.
+	MaxBodyBytesInFlight int64 `yaml:"max-body-bytes-in-flight" usage:"the most request-body bytes read at once across all requests (past it: 503 + Retry-After)"`
+	// MinBodyRate (bytes per second) and BodyReadTimeout: every
+	// BodyReadTimeout of reading a body must bring MinBodyRate ×
+	// BodyReadTimeout bytes or the rest of the body, else the request
+	// is cut (408).
+	MinBodyRate     int64         `yaml:"min-body-rate" usage:"the slowest a request body may arrive, in bytes per second averaged over body-read-timeout"`
+	BodyReadTimeout time.Duration `yaml:"body-read-timeout" usage:"the window over which a request body's rate is measured; a body idle this long is cut"`
+	// SourceRequestsPerMinute and SourceBurst limit the webhook and
+	// manual trigger requests of one client address (a token bucket
+	// each; past it 429 with Retry-After); 0 requests per minute turns
+	// the limit off. MaxSources bounds the addresses remembered.
+	SourceRequestsPerMinute int `yaml:"source-requests-per-minute" usage:"webhook and trigger requests per minute from one address (0: no limit)"`
+	SourceBurst             int `yaml:"source-burst" usage:"webhook and trigger requests one address may send at once"`
+	MaxSources              int `yaml:"max-sources" usage:"how many client addresses the rate limits remember"`
+	// TrustedProxies are the addresses or CIDR prefixes of the proxies
+	// whose X-Forwarded-For names the client; without them a client is
+	// the connection's address.
+	TrustedProxies []string `yaml:"trusted-proxies" usage:"proxies (addresses or CIDR prefixes) whose X-Forwarded-For names the client (empty: the connection's address)"`
 }
 
 // Postgres is the system of record. Without a URL, runs, jobs, leases and
@@ -199,11 +235,16 @@ func Default() *Config {
 		Listen:          "127.0.0.1:8080",
 		DataDir:         ".cikit",
 		ShutdownTimeout: 30 * time.Second,
-		Kafka:           Kafka{Partitions: 6, ReplicationFactor: -1, Group: "cikit"},
-		Redis:           Redis{KeyPrefix: "cikit:"},
-		VCS:             VCS{Provider: "local"},
-		Runners:         Runners{Local: -1, Sandbox: "auto", LeaseTTL: 30 * time.Second},
-		Log:             Log{Level: "info", Format: "text"},
+		HTTP: HTTP{
+			ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute, MaxHeaderBytes: 64 << 10,
+			MaxBodyBytesInFlight: 64 << 20, MinBodyRate: 32 << 10, BodyReadTimeout: 10 * time.Second,
+			SourceRequestsPerMinute: 600, SourceBurst: 100, MaxSources: 10000,
+		},
+		Kafka:   Kafka{Partitions: 6, ReplicationFactor: -1, Group: "cikit"},
+		Redis:   Redis{KeyPrefix: "cikit:"},
+		VCS:     VCS{Provider: "local"},
+		Runners: Runners{Local: -1, Sandbox: "auto", LeaseTTL: 30 * time.Second},
+		Log:     Log{Level: "info", Format: "text"},
 	}
 }
 
@@ -296,6 +337,35 @@ func (c *Config) Validate() error {
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("shutdown-timeout: must be positive")
+	}
+	h := c.HTTP
+	if h.ReadHeaderTimeout <= 0 || h.IdleTimeout <= 0 || h.BodyReadTimeout <= 0 {
+		bad("http.read-header-timeout, http.idle-timeout and http.body-read-timeout: must be positive")
+	}
+	if h.MaxHeaderBytes < 4<<10 {
+		bad("http.max-header-bytes: must be at least 4096")
+	}
+	if h.MaxBodyBytesInFlight < 1<<20 {
+		bad("http.max-body-bytes-in-flight: must be at least 1 MiB (1048576)")
+	}
+	if h.MinBodyRate < 1 {
+		bad("http.min-body-rate: must be at least 1 byte per second")
+	}
+	if h.SourceRequestsPerMinute < 0 {
+		bad("http.source-requests-per-minute: must not be negative (0: no limit)")
+	}
+	if h.SourceRequestsPerMinute > 0 && h.SourceBurst < 1 {
+		bad("http.source-burst: must be at least 1 with a source-requests-per-minute")
+	}
+	if h.MaxSources < 1 {
+		bad("http.max-sources: must be at least 1")
+	}
+	for _, p := range h.TrustedProxies {
+		if _, err := netip.ParsePrefix(p); err != nil {
+			if _, err := netip.ParseAddr(p); err != nil {
+				bad("http.trusted-proxies: %q is neither an IP address nor a CIDR prefix", p)
+			}
+		}
 	}
 	switch c.VCS.Provider {
 	case "local", "github", "gitlab":

@@ -298,6 +298,15 @@ func TestValidate(t *testing.T) {
 		{"s3 endpoint without bucket", func(c *Config) { c.S3.Bucket = ""; c.S3.Endpoint = "http://minio:9000" }, "s3.bucket: required when other s3 settings are set"},
 		{"s3 region without bucket", func(c *Config) { c.S3.Bucket = ""; c.S3.Region = "eu-west-1" }, "s3.bucket: required when other s3 settings are set"},
 		{"s3 key without secret", func(c *Config) { c.S3.AccessKeyID = "AKIA" }, "s3: set both access-key-id and secret-access-key, or neither"},
+		{"header timeout", func(c *Config) { c.HTTP.ReadHeaderTimeout = 0 }, "http.read-header-timeout, http.idle-timeout and http.body-read-timeout: must be positive"},
+		{"body timeout", func(c *Config) { c.HTTP.BodyReadTimeout = -time.Second }, "http.read-header-timeout, http.idle-timeout and http.body-read-timeout: must be positive"},
+		{"header bytes", func(c *Config) { c.HTTP.MaxHeaderBytes = 100 }, "http.max-header-bytes: must be at least 4096"},
+		{"bytes in flight", func(c *Config) { c.HTTP.MaxBodyBytesInFlight = 1000 }, "http.max-body-bytes-in-flight: must be at least 1 MiB"},
+		{"body rate", func(c *Config) { c.HTTP.MinBodyRate = 0 }, "http.min-body-rate: must be at least 1 byte per second"},
+		{"source rate", func(c *Config) { c.HTTP.SourceRequestsPerMinute = -1 }, "http.source-requests-per-minute: must not be negative"},
+		{"source burst", func(c *Config) { c.HTTP.SourceBurst = 0 }, "http.source-burst: must be at least 1"},
+		{"max sources", func(c *Config) { c.HTTP.MaxSources = 0 }, "http.max-sources: must be at least 1"},
+		{"trusted proxies", func(c *Config) { c.HTTP.TrustedProxies = []string{"10.0.0.0/8", "proxy.local"} }, `http.trusted-proxies: "proxy.local" is neither an IP address nor a CIDR prefix`},
 		{"s3 secret without key", func(c *Config) { c.S3.SecretAccessKey = "shh" }, "s3: set both access-key-id and secret-access-key, or neither"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,12 +2,16 @@ package platform
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"net/http"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"golang.org/x/time/rate"
 
 	"github.com/cikit/cikit/ingest"
+	"github.com/cikit/cikit/internal/httpguard"
 	"github.com/cikit/cikit/reference/api"
 	"github.com/cikit/cikit/reference/web"
 )
@@ -23,11 +27,31 @@ func (p *Platform) buildHTTP(context.Context) error {
 	if err != nil {
 		return err
 	}
+	bodies, err := httpguard.NewBodies(httpguard.BodiesConfig{
+		MaxBytesInFlight: p.cfg.HTTP.MaxBodyBytesInFlight,
+		MinRate:          p.cfg.HTTP.MinBodyRate,
+		Timeout:          p.cfg.HTTP.BodyReadTimeout,
+	})
+	if err != nil {
+		return fmt.Errorf("platform: %w", err)
+	}
+	// Webhooks and manual triggers are what anyone may send: each has a
+	// limit per source of its own.
+	limitWebhooks, err := p.sourceLimit()
+	if err != nil {
+		return err
+	}
+	limitTriggers, err := p.sourceLimit()
+	if err != nil {
+		return err
+	}
 	mux := http.NewServeMux()
 	mux.Handle("/api/", p.api)
+	mux.Handle(triggerPattern, limitTriggers(p.api))
 	mux.Handle("GET /healthz", p.api)
 	mux.Handle("GET /readyz", p.api)
-	webhooks := p.metrics.webhooks(p.receiver)
+	// Inside the metrics: a 429 is counted as a webhook answer.
+	webhooks := p.metrics.webhooks(limitWebhooks(p.receiver))
 	for _, provider := range []string{"github", "gitlab", "standard"} {
 		mux.Handle("POST /webhooks/"+provider, webhooks(provider))
 	}
@@ -35,8 +59,49 @@ func (p *Platform) buildHTTP(context.Context) error {
 	mux.Handle("GET /metrics", p.metrics.handler())
 	mux.Handle("/", web.Handler())
 	p.gauges()
-	p.handler = withCorrelation(p.log, mux)
+	p.bodyGauge(bodies)
+	// The body guard is outermost: its read deadlines reach the
+	// connection only through the server's own ResponseWriter.
+	p.handler = bodies.Handler(withCorrelation(p.log, mux))
 	return nil
+}
+
+// triggerPattern is the API's manual trigger, limited per source.
+const triggerPattern = "POST " + api.Prefix + "/repos/{org}/{repo}/pipelines"
+
+// sourceLimit returns a per-source limit of http.source-requests-per-minute,
+// or no limit when that is 0.
+func (p *Platform) sourceLimit() (func(http.Handler) http.Handler, error) {
+	h := p.cfg.HTTP
+	if h.SourceRequestsPerMinute == 0 {
+		return func(next http.Handler) http.Handler { return next }, nil
+	}
+	proxies, err := httpguard.ParseProxies(h.TrustedProxies)
+	if err != nil {
+		return nil, fmt.Errorf("platform: http.trusted-proxies: %w", err)
+	}
+	l, err := httpguard.NewLimiter(httpguard.LimiterConfig{
+		Rate: rate.Limit(float64(h.SourceRequestsPerMinute) / 60), Burst: h.SourceBurst,
+		MaxSources: h.MaxSources, TrustedProxies: proxies, Now: p.now,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
+	}
+	return l.Handler, nil
+}
+
+// newHTTPServer is the server of the platform's listener, with the
+// http settings' timeouts. It has no ReadTimeout or WriteTimeout: long
+// polls and log follows outlive any, and the body guard bounds the
+// reading of bodies instead.
+func (p *Platform) newHTTPServer(base context.Context) *http.Server {
+	return &http.Server{
+		Handler:           p.handler,
+		ReadHeaderTimeout: p.cfg.HTTP.ReadHeaderTimeout,
+		IdleTimeout:       p.cfg.HTTP.IdleTimeout,
+		MaxHeaderBytes:    p.cfg.HTTP.MaxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return base },
+	}
 }
 
 // tickMiniredis moves the in-process Redis's clock with the real one:

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/ingest"
+	"github.com/cikit/cikit/internal/httpguard"
 )
 
 // maxReady bounds the ready times kept to measure queue waits.
@@ -81,6 +82,13 @@ func (p *Platform) gauges() {
 		return p.now().Sub(evs[0].CreatedAt).Seconds()
 	}))
 	m.reg.MustRegister(&lagCollector{p: p, desc: prometheus.NewDesc("cikit_consumer_lag", "Records not yet consumed, by consumer group and topic.", []string{"group", "topic"}, nil)})
+}
+
+// bodyGauge registers the request-body bytes the guard holds.
+func (p *Platform) bodyGauge(b *httpguard.Bodies) {
+	p.metrics.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "cikit_http_body_bytes_in_flight", Help: "Request-body bytes reserved now, of http.max-body-bytes-in-flight.",
+	}, func() float64 { return float64(b.InFlight()) }))
 }
 
 type queueCollector struct {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -37,11 +35,7 @@ func (p *Platform) Run(ctx context.Context) error {
 	}
 	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRequests()
-	srv := &http.Server{
-		Handler:           p.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		BaseContext:       func(net.Listener) context.Context { return reqCtx },
-	}
+	srv := p.newHTTPServer(reqCtx)
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(p.ln) }()
 
