@@ -6,7 +6,8 @@
 // # Guarantees
 //
 //   - Steps run in order; the first failing step fails the job.
-//   - The environment is layered: the executor's base environment, then
+//   - The environment is built from scratch and layered: the host variables
+//     AllowedEnv names (or Config.Env) and those Config.PassEnv names, then
 //     CI=true and the CIKIT_* variables (and in a sandbox HOME, TMPDIR,
 //     USER and LOGNAME), then the job's env (which already holds the
 //     pipeline's), then the step's.

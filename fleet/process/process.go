@@ -41,8 +41,15 @@ type Config struct {
 	Grace time.Duration
 	// Timeout bounds a job whose spec sets none. Default: DefaultTimeout.
 	Timeout time.Duration
-	// Env is the base environment of every step. Default: os.Environ().
+	// Env is the base environment of every step, NAME=value. Default: the
+	// host's variables that AllowedEnv names (see HostEnv): nothing else
+	// of the executor's environment, where its secrets are, reaches a job.
 	Env []string
+	// PassEnv names more host variables whose values jobs get, on top of
+	// Env or its default, for an operator who wants a job to see them
+	// (a proxy, a certificate bundle). Names starting with CIKIT are
+	// refused.
+	PassEnv []string
 	// Output returns the writer that receives a job's combined stdout and
 	// stderr, and the step headers. Writes come from one goroutine per
 	// job. Default: output is discarded.
@@ -123,9 +130,10 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.Env == nil {
-		cfg.Env = os.Environ()
+	if cfg.Env, err = baseEnv(&cfg); err != nil {
+		return nil, err
 	}
+	cfg.PassEnv = nil // in Env now
 	if cfg.Output == nil {
 		cfg.Output = func(*cikit.JobSpec) io.Writer { return io.Discard }
 	}

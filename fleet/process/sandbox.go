@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -98,11 +99,18 @@ func (m SandboxMode) String() string {
 }
 
 // Limits bound what a job's processes may use. Zero fields set no limit.
-// They are resource limits (setrlimit) set on each step's process and
-// inherited by every process it starts, so they apply per process except
-// Processes, which counts the whole job. A step whose end points at a
-// limit fails with a reason naming it. They are not cgroups: they do not
-// bound the job's total memory or CPU, its disk use, or its I/O.
+//
+// Two mechanisms enforce them. Where the executor may create cgroups in a
+// delegated cgroup v2 hierarchy (see Sandbox.Cgroup), each job runs in a
+// cgroup of its own: JobMemory, Processes and CPUs bound the whole job
+// (memory.max, pids.max, cpu.max). Otherwise the executor falls back to
+// resource limits (setrlimit) set on each step's process and inherited by
+// every process it starts: Processes is then RLIMIT_NPROC, which counts
+// the whole job too, and JobMemory and CPUs cannot be enforced — New
+// logs a warning, and every job's log header says so. CPUTime, Memory and
+// FileSize are rlimits in both cases, per process. Every job's output
+// starts with a line stating the limits in force and by which mechanism.
+// A step whose end points at a limit fails with a reason naming it.
 type Limits struct {
 	// CPUTime is the CPU time a process may use, rounded up to whole
 	// seconds (RLIMIT_CPU). A process exceeding it is killed by SIGXCPU
@@ -111,21 +119,56 @@ type Limits struct {
 	// Memory is the address space a process may map, in bytes
 	// (RLIMIT_AS). Allocations beyond it fail; most programs then exit
 	// with an error. Runtimes that reserve address space up front (the
-	// JVM, Go's race detector) need far more than they use.
+	// JVM, Go's race detector) need far more than they use, so it is
+	// off by default: JobMemory measures real memory instead.
 	Memory int64
+	// JobMemory is the real memory the whole job may use, in bytes:
+	// resident memory, page cache and its /tmp and /dev/shm (memory.max
+	// of its cgroup; swap is not given to it). Past it the kernel kills
+	// a process of the job. It needs a cgroup v2.
+	JobMemory int64
+	// CPUs is how many CPUs' worth of time the job may use at once
+	// (cpu.max of its cgroup); beyond it the job is throttled, not
+	// killed. It needs a cgroup v2.
+	CPUs int
 	// Processes is how many processes and threads the job may have at
-	// once (RLIMIT_NPROC, which counts per user in the job's user
-	// namespace). The sandbox's own init and supervisor take about six
-	// of them, so it must be at least MinProcesses. Creating one more
-	// fails.
+	// once (pids.max of its cgroup, or RLIMIT_NPROC, which counts per
+	// user in the job's user namespace). The sandbox's own init and
+	// supervisor take about six of them, so it must be at least
+	// MinProcesses. Creating one more fails.
 	Processes int
 	// FileSize is the largest file a process may write, in bytes
 	// (RLIMIT_FSIZE). A process writing beyond it is killed by SIGXFSZ.
 	FileSize int64
 	// Tmp is the size in bytes of the job's /tmp and, separately, of its
-	// /dev/shm. Both are in memory, which Memory does not cover. Default:
-	// the kernel's, half of the host's memory.
+	// /dev/shm. Both are in memory, which Memory does not cover and
+	// JobMemory does. Default: the kernel's, half of the host's memory.
 	Tmp int64
+}
+
+// DefaultLimits returns the limits `cikit serve` and `cikit runner` give
+// each sandboxed job unless configured otherwise: enough for a real build
+// (compilers, test binaries with the race detector, a JVM), not enough
+// for a runaway job to take the host down.
+//
+//   - Processes: 1024, or 128 per CPU on larger hosts. It counts threads
+//     and a Go program or JVM has dozens; a fork bomb stops there.
+//   - JobMemory: 4 GiB for the whole job, with a cgroup v2.
+//   - CPUs: none; CPUTime bounds a runaway process instead.
+//   - CPUTime: 4 hours per process, far beyond the default job timeout:
+//     a backstop for jobs with long timeouts.
+//   - Memory (address space): none, since it breaks Go's race detector
+//     and JVMs.
+//   - FileSize: 16 GiB per file.
+//   - Tmp: 2 GiB each for /tmp and /dev/shm, which live in memory.
+func DefaultLimits() Limits {
+	return Limits{
+		Processes: max(1024, 128*runtime.NumCPU()),
+		JobMemory: 4 << 30,
+		CPUTime:   4 * time.Hour,
+		FileSize:  16 << 30,
+		Tmp:       2 << 30,
+	}
 }
 
 // Defaults and bounds for Sandbox.
@@ -182,7 +225,7 @@ func validateSandbox(s *Sandbox, workRoot string) error {
 		return fmt.Errorf("Config.Sandbox.Mode %d is not SandboxRequire or SandboxAuto", s.Mode)
 	}
 	l := s.Limits
-	if l.CPUTime < 0 || l.Memory < 0 || l.Processes < 0 || l.FileSize < 0 || l.Tmp < 0 {
+	if l.CPUTime < 0 || l.Memory < 0 || l.JobMemory < 0 || l.CPUs < 0 || l.Processes < 0 || l.FileSize < 0 || l.Tmp < 0 {
 		return errors.New("Config.Sandbox.Limits must not be negative")
 	}
 	if l.Processes > 0 && l.Processes < MinProcesses {
