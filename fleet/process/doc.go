@@ -18,7 +18,10 @@
 //     step left behind. Without a sandbox a process that left its process
 //     group (setsid) escapes this; in a sandbox every process is killed.
 //   - The workspace is removed when the job ends, so nothing one job
-//     leaves behind is seen by the next.
+//     leaves behind is seen by the next. An executor that is killed
+//     leaves its jobs' workspaces; New removes those of its work root
+//     that no live executor holds (each holds a lock file beside every
+//     workspace it uses), and nothing else.
 //
 // # Isolation
 //

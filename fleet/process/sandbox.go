@@ -507,6 +507,38 @@ func (l Limits) cause(x stepExit) string {
 	return ""
 }
 
+// header returns the line every sandboxed job's output starts with: the
+// limits in force and what enforces each, and those that cannot be.
+func (l Limits) header() string {
+	var in, not []string
+	add := func(set bool, what, how string) {
+		if set {
+			in = append(in, what+" ("+how+")")
+		}
+	}
+	add(l.Processes > 0, fmt.Sprintf("processes %d", l.Processes), "rlimit")
+	add(l.CPUTime > 0, fmt.Sprintf("CPU time %s per process", time.Duration(cpuSeconds(l.CPUTime))*time.Second), "rlimit")
+	add(l.Memory > 0, "address space "+bytesString(l.Memory)+" per process", "rlimit")
+	add(l.FileSize > 0, "file size "+bytesString(l.FileSize), "rlimit")
+	add(l.Tmp > 0, "/tmp and /dev/shm "+bytesString(l.Tmp)+" each", "tmpfs")
+	if l.JobMemory > 0 {
+		not = append(not, "memory "+bytesString(l.JobMemory))
+	}
+	if l.CPUs > 0 {
+		not = append(not, fmt.Sprintf("%d CPUs", l.CPUs))
+	}
+	line := "--- limits: "
+	if len(in) == 0 {
+		line += "none"
+	} else {
+		line += strings.Join(in, ", ")
+	}
+	if len(not) > 0 {
+		line += "; NOT ENFORCED, without a cgroup v2 delegated to the runner: " + strings.Join(not, ", ")
+	}
+	return line + "\n"
+}
+
 func bytesString(n int64) string {
 	for _, u := range []struct {
 		size int64

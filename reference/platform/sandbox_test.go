@@ -2,6 +2,7 @@ package platform_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	fleetprocess "github.com/cikit/cikit/fleet/process"
 	"github.com/cikit/cikit/reference/platform"
 	"github.com/cikit/cikit/vcs/status"
 )
@@ -23,7 +25,7 @@ const envPipeline = `jobs:
 
 // TestJobsDoNotSeeTheServersEnvironment: the server's secrets, in its
 // environment as a deployment puts them, never reach a job of its local
-// runners. It failed before jobs' environments were built from an
+// runners, whose jobs run with the default limits. It failed before jobs' environments were built from an
 // allow-list, when local runners handed jobs os.Environ().
 func TestJobsDoNotSeeTheServersEnvironment(t *testing.T) {
 	secrets := map[string]string{
@@ -47,6 +49,8 @@ func TestJobsDoNotSeeTheServersEnvironment(t *testing.T) {
 	code, text := getText(t, s.p.URL()+"/api/v1/runs/"+runIDOf(t, got[status.PipelineContext(".cikit.yml")])+"/jobs/env/log")
 	require.Equal(t, 200, code, text)
 	require.Contains(t, text, "CIKIT_JOB_ID=env")
+	// Sandboxed with the default limits, which the log's header states.
+	require.Contains(t, text, fmt.Sprintf("--- limits: processes %d (rlimit)", fleetprocess.DefaultLimits().Processes))
 	for _, secret := range []string{w.cfg.Runners.SigningKeys[0], w.cfg.Runners.RegistrationTokens[0], w.cfg.Webhooks.GitHubSecrets[0], githubToken} {
 		require.NotContains(t, text, secret, "a job saw the server's configuration")
 	}
