@@ -168,7 +168,7 @@ func (e *Executor) setUpSandbox() error {
 	}
 	if err == nil {
 		if l := s.Limits; l.JobMemory > 0 || l.CPUs > 0 {
-			e.cfg.Logger.Warn("the job memory and CPU limits are NOT ENFORCED: they need a cgroup v2 delegated to the runner; every job's log says so",
+			e.cfg.Logger.Warn("the job memory and CPU limits are NOT ENFORCED: they need a cgroup, which this runner does not create; every job's log says so",
 				"memory", l.JobMemory, "cpus", l.CPUs)
 		}
 		return nil

@@ -99,18 +99,18 @@ func (m SandboxMode) String() string {
 }
 
 // Limits bound what a job's processes may use. Zero fields set no limit.
+// Except JobMemory and CPUs, they are resource limits (setrlimit) set on
+// each step's process and inherited by every process it starts, so they
+// apply per process except Processes, which counts the whole job. A step
+// whose end points at a limit fails with a reason naming it. Every
+// sandboxed job's output starts with a line stating the limits in force
+// and by which mechanism.
 //
-// Two mechanisms enforce them. Where the executor may create cgroups in a
-// delegated cgroup v2 hierarchy (see Sandbox.Cgroup), each job runs in a
-// cgroup of its own: JobMemory, Processes and CPUs bound the whole job
-// (memory.max, pids.max, cpu.max). Otherwise the executor falls back to
-// resource limits (setrlimit) set on each step's process and inherited by
-// every process it starts: Processes is then RLIMIT_NPROC, which counts
-// the whole job too, and JobMemory and CPUs cannot be enforced — New
-// logs a warning, and every job's log header says so. CPUTime, Memory and
-// FileSize are rlimits in both cases, per process. Every job's output
-// starts with a line stating the limits in force and by which mechanism.
-// A step whose end points at a limit fails with a reason naming it.
+// JobMemory and CPUs bound the whole job's real memory and CPU share,
+// which only a cgroup v2 can enforce. The executor does not create
+// cgroups yet, so they are not enforced: New logs a warning and every
+// job's first line says so. rlimits do not bound the job's total memory
+// or CPU, its disk use, or its I/O.
 type Limits struct {
 	// CPUTime is the CPU time a process may use, rounded up to whole
 	// seconds (RLIMIT_CPU). A process exceeding it is killed by SIGXCPU
@@ -123,17 +123,15 @@ type Limits struct {
 	// off by default: JobMemory measures real memory instead.
 	Memory int64
 	// JobMemory is the real memory the whole job may use, in bytes:
-	// resident memory, page cache and its /tmp and /dev/shm (memory.max
-	// of its cgroup; swap is not given to it). Past it the kernel kills
-	// a process of the job. It needs a cgroup v2.
+	// resident memory, page cache and its /tmp and /dev/shm, as a
+	// cgroup's memory.max counts it. Not enforced yet (see Limits).
 	JobMemory int64
-	// CPUs is how many CPUs' worth of time the job may use at once
-	// (cpu.max of its cgroup); beyond it the job is throttled, not
-	// killed. It needs a cgroup v2.
+	// CPUs is how many CPUs' worth of time the job may use at once, as
+	// a cgroup's cpu.max throttles it. Not enforced yet (see Limits).
 	CPUs int
 	// Processes is how many processes and threads the job may have at
-	// once (pids.max of its cgroup, or RLIMIT_NPROC, which counts per
-	// user in the job's user namespace). The sandbox's own init and
+	// once (RLIMIT_NPROC, which counts per user in the job's user
+	// namespace). The sandbox's own init and
 	// supervisor take about six of them, so it must be at least
 	// MinProcesses. Creating one more fails.
 	Processes int
@@ -153,7 +151,7 @@ type Limits struct {
 //
 //   - Processes: 1024, or 128 per CPU on larger hosts. It counts threads
 //     and a Go program or JVM has dozens; a fork bomb stops there.
-//   - JobMemory: 4 GiB for the whole job, with a cgroup v2.
+//   - JobMemory: 4 GiB for the whole job (not enforced yet; see Limits).
 //   - CPUs: none; CPUTime bounds a runaway process instead.
 //   - CPUTime: 4 hours per process, far beyond the default job timeout:
 //     a backstop for jobs with long timeouts.
@@ -534,7 +532,7 @@ func (l Limits) header() string {
 		line += strings.Join(in, ", ")
 	}
 	if len(not) > 0 {
-		line += "; NOT ENFORCED, without a cgroup v2 delegated to the runner: " + strings.Join(not, ", ")
+		line += "; NOT ENFORCED (they need a cgroup, which this runner does not create): " + strings.Join(not, ", ")
 	}
 	return line + "\n"
 }
