@@ -468,9 +468,9 @@ func TestSandboxJobCannotHangTheExecutor(t *testing.T) {
 
 // TestSandboxDefaultLimits: with DefaultLimits a fork bomb stops at the
 // process limit and the job fails naming it, and the job's output starts
-// with the limits in force and what enforces them.
+// with the limits in force and what enforces them. Not parallel: a
+// thousand processes would slow the tests with tight timeouts.
 func TestSandboxDefaultLimits(t *testing.T) {
-	t.Parallel()
 	limits := process.DefaultLimits()
 	b := setup(t, func(c *process.Config) { c.Sandbox = &process.Sandbox{Limits: limits} })
 	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "bomb", Steps: []cikit.Step{{Name: "bomb",
