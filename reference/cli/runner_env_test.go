@@ -125,3 +125,23 @@ func doJSON(t *testing.T, req *http.Request, into any) int {
 	}
 	return resp.StatusCode
 }
+
+// TestRunnerRefusesToRunUnsandboxed: without bubblewrap, -sandbox auto
+// (the default) refuses to start and says how to switch the sandbox off.
+// It failed before, when auto ran jobs unsandboxed with a warning.
+func TestRunnerRefusesToRunUnsandboxed(t *testing.T) {
+	// A PATH with a shell and no bwrap. t.Setenv: not parallel.
+	bin := t.TempDir()
+	sh, err := exec.LookPath("sh")
+	require.NoError(t, err)
+	require.NoError(t, os.Symlink(sh, filepath.Join(bin, "sh")))
+	t.Setenv("PATH", bin)
+	var stderr strings.Builder
+	// Bounded only for a runner that would start (and retry the server).
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	code := Main(ctx, []string{"runner", "-server", "http://127.0.0.1:1", "-registration-token", "t"}, io.Discard, &stderr)
+	require.Equal(t, ExitInvalid, code, stderr.String())
+	require.Contains(t, stderr.String(), "refusing to run jobs unsandboxed")
+	require.Contains(t, stderr.String(), "-sandbox off")
+}
