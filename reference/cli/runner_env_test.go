@@ -70,7 +70,9 @@ func TestRunnerJobsDoNotSeeItsEnvironment(t *testing.T) {
 	go func() { _, _ = io.Copy(io.Discard, out) }()
 
 	ran := make(chan int, 1)
-	go func() { ran <- Main(ctx, []string{"runner", "-server", url, "-name", "env-runner"}, io.Discard, io.Discard) }()
+	go func() {
+		ran <- Main(ctx, []string{"runner", "-server", url, "-name", "env-runner"}, io.Discard, io.Discard)
+	}()
 
 	req, err := http.NewRequest(http.MethodPost, url+"/api/v1/repos/acme/app/pipelines", strings.NewReader(`{"ref":"main"}`))
 	require.NoError(t, err)
