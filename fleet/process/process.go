@@ -167,9 +167,9 @@ func (e *Executor) setUpSandbox() error {
 		err = e.checkSandbox()
 	}
 	if err == nil {
-		if l := s.Limits; l.JobMemory > 0 || l.CPUs > 0 {
-			e.cfg.Logger.Warn("the job memory and CPU limits are NOT ENFORCED: they need a cgroup, which this runner does not create; every job's log says so",
-				"memory", l.JobMemory, "cpus", l.CPUs)
+		if l := s.Limits; plan.cgroup == "" && (l.JobMemory > 0 || l.CPUs > 0) {
+			e.cfg.Logger.Warn("the job memory and CPU limits are NOT ENFORCED: they need a cgroup v2 delegated to the runner; every job's log says so",
+				"memory", l.JobMemory, "cpus", l.CPUs, "why", plan.noCgroup)
 		}
 		return nil
 	}
@@ -346,7 +346,7 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 	}()
 
 	if e.sandbox != nil {
-		io.WriteString(pw, e.sandbox.limits.header())
+		io.WriteString(pw, e.sandbox.limits.header(e.sandbox.cgroup != ""))
 	}
 	if e.unsandboxed != "" {
 		fmt.Fprintf(pw, "--- warning: this job is NOT SANDBOXED (%s); it runs as plain processes with the runner's user, file system and network\n", e.unsandboxed)
@@ -434,7 +434,9 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 		case code != 0:
 			reason = fmt.Sprintf("step %q exited with code %d", name, code)
 		}
-		if reason != "" && err == nil && e.sandbox != nil {
+		if sj, ok := procs.(*sandboxJob); ok && reason != "" && err == nil && sj.cgroup != nil && sj.cgroup.oomKilled() {
+			reason += fmt.Sprintf("; the job reached its memory limit of %s (Sandbox.Limits.JobMemory, cgroup memory.max)", bytesString(e.sandbox.limits.JobMemory))
+		} else if reason != "" && err == nil && e.sandbox != nil {
 			if cause := e.sandbox.limits.cause(x); cause != "" {
 				reason += "; " + cause
 			}

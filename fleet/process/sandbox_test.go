@@ -479,5 +479,5 @@ func TestSandboxDefaultLimits(t *testing.T) {
 	require.Contains(t, res.Reason, fmt.Sprintf("the job was at its limit of %d processes and threads (Sandbox.Limits.Processes)", limits.Processes))
 	header, _, _ := strings.Cut(b.out.String(), "\n")
 	require.Equal(t, fmt.Sprintf("--- limits: processes %d (rlimit), CPU time 4h0m0s per process (rlimit), file size 16 GiB (rlimit), /tmp and /dev/shm 2 GiB each (tmpfs); "+
-		"NOT ENFORCED (they need a cgroup, which this runner does not create): memory 4 GiB", limits.Processes), header)
+		"NOT ENFORCED (no cgroup v2 delegated to this runner): memory 4 GiB", limits.Processes), header)
 }

@@ -200,14 +200,16 @@ type Runners struct {
 }
 
 // JobLimits bound each sandboxed job of the local runners; 0 switches a
-// limit off. The defaults are process.DefaultLimits(). Memory and cpus
-// need a cgroup, which the runners do not create yet: they are not
-// enforced, and every job's log header says so (process.Limits).
-// docs/isolation.md says more.
+// limit off. The defaults are process.DefaultLimits(). Where the host
+// delegates a cgroup v2 hierarchy to the server, processes, memory and
+// cpus are the job's cgroup's pids.max, memory.max and cpu.max;
+// otherwise processes is an rlimit and memory and cpus are not enforced,
+// which every job's log header says (process.Limits). docs/isolation.md
+// says more.
 type JobLimits struct {
 	Processes int           `yaml:"processes" usage:"how many processes and threads a job may have at once (0: no limit)"`
-	MemoryMiB int           `yaml:"memory-mib" usage:"the real memory a job may use in MiB; needs a cgroup, not enforced yet (0: no limit)"`
-	CPUs      int           `yaml:"cpus" usage:"how many CPUs' worth of time a job may use at once; needs a cgroup, not enforced yet (0: no limit)"`
+	MemoryMiB int           `yaml:"memory-mib" usage:"the real memory a job may use in MiB; needs a delegated cgroup v2 (0: no limit)"`
+	CPUs      int           `yaml:"cpus" usage:"how many CPUs' worth of time a job may use at once; needs a delegated cgroup v2 (0: no limit)"`
 	CPUTime   time.Duration `yaml:"cpu-time" usage:"the CPU time each process of a job may use (0: no limit)"`
 	// AddressSpaceMiB is RLIMIT_AS, off by default: Go's race detector
 	// and JVMs reserve far more address space than they use.
