@@ -32,7 +32,8 @@
 // With Config.Sandbox each job runs in a bubblewrap sandbox: its own
 // user, PID, IPC, UTS, mount and network namespaces, a read-only view of
 // the system, only its workspace writable, never as root on the host, and
-// with rlimits on its resources (see Sandbox and Limits). It shares the
+// with limits on its resources: a cgroup v2 of its own where the host
+// delegates one, rlimits otherwise (see Sandbox and Limits). It shares the
 // host's kernel. docs/isolation.md says what that protects against
 // compared with a VM per job, and what it does not.
 //
