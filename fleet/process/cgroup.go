@@ -147,21 +147,25 @@ func newJobCgroup(parent string, l Limits) (*jobCgroup, error) {
 	return cg, nil
 }
 
-// oomKilled reports whether the kernel killed a process of the job for
-// its memory limit.
-func (cg *jobCgroup) oomKilled() bool {
+// oomKills returns how many processes of the job the kernel has killed
+// for its memory limit so far; 0 without a cgroup.
+func (cg *jobCgroup) oomKills() int {
+	if cg == nil {
+		return 0
+	}
 	f, err := os.Open(filepath.Join(cg.dir, "memory.events"))
 	if err != nil {
-		return false
+		return 0
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
-		if n, ok := strings.CutPrefix(sc.Text(), "oom_kill "); ok {
-			return n != "0"
+		if v, ok := strings.CutPrefix(sc.Text(), "oom_kill "); ok {
+			n, _ := strconv.Atoi(v)
+			return n
 		}
 	}
-	return false
+	return 0
 }
 
 // remove removes the cgroup once the job's processes are gone: the

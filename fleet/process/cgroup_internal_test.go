@@ -63,3 +63,15 @@ func TestLimitsHeader(t *testing.T) {
 	require.Equal(t, "--- limits: processes 512 (rlimit), file size 1 GiB (rlimit); NOT ENFORCED (no cgroup v2 delegated to this runner): memory 4 GiB, CPUs 2\n", l.header(false))
 	require.Equal(t, "--- limits: none\n", Limits{}.header(false))
 }
+
+// TestCgroupOOMKills: a step's failure is put down to the memory limit by
+// the oom_kill count of memory.events, as the kernel writes it.
+func TestCgroupOOMKills(t *testing.T) {
+	t.Parallel()
+	cg := &jobCgroup{dir: t.TempDir()}
+	require.Equal(t, 0, cg.oomKills(), "no memory.events")
+	require.NoError(t, os.WriteFile(filepath.Join(cg.dir, "memory.events"), []byte("low 0\nhigh 0\nmax 12\noom 2\noom_kill 2\noom_group_kill 0\n"), 0o644))
+	require.Equal(t, 2, cg.oomKills())
+	require.Equal(t, 0, (*jobCgroup)(nil).oomKills())
+	require.Equal(t, 0, (*sandboxJob)(nil).oomKills())
+}

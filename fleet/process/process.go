@@ -416,6 +416,8 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 		}
 		fmt.Fprintf(pw, "--- %s\n", name)
 		started := time.Now()
+		sj, _ := procs.(*sandboxJob)
+		oomBefore := sj.oomKills()
 		x, err := e.runStep(jobCtx, procs, ws, appendEnv(env, step.Env), step)
 		code := x.code
 		res.Steps = append(res.Steps, StepResult{Name: name, ExitCode: code, Duration: time.Since(started)})
@@ -434,7 +436,7 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 		case code != 0:
 			reason = fmt.Sprintf("step %q exited with code %d", name, code)
 		}
-		if sj, ok := procs.(*sandboxJob); ok && reason != "" && err == nil && sj.cgroup != nil && sj.cgroup.oomKilled() {
+		if reason != "" && err == nil && sj.oomKills() > oomBefore {
 			reason += fmt.Sprintf("; the job reached its memory limit of %s (Sandbox.Limits.JobMemory, cgroup memory.max)", bytesString(e.sandbox.limits.JobMemory))
 		} else if reason != "" && err == nil && e.sandbox != nil {
 			if cause := e.sandbox.limits.cause(x); cause != "" {

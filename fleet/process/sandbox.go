@@ -866,6 +866,15 @@ func (s *sandboxJob) abort() {
 	s.close()
 }
 
+// oomKills is jobCgroup.oomKills of the job's cgroup; 0 for s nil (plain
+// processes) or without a cgroup.
+func (s *sandboxJob) oomKills() int {
+	if s == nil {
+		return 0
+	}
+	return s.cgroup.oomKills()
+}
+
 // close releases what the executor holds of a sandbox that has ended.
 func (s *sandboxJob) close() {
 	if s.cgroup != nil {
