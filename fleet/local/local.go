@@ -20,6 +20,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cikit/cikit"
@@ -37,8 +38,10 @@ type Config struct {
 	MaxRunners int
 	// Process is the template of every runner's executor. An empty
 	// Source means an empty directory: jobs start in an empty workspace
-	// and fetch what they need. WorkRoot defaults to a directory of the
-	// backend's own, removed by Close. A nil Sandbox means bubblewrap
+	// and fetch what they need. WorkRoot defaults to DefaultWorkRoot(),
+	// shared by the backends of this user, so that one started after a
+	// killed one removes the workspaces that one left (process.New
+	// sweeps them; live ones are locked). A nil Sandbox means bubblewrap
 	// when it is available, plain processes with a loud warning
 	// otherwise (process.SandboxAuto), unless Unsandboxed.
 	Process process.Config
@@ -117,8 +120,8 @@ func New(cfg Config) (*Backend, error) {
 		pc.Sandbox = nil
 	}
 	if pc.WorkRoot == "" {
-		pc.WorkRoot = filepath.Join(dir, "work")
-		if err := os.Mkdir(pc.WorkRoot, 0o711); err != nil {
+		pc.WorkRoot = DefaultWorkRoot()
+		if err := ownDir(pc.WorkRoot); err != nil {
 			_ = os.RemoveAll(dir)
 			return nil, fmt.Errorf("local: %w", err)
 		}
@@ -132,6 +135,33 @@ func New(cfg Config) (*Backend, error) {
 		return nil, fmt.Errorf("local: %w", err)
 	}
 	return &Backend{cfg: cfg, dir: dir, exec: ex, log: cfg.Logger, runners: map[string]*runner{}}, nil
+}
+
+// DefaultWorkRoot is where a Backend's runners create workspaces unless
+// Config.Process.WorkRoot says otherwise: cikit-local-work-<uid> in the
+// temporary directory.
+func DefaultWorkRoot() string {
+	return filepath.Join(os.TempDir(), fmt.Sprintf("cikit-local-work-%d", os.Geteuid()))
+}
+
+// ownDir creates dir, mode 0711, or checks that the one there is a
+// directory of this user that nobody else may write: in a shared
+// temporary directory, anyone could have created it first.
+func ownDir(dir string) error {
+	if err := os.Mkdir(dir, 0o711); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	fi, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !fi.IsDir() || !ok || int(st.Uid) != os.Geteuid() || fi.Mode().Perm()&0o022 != 0 {
+		return fmt.Errorf("work root %s is not a directory of this user that only it may write; remove it or set Config.Process.WorkRoot", dir)
+	}
+	// The sandbox's user, another than the runner's when it runs as
+	// root, must reach the workspaces below it.
+	return os.Chmod(dir, 0o711)
 }
 
 // Info describes the backend.
@@ -273,7 +303,8 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	}
 }
 
-// Close destroys every runner and removes the backend's directory.
+// Close destroys every runner and removes the backend's directory (the
+// workspaces of its runners' jobs are gone by then).
 func (b *Backend) Close() error {
 	b.mu.Lock()
 	b.closed = true

@@ -3,6 +3,9 @@ package local_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -78,5 +81,33 @@ func TestIsolation(t *testing.T) {
 	}
 	if info.Isolation != "process" {
 		t.Fatalf("an unsandboxed backend reports isolation %q", info.Isolation)
+	}
+}
+
+// TestNewSweepsLeftoverWorkspaces: a backend starting on a work root
+// removes the workspaces a killed runner left there (a workspace whose
+// lock file nobody holds, as fleet/process's
+// TestNewSweepsWorkspacesOfDeadExecutors leaves with a real SIGKILL), and
+// by default every backend of this user shares one work root, so a
+// restarted server finds what the killed one left. It failed before:
+// each backend had a fresh work root of its own and swept nothing.
+func TestNewSweepsLeftoverWorkspaces(t *testing.T) {
+	work := local.DefaultWorkRoot()
+	if err := os.MkdirAll(work, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	leftover := filepath.Join(work, "cikit-killed-job-"+strconv.Itoa(os.Getpid()))
+	if err := os.MkdirAll(filepath.Join(leftover, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(leftover+".cikit-lock", nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	newBackend(t, local.Config{Unsandboxed: true})
+	if _, err := os.Stat(leftover); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the leftover workspace %s is still there: %v", leftover, err)
+	}
+	if _, err := os.Stat(leftover + ".cikit-lock"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the leftover lock file is still there: %v", err)
 	}
 }

@@ -6,7 +6,8 @@
 // # Guarantees
 //
 //   - Steps run in order; the first failing step fails the job.
-//   - The environment is layered: the executor's base environment, then
+//   - The environment is built from scratch and layered: the host variables
+//     AllowedEnv names (or Config.Env) and those Config.PassEnv names, then
 //     CI=true and the CIKIT_* variables (and in a sandbox HOME, TMPDIR,
 //     USER and LOGNAME), then the job's env (which already holds the
 //     pipeline's), then the step's.
@@ -17,7 +18,10 @@
 //     step left behind. Without a sandbox a process that left its process
 //     group (setsid) escapes this; in a sandbox every process is killed.
 //   - The workspace is removed when the job ends, so nothing one job
-//     leaves behind is seen by the next.
+//     leaves behind is seen by the next. An executor that is killed
+//     leaves its jobs' workspaces; New removes those of its work root
+//     that no live executor holds (each holds a lock file beside every
+//     workspace it uses), and nothing else.
 //
 // # Isolation
 //
@@ -28,7 +32,8 @@
 // With Config.Sandbox each job runs in a bubblewrap sandbox: its own
 // user, PID, IPC, UTS, mount and network namespaces, a read-only view of
 // the system, only its workspace writable, never as root on the host, and
-// with rlimits on its resources (see Sandbox and Limits). It shares the
+// with limits on its resources: a cgroup v2 of its own where the host
+// delegates one, rlimits otherwise (see Sandbox and Limits). It shares the
 // host's kernel. docs/isolation.md says what that protects against
 // compared with a VM per job, and what it does not.
 //

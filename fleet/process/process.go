@@ -41,14 +41,22 @@ type Config struct {
 	Grace time.Duration
 	// Timeout bounds a job whose spec sets none. Default: DefaultTimeout.
 	Timeout time.Duration
-	// Env is the base environment of every step. Default: os.Environ().
+	// Env is the base environment of every step, NAME=value. Default: the
+	// host's variables that AllowedEnv names (see HostEnv): nothing else
+	// of the executor's environment, where its secrets are, reaches a job.
 	Env []string
+	// PassEnv names more host variables whose values jobs get, on top of
+	// Env or its default, for an operator who wants a job to see them
+	// (a proxy, a certificate bundle). Names starting with CIKIT are
+	// refused.
+	PassEnv []string
 	// Output returns the writer that receives a job's combined stdout and
 	// stderr, and the step headers. Writes come from one goroutine per
 	// job. Default: output is discarded.
 	Output func(spec *cikit.JobSpec) io.Writer
 	// KeepWorkspaces leaves workspaces in place after their jobs, for
-	// debugging.
+	// debugging. New removes the workspaces in WorkRoot that an executor
+	// which died left behind, but never kept ones.
 	KeepWorkspaces bool
 	// Expander evaluates the run-time expressions of a pipeline format
 	// (GitHub's ${{ }}) in steps and decides steps' conditions. nil: text
@@ -82,6 +90,9 @@ type Executor struct {
 	// unsandboxed says why, when Config.Sandbox asked for one in
 	// SandboxAuto mode and it is unavailable.
 	unsandboxed string
+
+	locksMu sync.Mutex
+	locks   map[string]*os.File // the lock files of live workspaces
 }
 
 // New validates cfg and returns an Executor.
@@ -123,9 +134,10 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Timeout == 0 {
 		cfg.Timeout = DefaultTimeout
 	}
-	if cfg.Env == nil {
-		cfg.Env = os.Environ()
+	if cfg.Env, err = baseEnv(&cfg); err != nil {
+		return nil, err
 	}
+	cfg.PassEnv = nil // in Env now
 	if cfg.Output == nil {
 		cfg.Output = func(*cikit.JobSpec) io.Writer { return io.Discard }
 	}
@@ -133,6 +145,7 @@ func New(cfg Config) (*Executor, error) {
 		cfg.Logger = slog.Default()
 	}
 	e := &Executor{cfg: cfg}
+	e.sweep()
 	if cfg.Sandbox != nil {
 		if err := e.setUpSandbox(); err != nil {
 			return nil, err
@@ -154,6 +167,10 @@ func (e *Executor) setUpSandbox() error {
 		err = e.checkSandbox()
 	}
 	if err == nil {
+		if l := s.Limits; plan.cgroup == "" && (l.JobMemory > 0 || l.CPUs > 0) {
+			e.cfg.Logger.Warn("the job memory and CPU limits are NOT ENFORCED: they need a cgroup v2 delegated to the runner; every job's log says so",
+				"memory", l.JobMemory, "cpus", l.CPUs, "why", plan.noCgroup)
+		}
 		return nil
 	}
 	e.sandbox = nil
@@ -212,12 +229,16 @@ func (e *Executor) checkSandbox() error {
 // newWorkspace creates an empty workspace for job id, owned by the user
 // the job runs as.
 func (e *Executor) newWorkspace(id string) (string, error) {
-	ws, err := os.MkdirTemp(e.cfg.WorkRoot, "cikit-"+dirName(id)+"-")
+	ws, err := os.MkdirTemp(e.cfg.WorkRoot, workspacePrefix+dirName(id)+"-")
 	if err != nil {
 		return "", err
 	}
-	if err := e.own(ws); err != nil {
+	if err := e.lockWorkspace(ws); err != nil {
 		_ = os.Remove(ws)
+		return "", err
+	}
+	if err := e.own(ws); err != nil {
+		e.removeWorkspace(ws)
 		return "", err
 	}
 	return ws, nil
@@ -290,7 +311,9 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 	if err != nil {
 		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("workspace: %v", err), FailureClass: cikit.FailureInfrastructure}
 	}
-	if !e.cfg.KeepWorkspaces {
+	if e.cfg.KeepWorkspaces {
+		defer e.unlockWorkspace(ws)
+	} else {
 		defer e.removeWorkspace(ws)
 	}
 	if err := copyTree(e.cfg.Source, ws, e.cfg.WorkRoot, e.own); err != nil {
@@ -322,6 +345,9 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 		<-copied
 	}()
 
+	if e.sandbox != nil {
+		io.WriteString(pw, e.sandbox.limits.header(e.sandbox.cgroup != ""))
+	}
 	if e.unsandboxed != "" {
 		fmt.Fprintf(pw, "--- warning: this job is NOT SANDBOXED (%s); it runs as plain processes with the runner's user, file system and network\n", e.unsandboxed)
 	}
@@ -390,6 +416,8 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 		}
 		fmt.Fprintf(pw, "--- %s\n", name)
 		started := time.Now()
+		sj, _ := procs.(*sandboxJob)
+		oomBefore := sj.oomKills()
 		x, err := e.runStep(jobCtx, procs, ws, appendEnv(env, step.Env), step)
 		code := x.code
 		res.Steps = append(res.Steps, StepResult{Name: name, ExitCode: code, Duration: time.Since(started)})
@@ -408,7 +436,9 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 		case code != 0:
 			reason = fmt.Sprintf("step %q exited with code %d", name, code)
 		}
-		if reason != "" && err == nil && e.sandbox != nil {
+		if reason != "" && err == nil && sj.oomKills() > oomBefore {
+			reason += fmt.Sprintf("; the job reached its memory limit of %s (Sandbox.Limits.JobMemory, cgroup memory.max)", bytesString(e.sandbox.limits.JobMemory))
+		} else if reason != "" && err == nil && e.sandbox != nil {
 			if cause := e.sandbox.limits.cause(x); cause != "" {
 				reason += "; " + cause
 			}
@@ -705,8 +735,10 @@ func copyFile(src, dst string, perm fs.FileMode) error {
 }
 
 // removeWorkspace removes ws, making read-only directories writable first
-// if a plain removal fails (module caches and the like).
+// if a plain removal fails (module caches and the like), then its lock
+// file.
 func (e *Executor) removeWorkspace(ws string) {
+	defer e.unlockWorkspace(ws)
 	if err := os.RemoveAll(ws); err == nil {
 		return
 	}

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -98,11 +99,20 @@ func (m SandboxMode) String() string {
 }
 
 // Limits bound what a job's processes may use. Zero fields set no limit.
-// They are resource limits (setrlimit) set on each step's process and
-// inherited by every process it starts, so they apply per process except
-// Processes, which counts the whole job. A step whose end points at a
-// limit fails with a reason naming it. They are not cgroups: they do not
-// bound the job's total memory or CPU, its disk use, or its I/O.
+//
+// Two mechanisms enforce them. Where the host delegates a cgroup v2
+// hierarchy to the executor (its cgroup's parent is writable and enables
+// the controllers; see findCgroup in cgroup.go, and docs/isolation.md),
+// each job runs in a cgroup of its own, and JobMemory, Processes and
+// CPUs bound the whole job (memory.max, pids.max, cpu.max). Otherwise
+// Processes is RLIMIT_NPROC, which counts the whole job too, and
+// JobMemory and CPUs cannot be enforced: New logs a warning and every
+// job's header says so. CPUTime, Memory and FileSize are resource limits
+// (setrlimit) in both cases, set on each step's process and inherited by
+// every process it starts, so they apply per process. Every sandboxed
+// job's output starts with a line stating the limits in force and by
+// which mechanism. A step whose end points at a limit fails with a
+// reason naming it. Neither bounds the job's disk use or its I/O.
 type Limits struct {
 	// CPUTime is the CPU time a process may use, rounded up to whole
 	// seconds (RLIMIT_CPU). A process exceeding it is killed by SIGXCPU
@@ -111,21 +121,57 @@ type Limits struct {
 	// Memory is the address space a process may map, in bytes
 	// (RLIMIT_AS). Allocations beyond it fail; most programs then exit
 	// with an error. Runtimes that reserve address space up front (the
-	// JVM, Go's race detector) need far more than they use.
+	// JVM, Go's race detector) need far more than they use, so it is
+	// off by default: JobMemory measures real memory instead.
 	Memory int64
+	// JobMemory is the real memory the whole job may use, in bytes:
+	// resident memory, page cache and its /tmp and /dev/shm (its
+	// cgroup's memory.max; it gets no swap). Past it the kernel kills a
+	// process of the job, and the step fails saying so. It needs a
+	// cgroup (see Limits).
+	JobMemory int64
+	// CPUs is how many CPUs' worth of time the job may use at once (its
+	// cgroup's cpu.max): beyond it the job is throttled, not killed. It
+	// needs a cgroup (see Limits).
+	CPUs int
 	// Processes is how many processes and threads the job may have at
-	// once (RLIMIT_NPROC, which counts per user in the job's user
-	// namespace). The sandbox's own init and supervisor take about six
-	// of them, so it must be at least MinProcesses. Creating one more
-	// fails.
+	// once (its cgroup's pids.max, or RLIMIT_NPROC, which counts per
+	// user in the job's user namespace). The sandbox's own init and
+	// supervisor take about six of them, so it must be at least
+	// MinProcesses. Creating one more fails.
 	Processes int
 	// FileSize is the largest file a process may write, in bytes
 	// (RLIMIT_FSIZE). A process writing beyond it is killed by SIGXFSZ.
 	FileSize int64
 	// Tmp is the size in bytes of the job's /tmp and, separately, of its
-	// /dev/shm. Both are in memory, which Memory does not cover. Default:
-	// the kernel's, half of the host's memory.
+	// /dev/shm. Both are in memory, which Memory does not cover and
+	// JobMemory does. Default: the kernel's, half of the host's memory.
 	Tmp int64
+}
+
+// DefaultLimits returns the limits `cikit serve` and `cikit runner` give
+// each sandboxed job unless configured otherwise: enough for a real build
+// (compilers, test binaries with the race detector, a JVM), not enough
+// for a runaway job to take the host down.
+//
+//   - Processes: 1024, or 128 per CPU on larger hosts. It counts threads
+//     and a Go program or JVM has dozens; a fork bomb stops there.
+//   - JobMemory: 4 GiB for the whole job, with a cgroup (see Limits).
+//   - CPUs: none; CPUTime bounds a runaway process instead.
+//   - CPUTime: 4 hours per process, far beyond the default job timeout:
+//     a backstop for jobs with long timeouts.
+//   - Memory (address space): none, since it breaks Go's race detector
+//     and JVMs.
+//   - FileSize: 16 GiB per file.
+//   - Tmp: 2 GiB each for /tmp and /dev/shm, which live in memory.
+func DefaultLimits() Limits {
+	return Limits{
+		Processes: max(1024, 128*runtime.NumCPU()),
+		JobMemory: 4 << 30,
+		CPUTime:   4 * time.Hour,
+		FileSize:  16 << 30,
+		Tmp:       2 << 30,
+	}
 }
 
 // Defaults and bounds for Sandbox.
@@ -170,6 +216,9 @@ type sandboxPlan struct {
 	etc      bool   // /etc is among the mounts
 	network  bool
 	limits   Limits
+	// cgroup is where jobs' cgroups are created; "" when the limits
+	// need none or the host delegates none (noCgroup says why).
+	cgroup, noCgroup string
 }
 
 // roMount is a host path shown read-only, or a symlink recreated.
@@ -182,7 +231,7 @@ func validateSandbox(s *Sandbox, workRoot string) error {
 		return fmt.Errorf("Config.Sandbox.Mode %d is not SandboxRequire or SandboxAuto", s.Mode)
 	}
 	l := s.Limits
-	if l.CPUTime < 0 || l.Memory < 0 || l.Processes < 0 || l.FileSize < 0 || l.Tmp < 0 {
+	if l.CPUTime < 0 || l.Memory < 0 || l.JobMemory < 0 || l.CPUs < 0 || l.Processes < 0 || l.FileSize < 0 || l.Tmp < 0 {
 		return errors.New("Config.Sandbox.Limits must not be negative")
 	}
 	if l.Processes > 0 && l.Processes < MinProcesses {
@@ -228,6 +277,7 @@ func within(path, dir string) bool {
 // paths to show, the user to run as.
 func planSandbox(s *Sandbox, workRoot string) (*sandboxPlan, error) {
 	p := &sandboxPlan{uid: -1, gid: -1, network: s.Network, limits: s.Limits}
+	p.cgroup, p.noCgroup = hostCgroup(s.Limits)
 	var err error
 	if p.bwrap, err = exec.LookPath(cmp.Or(s.Bwrap, DefaultBwrap)); err != nil {
 		return nil, fmt.Errorf("%w: %v; install bubblewrap (Debian and Ubuntu: apt-get install bubblewrap) or set Config.Sandbox.Bwrap", ErrSandboxUnavailable, err)
@@ -426,7 +476,7 @@ func (p *sandboxPlan) wrap(argv []string) []string {
 	if l.Memory > 0 {
 		a = append(a, "--as="+strconv.FormatInt(l.Memory, 10))
 	}
-	if l.Processes > 0 {
+	if l.Processes > 0 && p.cgroup == "" {
 		a = append(a, "--nproc="+strconv.Itoa(l.Processes))
 	}
 	if l.FileSize > 0 {
@@ -464,6 +514,42 @@ func (l Limits) cause(x stepExit) string {
 	return ""
 }
 
+// header returns the line every sandboxed job's output starts with: the
+// limits in force and what enforces each, and those that cannot be.
+// cgroup says whether the job has a cgroup of its own.
+func (l Limits) header(cgroup bool) string {
+	var in, not []string
+	add := func(set bool, what, how string) {
+		if set {
+			in = append(in, what+" ("+how+")")
+		}
+	}
+	add(l.Processes > 0 && !cgroup, fmt.Sprintf("processes %d", l.Processes), "rlimit")
+	add(l.Processes > 0 && cgroup, fmt.Sprintf("processes %d", l.Processes), "cgroup pids.max")
+	add(l.JobMemory > 0 && cgroup, "memory "+bytesString(l.JobMemory), "cgroup memory.max")
+	add(l.CPUs > 0 && cgroup, fmt.Sprintf("CPUs %d", l.CPUs), "cgroup cpu.max")
+	add(l.CPUTime > 0, fmt.Sprintf("CPU time %s per process", time.Duration(cpuSeconds(l.CPUTime))*time.Second), "rlimit")
+	add(l.Memory > 0, "address space "+bytesString(l.Memory)+" per process", "rlimit")
+	add(l.FileSize > 0, "file size "+bytesString(l.FileSize), "rlimit")
+	add(l.Tmp > 0, "/tmp and /dev/shm "+bytesString(l.Tmp)+" each", "tmpfs")
+	if l.JobMemory > 0 && !cgroup {
+		not = append(not, "memory "+bytesString(l.JobMemory))
+	}
+	if l.CPUs > 0 && !cgroup {
+		not = append(not, fmt.Sprintf("CPUs %d", l.CPUs))
+	}
+	line := "--- limits: "
+	if len(in) == 0 {
+		line += "none"
+	} else {
+		line += strings.Join(in, ", ")
+	}
+	if len(not) > 0 {
+		line += "; NOT ENFORCED (no cgroup v2 delegated to this runner): " + strings.Join(not, ", ")
+	}
+	return line + "\n"
+}
+
 func bytesString(n int64) string {
 	for _, u := range []struct {
 		size int64
@@ -484,6 +570,7 @@ type sandboxJob struct {
 	grace  time.Duration
 	cmd    *exec.Cmd   // bwrap, outside the sandbox
 	init   *os.Process // the sandbox's pid 1, held by a pidfd
+	cgroup *jobCgroup  // nil: no cgroup of its own
 	conn   net.Conn
 	enc    *json.Encoder
 	stderr *prefixBuffer
@@ -560,8 +647,23 @@ func (e *Executor) startSandbox(ctx context.Context, ws string, out *os.File) (*
 	if p.uid >= 0 {
 		s.cmd.SysProcAttr.Credential = &syscall.Credential{Uid: uint32(p.uid), Gid: uint32(p.gid), Groups: []uint32{}}
 	}
+	if p.cgroup != "" {
+		// bwrap starts in the job's cgroup (clone3's CLONE_INTO_CGROUP),
+		// so nothing of the job ever runs outside it.
+		if s.cgroup, err = newJobCgroup(p.cgroup, p.limits); err != nil {
+			return nil, err
+		}
+		s.cmd.SysProcAttr.UseCgroupFD, s.cmd.SysProcAttr.CgroupFD = true, int(s.cgroup.fd.Fd())
+	}
 	if err := s.cmd.Start(); err != nil {
+		if s.cgroup != nil {
+			s.cgroup.remove()
+		}
 		return nil, fmt.Errorf("%w: starting %s: %v", ErrSandboxUnavailable, p.bwrap, err)
+	}
+	if s.cgroup != nil {
+		_ = s.cgroup.fd.Close()
+		s.cgroup.fd = nil
 	}
 	// bwrap has its copies: without the parent's, the info pipe ends
 	// when bwrap does.
@@ -764,8 +866,20 @@ func (s *sandboxJob) abort() {
 	s.close()
 }
 
+// oomKills is jobCgroup.oomKills of the job's cgroup; 0 for s nil (plain
+// processes) or without a cgroup.
+func (s *sandboxJob) oomKills() int {
+	if s == nil {
+		return 0
+	}
+	return s.cgroup.oomKills()
+}
+
 // close releases what the executor holds of a sandbox that has ended.
 func (s *sandboxJob) close() {
+	if s.cgroup != nil {
+		s.cgroup.remove()
+	}
 	if s.stop != nil {
 		close(s.stop)
 	}

@@ -465,3 +465,19 @@ func TestSandboxJobCannotHangTheExecutor(t *testing.T) {
 		})
 	}
 }
+
+// TestSandboxDefaultLimits: with DefaultLimits a fork bomb stops at the
+// process limit and the job fails naming it, and the job's output starts
+// with the limits in force and what enforces them. Not parallel: a
+// thousand processes would slow the tests with tight timeouts.
+func TestSandboxDefaultLimits(t *testing.T) {
+	limits := process.DefaultLimits()
+	b := setup(t, func(c *process.Config) { c.Sandbox = &process.Sandbox{Limits: limits} })
+	res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "bomb", Steps: []cikit.Step{{Name: "bomb",
+		Run: fmt.Sprintf("for i in $(seq %d); do sleep 600 & done", limits.Processes+50)}}})
+	require.Equal(t, cikit.JobFailed, res.State, b.out.String())
+	require.Contains(t, res.Reason, fmt.Sprintf("the job was at its limit of %d processes and threads (Sandbox.Limits.Processes)", limits.Processes))
+	header, _, _ := strings.Cut(b.out.String(), "\n")
+	require.Equal(t, fmt.Sprintf("--- limits: processes %d (rlimit), CPU time 4h0m0s per process (rlimit), file size 16 GiB (rlimit), /tmp and /dev/shm 2 GiB each (tmpfs); "+
+		"NOT ENFORCED (no cgroup v2 delegated to this runner): memory 4 GiB", limits.Processes), header)
+}

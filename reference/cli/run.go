@@ -30,6 +30,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	grace := fs.Duration("grace", process.DefaultGrace, "how long a cancelled step gets between SIGTERM and SIGKILL")
 	keep := fs.Bool("keep-workspaces", false, "keep job workspaces after the run, for debugging")
 	report := fs.String("report", "", "write the run's result as JSON to this file")
+	passEnv := fs.String("pass-env", "", "comma-separated names of more variables of this environment that jobs get, besides\nPATH, HOME, USER, LOGNAME, TMPDIR, LANG, LANGUAGE, LC_* and TZ (nothing else of it reaches them)")
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -78,6 +79,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Source:         *dir,
 		Grace:          *grace,
 		KeepWorkspaces: *keep,
+		PassEnv:        splitList(*passEnv),
 		Output:         r.output,
 		Logger:         logger,
 		Expander:       expander,

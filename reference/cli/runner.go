@@ -2,12 +2,13 @@ package cli
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
 	"os/signal"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,7 +18,7 @@ import (
 )
 
 func runnerCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
-	fs := newFlags("runner", "runner -server URL [flags]\n\nRuns jobs for a cikit server: registers with the registration token (from\n-registration-token or CIKIT_REGISTRATION_TOKEN), then claims jobs matching its\nlabels and runs each as local processes in a fresh copy of -source. SIGINT or\nSIGTERM stops it: the current job gets -shutdown-grace to finish, then it is\ncancelled and given back to the server.\n\nEach job runs in a bubblewrap sandbox of its own (-sandbox): its own user,\nprocesses and network, a read-only view of the system and only its workspace\nwritable, with the -limit-* flags bounding its resources. It shares the host's\nkernel: see docs/isolation.md for what that means. With -sandbox auto (the\ndefault) a host without a working bubblewrap runs jobs unsandboxed, with a\nwarning in the runner's log and in every job's output.", stderr)
+	fs := newFlags("runner", "runner -server URL [flags]\n\nRuns jobs for a cikit server: registers with the registration token (from\n-registration-token or CIKIT_REGISTRATION_TOKEN), then claims jobs matching its\nlabels and runs each as local processes in a fresh copy of -source. SIGINT or\nSIGTERM stops it: the current job gets -shutdown-grace to finish, then it is\ncancelled and given back to the server.\n\nEach job runs in a bubblewrap sandbox of its own (-sandbox): its own user,\nprocesses and network, a read-only view of the system and only its workspace\nwritable, with the -limit-* flags bounding its resources. It shares the host's\nkernel: see docs/isolation.md for what that means. Without a working bubblewrap\nthe runner refuses to start unless -sandbox off says to run jobs unsandboxed.\n\nA job's environment is built from scratch: PATH, HOME, USER, LOGNAME, TMPDIR,\nLANG, LANGUAGE, LC_* and TZ from the runner's, the variables -pass-env names,\nthen the job's context and its own env; nothing else of the runner's.", stderr)
 	server := fs.String("server", "", "the server's base URL")
 	token := fs.String("registration-token", os.Getenv("CIKIT_REGISTRATION_TOKEN"), "the registration token")
 	name := fs.String("name", hostname(), "the runner's name")
@@ -26,29 +27,33 @@ func runnerCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 	workRoot := fs.String("work-root", "", "where workspaces are created (default: the temporary directory)")
 	grace := fs.Duration("grace", process.DefaultGrace, "how long a cancelled step gets between SIGTERM and SIGKILL")
 	shutdownGrace := fs.Duration("shutdown-grace", agent.DefaultShutdownGrace, "how long the current job may go on after SIGINT or SIGTERM")
-	sandboxMode := fs.String("sandbox", "auto", "auto: run jobs in a bubblewrap sandbox if it works here, else unsandboxed with a warning;\nrequire: refuse to start without it; off: run jobs as plain processes of this user")
+	sandboxMode := fs.String("sandbox", "auto", "auto or require: run jobs in a bubblewrap sandbox and refuse to start without one;\noff: run jobs as plain processes of this user, for trusted code only")
 	network := fs.Bool("network", false, "give sandboxed jobs the host's network (by default they reach nothing, not even the host's 127.0.0.1)")
-	var limits process.Limits
-	fs.DurationVar(&limits.CPUTime, "limit-cpu", 0, "the CPU time each process of a sandboxed job may use (0: no limit)")
-	fs.Var((*byteSize)(&limits.Memory), "limit-memory", "the memory (address space) each process of a sandboxed job may map, such as 4G (0: no limit)")
-	fs.IntVar(&limits.Processes, "limit-processes", 0, fmt.Sprintf("how many processes and threads a sandboxed job may have at once, at least %d (0: no limit)", process.MinProcesses))
+	passEnv := fs.String("pass-env", "", "comma-separated names of more variables of the runner's environment that jobs get")
+	limits := process.DefaultLimits()
+	fs.DurationVar(&limits.CPUTime, "limit-cpu", limits.CPUTime, "the CPU time each process of a sandboxed job may use (0: no limit)")
+	fs.Var((*byteSize)(&limits.JobMemory), "limit-job-memory", "the real memory a sandboxed job may use, such as 4G; needs a delegated cgroup v2 (0: no limit)")
+	fs.IntVar(&limits.CPUs, "limit-cpus", limits.CPUs, "how many CPUs' worth of time a sandboxed job may use at once; needs a delegated cgroup v2 (0: no limit)")
+	fs.Var((*byteSize)(&limits.Memory), "limit-memory", "the address space each process of a sandboxed job may map, such as 8G; Go's race detector and JVMs need far more than they use (0: no limit)")
+	fs.IntVar(&limits.Processes, "limit-processes", limits.Processes, fmt.Sprintf("how many processes and threads a sandboxed job may have at once, at least %d (0: no limit)", process.MinProcesses))
 	fs.Var((*byteSize)(&limits.FileSize), "limit-file-size", "the largest file a process of a sandboxed job may write, such as 10G (0: no limit)")
-	fs.Var((*byteSize)(&limits.Tmp), "limit-tmp", "the size of a sandboxed job's /tmp and of its /dev/shm, both in memory, such as 1G (default: half of the memory)")
+	fs.Var((*byteSize)(&limits.Tmp), "limit-tmp", "the size of a sandboxed job's /tmp and of its /dev/shm, both in memory, such as 1G (0: the kernel's default, half of the memory)")
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
+	limitSet := false
+	fs.Visit(func(f *flag.Flag) { limitSet = limitSet || strings.HasPrefix(f.Name, "limit-") })
 	if *server == "" || *token == "" {
 		fmt.Fprintln(stderr, "cikit runner: -server and a registration token are required")
 		return ExitInvalid
 	}
 	var sandbox *process.Sandbox
 	switch *sandboxMode {
-	case "auto":
-		sandbox = &process.Sandbox{Mode: process.SandboxAuto, Network: *network, Limits: limits}
-	case "require":
+	case "auto", "require":
+		// Never unsandboxed unless -sandbox off says so.
 		sandbox = &process.Sandbox{Mode: process.SandboxRequire, Network: *network, Limits: limits}
 	case "off":
-		if limits != (process.Limits{}) {
+		if limitSet {
 			fmt.Fprintln(stderr, "cikit runner: the -limit-* flags need the sandbox; use -sandbox auto or require")
 			return ExitInvalid
 		}
@@ -67,21 +72,15 @@ func runnerCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 		defer os.RemoveAll(dir)
 		src = dir
 	}
-	// Jobs get the runner's environment, but not the token that lets
-	// anyone register runners.
-	env := slices.DeleteFunc(os.Environ(), func(kv string) bool { return strings.HasPrefix(kv, "CIKIT_REGISTRATION_TOKEN=") })
-	exec, err := process.New(process.Config{Source: src, WorkRoot: *workRoot, Grace: *grace, Env: env, Logger: log, Sandbox: sandbox})
+	exec, err := process.New(process.Config{Source: src, WorkRoot: *workRoot, Grace: *grace, PassEnv: splitList(*passEnv), Logger: log, Sandbox: sandbox})
 	if err != nil {
 		fmt.Fprintf(stderr, "cikit runner: %v\n", err)
+		if errors.Is(err, process.ErrSandboxUnavailable) {
+			fmt.Fprintln(stderr, "cikit runner: refusing to run jobs unsandboxed; to run them as plain processes of this user, for trusted code only, use -sandbox off")
+		}
 		return ExitInvalid
 	}
-	var ls []string
-	for l := range strings.SplitSeq(*labels, ",") {
-		if l = strings.TrimSpace(l); l != "" {
-			ls = append(ls, l)
-		}
-	}
-	a, err := agent.New(agent.Config{Server: *server, RegistrationToken: *token, Name: *name, Labels: ls,
+	a, err := agent.New(agent.Config{Server: *server, RegistrationToken: *token, Name: *name, Labels: splitList(*labels),
 		Executor: agent.ProcessExecutor{Executor: exec}, ShutdownGrace: *shutdownGrace, Logger: log, Version: version()})
 	if err != nil {
 		fmt.Fprintf(stderr, "cikit runner: %v\n", err)
@@ -94,6 +93,17 @@ func runnerCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// splitList splits a comma-separated flag's value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 func hostname() string {

@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cikit/cikit/fleet/process"
 )
 
 // Config is the whole configuration of `cikit serve`. The `usage` tag of
@@ -205,8 +207,12 @@ type Runners struct {
 	Local int `yaml:"local" usage:"how many local runners this process starts (-1: the default: 2 embedded, 0 with PostgreSQL)"`
 	// Labels are the local runners' labels.
 	Labels []string `yaml:"labels" usage:"labels of the local runners"`
-	// Sandbox is the local runners' isolation: "auto", "require" or "off".
-	Sandbox string `yaml:"sandbox" usage:"local runners' sandbox: auto, require or off"`
+	// Sandbox is the local runners' isolation: "auto" and "require" run
+	// every job in a bubblewrap sandbox and make the server refuse to
+	// start without one; "off" runs jobs as plain processes of the
+	// server's user, for trusted code only. Nothing runs unsandboxed
+	// unless it says off.
+	Sandbox string `yaml:"sandbox" usage:"local runners' sandbox: auto or require (the server refuses to start without bubblewrap), or off (jobs run unsandboxed)"`
 	// Network gives sandboxed jobs of local runners the host's network.
 	Network bool `yaml:"network" usage:"give local runners' sandboxed jobs the host network"`
 	// RegistrationTokens are what runners register with. Default
@@ -221,6 +227,46 @@ type Runners struct {
 	// TenantLimit bounds the jobs of one tenant (a repository's owner)
 	// running at once per server; 0 is no limit.
 	TenantLimit int `yaml:"tenant-limit" usage:"the most jobs of one repository owner running at once through each server (0: no limit)"`
+
+	// What the jobs of local runners get from the host: nothing of the
+	// server's environment but process.AllowedEnv and these names.
+	PassEnv []string `yaml:"pass-env" usage:"names of more host variables local runners' jobs get, besides PATH, HOME, USER, LOGNAME, TMPDIR, LANG, LANGUAGE, LC_* and TZ"`
+	// Limits bound each sandboxed job of the local runners.
+	Limits JobLimits `yaml:"limits"`
+}
+
+// JobLimits bound each sandboxed job of the local runners; 0 switches a
+// limit off. The defaults are process.DefaultLimits(). Where the host
+// delegates a cgroup v2 hierarchy to the server, processes, memory and
+// cpus are the job's cgroup's pids.max, memory.max and cpu.max;
+// otherwise processes is an rlimit and memory and cpus are not enforced,
+// which every job's log header says (process.Limits). docs/isolation.md
+// says more.
+type JobLimits struct {
+	Processes int           `yaml:"processes" usage:"how many processes and threads a job may have at once (0: no limit)"`
+	MemoryMiB int           `yaml:"memory-mib" usage:"the real memory a job may use in MiB; needs a delegated cgroup v2 (0: no limit)"`
+	CPUs      int           `yaml:"cpus" usage:"how many CPUs' worth of time a job may use at once; needs a delegated cgroup v2 (0: no limit)"`
+	CPUTime   time.Duration `yaml:"cpu-time" usage:"the CPU time each process of a job may use (0: no limit)"`
+	// AddressSpaceMiB is RLIMIT_AS, off by default: Go's race detector
+	// and JVMs reserve far more address space than they use.
+	AddressSpaceMiB int `yaml:"address-space-mib" usage:"the address space each process of a job may map in MiB (0: no limit; breaks Go's race detector and JVMs when low)"`
+	FileSizeMiB     int `yaml:"file-size-mib" usage:"the largest file a job may write in MiB (0: no limit)"`
+	TmpMiB          int `yaml:"tmp-mib" usage:"the size of a job's /tmp and of its /dev/shm, both in memory, in MiB (0: the kernel's default, half of the memory)"`
+}
+
+// ProcessLimits returns the limits as process.Limits.
+func (l JobLimits) ProcessLimits() process.Limits {
+	const mib = 1 << 20
+	return process.Limits{Processes: l.Processes, JobMemory: int64(l.MemoryMiB) * mib, CPUs: l.CPUs, CPUTime: l.CPUTime,
+		Memory: int64(l.AddressSpaceMiB) * mib, FileSize: int64(l.FileSizeMiB) * mib, Tmp: int64(l.TmpMiB) * mib}
+}
+
+// defaultJobLimits is process.DefaultLimits() in the units of JobLimits.
+func defaultJobLimits() JobLimits {
+	const mib = 1 << 20
+	d := process.DefaultLimits()
+	return JobLimits{Processes: d.Processes, MemoryMiB: int(d.JobMemory / mib), CPUs: d.CPUs, CPUTime: d.CPUTime,
+		AddressSpaceMiB: int(d.Memory / mib), FileSizeMiB: int(d.FileSize / mib), TmpMiB: int(d.Tmp / mib)}
 }
 
 // Log configures the process's structured log.
@@ -243,7 +289,7 @@ func Default() *Config {
 		Kafka:   Kafka{Partitions: 6, ReplicationFactor: -1, Group: "cikit"},
 		Redis:   Redis{KeyPrefix: "cikit:"},
 		VCS:     VCS{Provider: "local"},
-		Runners: Runners{Local: -1, Sandbox: "auto", LeaseTTL: 30 * time.Second},
+		Runners: Runners{Local: -1, Sandbox: "auto", LeaseTTL: 30 * time.Second, Limits: defaultJobLimits()},
 		Log:     Log{Level: "info", Format: "text"},
 	}
 }
@@ -412,6 +458,16 @@ func (c *Config) Validate() error {
 	}
 	if c.Runners.Local < -1 {
 		bad("runners.local: must be at least 0, or -1 for the default")
+	}
+	if l := c.Runners.Limits; l.Processes < 0 || l.MemoryMiB < 0 || l.CPUs < 0 || l.CPUTime < 0 || l.AddressSpaceMiB < 0 || l.FileSizeMiB < 0 || l.TmpMiB < 0 {
+		bad("runners.limits: must not be negative (0 switches a limit off)")
+	} else if l.Processes > 0 && l.Processes < process.MinProcesses {
+		bad("runners.limits.processes: must be at least %d, or 0 for no limit", process.MinProcesses)
+	} else if c.Runners.Sandbox == "off" && l != defaultJobLimits() && l != (JobLimits{}) {
+		bad("runners.limits: bound sandboxed jobs only, and runners.sandbox is off")
+	}
+	if err := process.ValidatePassEnv(c.Runners.PassEnv); err != nil {
+		bad("runners.pass-env: %v", err)
 	}
 	if c.Runners.TenantLimit < 0 {
 		bad("runners.tenant-limit: must not be negative")

@@ -289,6 +289,10 @@ func TestValidate(t *testing.T) {
 		{"max conns", func(c *Config) { c.Postgres.MaxConns = -1 }, "postgres.max-conns: must not be negative"},
 		{"local runners", func(c *Config) { c.Runners.Local = -2 }, "runners.local: must be at least 0"},
 		{"tenant limit", func(c *Config) { c.Runners.TenantLimit = -1 }, "runners.tenant-limit: must not be negative"},
+		{"negative limit", func(c *Config) { c.Runners.Limits.MemoryMiB = -1 }, "runners.limits: must not be negative"},
+		{"few processes", func(c *Config) { c.Runners.Limits.Processes = 4 }, "runners.limits.processes: must be at least 32"},
+		{"limits without a sandbox", func(c *Config) { c.Runners.Sandbox = "off"; c.Runners.Limits.Processes = 100 }, "runners.limits: bound sandboxed jobs only"},
+		{"pass cikit's own", func(c *Config) { c.Runners.PassEnv = []string{"CIKIT_POSTGRES_URL"} }, "runners.pass-env: CIKIT_POSTGRES_URL: CIKIT* variables"},
 		{"short signing key", func(c *Config) { c.Runners.SigningKeys = append(c.Runners.SigningKeys, "short") }, "runners.signing-keys[1]: must be at least 32 bytes"},
 		{"no registration tokens", func(c *Config) { c.Runners.RegistrationTokens = nil }, "runners.registration-tokens: required with PostgreSQL"},
 		{"no signing keys", func(c *Config) { c.Runners.SigningKeys = nil }, "runners.signing-keys: required with PostgreSQL"},
@@ -321,6 +325,16 @@ func TestValidate(t *testing.T) {
 	// The embedded platform needs no secrets: it makes its own.
 	c := Default()
 	c.Runners.SigningKeys = nil
+	require.NoError(t, c.Validate())
+
+	// Limits switched off, with the sandbox or without it, and the
+	// defaults without it are fine.
+	c = production()
+	c.Runners.Limits = JobLimits{}
+	require.NoError(t, c.Validate())
+	c.Runners.Sandbox = "off"
+	require.NoError(t, c.Validate())
+	c.Runners.Limits = Default().Runners.Limits
 	require.NoError(t, c.Validate())
 
 	// Every problem at once, one per line.

@@ -47,16 +47,22 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 	}
 	mc := fleet.ManagerConfig{Server: p.fleet, ServerURL: p.url, RegistrationToken: p.cfg.Runners.RegistrationTokens[0], Now: p.now, Logger: p.log.With("component", "pools")}
 	if n := p.cfg.LocalRunners(); n > 0 {
-		lc := local.Config{Labels: p.cfg.Runners.Labels, MaxRunners: n, Logger: p.log.With("component", "runner")}
+		// Jobs get nothing of the server's environment, where its
+		// secrets are, but process.AllowedEnv and what pass-env names.
+		lc := local.Config{Labels: p.cfg.Runners.Labels, MaxRunners: n, Logger: p.log.With("component", "runner"),
+			Process: process.Config{PassEnv: p.cfg.Runners.PassEnv}}
 		switch p.cfg.Runners.Sandbox {
-		case "auto":
-			lc.Process.Sandbox = &process.Sandbox{Mode: process.SandboxAuto, Network: p.cfg.Runners.Network}
-		case "require":
-			lc.Process.Sandbox = &process.Sandbox{Mode: process.SandboxRequire, Network: p.cfg.Runners.Network}
+		case "auto", "require":
+			// Never unsandboxed unless runners.sandbox says off.
+			lc.Process.Sandbox = &process.Sandbox{Mode: process.SandboxRequire, Network: p.cfg.Runners.Network,
+				Limits: p.cfg.Runners.Limits.ProcessLimits()}
 		case "off":
 			lc.Unsandboxed = true
 		}
 		b, err := local.New(lc)
+		if errors.Is(err, process.ErrSandboxUnavailable) {
+			return fmt.Errorf("platform: local runners: %w; refusing to run jobs unsandboxed: to run them as plain processes of the server's user, for trusted code only, set -runners.sandbox off (or runners.local 0 and run `cikit runner` elsewhere)", err)
+		}
 		if err != nil {
 			return fmt.Errorf("platform: local runners: %w", err)
 		}

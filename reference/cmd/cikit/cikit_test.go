@@ -241,7 +241,8 @@ func TestRunInterrupt(t *testing.T) {
 	t.Parallel()
 	pids := t.TempDir()
 	rep := filepath.Join(t.TempDir(), "report.json")
-	cmd := exec.Command(binary, "run", "--grace", "2s", "--report", rep)
+	// Jobs get only the variables of cikit's environment they are given.
+	cmd := exec.Command(binary, "run", "--grace", "2s", "--report", rep, "--pass-env", "PIDS")
 	cmd.Dir = "testdata/interrupt"
 	cmd.Env = append(os.Environ(), "PIDS="+pids)
 	var stdout bytes.Buffer
