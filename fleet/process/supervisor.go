@@ -85,7 +85,7 @@ type supervisor struct {
 
 	smu      sync.Mutex  // guards groups, deadline and expired
 	groups   map[int]int // step ID → process group
-	deadline time.Time   // of the job's lease, on the monotonic clock; zero: none
+	deadline int64       // of the job's lease, in bootTime nanoseconds; zero: none
 	expired  bool        // the job is killed: nothing more starts or reports
 }
 
@@ -126,7 +126,7 @@ func supervise(plain bool) int {
 	}
 	sv := &supervisor{out: os.NewFile(fdOutput, "output"), plain: plain, enc: json.NewEncoder(conn), groups: map[int]int{}}
 	sv.report(supervisorReport{Ready: true})
-	var watchdog *time.Timer // armed by the first renewal
+	var watchdog *time.Timer // armed by the first renewal, with sv.watch
 	dec := json.NewDecoder(conn)
 	for {
 		var r supervisorRequest
@@ -139,13 +139,13 @@ func supervise(plain bool) int {
 		}
 		switch {
 		case r.Lease:
-			// Timers and the deadline are on the monotonic clock.
 			d := time.Duration(r.Remaining)
 			sv.smu.Lock()
-			sv.deadline = time.Now().Add(d)
+			sv.deadline = bootTime() + int64(d)
 			sv.smu.Unlock()
 			if watchdog == nil {
 				watchdog = time.AfterFunc(d, sv.expire)
+				go sv.watch()
 			} else {
 				watchdog.Reset(d)
 			}
@@ -177,7 +177,7 @@ func (sv *supervisor) start(r supervisorRequest) {
 		cmd := &exec.Cmd{Path: path, Args: r.Argv, Env: r.Env, Dir: r.Dir, Stdout: sv.out, Stderr: sv.out,
 			SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
 		sv.smu.Lock()
-		if late := !sv.deadline.IsZero() && !time.Now().Before(sv.deadline); sv.expired || late {
+		if sv.expired || sv.deadline != 0 && bootTime() >= sv.deadline {
 			// The lease has run out, even if the watchdog's timer has
 			// not fired yet: the job is killed, and the supervisor
 			// exits.

@@ -15,6 +15,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/cikit/cikit"
 )
@@ -239,6 +240,41 @@ func (p *plainSupervised) end(warn func(msg string, args ...any)) {
 		warn("the supervisor of a job did not end; killing it, and the job's processes may outlive it", "pid", p.cmd.Process.Pid)
 		_ = p.cmd.Process.Kill()
 		<-exited
+	}
+}
+
+// bootTime reads CLOCK_BOOTTIME, in nanoseconds: the monotonic clock
+// that also counts the time the machine was suspended, which Go's
+// monotonic clock (CLOCK_MONOTONIC) and its timers do not.
+func bootTime() int64 {
+	var ts syscall.Timespec
+	if _, _, errno := syscall.RawSyscall(syscall.SYS_CLOCK_GETTIME, clockBoottime, uintptr(unsafe.Pointer(&ts)), 0); errno != 0 {
+		panic("clock_gettime(CLOCK_BOOTTIME): " + errno.Error()) // Linux has it since 2.6.39
+	}
+	return ts.Nano()
+}
+
+const clockBoottime = 7 // CLOCK_BOOTTIME, which package syscall does not name
+
+// bootCheckInterval is how often the supervisor compares its deadline
+// with CLOCK_BOOTTIME. The watchdog's timer fires on time while the
+// machine runs; after the machine was suspended it would fire late by
+// the time it slept (during which the lease ran on at the server), and
+// this check catches that within an interval of the machine's waking.
+const bootCheckInterval = 100 * time.Millisecond
+
+// watch kills the job once CLOCK_BOOTTIME has passed the deadline.
+func (sv *supervisor) watch() {
+	t := time.NewTicker(bootCheckInterval)
+	defer t.Stop()
+	for range t.C {
+		sv.smu.Lock()
+		late := bootTime() >= sv.deadline
+		sv.smu.Unlock()
+		if late {
+			sv.expire()
+			return
+		}
 	}
 }
 
