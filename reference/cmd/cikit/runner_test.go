@@ -24,6 +24,7 @@ import (
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/fleet/process"
+	"github.com/cikit/cikit/internal/proctest"
 	"github.com/cikit/cikit/internal/testenv"
 	"github.com/cikit/cikit/lease"
 	"github.com/cikit/cikit/logs"
@@ -380,4 +381,97 @@ func TestRunnerStoppedJobDoesNotOverlap(t *testing.T) {
 	require.Len(t, attempts, 2)
 	require.Contains(t, attempts[0].Reason, "runner_lost")
 	require.Equal(t, ck.JobSucceeded, attempts[1].State)
+}
+
+// sandboxLedgerStep is the job of
+// TestRunnerStoppedSandboxedJobDoesNotOverlap. A sandboxed job sees
+// nothing of the host but its workspace, so each attempt writes its
+// ledger there; its number is in the file "attempt" of its runner's
+// source. Attempt 1 starts a process that leaves its session and appends
+// forever; attempt 2 appends 20 lines, then waits for the file "release".
+const sandboxLedgerStep = `n=$(cat attempt)
+line() { echo "attempt=$n t=$(date +%s%N)" >> ledger; }
+if [ $n = 1 ]; then
+  setsid sleep "$MARK" &
+  while true; do line; sleep 0.05; done
+fi
+i=0; while [ $i -lt 20 ]; do line; sleep 0.05; i=$((i+1)); done
+while [ ! -e release ]; do sleep 0.05; done`
+
+// TestRunnerStoppedSandboxedJobDoesNotOverlap is
+// TestRunnerStoppedJobDoesNotOverlap with sandboxed jobs: the sandbox's
+// supervisor kills the job's whole PID namespace. Each runner has a work
+// root of its own, where the test reads its attempt's ledger: attempt
+// 1's stays while its runner is stopped, and attempt 2 waits for the test
+// before it ends.
+func TestRunnerStoppedSandboxedJobDoesNotOverlap(t *testing.T) {
+	t.Parallel()
+	if _, err := process.New(process.Config{Source: t.TempDir(), WorkRoot: searchable(t), Sandbox: &process.Sandbox{}}); errors.Is(err, process.ErrSandboxUnavailable) {
+		testenv.ToolUnavailable(t, testenv.Bubblewrap, err)
+	}
+	p := newPlatform(t)
+	mark := fmt.Sprintf("1000.%06d", os.Getpid()%1000000)
+	runID := p.newRunEnv(t, sandboxLedgerStep, map[string]string{"MARK": mark})
+	runner := func(attempt string) (*exec.Cmd, string) {
+		src, work := t.TempDir(), searchable(t)
+		require.NoError(t, os.WriteFile(filepath.Join(src, "attempt"), []byte(attempt+"\n"), 0o644))
+		return p.startRunner(t, "e2e", "-sandbox", "require", "-source", src, "-work-root", work), work
+	}
+	ledger := func(work string) string {
+		found, err := filepath.Glob(filepath.Join(work, "cikit-*", "ledger"))
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(found), 1)
+		if len(found) == 0 {
+			return filepath.Join(work, "none")
+		}
+		return found[0]
+	}
+
+	stopped, work1 := runner("1")
+	require.Eventually(t, func() bool { return len(ledgerLines(t, ledger(work1))[1]) > 0 }, 30*time.Second, 5*time.Millisecond, "attempt 1 writes")
+	require.Eventually(t, func() bool { return len(proctest.Running("sleep", mark)) == 1 }, 30*time.Second, 5*time.Millisecond, "attempt 1's process that left its session")
+	require.NoError(t, stopped.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = stopped.Process.Signal(syscall.SIGCONT) })
+
+	_, work2 := runner("2")
+	require.Eventually(t, func() bool { return len(ledgerLines(t, ledger(work2))[2]) == 20 }, 60*time.Second, 5*time.Millisecond, "attempt 2 writes")
+	// While attempt 2 runs: nothing of attempt 1 is left.
+	require.Empty(t, proctest.Running("sleep", mark), "attempt 1's process that left its session")
+	// Its runner's command line names work1 too.
+	require.Empty(t, slices.DeleteFunc(proctest.Containing(work1), func(pid int) bool { return pid == stopped.Process.Pid }), "attempt 1's sandbox")
+	first, second := ledgerLines(t, ledger(work1)), ledgerLines(t, ledger(work2))
+	require.Less(t, slices.Max(first[1]), slices.Min(second[2]), "attempt 1 wrote after attempt 2 had started")
+	require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(ledger(work2)), "release"), nil, 0o644))
+
+	require.Eventually(t, func() bool { return p.job(t, runID).State.Terminal() }, 30*time.Second, 10*time.Millisecond, "the job ends")
+	j := p.job(t, runID)
+	require.Equal(t, ck.JobSucceeded, j.State, j.Reason)
+	require.Equal(t, 2, j.Attempt, "the job's result is attempt 2's")
+	claims := p.claimsAnswered(t, 2)
+	require.NoError(t, stopped.Process.Signal(syscall.SIGCONT))
+	require.Eventually(t, func() bool {
+		calls, _ := p.snapshot()
+		for _, c := range calls {
+			if c.attempt == 1 && c.at.After(claims[1]) && c.status == http.StatusConflict {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 10*time.Millisecond, "the resumed runner calls and is refused")
+	calls, _ := p.snapshot()
+	for _, c := range calls {
+		if c.attempt == 1 && c.at.After(claims[1]) {
+			require.Equal(t, http.StatusConflict, c.status, "a call of the stopped runner: %+v", c)
+		}
+	}
+}
+
+// searchable returns a temporary directory that a sandbox's user, who
+// is not the test's when the tests run as root, can reach.
+func searchable(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
+	require.NoError(t, os.Chmod(dir, 0o711))
+	return dir
 }
