@@ -417,6 +417,13 @@ func (e *Executor) run(ctx context.Context, spec *cikit.JobSpec, out io.Writer, 
 				reason += "; " + cause
 			}
 		}
+		if errors.Is(err, errLeaseExpired) {
+			// The job's processes are gone: nothing more runs.
+			res.State, res.ExitCode, res.FailureClass = cikit.JobFailed, code, cikit.FailureInfrastructure
+			res.Reason = fmt.Sprintf("step %q: %v", name, err)
+			fmt.Fprintf(pw, "--- %s\n", res.Reason)
+			return res
+		}
 		if jobCtx.Err() != nil {
 			fmt.Fprintf(pw, "--- %s\n", res.Reason)
 			return res // cancelled or timed out: nothing more runs

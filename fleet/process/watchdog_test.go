@@ -45,7 +45,8 @@ func TestRunLeasedRenewals(t *testing.T) {
 
 // TestRunLeasedExpiry: a job whose lease is not renewed is killed by its
 // supervisor, background processes and those that left their session
-// included, and fails saying why.
+// included, and fails as an infrastructure failure saying why; no later
+// step runs, not even after a step that may fail.
 func TestRunLeasedExpiry(t *testing.T) {
 	t.Parallel()
 	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
@@ -55,7 +56,7 @@ func TestRunLeasedExpiry(t *testing.T) {
 		done := make(chan process.Result)
 		go func() {
 			done <- b.exec.RunLeased(context.Background(), &cikit.JobSpec{ID: "expired", Env: map[string]string{"BG": bg, "ESCAPED": escaped},
-				Steps: steps(`sleep "$BG" & setsid sleep "$ESCAPED" & echo started; wait`, "echo never")}, b.out, nil, dl)
+				Steps: []cikit.Step{{Run: `sleep "$BG" & setsid sleep "$ESCAPED" & echo started; wait`, ContinueOnError: true}, {Run: "echo never"}}}, b.out, nil, dl)
 		}()
 		require.Eventually(t, func() bool {
 			return len(proctest.Running("sleep", bg)) == 1 && len(proctest.Running("sleep", escaped)) == 1
@@ -63,6 +64,7 @@ func TestRunLeasedExpiry(t *testing.T) {
 		dl.Renew(time.Now().Add(-time.Second)) // the lease has run out
 		res := <-done
 		require.Equal(t, cikit.JobFailed, res.State)
+		require.Equal(t, cikit.FailureInfrastructure, res.FailureClass)
 		require.Contains(t, res.Reason, "the job's lease was not renewed in time: its supervisor killed every process of the job", res.Reason)
 		require.NotContains(t, printed(b.out.String()), "never")
 		require.Empty(t, proctest.Running("sleep", bg))
