@@ -297,7 +297,8 @@ for p in $(cat "$DIR/pids1"); do
 done
 i=0; while [ $i -lt 20 ]; do line; sleep 0.05; i=$((i+1)); done`
 
-// ledgerLines returns the times of the ledger's lines by attempt.
+// ledgerLines returns the times of the ledger's whole lines by attempt;
+// a line still being written is left for the next read.
 func ledgerLines(t *testing.T, path string) map[int][]int64 {
 	t.Helper()
 	b, err := os.ReadFile(path)
@@ -306,7 +307,9 @@ func ledgerLines(t *testing.T, path string) map[int][]int64 {
 	}
 	require.NoError(t, err)
 	out := map[int][]int64{}
-	for _, l := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+	whole := string(b[:bytes.LastIndexByte(b, '\n')+1])
+	for l := range strings.Lines(whole) {
+		l = strings.TrimSuffix(l, "\n")
 		var n int
 		var at int64
 		_, err := fmt.Sscanf(l, "attempt=%d t=%d", &n, &at)
