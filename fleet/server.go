@@ -266,6 +266,7 @@ type claimResponse struct {
 	Attempt           int            `json:"attempt"`
 	JobToken          string         `json:"job_token"`
 	LeaseExpiresAt    time.Time      `json:"lease_expires_at"`
+	LeaseRemainingMS  int64          `json:"lease_remaining_ms"`
 	HeartbeatInterval string         `json:"heartbeat_interval"`
 	Deadline          time.Time      `json:"deadline"`
 	Spec              *cikit.JobSpec `json:"spec"`
@@ -345,7 +346,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		}
 		got = &l.Attempt
 		writeJSON(w, http.StatusOK, claimResponse{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt, JobToken: jt,
-			LeaseExpiresAt: l.Expires.UTC(), HeartbeatInterval: s.cfg.HeartbeatInterval.String(), Deadline: deadline, Spec: o.Spec})
+			LeaseExpiresAt: l.Expires.UTC(), LeaseRemainingMS: remainingMS(s.cfg.Leases, l.Expires), HeartbeatInterval: s.cfg.HeartbeatInterval.String(), Deadline: deadline, Spec: o.Spec})
 		return
 	}
 }
@@ -404,8 +405,17 @@ func (s *Server) authorizeLogWrite(r *http.Request, key logs.Key) error {
 }
 
 type heartbeatResponse struct {
-	LeaseExpiresAt  time.Time `json:"lease_expires_at"`
-	CancelRequested bool      `json:"cancel_requested"`
+	LeaseExpiresAt   time.Time `json:"lease_expires_at"`
+	LeaseRemainingMS int64     `json:"lease_remaining_ms"`
+	CancelRequested  bool      `json:"cancel_requested"`
+}
+
+// remainingMS is what a lease ending at expires has left, in whole
+// milliseconds rounded down: measured after the lease was written, it is
+// at most what it had left when the runner sent its request, which is
+// what the runner counts from (see docs/runner-protocol.md).
+func remainingMS(m *lease.Manager, expires time.Time) int64 {
+	return m.Remaining(expires).Milliseconds()
 }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
@@ -419,7 +429,8 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.leaseError(w, a, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, heartbeatResponse{LeaseExpiresAt: rn.Expires.UTC(), CancelRequested: rn.CancelRequested})
+	writeJSON(w, http.StatusOK, heartbeatResponse{LeaseExpiresAt: rn.Expires.UTC(), LeaseRemainingMS: remainingMS(s.cfg.Leases, rn.Expires),
+		CancelRequested: rn.CancelRequested})
 }
 
 // completeRequest is the body of a completion.

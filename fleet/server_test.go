@@ -193,6 +193,25 @@ func TestRegister(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, status)
 }
 
+// TestLeaseRemaining: the claim and each heartbeat say how long the lease
+// has left as a duration, which runners count on their own monotonic
+// clock, besides when it ends by the server's.
+func TestLeaseRemaining(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	runner := b.register(t, "linux")
+	b.newRun(t, spec("build"))
+	status, out := b.call(t, http.MethodGet, "/v1/jobs/claim?wait=5", runner, nil)
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	require.Equal(t, float64(30000), out["lease_remaining_ms"], "the clock stands still: the whole TTL")
+	c := &claimed{RunID: out["run_id"].(string), JobID: out["job_id"].(string), Token: out["job_token"].(string), Attempt: 1}
+	b.clock.Advance(10 * time.Second)
+	status, out = b.call(t, http.MethodPost, jobPath(c, "heartbeat"), c.Token, nil)
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	require.Equal(t, float64(30000), out["lease_remaining_ms"], "renewed: the whole TTL again")
+	require.Equal(t, b.clock.Now().Add(30*time.Second).Format(time.RFC3339Nano), out["lease_expires_at"])
+}
+
 // TestClaimHeartbeatComplete walks a two-job run through the protocol:
 // the second job is offered once the first succeeded.
 func TestClaimHeartbeatComplete(t *testing.T) {

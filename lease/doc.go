@@ -55,7 +55,11 @@
 // finds it gone (and fences the runner) or commits after it, which makes
 // it durable.
 //
-// The Reaper scans expired records in batches. An attempt whose job still
+// The Reaper scans the records expired for longer than its Grace in
+// batches. The grace is the time the job's supervisor (see
+// docs/runner-protocol.md) has to kill an attempt whose runner went quiet
+// before the next attempt may start; NewReaper refuses one not longer
+// than MinReaperGrace. An attempt whose job still
 // runs at it is failed as an infrastructure failure (reason
 // "runner_lost: …"), which dag's retry policy turns into a new attempt or
 // a final failure; one being cancelled is cancelled; any other record is
@@ -77,7 +81,7 @@
 //   - Any number of Managers and Reapers may run at once: every write is
 //     conditional.
 //   - LIVENESS: a job whose runner stops renewing is reaped within TTL
-//     plus the reaper's interval, and retried by dag's policy.
+//     plus the reaper's grace and interval, and retried by dag's policy.
 //
 // The rapid state-machine test of this package checks the safety
 // properties against a model, with the clock, reaper, cancellations and

@@ -44,7 +44,7 @@ func Example() {
 	_, err = m.Claim(ctx, first.Attempt, "runner-b")
 	fmt.Println("second claim:", err != nil)
 
-	now = now.Add(lease.DefaultTTL) // runner-a goes quiet
+	now = now.Add(lease.DefaultTTL + reaper.Grace()) // runner-a goes quiet
 	rep, _ := reaper.Reap(ctx)
 	fmt.Println("reaped, retried:", rep.Retried)
 

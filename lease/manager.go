@@ -123,6 +123,16 @@ func randomToken() string {
 // TTL returns how long a lease lasts without a heartbeat.
 func (m *Manager) TTL() time.Duration { return m.ttl }
 
+// Remaining returns how long a lease that ends at expires has left by
+// the Manager's clock: what a server tells the runner, so that the
+// runner counts on its own monotonic clock and never compares its clock
+// with the server's. Measured after the lease was written, it is never
+// more than what the lease has left from the moment the runner sent its
+// request.
+func (m *Manager) Remaining(expires time.Time) time.Duration {
+	return max(expires.Sub(m.now()), 0)
+}
+
 func (m *Manager) key(a Attempt) string { return m.prefix + a.RunID + "/" + a.JobID }
 
 // expiry is when a lease granted or renewed now ends, to the microsecond

@@ -393,6 +393,22 @@ func TestNewManagerValidates(t *testing.T) {
 	require.ErrorContains(t, err, "Manager is required")
 	_, err = lease.NewReaper(lease.ReaperConfig{Manager: m, BatchSize: -1})
 	require.ErrorContains(t, err, "BatchSize must not be negative")
+	_, err = lease.NewReaper(lease.ReaperConfig{Manager: m, Grace: lease.MinReaperGrace(m.TTL())})
+	require.ErrorContains(t, err, "Grace must be longer than 2.03s (the supervisor's kill margin")
+	r, err := lease.NewReaper(lease.ReaperConfig{Manager: m, Grace: lease.MinReaperGrace(m.TTL()) + time.Millisecond})
+	require.NoError(t, err)
+	require.Equal(t, lease.MinReaperGrace(m.TTL())+time.Millisecond, r.Grace())
+	r, err = lease.NewReaper(lease.ReaperConfig{Manager: m})
+	require.NoError(t, err)
+	require.Equal(t, lease.DefaultReaperGrace, r.Grace())
+	// A TTL long enough for the clock drift allowance to matter gets a
+	// default grace above the minimum.
+	long, err := lease.NewManager(lease.Config{Store: s, Jobs: js, TTL: time.Hour})
+	require.NoError(t, err)
+	r, err = lease.NewReaper(lease.ReaperConfig{Manager: long})
+	require.NoError(t, err)
+	require.Greater(t, r.Grace(), lease.MinReaperGrace(time.Hour))
+	require.Greater(t, lease.MinReaperGrace(time.Hour), lease.DefaultReaperGrace)
 }
 
 func TestFencedError(t *testing.T) {

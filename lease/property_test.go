@@ -229,9 +229,9 @@ func (m *machine) reap(t *rapid.T) {
 	if _, err := m.r.Reap(m.ctx); err != nil {
 		t.Fatal(err)
 	}
-	now := m.b.clock.Now()
+	cutoff := m.b.clock.Now().Add(-m.r.Grace())
 	for _, j := range m.jobs {
-		if j.holder == nil || j.expires.After(now) {
+		if j.holder == nil || j.expires.After(cutoff) {
 			continue
 		}
 		if j.state == cikit.JobCancelRequested {

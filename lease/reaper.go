@@ -18,7 +18,44 @@ const (
 	DefaultReapBatchSize = 100
 	// MaxReapInterval bounds the default interval, TTL/3.
 	MaxReapInterval = 5 * time.Second
+	// DefaultReaperGrace is the default ReaperConfig.Grace, unless the
+	// TTL asks for more (see MinReaperGrace).
+	DefaultReaperGrace = 5 * time.Second
 )
+
+// The margins of the at-most-one-executing-attempt guarantee (see
+// docs/runner-protocol.md, "At most one executing attempt"). A runner
+// measures its monotonic clock just before each heartbeat it sends and
+// tells the job's supervisor, a process of its own beside the job, to
+// let the job run for the lease's remaining time counted from then; the
+// supervisor kills the job's whole process tree when that time passes
+// without a new confirmation. So the supervisor's deadline is never
+// after the lease's expiry on the server, except by the errors these
+// constants bound, and the reaper waits ReaperConfig.Grace past the
+// expiry, more than they add up to, before another attempt may start.
+const (
+	// SupervisorKillMargin bounds the time from a supervisor's deadline
+	// to the job's processes being gone: the renewal's way from the
+	// runner to the supervisor (a local socket), the supervisor's timer
+	// firing late on a loaded machine, its SIGKILL of every process of
+	// the job and the kernel's tearing them down. A process blocked in
+	// an uninterruptible wait (a hung NFS mount) can take longer; that is
+	// outside the guarantee.
+	SupervisorKillMargin = 2 * time.Second
+	// MaxClockRateDrift bounds how much faster or slower the runner's
+	// monotonic clock may run than the server's clock, as a fraction:
+	// 0.1%, twice the 500 ppm NTP allows a clock to be slewed by. It
+	// applies to the lease's remaining time, so the allowance grows with
+	// the TTL.
+	MaxClockRateDrift = 0.001
+)
+
+// MinReaperGrace returns the smallest ReaperConfig.Grace that keeps the
+// guarantee for leases of ttl: SupervisorKillMargin plus the drift
+// MaxClockRateDrift allows over a ttl. A Grace must be larger.
+func MinReaperGrace(ttl time.Duration) time.Duration {
+	return SupervisorKillMargin + time.Duration(float64(ttl)*MaxClockRateDrift)
+}
 
 // ReaperConfig configures a Reaper.
 type ReaperConfig struct {
@@ -28,6 +65,15 @@ type ReaperConfig struct {
 	// Interval is the time between passes of Run. Default: the Manager's
 	// TTL/3, at most MaxReapInterval.
 	Interval time.Duration
+	// Grace is how long past its expiry a lease is left before it is
+	// reaped and its job may get another attempt: long enough for the
+	// job's supervisor to have killed the attempt's processes, whatever
+	// became of its runner. It must be larger than MinReaperGrace of the
+	// Manager's TTL. It assumes that the servers' clocks (whose
+	// readings record expiries and decide reaping) agree to within
+	// Grace - MinReaperGrace(TTL). Default: DefaultReaperGrace or, for a
+	// TTL long enough to need more, MinReaperGrace(TTL) plus a second.
+	Grace time.Duration
 	// BatchSize is how many expired leases a pass reads at once.
 	// Default: DefaultReapBatchSize.
 	BatchSize int
@@ -54,6 +100,7 @@ type ReaperConfig struct {
 type Reaper struct {
 	m        *Manager
 	interval time.Duration
+	grace    time.Duration
 	batch    int
 	maxQueue time.Duration
 	log      *slog.Logger
@@ -69,12 +116,16 @@ func NewReaper(cfg ReaperConfig) (*Reaper, error) {
 		return nil, fmt.Errorf("lease: ReaperConfig.Interval must not be negative, got %s", cfg.Interval)
 	case cfg.BatchSize < 0:
 		return nil, fmt.Errorf("lease: ReaperConfig.BatchSize must not be negative, got %d", cfg.BatchSize)
+	case cfg.Grace != 0 && cfg.Grace <= MinReaperGrace(cfg.Manager.ttl):
+		return nil, fmt.Errorf("lease: ReaperConfig.Grace must be longer than %s (the supervisor's kill margin, SupervisorKillMargin, plus clock drift over the TTL %s), got %s: "+
+			"a shorter one lets the next attempt start before the job's supervisor has certainly killed the last", MinReaperGrace(cfg.Manager.ttl), cfg.Manager.ttl, cfg.Grace)
 	case cfg.MaxQueueTime < 0:
 		return nil, fmt.Errorf("lease: ReaperConfig.MaxQueueTime must not be negative, got %s", cfg.MaxQueueTime)
 	}
 	r := &Reaper{
 		m:        cfg.Manager,
 		interval: cmp.Or(cfg.Interval, min(cfg.Manager.ttl/3, MaxReapInterval)),
+		grace:    cmp.Or(cfg.Grace, DefaultGrace(cfg.Manager.ttl)),
 		batch:    cmp.Or(cfg.BatchSize, DefaultReapBatchSize),
 		maxQueue: cfg.MaxQueueTime,
 		log:      cmp.Or(cfg.Logger, cfg.Manager.log),
@@ -85,6 +136,16 @@ func NewReaper(cfg ReaperConfig) (*Reaper, error) {
 	}
 	return r, nil
 }
+
+// DefaultGrace returns the ReaperConfig.Grace used for leases of ttl when
+// none is set.
+func DefaultGrace(ttl time.Duration) time.Duration {
+	return max(DefaultReaperGrace, MinReaperGrace(ttl)+time.Second)
+}
+
+// Grace returns how long past its expiry a lease is left before it is
+// reaped.
+func (r *Reaper) Grace() time.Duration { return r.grace }
 
 // ReapReport counts what a pass did.
 type ReapReport struct {
@@ -125,16 +186,18 @@ func (r *Reaper) Run(ctx context.Context) error {
 }
 
 // Reap makes one full pass at the Manager's current time: every lease
-// expired by then, in batches, then the queue timeouts. A lease that
+// expired for longer than Grace by then, in batches, then the queue
+// timeouts. A lease that
 // cannot be handled is logged, counted in Errors and left for the next
 // pass; the error return is for the pass itself failing (the store could
 // not list leases, JobsExpire failed), with the report of what was done.
 func (r *Reaper) Reap(ctx context.Context) (*ReapReport, error) {
 	now := r.m.now()
+	cutoff := now.Add(-r.grace)
 	rep := &ReapReport{}
 	failed := map[string]bool{} // leases this pass could not handle
 	for {
-		batch, err := r.m.store.LeaseExpired(ctx, now, r.batch)
+		batch, err := r.m.store.LeaseExpired(ctx, cutoff, r.batch)
 		if err != nil {
 			return rep, err
 		}
@@ -144,7 +207,7 @@ func (r *Reaper) Reap(ctx context.Context) (*ReapReport, error) {
 				continue
 			}
 			progress = true
-			if err := r.reap(ctx, now, l, rep); err != nil {
+			if err := r.reap(ctx, cutoff, l, rep); err != nil {
 				if ctx.Err() != nil {
 					return rep, ctx.Err()
 				}
@@ -176,9 +239,9 @@ func (r *Reaper) Reap(ctx context.Context) (*ReapReport, error) {
 	return rep, nil
 }
 
-// reap ends the attempt of one expired lease, as the job's state says,
-// then deletes the lease.
-func (r *Reaper) reap(ctx context.Context, now time.Time, l *Lease, rep *ReapReport) error {
+// reap ends the attempt of one lease expired before cutoff, as the job's
+// state says, then deletes the lease.
+func (r *Reaper) reap(ctx context.Context, cutoff time.Time, l *Lease, rep *ReapReport) error {
 	// The holder may have renewed since the batch was read: look again.
 	cur, err := r.m.store.LeaseGet(ctx, l.RunID, l.JobID)
 	switch {
@@ -186,7 +249,7 @@ func (r *Reaper) reap(ctx context.Context, now time.Time, l *Lease, rep *ReapRep
 		return nil // another reaper, or the holder, ended it
 	case err != nil:
 		return err
-	case cur.Attempt != l.Attempt || cur.Token != l.Token || cur.Expires.After(now):
+	case cur.Attempt != l.Attempt || cur.Token != l.Token || cur.Expires.After(cutoff):
 		return nil
 	}
 	outcome, err := r.end(ctx, l)

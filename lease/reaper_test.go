@@ -46,8 +46,8 @@ func TestReaper(t *testing.T) {
 			b.queue(t, a)
 			l := b.claim(t, a, fmt.Sprintf("r%d", n))
 			tokens = append(tokens, l.Token)
-			b.clock.Advance(ttl - time.Microsecond)
-			require.Equal(t, lease.ReapReport{}, reap(t, r), "a lease within its TTL is left alone")
+			b.clock.Advance(ttl + r.Grace() - time.Microsecond)
+			require.Equal(t, lease.ReapReport{}, reap(t, r), "a lease within its TTL and the grace is left alone")
 			b.clock.Advance(time.Microsecond)
 			want := lease.ReapReport{Retried: 1}
 			if n == 3 {
@@ -89,7 +89,7 @@ func TestReaperCancelAndStale(t *testing.T) {
 		b.clock.Advance(ttl / 2)
 		_, err = b.m.Renew(ctx, b.attempt("c", 1), b.tokenOf(t, "c"))
 		require.NoError(t, err, "c's runner is alive")
-		b.clock.Advance(ttl / 2)
+		b.clock.Advance(ttl/2 + lease.DefaultGrace(ttl))
 		require.Equal(t, lease.ReapReport{Cancelled: 1, StaleDeleted: 1}, reap(t, b.reaper(t, lease.ReaperConfig{})))
 		require.Equal(t, cikit.JobCancelled, b.job(t, "a").State)
 		require.Equal(t, cikit.JobSucceeded, b.job(t, "b").State)
@@ -131,7 +131,7 @@ func TestReaperConcurrent(t *testing.T) {
 			b.claimQueued(t, s.ID)
 			b.clock.Advance(time.Millisecond) // distinct expiries
 		}
-		b.clock.Advance(ttl)
+		b.clock.Advance(ttl + lease.DefaultGrace(ttl))
 		reports := make([]lease.ReapReport, 2)
 		var wg sync.WaitGroup
 		for i := range reports {
@@ -197,7 +197,7 @@ func TestRedisFlushed(t *testing.T) {
 			require.ErrorIs(t, b.m.Check(ctx, a1, "thief"), lease.ErrFenced)
 
 			// The old runner goes quiet; Redis is lost again.
-			b.clock.Advance(ttl)
+			b.clock.Advance(ttl + lease.DefaultGrace(ttl))
 			flush()
 			require.Equal(t, lease.ReapReport{Retried: 1}, reap(t, b.reaper(t, lease.ReaperConfig{})))
 			a2 := b.attempt("build", 2)
@@ -230,7 +230,7 @@ func TestReaperRun(t *testing.T) {
 	a := b.attempt("build", 1)
 	b.queue(t, a)
 	b.claim(t, a, "r1")
-	b.clock.Advance(ttl)
+	b.clock.Advance(ttl + lease.DefaultGrace(ttl))
 	r := b.reaper(t, lease.ReaperConfig{Interval: time.Millisecond})
 	ctx, cancel := contextWithCancel(t)
 	done := make(chan error, 1)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/fleet/process"
 )
 
 // Defaults of Config.
@@ -26,8 +27,16 @@ const (
 // Executor runs one job's steps. Run returns when the job has ended and no
 // process of it is left; cancelling ctx cancels the job. out receives the
 // job's output; step is called as each step starts, with its index.
+//
+// lease is the end of the job's lease, renewed by the agent with each
+// heartbeat the server confirmed. The executor must see to it that the
+// job's processes are gone by then even if the agent's own process is
+// stopped or frozen, by a process of its own that is not the agent's
+// (process.Executor.RunLeased does, with the job's supervisor): the
+// server gives the job to another runner once the lease has ended, and
+// at most one attempt of a job may execute at any moment.
 type Executor interface {
-	Run(ctx context.Context, spec *cikit.JobSpec, out io.Writer, step func(int)) Result
+	Run(ctx context.Context, spec *cikit.JobSpec, out io.Writer, step func(int), lease *process.LeaseDeadline) Result
 }
 
 // Result is how a job's execution ended.
@@ -177,7 +186,7 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 	if err != nil || interval <= 0 {
 		interval = 10 * time.Second
 	}
-	first, err := a.c.heartbeat(bg, j)
+	first, leaseEnd, err := a.c.heartbeat(bg, j)
 	if err != nil {
 		// The lease could not be renewed once: the job is not started,
 		// and its lease expires for the reaper to try again.
@@ -207,6 +216,10 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 		return fenced
 	}
 
+	// The job's supervisor holds the lease's end from before the first
+	// step, and every renewal after.
+	deadline := process.NewLeaseDeadline(leaseEnd)
+
 	stream := newLogStream(bg, a.c, j, a.cfg.ChunkInterval, a.cfg.ChunkBytes, log, func() { fence("a log chunk was refused as stale") })
 
 	// Heartbeats: they renew the lease, carry cancel requests, and
@@ -215,7 +228,6 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 	hbDone := make(chan struct{})
 	go func() {
 		defer close(hbDone)
-		leaseEnd := first.LeaseExpiresAt
 		if first.CancelRequested {
 			cancelJob(errCancelRequested)
 		}
@@ -228,18 +240,19 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 			case <-t.C:
 			}
 			hctx, cancel := context.WithTimeout(jobCtx, interval)
-			h, err := a.c.heartbeat(hctx, j)
+			h, end, err := a.c.heartbeat(hctx, j)
 			cancel()
 			switch {
 			case err == nil:
-				leaseEnd = h.LeaseExpiresAt
+				leaseEnd = end
+				deadline.Renew(end)
 				if h.CancelRequested {
 					cancelJob(errCancelRequested)
 				}
 			case errors.Is(err, ErrStale):
 				fence("a heartbeat was refused as stale")
 				return
-			case time.Now().After(leaseEnd):
+			case !time.Now().Before(leaseEnd):
 				fence("no heartbeat succeeded for a lease duration")
 				return
 			default:
@@ -269,7 +282,7 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 	}()
 
 	deadlineCtx, cancelDeadline := context.WithDeadline(jobCtx, j.Deadline)
-	res := a.cfg.Executor.Run(deadlineCtx, j.Spec, stream, stream.setStep)
+	res := a.cfg.Executor.Run(deadlineCtx, j.Spec, stream, stream.setStep, deadline)
 	cancelDeadline()
 	cause := context.Cause(jobCtx)
 	cancelJob(nil)

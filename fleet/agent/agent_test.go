@@ -18,6 +18,7 @@ import (
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/fleet/agent"
+	"github.com/cikit/cikit/fleet/process"
 	"github.com/cikit/cikit/lease"
 	"github.com/cikit/cikit/logs"
 )
@@ -29,13 +30,15 @@ type fakeExecutor struct {
 	started   chan *cikit.JobSpec
 	release   chan agent.Result
 	cancelled atomic.Int32
+	leases    chan *process.LeaseDeadline // each job's, as it starts
 }
 
 func newFakeExecutor() *fakeExecutor {
-	return &fakeExecutor{started: make(chan *cikit.JobSpec, 10), release: make(chan agent.Result, 10)}
+	return &fakeExecutor{started: make(chan *cikit.JobSpec, 10), release: make(chan agent.Result, 10), leases: make(chan *process.LeaseDeadline, 10)}
 }
 
-func (e *fakeExecutor) Run(ctx context.Context, spec *cikit.JobSpec, out io.Writer, step func(int)) agent.Result {
+func (e *fakeExecutor) Run(ctx context.Context, spec *cikit.JobSpec, out io.Writer, step func(int), lease *process.LeaseDeadline) agent.Result {
+	e.leases <- lease
 	step(0)
 	_, _ = io.WriteString(out, "hello from "+spec.ID+"\n")
 	e.started <- spec
@@ -52,6 +55,7 @@ type env struct {
 	jobs   *dag.MemoryStore
 	server *fleet.Server
 	leases *lease.Manager
+	store  *lease.MemoryStore
 	logs   *logs.Hub
 	url    string
 	exec   *fakeExecutor
@@ -65,7 +69,8 @@ func setup(t *testing.T, ttl time.Duration) *env {
 	e := &env{exec: newFakeExecutor()}
 	e.jobs = dag.NewMemoryStore(dag.MemoryConfig{})
 	var err error
-	e.leases, err = lease.NewManager(lease.Config{Store: lease.NewMemoryStore(), Jobs: e.jobs, TTL: ttl})
+	e.store = lease.NewMemoryStore()
+	e.leases, err = lease.NewManager(lease.Config{Store: e.store, Jobs: e.jobs, TTL: ttl})
 	require.NoError(t, err)
 	e.logs, err = logs.NewHub(logs.Config{Sink: &logs.MemorySink{}, Segments: &logs.MemorySegmentStore{}})
 	require.NoError(t, err)
@@ -160,6 +165,31 @@ func TestAgentRunsAJob(t *testing.T) {
 	j := e.job(t, runID)
 	require.Equal(t, 2, j.ExitCode)
 	require.Contains(t, e.callsMade(), "complete OK")
+}
+
+// TestAgentLeaseDeadline: the executor gets the lease's end, which each
+// confirmed heartbeat moves on and which is never after the lease's end
+// on the server.
+func TestAgentLeaseDeadline(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2*time.Second)
+	e.start(t, time.Second)
+	runID := e.newRun(t)
+	<-e.exec.started
+	dl := <-e.exec.leases
+	require.NotNil(t, dl)
+	serverEnd := func() time.Time {
+		l, err := e.store.LeaseGet(context.Background(), runID, "build")
+		require.NoError(t, err)
+		return l.Expires
+	}
+	first := dl.Until()
+	// This machine's wall clock is the server's: the deadline, taken
+	// before the heartbeat was sent, is not after the lease's end.
+	require.False(t, first.Round(0).After(serverEnd()), "deadline %s, lease end %s", first, serverEnd())
+	require.Eventually(t, func() bool { return dl.Until().After(first) }, 10*time.Second, 5*time.Millisecond, "a heartbeat renews it")
+	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
+	waitState(t, e, runID, cikit.JobSucceeded)
 }
 
 // TestAgentMaxJobs: a single-use agent takes one job, reports it and

@@ -54,8 +54,25 @@ type job struct {
 }
 
 type heartbeat struct {
-	LeaseExpiresAt  time.Time `json:"lease_expires_at"`
-	CancelRequested bool      `json:"cancel_requested"`
+	LeaseExpiresAt time.Time `json:"lease_expires_at"`
+	// LeaseRemainingMS is nil from a server older than the field.
+	LeaseRemainingMS *int64 `json:"lease_remaining_ms"`
+	CancelRequested  bool   `json:"cancel_requested"`
+}
+
+// leaseEnd returns when the lease the heartbeat renewed ends, on this
+// machine's monotonic clock: sent, the time taken just before the
+// heartbeat was sent, plus the time the server says the lease has left,
+// which it measured after renewing it; so it is never after the lease's
+// end on the server, however long the call took, and no clocks of two
+// machines are compared. From a server that does not say (older than
+// lease_remaining_ms), it is lease_expires_at by this machine's wall
+// clock, which is right only as far as the two clocks agree.
+func (h *heartbeat) leaseEnd(sent time.Time) time.Time {
+	if h.LeaseRemainingMS != nil {
+		return sent.Add(time.Duration(*h.LeaseRemainingMS) * time.Millisecond)
+	}
+	return sent.Add(h.LeaseExpiresAt.Sub(sent.Round(0)))
 }
 
 type completion struct {
@@ -181,10 +198,13 @@ func (c *client) claim(ctx context.Context, runnerToken string, wait time.Durati
 	return nil, &apiError{Status: resp.StatusCode, Msg: strings.TrimSpace(string(b)), Header: resp.Header}
 }
 
-func (c *client) heartbeat(ctx context.Context, j *job) (*heartbeat, error) {
+// heartbeat renews the lease of j and returns the answer, and when the
+// lease ends (heartbeat.leaseEnd).
+func (c *client) heartbeat(ctx context.Context, j *job) (*heartbeat, time.Time, error) {
 	var h heartbeat
+	sent := time.Now() // before the server may extend the lease
 	err := c.postJSON(ctx, jobPath(j, "heartbeat"), j.JobToken, struct{}{}, &h, http.StatusOK)
-	return &h, err
+	return &h, h.leaseEnd(sent), err
 }
 
 func (c *client) complete(ctx context.Context, j *job, comp *completion) error {

@@ -19,6 +19,14 @@
 //     log's finish with 409 stale, or no heartbeat succeeded for as long
 //     as the lease lasts, the Agent cancels the job at once and sends
 //     nothing more about it: another attempt owns the job.
+//   - At most one executing attempt: the Executor is given the lease's
+//     end on this machine's monotonic clock (counted from just before
+//     each confirmed heartbeat was sent, with the remaining time the
+//     server answered) and every renewal; the process executor's job
+//     supervisor, a process apart from the agent's, kills the job when
+//     it passes, so a stopped or frozen agent leaves no job running after
+//     the server may have given it to another runner
+//     (docs/runner-protocol.md, "At most one executing attempt").
 //   - Cancellation: a heartbeat saying cancel_requested cancels the job's
 //     context; the Executor stops its processes (the process executor:
 //     SIGTERM, a grace period, SIGKILL, per process group) and the job is

@@ -15,8 +15,12 @@
 //   - On cancellation or timeout every process of the job gets SIGTERM,
 //     then SIGKILL after the grace period. When Run returns, no process
 //     started by the job's steps is left, including background processes a
-//     step left behind. Without a sandbox a process that left its process
-//     group (setsid) escapes this; in a sandbox every process is killed.
+//     step left behind and those that left their process group or session
+//     (setsid, daemons).
+//   - Given the job's lease (RunLeased), the job's supervisor kills every
+//     process of the job when the lease's deadline passes without a
+//     renewal, even if the executor's own process is stopped or frozen;
+//     see LeaseDeadline.
 //   - The workspace is removed when the job ends, so nothing one job
 //     leaves behind is seen by the next. An executor that is killed
 //     leaves its jobs' workspaces; New removes those of its work root
@@ -37,15 +41,22 @@
 // host's kernel. docs/isolation.md says what that protects against
 // compared with a VM per job, and what it does not.
 //
-// # The sandbox's supervisor
+// # The job's supervisor
 //
-// A sandbox runs the program that imports this package as the job's
-// supervisor: it starts the job's steps inside and reports how they
-// ended. This package's init function recognizes the sandbox's marks (an
-// argument and an environment variable) and runs the supervisor instead
-// of the program's main. The program is handed to bubblewrap as an open
+// Every job has a supervisor, a process of its own that is the program
+// importing this package: it starts the job's steps and reports how they
+// ended, and holds the watchdog of the job's lease. In a sandbox it runs
+// inside; without one it runs beside the job as a process of the host,
+// the parent of the steps and the subreaper (PR_SET_CHILD_SUBREAPER) of
+// every process they start, so that it finds and kills those that leave
+// their parents. It kills the job and exits when the executor closes its
+// connection, so a job does not outlive an executor that died. This
+// package's init function recognizes the supervisor's marks (an argument
+// and an environment variable) and runs the supervisor instead of the
+// program's main. The program is handed to bubblewrap as an open
 // file, so it need not be reachable by the sandbox's user, and it is the
-// running program even if its file has been replaced since. The
-// supervisor runs as the job's user: the executor trusts nothing it
+// running program even if its file has been replaced since (without a
+// sandbox, /proc/self/exe is run). The sandbox's supervisor runs as the
+// job's user: the executor trusts nothing it
 // reports beyond the job's own outcome, and bounds every wait on it.
 package process

@@ -300,6 +300,11 @@ func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
 // starts. Output reaches out through a pipe, so the last bytes of a step
 // may arrive after the next step's call.
 func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Writer, onStep func(int)) Result {
+	return e.run(ctx, spec, out, onStep, nil)
+}
+
+// run is RunOutput, with the job's lease when it has one (RunLeased).
+func (e *Executor) run(ctx context.Context, spec *cikit.JobSpec, out io.Writer, onStep func(int), lease *LeaseDeadline) Result {
 	timeout := spec.Timeout
 	if timeout <= 0 {
 		timeout = e.cfg.Timeout
@@ -351,7 +356,7 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 	if e.unsandboxed != "" {
 		fmt.Fprintf(pw, "--- warning: this job is NOT SANDBOXED (%s); it runs as plain processes with the runner's user, file system and network\n", e.unsandboxed)
 	}
-	procs, err := e.startProcs(jobCtx, ws, pw)
+	procs, err := e.startProcs(jobCtx, ws, pw, lease)
 	if err != nil {
 		res := Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("sandbox: %v", err), FailureClass: cikit.FailureInfrastructure}
 		if jobCtx.Err() != nil && context.Cause(jobCtx) == errTimeout {
@@ -442,6 +447,13 @@ func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 			if cause := e.sandbox.limits.cause(x); cause != "" {
 				reason += "; " + cause
 			}
+		}
+		if errors.Is(err, errLeaseExpired) {
+			// The job's processes are gone: nothing more runs.
+			res.State, res.ExitCode, res.FailureClass = cikit.JobFailed, code, cikit.FailureInfrastructure
+			res.Reason = fmt.Sprintf("step %q: %v", name, err)
+			fmt.Fprintf(pw, "--- %s\n", res.Reason)
+			return res
 		}
 		if jobCtx.Err() != nil {
 			fmt.Fprintf(pw, "--- %s\n", res.Reason)
@@ -547,83 +559,6 @@ type jobProcs interface {
 	// end kills whatever the job's steps left running and returns when
 	// it is gone; it calls warn if that takes too long.
 	end(warn func(msg string, args ...any))
-}
-
-func (e *Executor) startProcs(ctx context.Context, ws string, out *os.File) (jobProcs, error) {
-	if e.sandbox == nil {
-		return &plainJob{out: out, grace: e.cfg.Grace}, nil
-	}
-	return e.startSandbox(ctx, ws, out)
-}
-
-// plainJob runs a job's steps as processes of the host, each in a
-// process group of its own.
-type plainJob struct {
-	out    *os.File
-	grace  time.Duration
-	groups []int
-}
-
-func (p *plainJob) run(ctx context.Context, argv []string, dir string, env []string) (stepExit, error) {
-	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Dir, cmd.Env, cmd.Stdout, cmd.Stderr = dir, env, p.out, p.out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return stepExit{code: -1}, err
-	}
-	pgid := cmd.Process.Pid
-	p.groups = append(p.groups, pgid)
-	exited := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		select {
-		case <-exited:
-			return
-		case <-ctx.Done():
-		}
-		_ = syscall.Kill(-pgid, syscall.SIGTERM)
-		t := time.NewTimer(p.grace)
-		defer t.Stop()
-		select {
-		case <-exited:
-		case <-t.C:
-			_ = syscall.Kill(-pgid, syscall.SIGKILL)
-		}
-	}()
-	err := cmd.Wait()
-	close(exited)
-	wg.Wait()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return stepExit{}, nil
-	case errors.As(err, &ee):
-		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			return stepExit{code: -1, signal: ws.Signal()}, nil
-		}
-		return stepExit{code: ee.ExitCode()}, nil
-	}
-	return stepExit{code: -1}, err
-}
-
-// end kills the process groups of the job's steps: SIGKILL is delivered
-// asynchronously, so it waits for them to be gone. A process that left
-// its group (setsid) escapes; a sandbox catches those too.
-func (p *plainJob) end(warn func(msg string, args ...any)) {
-	for _, g := range p.groups {
-		_ = syscall.Kill(-g, syscall.SIGKILL)
-	}
-	deadline := time.Now().Add(killWait)
-	for _, g := range p.groups {
-		for !groupGone(g) && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
-		if !groupGone(g) {
-			warn("a process group of the job outlived it", "pgid", g)
-		}
-	}
 }
 
 func appendEnv(env []string, vars map[string]string) []string {
@@ -765,33 +700,4 @@ func processGone(pid int) bool {
 	}
 	f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
 	return len(f) > 0 && f[0] == "Z"
-}
-
-// groupGone reports whether process group g has no live process left;
-// zombies, which are gone but for their exit status, do not count (an
-// init that does not reap orphans leaves them).
-func groupGone(g int) bool {
-	if syscall.Kill(-g, 0) != nil {
-		return true // no process at all
-	}
-	entries, err := os.ReadDir("/proc")
-	if err != nil {
-		return false // without /proc only the kernel's answer above tells
-	}
-	want := strconv.Itoa(g)
-	for _, e := range entries {
-		if e.Name()[0] < '0' || e.Name()[0] > '9' {
-			continue
-		}
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue // it ended while we looked
-		}
-		// After the command name, in parentheses: state, ppid, pgrp.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) >= 3 && f[2] == want && f[0] != "Z" {
-			return false
-		}
-	}
-	return true
 }

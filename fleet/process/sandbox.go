@@ -799,6 +799,8 @@ func (s *sandboxJob) run(ctx context.Context, argv []string, dir string, env []s
 				return stepExit{code: -1}, fmt.Errorf("%w%s", s.readErr, s.said())
 			}
 			switch {
+			case r.Expired:
+				return stepExit{code: -1}, errLeaseExpired
 			case r.ID != id:
 			case r.Err != "":
 				return stepExit{code: -1}, errors.New(r.Err)

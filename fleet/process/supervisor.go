@@ -12,60 +12,88 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
-// A sandbox runs the executor's own program as its supervisor: the
-// program that imports this package is started in the sandbox with these
-// marks, and init below turns it into the supervisor before main runs.
+// A job's supervisor is the executor's own program: the program that
+// imports this package is started with these marks, in the sandbox or,
+// without one, beside the job, and init below turns it into the
+// supervisor before main runs. supervisorEnv is "1" in a sandbox and
+// supervisorPlain without one.
 const (
-	supervisorEnv = "CIKIT_SANDBOX_SUPERVISOR"
-	supervisorArg = "cikit-sandbox-supervisor"
+	supervisorEnv   = "CIKIT_SANDBOX_SUPERVISOR"
+	supervisorArg   = "cikit-sandbox-supervisor"
+	supervisorPlain = "plain"
 )
+
+// exitExpired is the supervisor's exit code when the job's lease ran out:
+// it killed the job.
+const exitExpired = 3
 
 func init() {
-	if len(os.Args) == 2 && os.Args[1] == supervisorArg && os.Getenv(supervisorEnv) == "1" {
-		os.Exit(supervise())
+	if len(os.Args) == 2 && os.Args[1] == supervisorArg {
+		switch os.Getenv(supervisorEnv) {
+		case "1":
+			os.Exit(supervise(false))
+		case supervisorPlain:
+			os.Exit(supervise(true))
+		}
 	}
 }
 
-// supervisorRequest asks the supervisor to start a step (Argv) or to
-// signal a started step's process group (Signal).
+// supervisorRequest asks the supervisor to start a step (Argv), to
+// signal a started step's process group (Signal), or passes on a
+// confirmed renewal of the job's lease (Lease): the job may run for
+// Remaining nanoseconds more, counted from when the supervisor reads it.
+// The first renewal arms the supervisor's watchdog (see watchdog.go).
 type supervisorRequest struct {
-	ID     int      `json:"id"`
-	Argv   []string `json:"argv,omitempty"`
-	Env    []string `json:"env,omitempty"`
-	Dir    string   `json:"dir,omitempty"`
-	Signal int      `json:"signal,omitempty"`
+	ID        int      `json:"id"`
+	Argv      []string `json:"argv,omitempty"`
+	Env       []string `json:"env,omitempty"`
+	Dir       string   `json:"dir,omitempty"`
+	Signal    int      `json:"signal,omitempty"`
+	Lease     bool     `json:"lease,omitempty"`
+	Remaining int64    `json:"remaining_ns,omitempty"`
 }
 
 // supervisorReport is the supervisor's answer: ready once, then for each
-// step either Err (it did not start) or Exited.
+// step either Err (it did not start) or Exited; Expired, last, when the
+// job's lease ran out and the supervisor killed the job.
 type supervisorReport struct {
-	Ready  bool   `json:"ready,omitempty"`
-	ID     int    `json:"id,omitempty"`
-	Err    string `json:"err,omitempty"`
-	Exited bool   `json:"exited,omitempty"`
-	Code   int    `json:"code"`             // -1 when killed by a signal
-	Signal int    `json:"signal,omitempty"` // the signal that killed it
-	Tasks  int    `json:"tasks,omitempty"`  // processes and threads in the sandbox after it ended
+	Ready   bool   `json:"ready,omitempty"`
+	Expired bool   `json:"expired,omitempty"`
+	ID      int    `json:"id,omitempty"`
+	Err     string `json:"err,omitempty"`
+	Exited  bool   `json:"exited,omitempty"`
+	Code    int    `json:"code"`             // -1 when killed by a signal
+	Signal  int    `json:"signal,omitempty"` // the signal that killed it
+	Tasks   int    `json:"tasks,omitempty"`  // processes and threads in the sandbox after it ended
 }
 
-// supervisor runs in the sandbox: it starts the steps the executor asks
-// for, each in a process group of its own, signals those groups, and
-// reports how steps ended. It runs as the job's user, so it trusts
-// nothing the job could have changed and holds nothing the job may not.
+// supervisor runs in the sandbox, or beside a job without one: it starts
+// the steps the executor asks for, each in a process group of its own,
+// signals those groups, and reports how steps ended; once given the
+// job's lease, it kills the job when the lease runs out. In a sandbox it
+// runs as the job's user, so it trusts nothing the job could have changed
+// and holds nothing the job may not.
 type supervisor struct {
-	out *os.File
+	out   *os.File
+	plain bool // not in a sandbox: the job's processes are its descendants
 
 	mu  sync.Mutex // serializes reports
 	enc *json.Encoder
 
-	groups map[int]int // step ID → process group
+	smu      sync.Mutex  // guards groups, deadline and expired
+	groups   map[int]int // step ID → process group
+	deadline int64       // of the job's lease, in bootTime nanoseconds; zero: none
+	expired  bool        // the job is killed: nothing more starts or reports
 }
 
 // supervise is the supervisor's main: it returns when the executor
-// closes the connection.
-func supervise() int {
+// closes the connection, having killed the job's processes without a
+// sandbox (in one, the sandbox's end does), and exits by itself when
+// the job's lease runs out.
+func supervise(plain bool) int {
 	// Its threads count against Limits.Processes: keep them few.
 	runtime.GOMAXPROCS(1)
 	// The job's processes run as the same user; a process that is not
@@ -73,6 +101,15 @@ func supervise() int {
 	if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, syscall.PR_SET_DUMPABLE, 0, 0); errno != 0 {
 		fmt.Fprintln(os.Stderr, "supervisor: prctl(PR_SET_DUMPABLE):", errno)
 		return 1
+	}
+	if plain {
+		// The job's processes that leave their parents (daemons,
+		// double forks, setsid) become the supervisor's children
+		// rather than init's, so that it can find and kill them.
+		if _, _, errno := syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0); errno != 0 {
+			fmt.Fprintln(os.Stderr, "supervisor: prctl(PR_SET_CHILD_SUBREAPER):", errno)
+			return 1
+		}
 	}
 	// Steps get the output pipe as stdout and stderr and nothing else
 	// of the supervisor's: not the connection, not the program.
@@ -87,21 +124,40 @@ func supervise() int {
 		fmt.Fprintln(os.Stderr, "supervisor: control socket:", err)
 		return 1
 	}
-	sv := &supervisor{out: os.NewFile(fdOutput, "output"), enc: json.NewEncoder(conn), groups: map[int]int{}}
+	sv := &supervisor{out: os.NewFile(fdOutput, "output"), plain: plain, enc: json.NewEncoder(conn), groups: map[int]int{}}
 	sv.report(supervisorReport{Ready: true})
+	var watchdog *time.Timer // armed by the first renewal, with sv.watch
 	dec := json.NewDecoder(conn)
 	for {
 		var r supervisorRequest
 		if err := dec.Decode(&r); err != nil {
-			return 0 // the executor is done with the sandbox
+			// The executor is done with the job, or it is gone.
+			if plain {
+				sv.kill()
+			}
+			return 0
 		}
-		if r.Signal != 0 {
+		switch {
+		case r.Lease:
+			d := time.Duration(r.Remaining)
+			sv.smu.Lock()
+			sv.deadline = bootTime() + int64(d)
+			sv.smu.Unlock()
+			if watchdog == nil {
+				watchdog = time.AfterFunc(d, sv.expire)
+				go sv.watch()
+			} else {
+				watchdog.Reset(d)
+			}
+		case r.Signal != 0:
+			sv.smu.Lock()
 			if g, ok := sv.groups[r.ID]; ok {
 				_ = syscall.Kill(-g, syscall.Signal(r.Signal))
 			}
-			continue
+			sv.smu.Unlock()
+		default:
+			sv.start(r)
 		}
-		sv.start(r)
 	}
 }
 
@@ -120,8 +176,21 @@ func (sv *supervisor) start(r supervisorRequest) {
 	if err == nil {
 		cmd := &exec.Cmd{Path: path, Args: r.Argv, Env: r.Env, Dir: r.Dir, Stdout: sv.out, Stderr: sv.out,
 			SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}
-		if err = cmd.Start(); err == nil {
+		sv.smu.Lock()
+		if sv.expired || sv.deadline != 0 && bootTime() >= sv.deadline {
+			// The lease has run out, even if the watchdog's timer has
+			// not fired yet: the job is killed, and the supervisor
+			// exits.
+			sv.smu.Unlock()
+			sv.expire()
+			return
+		}
+		err = cmd.Start()
+		if err == nil {
 			sv.groups[r.ID] = cmd.Process.Pid
+		}
+		sv.smu.Unlock()
+		if err == nil {
 			go sv.wait(r.ID, cmd)
 			return
 		}
@@ -136,7 +205,13 @@ func (sv *supervisor) wait(id int, cmd *exec.Cmd) {
 		r.Signal = int(ws.Signal())
 	}
 	r.Tasks = countTasks()
-	sv.report(r)
+	sv.smu.Lock()
+	expired := sv.expired
+	sv.smu.Unlock()
+	if !expired {
+		// A step killed with the job is reported as the job's expiry.
+		sv.report(r)
+	}
 }
 
 // lookPath finds name as a shell would, in the PATH of env (the last

@@ -33,6 +33,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cikit/cikit/fleet/process"
+	"github.com/cikit/cikit/lease"
 )
 
 // Config is the whole configuration of `cikit serve`. The `usage` tag of
@@ -224,6 +225,11 @@ type Runners struct {
 	SigningKeys []string `yaml:"signing-keys" usage:"keys that sign runner and job tokens, 32 bytes or more; the first signs (embedded default: random)"`
 	// LeaseTTL is how long a job's lease lives without a heartbeat.
 	LeaseTTL time.Duration `yaml:"lease-ttl" usage:"how long a job's lease lives without a heartbeat"`
+	// ReaperGrace is how long past its expiry a lease is left before its
+	// job may get another attempt: the job's supervisor must have killed
+	// the old attempt by then (lease.ReaperConfig.Grace). It must be
+	// longer than lease.MinReaperGrace(LeaseTTL). 0: lease.DefaultGrace.
+	ReaperGrace time.Duration `yaml:"reaper-grace" usage:"how long past its expiry a lease waits before the job is tried again; longer than the supervisor's kill margin (0: the default, 5s)"`
 	// TenantLimit bounds the jobs of one tenant (a repository's owner)
 	// running at once per server; 0 is no limit.
 	TenantLimit int `yaml:"tenant-limit" usage:"the most jobs of one repository owner running at once through each server (0: no limit)"`
@@ -446,6 +452,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Runners.LeaseTTL < 3*time.Second {
 		bad("runners.lease-ttl: must be at least 3s")
+	}
+	if g, least := c.Runners.ReaperGrace, lease.MinReaperGrace(c.Runners.LeaseTTL); g < 0 || g > 0 && g <= least {
+		bad("runners.reaper-grace: must be longer than %s (the job supervisor's kill margin plus clock drift over runners.lease-ttl), or 0 for the default", least)
 	}
 	if c.Kafka.Partitions < 1 {
 		bad("kafka.partitions: must be at least 1")

@@ -283,6 +283,8 @@ func TestValidate(t *testing.T) {
 		{"gitlab token", func(c *Config) { c.VCS.Provider = "gitlab" }, "vcs.gitlab.token: required"},
 		{"sandbox", func(c *Config) { c.Runners.Sandbox = "maybe" }, `runners.sandbox: must be auto, require or off, not "maybe"`},
 		{"lease ttl", func(c *Config) { c.Runners.LeaseTTL = time.Second }, "runners.lease-ttl: must be at least 3s"},
+		{"reaper grace", func(c *Config) { c.Runners.ReaperGrace = 2 * time.Second }, "runners.reaper-grace: must be longer than 2.03s"},
+		{"negative reaper grace", func(c *Config) { c.Runners.ReaperGrace = -time.Second }, "runners.reaper-grace: must be longer than"},
 		{"partitions", func(c *Config) { c.Kafka.Partitions = 0 }, "kafka.partitions: must be at least 1"},
 		{"replication factor", func(c *Config) { c.Kafka.ReplicationFactor = 0 }, "kafka.replication-factor: must be at least 1"},
 		{"group", func(c *Config) { c.Kafka.Group = "" }, "kafka.group: must not be empty"},

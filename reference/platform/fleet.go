@@ -41,7 +41,7 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 	if p.fleet, err = fleet.NewServer(sc); err != nil {
 		return err
 	}
-	p.reaper, err = lease.NewReaper(lease.ReaperConfig{Manager: p.leases, OnTransition: p.reaped, Logger: p.log.With("component", "reaper")})
+	p.reaper, err = lease.NewReaper(lease.ReaperConfig{Manager: p.leases, Grace: p.cfg.Runners.ReaperGrace, OnTransition: p.reaped, Logger: p.log.With("component", "reaper")})
 	if err != nil {
 		return err
 	}

@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,6 +24,7 @@ import (
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/fleet/process"
+	"github.com/cikit/cikit/internal/proctest"
 	"github.com/cikit/cikit/internal/testenv"
 	"github.com/cikit/cikit/lease"
 	"github.com/cikit/cikit/logs"
@@ -45,6 +48,7 @@ type platform struct {
 	server    *fleet.Server
 	ttl       time.Duration
 	reapEvery time.Duration
+	grace     time.Duration // the reaper's
 
 	mu     sync.Mutex
 	tokens map[string]int // job token → attempt
@@ -66,7 +70,7 @@ func (c *capture) Write(p []byte) (int, error) {
 
 func newPlatform(t *testing.T) *platform {
 	t.Helper()
-	p := &platform{tokens: map[string]int{}, ttl: 2 * time.Second, reapEvery: 500 * time.Millisecond}
+	p := &platform{tokens: map[string]int{}, ttl: 2 * time.Second, reapEvery: 500 * time.Millisecond, grace: 3 * time.Second}
 	p.jobs = dag.NewMemoryStore(dag.MemoryConfig{})
 	m, err := lease.NewManager(lease.Config{Store: lease.NewMemoryStore(), Jobs: p.jobs, TTL: p.ttl})
 	require.NoError(t, err)
@@ -76,7 +80,7 @@ func newPlatform(t *testing.T) *platform {
 		SigningKeys: [][]byte{[]byte(strings.Repeat("s", 32))}, HeartbeatInterval: p.ttl / 4,
 		RetryBackoff: func(int) time.Duration { return 0 }})
 	require.NoError(t, err)
-	reaper, err := lease.NewReaper(lease.ReaperConfig{Manager: m, Interval: p.reapEvery, OnTransition: func(res *dag.TransitionResult) {
+	reaper, err := lease.NewReaper(lease.ReaperConfig{Manager: m, Interval: p.reapEvery, Grace: p.grace, OnTransition: func(res *dag.TransitionResult) {
 		p.server.Dispatch(context.Background(), res)
 	}})
 	require.NoError(t, err)
@@ -152,8 +156,13 @@ func (p *platform) startRunner(t *testing.T, labels string, extra ...string) *ex
 
 func (p *platform) newRun(t *testing.T, step string) string {
 	t.Helper()
+	return p.newRunEnv(t, step, nil)
+}
+
+func (p *platform) newRunEnv(t *testing.T, step string, env map[string]string) string {
+	t.Helper()
 	run, err := p.jobs.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: []*ck.JobSpec{
-		{ID: "build", RunsOn: []string{"e2e"}, Steps: []ck.Step{{Run: step}}},
+		{ID: "build", RunsOn: []string{"e2e"}, Env: env, Steps: []ck.Step{{Run: step}}},
 	}})
 	require.NoError(t, err)
 	require.NoError(t, p.server.DispatchRun(context.Background(), run.ID))
@@ -207,7 +216,7 @@ func TestRunnerKilledMidJob(t *testing.T) {
 	}, 30*time.Second, 10*time.Millisecond, "attempt 2 starts")
 	claims := p.claimsAnswered(t, 2)
 	delay := claims[1].Sub(killed)
-	t.Logf("attempt 2 claimed %s after the kill (lease TTL %s, reaper interval %s)", delay, p.ttl, p.reapEvery)
+	t.Logf("attempt 2 claimed %s after the kill (lease TTL %s, reaper grace %s, interval %s)", delay, p.ttl, p.grace, p.reapEvery)
 	// How soon is a measurement, not an assertion: the reaper's tests
 	// show on an injected clock that a lease is reaped on the first pass
 	// after it expires.
@@ -267,4 +276,205 @@ func TestRunnerPausedPastItsLease(t *testing.T) {
 	require.Len(t, attempts, 2)
 	require.Contains(t, attempts[0].Reason, "runner_lost")
 	require.Equal(t, ck.JobSucceeded, attempts[1].State)
+}
+
+// ledgerStep is the job of TestRunnerStoppedJobDoesNotOverlap. Each
+// attempt takes the next number from $DIR/count and appends lines
+// "attempt=<n> t=<unix nanoseconds>" to $DIR/ledger. Attempt 1 records
+// the pids of its shell and of a process that left its session in
+// $DIR/pids1 and appends forever; attempt 2 first records in $DIR/alive
+// every process of attempt 1 that still lives, then appends 20 lines and
+// succeeds.
+const ledgerStep = `n=$(( $(cat "$DIR/count" 2>/dev/null || echo 0) + 1 )); echo $n > "$DIR/count"
+line() { echo "attempt=$n t=$(date +%s%N)" >> "$DIR/ledger"; }
+if [ $n = 1 ]; then
+  echo $$ >> "$DIR/pids1"
+  setsid sh -c 'echo $$ >> "$DIR/pids1"; exec sleep 1000' &
+  while true; do line; sleep 0.05; done
+fi
+for p in $(cat "$DIR/pids1"); do
+  if [ -e /proc/$p ] && [ "$(sed 's/.*) //' /proc/$p/stat | cut -d' ' -f1)" != Z ]; then echo "$p" >> "$DIR/alive"; fi
+done
+i=0; while [ $i -lt 20 ]; do line; sleep 0.05; i=$((i+1)); done`
+
+// ledgerLines returns the times of the ledger's whole lines by attempt;
+// a line still being written is left for the next read.
+func ledgerLines(t *testing.T, path string) map[int][]int64 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	require.NoError(t, err)
+	out := map[int][]int64{}
+	whole := string(b[:bytes.LastIndexByte(b, '\n')+1])
+	for l := range strings.Lines(whole) {
+		l = strings.TrimSuffix(l, "\n")
+		var n int
+		var at int64
+		_, err := fmt.Sscanf(l, "attempt=%d t=%d", &n, &at)
+		require.NoError(t, err, "ledger line %q", l)
+		out[n] = append(out[n], at)
+	}
+	return out
+}
+
+// TestRunnerStoppedJobDoesNotOverlap: SIGSTOP the runner of a job for
+// longer than its lease. The job's supervisor, which the stopped runner
+// no longer tells of renewals, kills the job's processes before the
+// reaper lets attempt 2 start on another runner: the ledger the job
+// writes never shows the two attempts overlapping, no process of attempt
+// 1 (not even one that left its session) is alive when attempt 2 starts,
+// and the job's result is attempt 2's. Once resumed, the first runner is
+// refused every call it makes about attempt 1. The jobs run unsandboxed,
+// so that they reach the ledger outside their workspaces; the sandbox's
+// supervisor is tested alike in package process
+// (TestWatchdogKillsWithoutTheExecutor).
+func TestRunnerStoppedJobDoesNotOverlap(t *testing.T) {
+	t.Parallel()
+	p := newPlatform(t)
+	dir := t.TempDir()
+	ledger := filepath.Join(dir, "ledger")
+	runID := p.newRunEnv(t, ledgerStep, map[string]string{"DIR": dir})
+	stopped := p.startRunner(t, "e2e", "-sandbox", "off")
+	require.Eventually(t, func() bool { return len(ledgerLines(t, ledger)[1]) > 0 }, 30*time.Second, 5*time.Millisecond, "attempt 1 writes")
+	require.NoError(t, stopped.Process.Signal(syscall.SIGSTOP))
+	stoppedAt := time.Now()
+	t.Cleanup(func() { _ = stopped.Process.Signal(syscall.SIGCONT) })
+
+	p.startRunner(t, "e2e", "-sandbox", "off")
+	require.Eventually(t, func() bool { return p.job(t, runID).State.Terminal() }, 60*time.Second, 10*time.Millisecond, "the job ends")
+	j := p.job(t, runID)
+	require.Equal(t, ck.JobSucceeded, j.State, j.Reason)
+	require.Equal(t, 2, j.Attempt, "the job's result is attempt 2's")
+	claims := p.claimsAnswered(t, 2)
+	t.Logf("attempt 2 claimed %s after the runner was stopped (lease TTL %s, reaper grace %s)", claims[1].Sub(stoppedAt), p.ttl, p.grace)
+
+	lines := ledgerLines(t, ledger)
+	require.NotEmpty(t, lines[1])
+	require.Len(t, lines[2], 20)
+	require.Less(t, slices.Max(lines[1]), slices.Min(lines[2]), "attempt 1 wrote after attempt 2 had started")
+	_, err := os.Stat(filepath.Join(dir, "alive"))
+	if !errors.Is(err, os.ErrNotExist) {
+		alive, _ := os.ReadFile(filepath.Join(dir, "alive"))
+		pids, _ := os.ReadFile(filepath.Join(dir, "pids1"))
+		t.Fatalf("processes of attempt 1 (%q) were alive when attempt 2 started: %q", pids, alive)
+	}
+
+	// The first runner resumes: it is fenced.
+	require.NoError(t, stopped.Process.Signal(syscall.SIGCONT))
+	require.Eventually(t, func() bool {
+		calls, _ := p.snapshot()
+		for _, c := range calls {
+			if c.attempt == 1 && c.at.After(claims[1]) && c.status == http.StatusConflict {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 10*time.Millisecond, "the resumed runner calls and is refused")
+	calls, _ := p.snapshot()
+	for _, c := range calls {
+		if c.attempt == 1 && c.at.After(claims[1]) {
+			require.Equal(t, http.StatusConflict, c.status, "a call of the stopped runner: %+v", c)
+		}
+	}
+	require.Equal(t, lines, ledgerLines(t, ledger), "nothing more was written")
+	attempts, err := p.jobs.JobAttempts(context.Background(), runID, "build")
+	require.NoError(t, err)
+	require.Len(t, attempts, 2)
+	require.Contains(t, attempts[0].Reason, "runner_lost")
+	require.Equal(t, ck.JobSucceeded, attempts[1].State)
+}
+
+// sandboxLedgerStep is the job of
+// TestRunnerStoppedSandboxedJobDoesNotOverlap. A sandboxed job sees
+// nothing of the host but its workspace, so each attempt writes its
+// ledger there; its number is in the file "attempt" of its runner's
+// source. Attempt 1 starts a process that leaves its session and appends
+// forever; attempt 2 appends 20 lines, then waits for the file "release".
+const sandboxLedgerStep = `n=$(cat attempt)
+line() { echo "attempt=$n t=$(date +%s%N)" >> ledger; }
+if [ $n = 1 ]; then
+  setsid sleep "$MARK" &
+  while true; do line; sleep 0.05; done
+fi
+i=0; while [ $i -lt 20 ]; do line; sleep 0.05; i=$((i+1)); done
+while [ ! -e release ]; do sleep 0.05; done`
+
+// TestRunnerStoppedSandboxedJobDoesNotOverlap is
+// TestRunnerStoppedJobDoesNotOverlap with sandboxed jobs: the sandbox's
+// supervisor kills the job's whole PID namespace. Each runner has a work
+// root of its own, where the test reads its attempt's ledger: attempt
+// 1's stays while its runner is stopped, and attempt 2 waits for the test
+// before it ends.
+func TestRunnerStoppedSandboxedJobDoesNotOverlap(t *testing.T) {
+	t.Parallel()
+	if _, err := process.New(process.Config{Source: t.TempDir(), WorkRoot: searchable(t), Sandbox: &process.Sandbox{}}); errors.Is(err, process.ErrSandboxUnavailable) {
+		testenv.ToolUnavailable(t, testenv.Bubblewrap, err)
+	}
+	p := newPlatform(t)
+	mark := fmt.Sprintf("1000.%06d", os.Getpid()%1000000)
+	runID := p.newRunEnv(t, sandboxLedgerStep, map[string]string{"MARK": mark})
+	runner := func(attempt string) (*exec.Cmd, string) {
+		src, work := t.TempDir(), searchable(t)
+		require.NoError(t, os.WriteFile(filepath.Join(src, "attempt"), []byte(attempt+"\n"), 0o644))
+		return p.startRunner(t, "e2e", "-sandbox", "require", "-source", src, "-work-root", work), work
+	}
+	ledger := func(work string) string {
+		found, err := filepath.Glob(filepath.Join(work, "cikit-*", "ledger"))
+		require.NoError(t, err)
+		require.LessOrEqual(t, len(found), 1)
+		if len(found) == 0 {
+			return filepath.Join(work, "none")
+		}
+		return found[0]
+	}
+
+	stopped, work1 := runner("1")
+	require.Eventually(t, func() bool { return len(ledgerLines(t, ledger(work1))[1]) > 0 }, 30*time.Second, 5*time.Millisecond, "attempt 1 writes")
+	require.Eventually(t, func() bool { return len(proctest.Running("sleep", mark)) == 1 }, 30*time.Second, 5*time.Millisecond, "attempt 1's process that left its session")
+	require.NoError(t, stopped.Process.Signal(syscall.SIGSTOP))
+	t.Cleanup(func() { _ = stopped.Process.Signal(syscall.SIGCONT) })
+
+	_, work2 := runner("2")
+	require.Eventually(t, func() bool { return len(ledgerLines(t, ledger(work2))[2]) == 20 }, 60*time.Second, 5*time.Millisecond, "attempt 2 writes")
+	// While attempt 2 runs: nothing of attempt 1 is left.
+	require.Empty(t, proctest.Running("sleep", mark), "attempt 1's process that left its session")
+	// Its runner's command line names work1 too.
+	require.Empty(t, slices.DeleteFunc(proctest.Containing(work1), func(pid int) bool { return pid == stopped.Process.Pid }), "attempt 1's sandbox")
+	first, second := ledgerLines(t, ledger(work1)), ledgerLines(t, ledger(work2))
+	require.Less(t, slices.Max(first[1]), slices.Min(second[2]), "attempt 1 wrote after attempt 2 had started")
+	require.NoError(t, os.WriteFile(filepath.Join(filepath.Dir(ledger(work2)), "release"), nil, 0o644))
+
+	require.Eventually(t, func() bool { return p.job(t, runID).State.Terminal() }, 30*time.Second, 10*time.Millisecond, "the job ends")
+	j := p.job(t, runID)
+	require.Equal(t, ck.JobSucceeded, j.State, j.Reason)
+	require.Equal(t, 2, j.Attempt, "the job's result is attempt 2's")
+	claims := p.claimsAnswered(t, 2)
+	require.NoError(t, stopped.Process.Signal(syscall.SIGCONT))
+	require.Eventually(t, func() bool {
+		calls, _ := p.snapshot()
+		for _, c := range calls {
+			if c.attempt == 1 && c.at.After(claims[1]) && c.status == http.StatusConflict {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 10*time.Millisecond, "the resumed runner calls and is refused")
+	calls, _ := p.snapshot()
+	for _, c := range calls {
+		if c.attempt == 1 && c.at.After(claims[1]) {
+			require.Equal(t, http.StatusConflict, c.status, "a call of the stopped runner: %+v", c)
+		}
+	}
+}
+
+// searchable returns a temporary directory that a sandbox's user, who
+// is not the test's when the tests run as root, can reach.
+func searchable(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	require.NoError(t, os.Chmod(filepath.Dir(dir), 0o711))
+	require.NoError(t, os.Chmod(dir, 0o711))
+	return dir
 }
