@@ -311,9 +311,10 @@ var retryClasses = map[string][]FailureClass{
 // Retries reports whether attempt (1 for the first) of a job that failed
 // with class gets another attempt under policy r: when the attempt is
 // within r.Max retries and the class is one r.When names (all when
-// empty). A nil policy retries nothing.
+// empty). A nil policy retries nothing, and no policy retries
+// FailureConfig.
 func (r *Retry) Retries(class FailureClass, attempt int) bool {
-	if r == nil || attempt > r.Max {
+	if r == nil || attempt > r.Max || class == FailureConfig {
 		return false
 	}
 	if len(r.When) == 0 {

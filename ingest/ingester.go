@@ -43,8 +43,14 @@ type IngesterConfig struct {
 	// Sleep waits for d, or returns ctx's error when it ends first.
 	// Default: a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
-	// MaxMatrixJobs bounds each matrix's expansion (compiler.Options).
+	// MaxMatrixJobs bounds each matrix's expansion, MaxJobs the jobs of
+	// a run and MaxFileBytes a pipeline file (compiler.Options). A
+	// pipeline past one of them does not compile: the delivery is
+	// dropped with the diagnostic as its reason, as for any pipeline
+	// that does not compile.
 	MaxMatrixJobs int
+	MaxJobs       int
+	MaxFileBytes  int
 	// ConfigCache is how many reads of pipeline files at commits the
 	// Ingester keeps (vcs.Cached): every event about a commit reads the
 	// same files, and a forge counts each read against its rate limit.
@@ -340,7 +346,8 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 	var runs []*dag.RunCreateParams
 	var why []string
 	for _, f := range files {
-		plan, diags, err := compiler.Compile(ctx, src, f, compiler.Options{Event: cev, MaxMatrixJobs: in.cfg.MaxMatrixJobs})
+		plan, diags, err := compiler.Compile(ctx, src, f, compiler.Options{Event: cev, MaxMatrixJobs: in.cfg.MaxMatrixJobs,
+			MaxJobs: in.cfg.MaxJobs, MaxFileBytes: in.cfg.MaxFileBytes})
 		if err != nil {
 			if ctx.Err() != nil || !errors.Is(err, vcs.ErrNotFound) && !isCompileRefusal(err) {
 				return nil, "", nil, fmt.Errorf("ingest: compile %s of %s at %s: %w", f, repo, ev.SHA, err)
