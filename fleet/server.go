@@ -268,7 +268,11 @@ type claimResponse struct {
 	LeaseExpiresAt    time.Time      `json:"lease_expires_at"`
 	HeartbeatInterval string         `json:"heartbeat_interval"`
 	Deadline          time.Time      `json:"deadline"`
-	Spec              *cikit.JobSpec `json:"spec"`
+	// Spec is the job's cikit.JobSpec, encoded once to be measured.
+	Spec json.RawMessage `json:"spec"`
+	// MaxLogBytes is where the runner cuts the job's log (see
+	// cikit.LogTruncatedLine); 0 when the server keeps no logs.
+	MaxLogBytes int64 `json:"max_log_bytes,omitempty"`
 }
 
 func (s *Server) runner(w http.ResponseWriter, r *http.Request) (*runnerClaims, bool) {
@@ -335,6 +339,19 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			// Cancelled, retried or taken meanwhile: the next offer.
 			continue
 		}
+		spec, err := json.Marshal(o.Spec)
+		if err == nil && len(spec) > cikit.MaxJobSpecBytes {
+			// Stored by a compiler that did not bound specs: no runner
+			// could decode it, so every attempt would end as a lost
+			// runner. The job fails for good, and the runner takes the
+			// next offer.
+			err = fmt.Errorf("the job's spec is %d bytes, more than the %s a runner takes (cikit.MaxJobSpecBytes); compile the pipeline again",
+				len(spec), cikit.FormatBytes(cikit.MaxJobSpecBytes))
+		}
+		if err != nil {
+			s.refuse(r.Context(), rc, o, l, err)
+			continue
+		}
 		timeout := cmp.Or(o.Spec.Timeout, s.cfg.DefaultJobTimeout)
 		deadline := s.cfg.Now().Add(timeout).UTC()
 		jt, err := s.signer.sign(&jobClaims{Kind: kindJob, RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt,
@@ -344,10 +361,32 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		got = &l.Attempt
-		writeJSON(w, http.StatusOK, claimResponse{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt, JobToken: jt,
-			LeaseExpiresAt: l.Expires.UTC(), HeartbeatInterval: s.cfg.HeartbeatInterval.String(), Deadline: deadline, Spec: o.Spec})
+		resp := claimResponse{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt, JobToken: jt,
+			LeaseExpiresAt: l.Expires.UTC(), HeartbeatInterval: s.cfg.HeartbeatInterval.String(), Deadline: deadline, Spec: spec}
+		if s.cfg.Logs != nil {
+			resp.MaxLogBytes = s.cfg.Logs.MaxLogBytes()
+		}
+		writeJSON(w, http.StatusOK, resp)
 		return
 	}
+}
+
+// refuse fails a claimed attempt that cannot be handed to a runner, as a
+// configuration failure (cikit.FailureConfig), which is never retried.
+func (s *Server) refuse(ctx context.Context, rc *runnerClaims, o *Offer, l *lease.Lease, why error) {
+	ctx = context.WithoutCancel(ctx)
+	a := l.Attempt
+	s.log.Warn("fleet: job refused at claim", "run", a.RunID, "job", a.JobID, "attempt", a.Attempt, "error", why)
+	cr, _ := s.completes.Do(ctx, lease.CompleteRequest{Attempt: a, Token: l.Token, Params: &dag.JobCompleteParams{
+		Outcome: cikit.JobFailed, ExitCode: -1, Reason: why.Error(), FailureClass: cikit.FailureConfig}})
+	s.runners.waiting(rc, s.cfg.Now(), 0) // idle again
+	s.dispatch.Release(o.RunID, o.JobID, o.Attempt)
+	if cr.Err != nil {
+		// The lease expires and the reaper ends the attempt.
+		s.log.Error("fleet: failing a refused job failed", "run", a.RunID, "job", a.JobID, "attempt", a.Attempt, "error", cr.Err)
+		return
+	}
+	s.Dispatch(ctx, cr.Result)
 }
 
 // parseWait reads a claim's wait: a Go duration ("50s") or seconds.

@@ -136,6 +136,9 @@ func NewHub(cfg Config) (*Hub, error) {
 	return h, nil
 }
 
+// MaxLogBytes is where the Hub cuts a log (Config.MaxLogBytes).
+func (h *Hub) MaxLogBytes() int64 { return h.maxLog }
+
 // AppendResult is what Append did with a chunk.
 type AppendResult struct {
 	// NextOffset is the end of the log after the chunk: where the next

@@ -345,3 +345,42 @@ func TestAgentRegister(t *testing.T) {
 	require.NoError(t, <-done)
 	require.EqualValues(t, 1, registrations.Load())
 }
+
+// TestAgentOversizedSpecFailsAsConfig: a stored spec larger than a runner
+// takes (from a compiler that did not bound specs) fails its job for good
+// at the claim, as a configuration failure: not handed to the runner,
+// whose decode would fail and whose attempts would each end as a lost
+// runner, and not retried, even under a retry policy.
+func TestAgentOversizedSpecFailsAsConfig(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2*time.Second)
+	huge := &cikit.JobSpec{ID: "huge", Steps: []cikit.Step{{Run: strings.Repeat("x", cikit.MaxJobSpecBytes)}}, Retry: &cikit.Retry{Max: 2}}
+	run, err := e.jobs.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: []*cikit.JobSpec{
+		huge, {ID: "build", Steps: []cikit.Step{{Run: "make"}}}}})
+	require.NoError(t, err)
+	require.NoError(t, e.server.DispatchRun(context.Background(), run.ID))
+	e.start(t, time.Second)
+	// The runner goes on to the next job.
+	spec := <-e.exec.started
+	require.Equal(t, "build", spec.ID)
+	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
+	jobs := func() map[string]*dag.Job {
+		list, err := e.jobs.JobList(context.Background(), run.ID)
+		require.NoError(t, err)
+		m := map[string]*dag.Job{}
+		for _, j := range list {
+			m[j.ID()] = j
+		}
+		return m
+	}
+	require.Eventually(t, func() bool {
+		m := jobs()
+		return m["build"].State == cikit.JobSucceeded && m["huge"].State.Terminal()
+	}, 10*time.Second, 5*time.Millisecond)
+	j := jobs()["huge"]
+	require.Equal(t, cikit.JobFailed, j.State)
+	require.Equal(t, 1, j.Attempt, "not retried")
+	require.Contains(t, j.Reason, "more than the 4 MiB a runner takes (cikit.MaxJobSpecBytes)")
+	require.NotContains(t, j.Reason, lease.ReasonRunnerLost)
+	require.Empty(t, e.exec.started, "the runner was never handed the spec")
+}
