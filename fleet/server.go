@@ -81,6 +81,11 @@ type ServerConfig struct {
 	// under /v1/jobs/{run_id}/{job_id}/log (see package logs). Chunks and
 	// finishes are fenced like every job-scoped call.
 	Logs *logs.Hub
+	// FailTruncatedLogs fails a job that succeeded but whose log was cut
+	// at the Logs hub's limit (logs.Config.MaxLogBytes), with a reason
+	// naming the limit; otherwise such a job keeps its result and its
+	// log says it was truncated.
+	FailTruncatedLogs bool
 	// AuthorizeFollow decides who may follow a log live. Default: nobody
 	// (403); the platform's API sets it to its users' authorization.
 	AuthorizeFollow logs.AuthorizeFunc
@@ -261,13 +266,13 @@ func (s *Server) registrationToken(token string) bool {
 
 // claimResponse is the answer to a claim that found a job.
 type claimResponse struct {
-	RunID             string         `json:"run_id"`
-	JobID             string         `json:"job_id"`
-	Attempt           int            `json:"attempt"`
-	JobToken          string         `json:"job_token"`
-	LeaseExpiresAt    time.Time      `json:"lease_expires_at"`
-	HeartbeatInterval string         `json:"heartbeat_interval"`
-	Deadline          time.Time      `json:"deadline"`
+	RunID             string    `json:"run_id"`
+	JobID             string    `json:"job_id"`
+	Attempt           int       `json:"attempt"`
+	JobToken          string    `json:"job_token"`
+	LeaseExpiresAt    time.Time `json:"lease_expires_at"`
+	HeartbeatInterval string    `json:"heartbeat_interval"`
+	Deadline          time.Time `json:"deadline"`
 	// Spec is the job's cikit.JobSpec, encoded once to be measured.
 	Spec json.RawMessage `json:"spec"`
 	// MaxLogBytes is where the runner cuts the job's log (see
@@ -501,6 +506,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("result %q is not succeeded, failed or cancelled", req.Result))
 		return
 	}
+	s.failTruncated(a, &req)
 	// The completion joins those of other requests in one lease call.
 	// Made even when the runner has gone meanwhile, so that what the
 	// completion made READY is dispatched and its tenant's place freed.
@@ -522,6 +528,21 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Dispatch(context.WithoutCancel(r.Context()), res)
 	writeJSON(w, http.StatusOK, stateResponse{State: jobState(res, a.JobID, req.Result)})
+}
+
+// failTruncated turns the success of an attempt whose log was truncated
+// into a failure, when the server is configured so.
+func (s *Server) failTruncated(a lease.Attempt, req *completeRequest) {
+	if !s.cfg.FailTruncatedLogs || s.cfg.Logs == nil || req.Result != cikit.JobSucceeded {
+		return
+	}
+	dropped, truncated := s.cfg.Logs.Truncated(logs.Key{RunID: a.RunID, JobID: a.JobID, Attempt: a.Attempt})
+	if !truncated {
+		return
+	}
+	req.Result, req.FailureClass = cikit.JobFailed, cikit.FailureScript
+	req.Reason = fmt.Sprintf("the log was truncated at %s (%d bytes of output dropped), and this server fails a job whose log is truncated",
+		cikit.FormatBytes(s.cfg.Logs.MaxLogBytes()), dropped)
 }
 
 // endedAs reports whether attempt a ended with result, and the job's state

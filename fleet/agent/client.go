@@ -71,6 +71,8 @@ type completion struct {
 type logTotals struct {
 	TotalBytes int64  `json:"total_bytes"`
 	SHA256     string `json:"sha256"`
+	// DroppedBytes is the output discarded after the log was cut.
+	DroppedBytes int64 `json:"dropped_bytes,omitempty"`
 }
 
 // url is the server's URL of path, which is escaped already (job IDs may
