@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -307,4 +308,37 @@ func TestIngestConcurrentCopies(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, 1, created, "one copy creates, the others are told it exists")
 	require.Len(t, ids, 1, "all see the same runs")
+}
+
+// TestIngestPipelineLimits: a pipeline file over the size limit, or a run
+// over the jobs limit, makes no run, and the delivery's reason is the
+// diagnostic, naming the limit; raised limits build them.
+func TestIngestPipelineLimits(t *testing.T) {
+	t.Parallel()
+	var many strings.Builder
+	many.WriteString("jobs:\n")
+	for i := range 1001 {
+		fmt.Fprintf(&many, "  j%d: {steps: [x]}\n", i)
+	}
+	big := native + "# " + strings.Repeat("x", 1<<20) + "\n"
+	f := newFixture(t, 0)
+	f.vcs.AddCommit("acme/api", "c2", map[string]string{".cikit.yml": big})
+	f.vcs.AddCommit("acme/api", "c3", map[string]string{".cikit.yml": many.String()})
+	d, _, err := f.in.Ingest(context.Background(), ingesttest.Push("d1", "main", "c1", "c2", 0))
+	require.NoError(t, err)
+	require.Empty(t, d.RunIDs)
+	require.Contains(t, d.Dropped, fmt.Sprintf(".cikit.yml does not compile: .cikit.yml:1:1: the pipeline file is %d bytes, more than the limit of 1 MiB", len(big)))
+	d, _, err = f.in.Ingest(context.Background(), ingesttest.Push("d2", "main", "c2", "c3", time.Second))
+	require.NoError(t, err)
+	require.Empty(t, d.RunIDs)
+	require.Contains(t, d.Dropped, `job "j1000" takes the run to 1001 jobs, more than the limit of 1000 jobs per run`)
+
+	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: ingest.NewMemoryRunStore(f.dag, nil), VCS: f.vcs,
+		Debounce: -1, MaxJobs: 2000, MaxFileBytes: 2 << 20})
+	require.NoError(t, err)
+	for i, sha := range []string{"c2", "c3"} {
+		d, _, err := in.Ingest(context.Background(), ingesttest.Push(fmt.Sprintf("raised-%d", i), "main", "c1", sha, time.Duration(i+5)*time.Second))
+		require.NoError(t, err)
+		require.Len(t, d.RunIDs, 1, d.Dropped)
+	}
 }
