@@ -213,7 +213,13 @@ func Compile(ctx context.Context, src FileSource, path string, opts Options) (*P
 	if err != nil {
 		return nil, nil, err
 	}
-	data, err := src.ReadFile(ctx, path)
+	data, err := readMax(ctx, src, path, opts.maxFileBytes())
+	if tl, ok := errors.AsType[*FileTooLargeError](err); ok {
+		c := newChecker(path)
+		c.opts = opts
+		c.fileFits(tl.Size, path, nil)
+		return nil, c.sorted(), nil
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("compiler: reading %s: %w", path, err)
 	}

@@ -137,7 +137,7 @@ func (c *checker) run(fe frontend, data []byte) (d *draft) {
 		}
 	}()
 	c.data = data
-	if !c.fileFits(data, c.file, nil) {
+	if !c.fileFits(int64(len(data)), c.file, nil) {
 		return &draft{}
 	}
 	root, ok := c.parseYAML(data)
@@ -150,20 +150,20 @@ func (c *checker) run(fe frontend, data []byte) (d *draft) {
 	return d
 }
 
-// fileFits reports whether data, the content of file path of the
-// pipeline, is within Options.MaxFileBytes, and reports it when it is not:
-// at the top of the file compiled, or at n, where a file is included. A
-// file that large is not read further.
-func (c *checker) fileFits(data []byte, path string, n *yaml.Node) bool {
-	limit := c.opts.maxFileBytes()
-	if len(data) <= limit {
+// fileFits reports whether size, the size of file path of the pipeline,
+// is within Options.MaxFileBytes, and reports it when it is not: at the
+// top of the file compiled, or at n, where a file is included. A file that
+// large is not read further.
+func (c *checker) fileFits(size int64, path string, n *yaml.Node) bool {
+	limit := int64(c.opts.maxFileBytes())
+	if size <= limit {
 		return true
 	}
 	if n != nil {
-		c.at(n, RuleLimit, "included file %q is %d bytes, more than the limit of %s (Options.MaxFileBytes)", path, len(data), cikit.FormatBytes(int64(limit)))
+		c.at(n, RuleLimit, "included file %q is %d bytes, more than the limit of %s (Options.MaxFileBytes)", path, size, cikit.FormatBytes(limit))
 		return false
 	}
-	c.report(1, 1, RuleLimit, "the pipeline file is %d bytes, more than the limit of %s (Options.MaxFileBytes); split it or raise the limit", len(data), cikit.FormatBytes(int64(limit)))
+	c.report(1, 1, RuleLimit, "the pipeline file is %d bytes, more than the limit of %s (Options.MaxFileBytes); split it or raise the limit", size, cikit.FormatBytes(limit))
 	return false
 }
 
@@ -275,7 +275,10 @@ func (c *checker) readFile(path string, n *yaml.Node) ([]byte, bool) {
 		c.at(n, RuleInclude, "cannot read %q: the pipeline was compiled without access to the repository", path)
 		return nil, false
 	}
-	data, err := c.src.ReadFile(c.ctx, path)
+	data, err := readMax(c.ctx, c.src, path, c.opts.maxFileBytes())
+	if tl, ok := errors.AsType[*FileTooLargeError](err); ok {
+		return nil, c.fileFits(tl.Size, path, n)
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		c.at(n, RuleInclude, "included file %q does not exist at this commit", path)
@@ -284,7 +287,7 @@ func (c *checker) readFile(path string, n *yaml.Node) ([]byte, bool) {
 		c.at(n, RuleInclude, "cannot read included file %q: %v", path, err)
 		return nil, false
 	}
-	return data, c.fileFits(data, path, n)
+	return data, c.fileFits(int64(len(data)), path, n)
 }
 
 // within runs f with findings positioned in file instead of the current

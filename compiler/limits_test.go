@@ -157,3 +157,52 @@ func TestOutputsLimits(t *testing.T) {
 	require.Equal(t, 8, diags[1].Line)
 	require.Contains(t, diags[1].Message, `the outputs of job "many" are declared with 1105938 bytes, more than the 1 MiB the outputs of a job may hold`)
 }
+
+// sizedSource is a compiler.MaxFileSource over files in memory that
+// records the reads made without a bound.
+type sizedSource struct {
+	files     fstestSource
+	unbounded []string
+}
+
+func (s *sizedSource) ReadFile(ctx context.Context, p string) ([]byte, error) {
+	s.unbounded = append(s.unbounded, p)
+	return s.files.ReadFile(ctx, p)
+}
+
+func (s *sizedSource) ReadFileMax(ctx context.Context, p string, max int) ([]byte, error) {
+	data, err := s.files.ReadFile(ctx, p)
+	if err == nil && len(data) > max {
+		return nil, &compiler.FileTooLargeError{Path: p, Size: int64(len(data))}
+	}
+	return data, err
+}
+
+// TestMaxFileSource: through a source that knows sizes, the files of a
+// pipeline are read with the bound, and one over it is the same
+// diagnostic, unread.
+func TestMaxFileSource(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	src := &sizedSource{files: fstestSource{
+		".gitlab-ci.yml": "include:\n  - local: big.yml\nbuild:\n  script: make\n  rules:\n    - exists: [big.yml]\n",
+		"big.yml":        "test:\n  script: make test\n# " + strings.Repeat("x", 200) + "\n",
+	}}
+	plan, diags, err := compiler.Compile(ctx, src, ".gitlab-ci.yml", compiler.Options{MaxFileBytes: 100})
+	require.NoError(t, err)
+	require.Nil(t, plan)
+	msg := onlyDiag(t, diags, ".gitlab-ci.yml", 2)
+	require.Contains(t, msg, fmt.Sprintf(`included file "big.yml" is %d bytes, more than the limit of 100 B`, len(src.files["big.yml"])))
+
+	plan, diags, err = compiler.Compile(ctx, src, ".gitlab-ci.yml", compiler.Options{MaxFileBytes: 10})
+	require.NoError(t, err)
+	require.Nil(t, plan)
+	msg = onlyDiag(t, diags, ".gitlab-ci.yml", 1)
+	require.Contains(t, msg, fmt.Sprintf("the pipeline file is %d bytes, more than the limit of 10 B", len(src.files[".gitlab-ci.yml"])))
+
+	plan, diags, err = compiler.Compile(ctx, src, ".gitlab-ci.yml", compiler.Options{})
+	require.NoError(t, err)
+	require.Empty(t, diags)
+	require.Len(t, plan.Jobs, 2)
+	require.Empty(t, src.unbounded, "every read is bounded, rules:exists too")
+}

@@ -395,9 +395,11 @@ func (in *Ingester) pipelineFiles(ctx context.Context, repo, sha string) ([]stri
 		dir, name := path.Split(pattern)
 		dir = strings.TrimSuffix(dir, "/")
 		if !strings.ContainsAny(name, "*?[") {
-			_, err := in.cfg.VCS.ReadFile(ctx, repo, sha, pattern)
+			// Whether it exists: the compiler reads it, bounded.
+			_, err := vcs.ReadFileMax(ctx, in.cfg.VCS, repo, sha, pattern, in.maxFileBytes())
+			_, tooLarge := errors.AsType[*vcs.FileTooLargeError](err)
 			switch {
-			case err == nil:
+			case err == nil || tooLarge:
 				files = append(files, pattern)
 			case !vcs.IsNotFound(err):
 				return nil, err
@@ -430,6 +432,22 @@ type source struct {
 
 func (s *source) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	return s.vcs.ReadFile(ctx, s.repo, s.sha, p)
+}
+
+// ReadFileMax makes source a compiler.MaxFileSource: a pipeline file
+// larger than the compiler's bound is refused from its size, without
+// being read, when the provider can (vcs.MaxReader).
+func (s *source) ReadFileMax(ctx context.Context, p string, max int) ([]byte, error) {
+	data, err := vcs.ReadFileMax(ctx, s.vcs, s.repo, s.sha, p, int64(max))
+	if tl, ok := errors.AsType[*vcs.FileTooLargeError](err); ok {
+		return nil, &compiler.FileTooLargeError{Path: p, Size: tl.Size}
+	}
+	return data, err
+}
+
+// maxFileBytes is the compiler's bound on a pipeline file.
+func (in *Ingester) maxFileBytes() int64 {
+	return int64(cmp.Or(in.cfg.MaxFileBytes, compiler.DefaultMaxFileBytes))
 }
 
 func branchOf(ev *Event) string {
