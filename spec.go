@@ -78,7 +78,9 @@ type JobSpec struct {
 	// Environment is the deployment environment the job targets.
 	Environment *Environment `json:"environment,omitempty"`
 	// Outputs map output names to expressions the runner evaluates at job
-	// end (GitHub's jobs.<id>.outputs).
+	// end (GitHub's jobs.<id>.outputs). An output (name and value) holds
+	// at most MaxOutputValueBytes, all of a job's at most MaxOutputsBytes;
+	// the compiler checks the declarations against them.
 	Outputs map[string]string `json:"outputs,omitempty"`
 	// Permissions of the job's token (GitHub's permissions), scope to
 	// "read", "write" or "none".
