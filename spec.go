@@ -78,7 +78,9 @@ type JobSpec struct {
 	// Environment is the deployment environment the job targets.
 	Environment *Environment `json:"environment,omitempty"`
 	// Outputs map output names to expressions the runner evaluates at job
-	// end (GitHub's jobs.<id>.outputs).
+	// end (GitHub's jobs.<id>.outputs). An output (name and value) holds
+	// at most MaxOutputValueBytes, all of a job's at most MaxOutputsBytes;
+	// the compiler checks the declarations against them.
 	Outputs map[string]string `json:"outputs,omitempty"`
 	// Permissions of the job's token (GitHub's permissions), scope to
 	// "read", "write" or "none".
@@ -311,9 +313,10 @@ var retryClasses = map[string][]FailureClass{
 // Retries reports whether attempt (1 for the first) of a job that failed
 // with class gets another attempt under policy r: when the attempt is
 // within r.Max retries and the class is one r.When names (all when
-// empty). A nil policy retries nothing.
+// empty). A nil policy retries nothing, and no policy retries
+// FailureConfig.
 func (r *Retry) Retries(class FailureClass, attempt int) bool {
-	if r == nil || attempt > r.Max {
+	if r == nil || attempt > r.Max || class == FailureConfig {
 		return false
 	}
 	if len(r.When) == 0 {

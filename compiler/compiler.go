@@ -65,6 +65,14 @@ type Options struct {
 	// job may expand to; more is a diagnostic. Default:
 	// DefaultMaxMatrixJobs.
 	MaxMatrixJobs int
+	// MaxJobs bounds the jobs of one run, every matrix variant and
+	// parallel copy counted; more is a diagnostic at the job that takes
+	// the run past it. Default: DefaultMaxJobs.
+	MaxJobs int
+	// MaxFileBytes bounds the size of the pipeline file and of each file
+	// it includes; a larger one is a diagnostic and is not parsed.
+	// Default: DefaultMaxFileBytes.
+	MaxFileBytes int
 	// Event is what triggered the pipeline, when known. The compiler
 	// decides with it what it can at compile time: trigger filters,
 	// GitLab rules and only/except, GitHub conditions on the github
@@ -98,6 +106,36 @@ type Event struct {
 	// Payload is the provider's event payload (GitHub's github.event).
 	Payload map[string]any
 	Actor   string
+}
+
+// Defaults of Options.
+const (
+	// DefaultMaxJobs is the default of Options.MaxJobs: 1,000 jobs a
+	// run. A run's cost (its rows, its dispatch, a person reading it)
+	// grows with its jobs, and one push should not occupy a cluster;
+	// 1,000 is four of GitHub's largest matrices (256 jobs each) and
+	// more than hand-written pipelines have. Platforms that run larger
+	// pipelines raise it.
+	DefaultMaxJobs = 1000
+	// DefaultMaxFileBytes is the default of Options.MaxFileBytes: 1 MiB,
+	// the size GitHub serves a file through its contents API at, and
+	// larger than hand-written pipelines (GitLab allows 4 MiB for a
+	// whole configuration, includes merged).
+	DefaultMaxFileBytes = 1 << 20
+)
+
+func (o Options) maxJobs() int {
+	if o.MaxJobs > 0 {
+		return o.MaxJobs
+	}
+	return DefaultMaxJobs
+}
+
+func (o Options) maxFileBytes() int {
+	if o.MaxFileBytes > 0 {
+		return o.MaxFileBytes
+	}
+	return DefaultMaxFileBytes
 }
 
 func (o Options) maxMatrixJobs() int {
@@ -175,7 +213,13 @@ func Compile(ctx context.Context, src FileSource, path string, opts Options) (*P
 	if err != nil {
 		return nil, nil, err
 	}
-	data, err := src.ReadFile(ctx, path)
+	data, err := readMax(ctx, src, path, opts.maxFileBytes())
+	if tl, ok := errors.AsType[*FileTooLargeError](err); ok {
+		c := newChecker(path)
+		c.opts = opts
+		c.fileFits(tl.Size, path, nil)
+		return nil, c.sorted(), nil
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("compiler: reading %s: %w", path, err)
 	}

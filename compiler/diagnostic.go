@@ -3,12 +3,16 @@ package compiler
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"slices"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cikit/cikit"
 )
 
 // Diagnostic is one finding about a pipeline file, positioned where its
@@ -70,7 +74,7 @@ const (
 	RuleStage   = "stage"   // an invalid stage list, or a job in an unknown stage
 	RuleCycle   = "cycle"   // jobs that need each other, or a job that needs itself
 	RuleTimeout = "timeout" // a timeout that is not a positive duration
-	RuleLimit   = "limit"   // the plan would be too large to build
+	RuleLimit   = "limit"   // a file, a job's spec or the plan is larger than its limit
 	RuleInclude = "include" // a file the pipeline includes cannot be read
 	// RuleMatrixRef: a GitHub expression reads matrix.x in a job without
 	// a matrix, so it is always empty (a warning).
@@ -133,13 +137,83 @@ func (c *checker) run(fe frontend, data []byte) (d *draft) {
 		}
 	}()
 	c.data = data
+	if !c.fileFits(int64(len(data)), c.file, nil) {
+		return &draft{}
+	}
 	root, ok := c.parseYAML(data)
 	if !ok {
 		return &draft{}
 	}
 	d = fe(c, root)
 	c.link(d)
+	c.checkSpecs(d)
 	return d
+}
+
+// fileFits reports whether size, the size of file path of the pipeline,
+// is within Options.MaxFileBytes, and reports it when it is not: at the
+// top of the file compiled, or at n, where a file is included. A file that
+// large is not read further.
+func (c *checker) fileFits(size int64, path string, n *yaml.Node) bool {
+	limit := int64(c.opts.maxFileBytes())
+	if size <= limit {
+		return true
+	}
+	if n != nil {
+		c.at(n, RuleLimit, "included file %q is %d bytes, more than the limit of %s (Options.MaxFileBytes)", path, size, cikit.FormatBytes(limit))
+		return false
+	}
+	c.report(1, 1, RuleLimit, "the pipeline file is %d bytes, more than the limit of %s (Options.MaxFileBytes); split it or raise the limit", size, cikit.FormatBytes(limit))
+	return false
+}
+
+// chargeJobs accounts for the jobs js of the job written at key (id, as
+// written) joining a draft that has before jobs already, and stops the
+// compilation when they take it past Options.MaxJobs: the diagnostic names
+// the job, the total and the limit, and nothing more is expanded.
+func (c *checker) chargeJobs(before int, js []*jobDecl, key *yaml.Node, id string) {
+	limit := c.opts.maxJobs()
+	total := before + len(js)
+	if total <= limit {
+		return
+	}
+	if len(js) > 1 {
+		c.at(key, RuleLimit, "job %q expands to %d jobs, which take the run to %d jobs, more than the limit of %d jobs per run (Options.MaxJobs)", id, len(js), total, limit)
+	} else {
+		c.at(key, RuleLimit, "job %q takes the run to %d jobs, more than the limit of %d jobs per run (Options.MaxJobs)", id, total, limit)
+	}
+	panic(abort{})
+}
+
+// checkSpecs reports the jobs whose compiled spec is larger than a runner
+// takes (cikit.MaxJobSpecBytes), and those that declare more outputs than
+// a job may have (cikit.MaxOutputValueBytes, cikit.MaxOutputsBytes).
+func (c *checker) checkSpecs(d *draft) {
+	for _, j := range d.jobs {
+		total := 0
+		for _, name := range slices.Sorted(maps.Keys(j.spec.Outputs)) {
+			n := len(name) + len(j.spec.Outputs[name])
+			total += n
+			if n > cikit.MaxOutputValueBytes {
+				c.at(j.key, RuleLimit, "output %q of job %q is declared with %d bytes, more than the %s an output may hold", name, j.spec.ID, n, cikit.FormatBytes(cikit.MaxOutputValueBytes))
+			}
+		}
+		if total > cikit.MaxOutputsBytes {
+			c.at(j.key, RuleLimit, "the outputs of job %q are declared with %d bytes, more than the %s the outputs of a job may hold", j.spec.ID, total, cikit.FormatBytes(cikit.MaxOutputsBytes))
+		}
+		var size byteCounter
+		if err := json.NewEncoder(&size).Encode(j.spec); err == nil && size > cikit.MaxJobSpecBytes {
+			c.at(j.key, RuleLimit, "job %q compiles to a spec of %d bytes, more than the %s a runner takes (cikit.MaxJobSpecBytes); move its scripts into files of the repository", j.spec.ID, size, cikit.FormatBytes(cikit.MaxJobSpecBytes))
+		}
+	}
+}
+
+// byteCounter is an io.Writer that counts what is written to it.
+type byteCounter int
+
+func (b *byteCounter) Write(p []byte) (int, error) {
+	*b += byteCounter(len(p))
+	return len(p), nil
 }
 
 func (c *checker) report(line, col int, rule, format string, args ...any) {
@@ -201,7 +275,10 @@ func (c *checker) readFile(path string, n *yaml.Node) ([]byte, bool) {
 		c.at(n, RuleInclude, "cannot read %q: the pipeline was compiled without access to the repository", path)
 		return nil, false
 	}
-	data, err := c.src.ReadFile(c.ctx, path)
+	data, err := readMax(c.ctx, c.src, path, c.opts.maxFileBytes())
+	if tl, ok := errors.AsType[*FileTooLargeError](err); ok {
+		return nil, c.fileFits(tl.Size, path, n)
+	}
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		c.at(n, RuleInclude, "included file %q does not exist at this commit", path)
@@ -210,7 +287,7 @@ func (c *checker) readFile(path string, n *yaml.Node) ([]byte, bool) {
 		c.at(n, RuleInclude, "cannot read included file %q: %v", path, err)
 		return nil, false
 	}
-	return data, true
+	return data, c.fileFits(int64(len(data)), path, n)
 }
 
 // within runs f with findings positioned in file instead of the current

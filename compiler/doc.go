@@ -208,6 +208,23 @@
 // Untrusted files are expected: the compiler does not panic on any input,
 // and bounds the work an input can cause (aliases, implied needs, hints).
 //
+// # Limits
+//
+// What one pipeline may ask of the platform is bounded, each limit a
+// RuleLimit diagnostic where its author can act on it:
+//
+//   - a pipeline file, and each file it includes, is at most
+//     Options.MaxFileBytes (DefaultMaxFileBytes, 1 MiB), reported at the
+//     top of the file or where it is included; a MaxFileSource is asked
+//     with that bound, so a huge file is not read at all;
+//   - a run has at most Options.MaxJobs jobs (DefaultMaxJobs, 1,000),
+//     matrix variants and parallel copies counted, reported at the job
+//     that takes it past the limit; one matrix expands to at most
+//     Options.MaxMatrixJobs (DefaultMaxMatrixJobs, 256);
+//   - a job's spec is at most cikit.MaxJobSpecBytes (4 MiB) of JSON, what
+//     a runner decodes, and its declared outputs at most
+//     cikit.MaxOutputValueBytes each and cikit.MaxOutputsBytes together.
+//
 // # Stability
 //
 // Compile, CompileBytes, Plan, Diagnostic, FileSource and the Rule

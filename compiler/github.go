@@ -88,7 +88,9 @@ func compileGitHub(c *checker, root *yaml.Node) *draft {
 	}
 	d.env = wf.env
 	for _, j := range wf.jobs {
-		d.jobs = append(d.jobs, g.build(wf, j, nil)...)
+		js := g.build(wf, j, nil)
+		c.chargeJobs(len(d.jobs), js, j.key, j.id)
+		d.jobs = append(d.jobs, js...)
 	}
 	return d
 }

@@ -24,6 +24,7 @@ func (g *glFront) finish(jobs []*glJob) []*jobDecl {
 			continue
 		}
 		j.decls = g.expand(j)
+		g.chargeJobs(len(decls), j.decls, j.key, j.name)
 		for _, d := range j.decls {
 			if other, dup := ids[d.spec.ID]; dup {
 				if other != j {

@@ -282,9 +282,12 @@ func (g *glFront) existsMatch(patterns []string, vars *glVars) tri {
 			result = triUnknown
 			continue
 		}
-		_, err := g.src.ReadFile(g.ctx, p)
+		// Whether the file exists, not what it holds: a source that can
+		// refuses it unread.
+		_, err := readMax(g.ctx, g.src, p, 0)
+		_, tooLarge := errors.AsType[*FileTooLargeError](err)
 		switch {
-		case err == nil:
+		case err == nil || tooLarge:
 			return triTrue
 		case errors.Is(err, fs.ErrNotExist):
 		default:

@@ -134,7 +134,9 @@ func compileNative(c *checker, root *yaml.Node) *draft {
 		stageIndex[s] = i
 	}
 	for _, e := range entries {
-		d.jobs = append(d.jobs, c.nativeJob(e, d, declared, stageIndex)...)
+		js := c.nativeJob(e, d, declared, stageIndex)
+		c.chargeJobs(len(d.jobs), js, e.key, e.name)
+		d.jobs = append(d.jobs, js...)
 	}
 	return d
 }

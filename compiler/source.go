@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -20,6 +21,37 @@ import (
 // concurrent use.
 type FileSource interface {
 	ReadFile(ctx context.Context, path string) ([]byte, error)
+}
+
+// MaxFileSource is a FileSource that can refuse a file larger than a
+// bound before reading it, as a forge can from the size it tells. The
+// compiler reads through ReadFileMax, with Options.MaxFileBytes, when its
+// source is one, so that a huge file costs no more than the bound.
+type MaxFileSource interface {
+	FileSource
+	// ReadFileMax is ReadFile for a file of at most max bytes; a larger
+	// one is refused with an error matching *FileTooLargeError.
+	ReadFileMax(ctx context.Context, path string, max int) ([]byte, error)
+}
+
+// FileTooLargeError is a MaxFileSource refusing a file of Size bytes, more
+// than it was asked to read. The compiler reports it as a diagnostic.
+type FileTooLargeError struct {
+	Path string
+	Size int64
+}
+
+func (e *FileTooLargeError) Error() string {
+	return fmt.Sprintf("%s is %d bytes, more than the limit", e.Path, e.Size)
+}
+
+// readMax reads path from src, through ReadFileMax when src is a
+// MaxFileSource.
+func readMax(ctx context.Context, src FileSource, path string, max int) ([]byte, error) {
+	if m, ok := src.(MaxFileSource); ok {
+		return m.ReadFileMax(ctx, path, max)
+	}
+	return src.ReadFile(ctx, path)
 }
 
 // DirSource is a FileSource over a local directory: a checkout, or a test's

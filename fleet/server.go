@@ -81,6 +81,11 @@ type ServerConfig struct {
 	// under /v1/jobs/{run_id}/{job_id}/log (see package logs). Chunks and
 	// finishes are fenced like every job-scoped call.
 	Logs *logs.Hub
+	// FailTruncatedLogs fails a job that succeeded but whose log was cut
+	// at the Logs hub's limit (logs.Config.MaxLogBytes), with a reason
+	// naming the limit; otherwise such a job keeps its result and its
+	// log says it was truncated.
+	FailTruncatedLogs bool
 	// AuthorizeFollow decides who may follow a log live. Default: nobody
 	// (403); the platform's API sets it to its users' authorization.
 	AuthorizeFollow logs.AuthorizeFunc
@@ -261,15 +266,19 @@ func (s *Server) registrationToken(token string) bool {
 
 // claimResponse is the answer to a claim that found a job.
 type claimResponse struct {
-	RunID             string         `json:"run_id"`
-	JobID             string         `json:"job_id"`
-	Attempt           int            `json:"attempt"`
-	JobToken          string         `json:"job_token"`
-	LeaseExpiresAt    time.Time      `json:"lease_expires_at"`
-	LeaseRemainingMS  int64          `json:"lease_remaining_ms"`
-	HeartbeatInterval string         `json:"heartbeat_interval"`
-	Deadline          time.Time      `json:"deadline"`
-	Spec              *cikit.JobSpec `json:"spec"`
+	RunID             string    `json:"run_id"`
+	JobID             string    `json:"job_id"`
+	Attempt           int       `json:"attempt"`
+	JobToken          string    `json:"job_token"`
+	LeaseExpiresAt    time.Time `json:"lease_expires_at"`
+	LeaseRemainingMS  int64     `json:"lease_remaining_ms"`
+	HeartbeatInterval string    `json:"heartbeat_interval"`
+	Deadline          time.Time `json:"deadline"`
+	// Spec is the job's cikit.JobSpec, encoded once to be measured.
+	Spec json.RawMessage `json:"spec"`
+	// MaxLogBytes is where the runner cuts the job's log (see
+	// cikit.LogTruncatedLine); 0 when the server keeps no logs.
+	MaxLogBytes int64 `json:"max_log_bytes,omitempty"`
 }
 
 func (s *Server) runner(w http.ResponseWriter, r *http.Request) (*runnerClaims, bool) {
@@ -336,6 +345,19 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			// Cancelled, retried or taken meanwhile: the next offer.
 			continue
 		}
+		spec, err := json.Marshal(o.Spec)
+		if err == nil && len(spec) > cikit.MaxJobSpecBytes {
+			// Stored by a compiler that did not bound specs: no runner
+			// could decode it, so every attempt would end as a lost
+			// runner. The job fails for good, and the runner takes the
+			// next offer.
+			err = fmt.Errorf("the job's spec is %d bytes, more than the %s a runner takes (cikit.MaxJobSpecBytes); compile the pipeline again",
+				len(spec), cikit.FormatBytes(cikit.MaxJobSpecBytes))
+		}
+		if err != nil {
+			s.refuse(r.Context(), rc, o, l, err)
+			continue
+		}
 		timeout := cmp.Or(o.Spec.Timeout, s.cfg.DefaultJobTimeout)
 		deadline := s.cfg.Now().Add(timeout).UTC()
 		jt, err := s.signer.sign(&jobClaims{Kind: kindJob, RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt,
@@ -345,10 +367,32 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		got = &l.Attempt
-		writeJSON(w, http.StatusOK, claimResponse{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt, JobToken: jt,
-			LeaseExpiresAt: l.Expires.UTC(), LeaseRemainingMS: remainingMS(s.cfg.Leases, l.Expires), HeartbeatInterval: s.cfg.HeartbeatInterval.String(), Deadline: deadline, Spec: o.Spec})
+		resp := claimResponse{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt, JobToken: jt,
+			LeaseExpiresAt: l.Expires.UTC(), LeaseRemainingMS: remainingMS(s.cfg.Leases, l.Expires), HeartbeatInterval: s.cfg.HeartbeatInterval.String(), Deadline: deadline, Spec: spec}
+		if s.cfg.Logs != nil {
+			resp.MaxLogBytes = s.cfg.Logs.MaxLogBytes()
+		}
+		writeJSON(w, http.StatusOK, resp)
 		return
 	}
+}
+
+// refuse fails a claimed attempt that cannot be handed to a runner, as a
+// configuration failure (cikit.FailureConfig), which is never retried.
+func (s *Server) refuse(ctx context.Context, rc *runnerClaims, o *Offer, l *lease.Lease, why error) {
+	ctx = context.WithoutCancel(ctx)
+	a := l.Attempt
+	s.log.Warn("fleet: job refused at claim", "run", a.RunID, "job", a.JobID, "attempt", a.Attempt, "error", why)
+	cr, _ := s.completes.Do(ctx, lease.CompleteRequest{Attempt: a, Token: l.Token, Params: &dag.JobCompleteParams{
+		Outcome: cikit.JobFailed, ExitCode: -1, Reason: why.Error(), FailureClass: cikit.FailureConfig}})
+	s.runners.waiting(rc, s.cfg.Now(), 0) // idle again
+	s.dispatch.Release(o.RunID, o.JobID, o.Attempt)
+	if cr.Err != nil {
+		// The lease expires and the reaper ends the attempt.
+		s.log.Error("fleet: failing a refused job failed", "run", a.RunID, "job", a.JobID, "attempt", a.Attempt, "error", cr.Err)
+		return
+	}
+	s.Dispatch(ctx, cr.Result)
 }
 
 // parseWait reads a claim's wait: a Go duration ("50s") or seconds.
@@ -473,6 +517,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("result %q is not succeeded, failed or cancelled", req.Result))
 		return
 	}
+	s.failTruncated(a, &req)
 	// The completion joins those of other requests in one lease call.
 	// Made even when the runner has gone meanwhile, so that what the
 	// completion made READY is dispatched and its tenant's place freed.
@@ -494,6 +539,21 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 	}
 	s.Dispatch(context.WithoutCancel(r.Context()), res)
 	writeJSON(w, http.StatusOK, stateResponse{State: jobState(res, a.JobID, req.Result)})
+}
+
+// failTruncated turns the success of an attempt whose log was truncated
+// into a failure, when the server is configured so.
+func (s *Server) failTruncated(a lease.Attempt, req *completeRequest) {
+	if !s.cfg.FailTruncatedLogs || s.cfg.Logs == nil || req.Result != cikit.JobSucceeded {
+		return
+	}
+	dropped, truncated := s.cfg.Logs.Truncated(logs.Key{RunID: a.RunID, JobID: a.JobID, Attempt: a.Attempt})
+	if !truncated {
+		return
+	}
+	req.Result, req.FailureClass = cikit.JobFailed, cikit.FailureScript
+	req.Reason = fmt.Sprintf("the log was truncated at %s (%d bytes of output dropped), and this server fails a job whose log is truncated",
+		cikit.FormatBytes(s.cfg.Logs.MaxLogBytes()), dropped)
 }
 
 // endedAs reports whether attempt a ended with result, and the job's state

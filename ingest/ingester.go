@@ -43,8 +43,14 @@ type IngesterConfig struct {
 	// Sleep waits for d, or returns ctx's error when it ends first.
 	// Default: a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
-	// MaxMatrixJobs bounds each matrix's expansion (compiler.Options).
+	// MaxMatrixJobs bounds each matrix's expansion, MaxJobs the jobs of
+	// a run and MaxFileBytes a pipeline file (compiler.Options). A
+	// pipeline past one of them does not compile: the delivery is
+	// dropped with the diagnostic as its reason, as for any pipeline
+	// that does not compile.
 	MaxMatrixJobs int
+	MaxJobs       int
+	MaxFileBytes  int
 	// ConfigCache is how many reads of pipeline files at commits the
 	// Ingester keeps (vcs.Cached): every event about a commit reads the
 	// same files, and a forge counts each read against its rate limit.
@@ -340,7 +346,8 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 	var runs []*dag.RunCreateParams
 	var why []string
 	for _, f := range files {
-		plan, diags, err := compiler.Compile(ctx, src, f, compiler.Options{Event: cev, MaxMatrixJobs: in.cfg.MaxMatrixJobs})
+		plan, diags, err := compiler.Compile(ctx, src, f, compiler.Options{Event: cev, MaxMatrixJobs: in.cfg.MaxMatrixJobs,
+			MaxJobs: in.cfg.MaxJobs, MaxFileBytes: in.cfg.MaxFileBytes})
 		if err != nil {
 			if ctx.Err() != nil || !errors.Is(err, vcs.ErrNotFound) && !isCompileRefusal(err) {
 				return nil, "", nil, fmt.Errorf("ingest: compile %s of %s at %s: %w", f, repo, ev.SHA, err)
@@ -388,9 +395,11 @@ func (in *Ingester) pipelineFiles(ctx context.Context, repo, sha string) ([]stri
 		dir, name := path.Split(pattern)
 		dir = strings.TrimSuffix(dir, "/")
 		if !strings.ContainsAny(name, "*?[") {
-			_, err := in.cfg.VCS.ReadFile(ctx, repo, sha, pattern)
+			// Whether it exists: the compiler reads it, bounded.
+			_, err := vcs.ReadFileMax(ctx, in.cfg.VCS, repo, sha, pattern, in.maxFileBytes())
+			_, tooLarge := errors.AsType[*vcs.FileTooLargeError](err)
 			switch {
-			case err == nil:
+			case err == nil || tooLarge:
 				files = append(files, pattern)
 			case !vcs.IsNotFound(err):
 				return nil, err
@@ -423,6 +432,22 @@ type source struct {
 
 func (s *source) ReadFile(ctx context.Context, p string) ([]byte, error) {
 	return s.vcs.ReadFile(ctx, s.repo, s.sha, p)
+}
+
+// ReadFileMax makes source a compiler.MaxFileSource: a pipeline file
+// larger than the compiler's bound is refused from its size, without
+// being read, when the provider can (vcs.MaxReader).
+func (s *source) ReadFileMax(ctx context.Context, p string, max int) ([]byte, error) {
+	data, err := vcs.ReadFileMax(ctx, s.vcs, s.repo, s.sha, p, int64(max))
+	if tl, ok := errors.AsType[*vcs.FileTooLargeError](err); ok {
+		return nil, &compiler.FileTooLargeError{Path: p, Size: tl.Size}
+	}
+	return data, err
+}
+
+// maxFileBytes is the compiler's bound on a pipeline file.
+func (in *Ingester) maxFileBytes() int64 {
+	return int64(cmp.Or(in.cfg.MaxFileBytes, compiler.DefaultMaxFileBytes))
 }
 
 func branchOf(ev *Event) string {

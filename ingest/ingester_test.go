@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/compiler"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/ingest"
 	"github.com/cikit/cikit/ingest/ingesttest"
@@ -307,4 +309,84 @@ func TestIngestConcurrentCopies(t *testing.T) {
 	wg.Wait()
 	require.Equal(t, 1, created, "one copy creates, the others are told it exists")
 	require.Len(t, ids, 1, "all see the same runs")
+}
+
+// TestIngestPipelineLimits: a pipeline file over the size limit, or a run
+// over the jobs limit, makes no run, and the delivery's reason is the
+// diagnostic, naming the limit; raised limits build them.
+func TestIngestPipelineLimits(t *testing.T) {
+	t.Parallel()
+	var many strings.Builder
+	many.WriteString("jobs:\n")
+	for i := range 1001 {
+		fmt.Fprintf(&many, "  j%d: {steps: [x]}\n", i)
+	}
+	big := native + "# " + strings.Repeat("x", 1<<20) + "\n"
+	f := newFixture(t, 0)
+	f.vcs.AddCommit("acme/api", "c2", map[string]string{".cikit.yml": big})
+	f.vcs.AddCommit("acme/api", "c3", map[string]string{".cikit.yml": many.String()})
+	d, _, err := f.in.Ingest(context.Background(), ingesttest.Push("d1", "main", "c1", "c2", 0))
+	require.NoError(t, err)
+	require.Empty(t, d.RunIDs)
+	require.Contains(t, d.Dropped, fmt.Sprintf(".cikit.yml does not compile: .cikit.yml:1:1: the pipeline file is %d bytes, more than the limit of 1 MiB", len(big)))
+	d, _, err = f.in.Ingest(context.Background(), ingesttest.Push("d2", "main", "c2", "c3", time.Second))
+	require.NoError(t, err)
+	require.Empty(t, d.RunIDs)
+	require.Contains(t, d.Dropped, `job "j1000" takes the run to 1001 jobs, more than the limit of 1000 jobs per run`)
+
+	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: ingest.NewMemoryRunStore(f.dag, nil), VCS: f.vcs,
+		Debounce: -1, MaxJobs: 2000, MaxFileBytes: 2 << 20})
+	require.NoError(t, err)
+	for i, sha := range []string{"c2", "c3"} {
+		d, _, err := in.Ingest(context.Background(), ingesttest.Push(fmt.Sprintf("raised-%d", i), "main", "c1", sha, time.Duration(i+5)*time.Second))
+		require.NoError(t, err)
+		require.Len(t, d.RunIDs, 1, d.Dropped)
+	}
+}
+
+// sizedVCS is a vcs.MaxReader over Memory that records the plain reads of
+// files larger than a pipeline may be: those a bounded fetch never makes.
+type sizedVCS struct {
+	*vcs.Memory
+	mu        sync.Mutex
+	unbounded []string
+}
+
+func (s *sizedVCS) ReadFile(ctx context.Context, repo, sha, path string) ([]byte, error) {
+	data, err := s.Memory.ReadFile(ctx, repo, sha, path)
+	if len(data) > compiler.DefaultMaxFileBytes {
+		s.mu.Lock()
+		s.unbounded = append(s.unbounded, path)
+		s.mu.Unlock()
+	}
+	return data, err
+}
+
+func (s *sizedVCS) ReadFileMax(ctx context.Context, repo, sha, path string, max int64) ([]byte, error) {
+	data, err := s.Memory.ReadFile(ctx, repo, sha, path)
+	if err == nil && int64(len(data)) > max {
+		return nil, &vcs.FileTooLargeError{Path: path, Size: int64(len(data)), Max: max}
+	}
+	return data, err
+}
+
+// TestIngestBoundsPipelineReads: the ingester reads pipeline files at a
+// commit with the compiler's bound, so a provider that knows a file's size
+// (vcs.MaxReader) never fetches a huge one whole; the delivery is dropped
+// with the diagnostic.
+func TestIngestBoundsPipelineReads(t *testing.T) {
+	t.Parallel()
+	p := &sizedVCS{Memory: &vcs.Memory{}}
+	big := native + "# " + strings.Repeat("x", 2<<20) + "\n"
+	p.AddCommit("acme/api", "c1", map[string]string{".cikit.yml": big})
+	store := dag.NewMemoryStore(dag.MemoryConfig{})
+	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: ingest.NewMemoryRunStore(store, nil), VCS: p, Debounce: -1})
+	require.NoError(t, err)
+	d, _, err := in.Ingest(context.Background(), ingesttest.Push("d1", "main", "c0", "c1", 0))
+	require.NoError(t, err)
+	require.Empty(t, d.RunIDs)
+	require.Contains(t, d.Dropped, fmt.Sprintf("the pipeline file is %d bytes, more than the limit of 1 MiB", len(big)))
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	require.Empty(t, p.unbounded, "no unbounded read of a file over the limit")
 }

@@ -85,9 +85,6 @@ func (c *Chunk) End() int64 { return c.Offset + int64(len(c.Data)) }
 
 // Errors of Hub and Handler. Callers test for them with errors.Is.
 var (
-	// ErrLogTooLarge: the chunk would take the log beyond
-	// Config.MaxLogBytes. Nothing was appended.
-	ErrLogTooLarge = errors.New("the log is larger than this server keeps")
 	// ErrBusy: the live logs together hold Config.MaxLiveBytes; the
 	// chunk may be sent again once finished logs have made room. Nothing
 	// was appended.

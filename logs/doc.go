@@ -35,8 +35,14 @@
 //   - Each chunk belongs to one step; steps appear in increasing order
 //     and a step without output has no bytes, and no segment.
 //   - Seq numbers a runner's chunks; errors name it, the offset decides.
-//   - A log may hold at most Config.MaxLogBytes (64 MiB by default);
-//     beyond it chunks are refused with ErrLogTooLarge (HTTP 413). All
+//   - A log keeps at most Config.MaxLogBytes of output (4 MiB by
+//     default, GitLab Runner's output_limit). The chunk that goes past it
+//     keeps its bytes up to the limit followed by the line "[cikit] log
+//     truncated at 4 MiB: the rest of the output is discarded"
+//     (cikit.LogTruncatedLine), which followers see like any output;
+//     later bytes are answered as taken, discarded and counted
+//     (FinishResult.Truncated and DroppedBytes). A runner that cuts its
+//     log itself sends the same line, which is kept as it is. All
 //     live logs of a Hub together hold at most Config.MaxLiveBytes (2 GiB
 //     by default); beyond it chunks are refused with ErrBusy (HTTP 503,
 //     send again later).

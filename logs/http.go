@@ -301,16 +301,20 @@ func readBody(r io.Reader, buf []byte, max int) ([]byte, error) {
 }
 
 type finishRequest struct {
-	TotalBytes *int64 `json:"total_bytes"`
-	SHA256     string `json:"sha256"`
+	TotalBytes   *int64 `json:"total_bytes"`
+	SHA256       string `json:"sha256"`
+	DroppedBytes int64  `json:"dropped_bytes"`
 }
 
 type finishAnswer struct {
-	Complete bool  `json:"complete"`
-	Bytes    int64 `json:"bytes"`
+	Complete     bool  `json:"complete"`
+	Bytes        int64 `json:"bytes"`
+	Truncated    bool  `json:"truncated,omitempty"`
+	DroppedBytes int64 `json:"dropped_bytes,omitempty"`
 }
 
-// Finish ends the log: POST a JSON {"total_bytes", "sha256"}.
+// Finish ends the log: POST a JSON {"total_bytes", "sha256"}, and
+// "dropped_bytes" from a runner that cut the log itself.
 func (h *Handler) Finish(w http.ResponseWriter, r *http.Request) {
 	key, ok := h.authorize(w, r, h.authWrite)
 	if !ok {
@@ -321,16 +325,16 @@ func (h *Handler) Finish(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, key, http.StatusBadRequest, "the body is not a JSON object {\"total_bytes\": n, \"sha256\": hex}: "+err.Error())
 		return
 	}
-	if req.TotalBytes == nil || *req.TotalBytes < 0 || !validSHA256(strings.ToLower(req.SHA256)) {
-		h.refuse(w, r, key, http.StatusBadRequest, "the body needs total_bytes, a number from 0, and sha256, 64 hex digits")
+	if req.TotalBytes == nil || *req.TotalBytes < 0 || !validSHA256(strings.ToLower(req.SHA256)) || req.DroppedBytes < 0 {
+		h.refuse(w, r, key, http.StatusBadRequest, "the body needs total_bytes, a number from 0, and sha256, 64 hex digits; dropped_bytes, when given, is a number from 0")
 		return
 	}
-	res, err := h.hub.Finish(r.Context(), key, FinishParams{TotalBytes: *req.TotalBytes, SHA256: req.SHA256})
+	res, err := h.hub.Finish(r.Context(), key, FinishParams{TotalBytes: *req.TotalBytes, SHA256: req.SHA256, DroppedBytes: req.DroppedBytes})
 	if err != nil {
 		h.fail(w, r, key, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, finishAnswer{Complete: res.Complete, Bytes: res.Bytes})
+	writeJSON(w, http.StatusOK, finishAnswer{Complete: res.Complete, Bytes: res.Bytes, Truncated: res.Truncated, DroppedBytes: res.DroppedBytes})
 }
 
 // Follow streams the log as Server-Sent Events from ?offset= or the
@@ -486,8 +490,6 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, key Key, err erro
 	case errors.Is(err, ErrBusy):
 		w.Header().Set("Retry-After", "5")
 		h.refuse(w, r, key, http.StatusServiceUnavailable, ErrBusy.Error())
-	case errors.Is(err, ErrLogTooLarge):
-		h.refuse(w, r, key, http.StatusRequestEntityTooLarge, err.Error())
 	case errors.Is(err, cikit.ErrConflict):
 		h.refuse(w, r, key, http.StatusConflict, err.Error())
 	case errors.Is(err, cikit.ErrNotFound):

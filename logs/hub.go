@@ -1,6 +1,7 @@
 package logs
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"crypto/sha256"
@@ -21,8 +22,10 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultMaxLogBytes is the largest live log a Hub keeps: 64 MiB.
-	DefaultMaxLogBytes = 64 << 20
+	// DefaultMaxLogBytes is where a Hub cuts a log:
+	// cikit.DefaultMaxLogBytes, 4 MiB (GitLab Runner's default
+	// output_limit).
+	DefaultMaxLogBytes = cikit.DefaultMaxLogBytes
 	// DefaultMaxLiveBytes is the most bytes all live logs of a Hub hold
 	// together: 2 GiB.
 	DefaultMaxLiveBytes = 2 << 30
@@ -44,8 +47,9 @@ type Config struct {
 	Sink Sink
 	// Segments records where the steps of finished logs are. Required.
 	Segments SegmentStore
-	// MaxLogBytes is the largest log kept live; a chunk that would take
-	// a log beyond it is refused with ErrLogTooLarge.
+	// MaxLogBytes is how much of a job's output a log keeps. Past it the
+	// log holds cikit.LogTruncatedLine(MaxLogBytes), and the rest of the
+	// output is taken, discarded and counted (FinishResult.DroppedBytes).
 	// Default: DefaultMaxLogBytes.
 	MaxLogBytes int64
 	// MaxLiveBytes is the most bytes all live logs hold together; a chunk
@@ -82,6 +86,7 @@ type Hub struct {
 	sink     Sink
 	segments SegmentStore
 	maxLog   int64
+	marker   []byte // cikit.LogTruncatedLine(maxLog)
 	maxLive  int64
 	liveSize atomic.Int64 // bytes held by live logs
 	maxEvent int
@@ -127,6 +132,7 @@ func NewHub(cfg Config) (*Hub, error) {
 		now:      cfg.Now,
 		log:      cfg.Logger,
 	}
+	h.marker = []byte(cikit.LogTruncatedLine(h.maxLog))
 	if h.now == nil {
 		h.now = time.Now
 	}
@@ -135,6 +141,9 @@ func NewHub(cfg Config) (*Hub, error) {
 	}
 	return h, nil
 }
+
+// MaxLogBytes is where the Hub cuts a log (Config.MaxLogBytes).
+func (h *Hub) MaxLogBytes() int64 { return h.maxLog }
 
 // AppendResult is what Append did with a chunk.
 type AppendResult struct {
@@ -158,9 +167,14 @@ type AppendResult struct {
 //     cikit.ErrConflict);
 //   - any chunk of a log Finish was called for with ErrFinished
 //     (matching cikit.ErrConflict);
-//   - new bytes beyond Config.MaxLogBytes with ErrLogTooLarge;
 //   - new bytes beyond Config.MaxLiveBytes of all live logs with ErrBusy,
 //     to be sent again later.
+//
+// A chunk that takes the log past Config.MaxLogBytes appends its bytes up
+// to the limit and the truncation line (cikit.LogTruncatedLine); bytes a
+// runner sends after that, at any offset past the limit, are answered as
+// taken and discarded. A runner that cut its log itself sends the same
+// truncation line, which the log takes as it is.
 //
 // A log starts with its first chunk at offset 0. Append copies c.Data.
 func (h *Hub) Append(ctx context.Context, c *Chunk) (*AppendResult, error) {
@@ -215,6 +229,9 @@ type FinishParams struct {
 	TotalBytes int64
 	// SHA256 is the hex SHA-256 digest of the whole log.
 	SHA256 string
+	// DroppedBytes is how much output a runner that cut the log itself
+	// discarded after the truncation line (see Config.MaxLogBytes).
+	DroppedBytes int64
 }
 
 // FinishResult is the verdict on a finished log.
@@ -224,6 +241,11 @@ type FinishResult struct {
 	Complete bool
 	// Bytes is the length of the log as stored.
 	Bytes int64
+	// Truncated is true when the log was cut at Config.MaxLogBytes;
+	// DroppedBytes is then how much output was discarded, as far as
+	// the runner told or sent.
+	Truncated    bool
+	DroppedBytes int64
 }
 
 // emptySHA256 is the digest of no bytes: a log that never received a
@@ -290,9 +312,11 @@ func (h *Hub) end(ctx context.Context, key Key, p *FinishParams) (*FinishResult,
 	case l.fin != nil:
 	case p == nil:
 		l.fin = &finish{abandoned: true, result: FinishResult{Bytes: l.end}}
+		l.fin.result.Truncated, l.fin.result.DroppedBytes = l.truncation(h, nil)
 	default:
 		digest := hex.EncodeToString(l.hash.Sum(nil))
 		l.fin = &finish{params: *p, result: FinishResult{Complete: l.end == p.TotalBytes && digest == p.SHA256, Bytes: l.end}}
+		l.fin.result.Truncated, l.fin.result.DroppedBytes = l.truncation(h, p)
 	}
 	res := l.fin.result
 	if l.done {
@@ -422,6 +446,11 @@ type liveLog struct {
 	done bool    // stored in the sink; followers read to end and stop
 	// released: a finished log's tombstone, without bytes or steps.
 	released bool
+	// truncated: the log holds Config.MaxLogBytes of output and the
+	// truncation line; selfCut: the runner sent that line itself.
+	// runnerEnd is the furthest offset the runner sent.
+	truncated, selfCut bool
+	runnerEnd          int64
 
 	finishMu sync.Mutex // one Finish at a time
 }
@@ -488,6 +517,9 @@ func (l *liveLog) append(c *Chunk, h *Hub) (*AppendResult, error) {
 	if l.fin != nil {
 		return nil, fmt.Errorf("logs: log %s: %w", l.key, ErrFinished)
 	}
+	if l.truncated {
+		return l.discard(c, h)
+	}
 	end := l.end
 	if c.Offset > end {
 		return nil, &GapError{Key: l.key, Seq: c.Seq, Offset: c.Offset, Expected: end}
@@ -507,8 +539,9 @@ func (l *liveLog) append(c *Chunk, h *Hub) (*AppendResult, error) {
 	if n := len(l.steps); n > 0 && c.Step < l.steps[n-1].step {
 		return nil, &ConflictError{Key: l.key, Seq: c.Seq, Offset: end, Reason: fmt.Sprintf("step %d comes after step %d", c.Step, l.steps[n-1].step)}
 	}
+	var truncated, selfCut bool
 	if end+int64(len(tail)) > h.maxLog {
-		return nil, fmt.Errorf("logs: log %s: %d bytes would exceed the limit of %d: %w", l.key, end+int64(len(tail)), h.maxLog, ErrLogTooLarge)
+		tail, truncated, selfCut = h.cut(tail, end)
 	}
 	if h.liveSize.Add(int64(len(tail))) > h.maxLive {
 		h.liveSize.Add(-int64(len(tail)))
@@ -521,7 +554,80 @@ func (l *liveLog) append(c *Chunk, h *Hub) (*AppendResult, error) {
 	l.hash.Write(tail)
 	l.lastWrite = h.now()
 	l.wakeAll()
+	if truncated {
+		// The runner's offsets go on past the truncation line.
+		l.truncated, l.selfCut, l.runnerEnd = true, selfCut, c.End()
+		return &AppendResult{NextOffset: max(l.end, c.End()), Appended: len(tail)}, nil
+	}
 	return &AppendResult{NextOffset: l.end, Appended: len(tail)}, nil
+}
+
+// cut returns what of tail, the new bytes of a chunk from offset end,
+// the log keeps when they go past Config.MaxLogBytes: the bytes up to the
+// limit, then the truncation line; and whether the log is truncated with
+// them. Bytes past the limit that are (the start of) the truncation line
+// come from a runner that cut its log itself (selfCut), and are kept as
+// they are.
+func (h *Hub) cut(tail []byte, end int64) (kept []byte, truncated, selfCut bool) {
+	keep := max(h.maxLog-end, 0)
+	rest := tail[keep:]
+	pos := int(max(end, h.maxLog) - h.maxLog) // where rest starts in the line
+	if pos+len(rest) <= len(h.marker) && bytes.Equal(rest, h.marker[pos:pos+len(rest)]) {
+		done := pos+len(rest) == len(h.marker)
+		return tail, done, done
+	}
+	return append(tail[:keep:keep], h.marker[pos:]...), true, false
+}
+
+// discard takes a chunk of a truncated log: its bytes below the limit
+// must match those the log holds, the rest is counted and dropped.
+func (l *liveLog) discard(c *Chunk, h *Hub) (*AppendResult, error) {
+	if below := min(c.End(), h.maxLog, l.end); c.Offset < below {
+		if at := l.mismatch(c.Offset, c.Data[:below-c.Offset]); at >= 0 {
+			return nil, &ConflictError{Key: l.key, Seq: c.Seq, Offset: at, Reason: "the chunk's bytes differ from those the log holds"}
+		}
+	}
+	l.runnerEnd = max(l.runnerEnd, c.End())
+	l.lastWrite = h.now()
+	return &AppendResult{NextOffset: max(c.End(), l.end)}, nil
+}
+
+// truncation says whether the log was cut and how much output was
+// discarded: what a runner that cut it says (p), or what a runner that
+// did not sent and said past the limit.
+func (l *liveLog) truncation(h *Hub, p *FinishParams) (bool, int64) {
+	switch {
+	case !l.truncated:
+		return false, 0
+	case l.selfCut:
+		if p == nil {
+			return true, 0
+		}
+		return true, p.DroppedBytes
+	}
+	sent := l.runnerEnd
+	if p != nil {
+		sent = max(sent, p.TotalBytes)
+	}
+	return true, max(sent-h.maxLog, 0)
+}
+
+// Truncated reports whether the log of key was cut at Config.MaxLogBytes
+// and how much output was discarded, as far as the Hub knows; false for a
+// log it has no memory of (see Config.RememberFinished).
+func (h *Hub) Truncated(key Key) (dropped int64, truncated bool) {
+	v, ok := h.live.Load(key)
+	if !ok {
+		return 0, false
+	}
+	l := v.(*liveLog)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fin != nil {
+		return l.fin.result.DroppedBytes, l.fin.result.Truncated
+	}
+	t, d := l.truncation(h, nil)
+	return d, t
 }
 
 func (l *liveLog) write(p []byte) {

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -192,13 +193,67 @@ func TestAppendPartialOverlap(t *testing.T) {
 	require.Equal(t, 2, events[len(events)-1].Step)
 }
 
-func TestAppendTooLarge(t *testing.T) {
+// TestAppendTruncates: a runner that sends more than MaxLogBytes (it
+// ignores the limit) gets a log cut at the limit with a visible line, the
+// rest taken, discarded and counted.
+func TestAppendTruncates(t *testing.T) {
 	t.Parallel()
-	b := setup(t, logs.Config{MaxLogBytes: 10})
-	b.append(t, 0, 0, 0, "0123456789")
-	_, err := b.try(0, 1, 10, "x")
-	require.ErrorIs(t, err, logs.ErrLogTooLarge)
-	b.append(t, 0, 1, 5, "56789") // duplicates are still fine
+	b := setup(t, logs.Config{MaxLogBytes: 10 << 10})
+	ctx := context.Background()
+	full := testLog(25 << 10)
+	b.append(t, 0, 0, 0, full[:8<<10])
+	live, err := b.hub.Follow(ctx, b.key, 0)
+	require.NoError(t, err)
+	defer live.Close()
+	res := b.append(t, 1, 1, 8<<10, full[8<<10:12<<10])
+	require.Equal(t, int64(12<<10), res.NextOffset, "the runner goes on from where it is")
+	res = b.append(t, 1, 2, 12<<10, full[12<<10:])
+	require.Equal(t, int64(25<<10), res.NextOffset)
+	b.append(t, 1, 1, 8<<10, full[8<<10:12<<10]) // a repeated chunk is fine
+	_, err = b.try(0, 0, 0, "X"+full[1:8<<10])
+	require.ErrorIs(t, err, cikit.ErrConflict, "bytes below the limit are still checked")
+	marker := cikit.LogTruncatedLine(10 << 10)
+	require.Equal(t, "\n[cikit] log truncated at 10 KiB: the rest of the output is discarded\n", marker)
+	dropped, truncated := b.hub.Truncated(b.key)
+	require.True(t, truncated)
+	require.Equal(t, int64(15<<10), dropped)
+
+	// The live tail shows the line.
+	var tail strings.Builder
+	for !strings.HasSuffix(tail.String(), marker) {
+		ev, err := live.Next(ctx)
+		require.NoError(t, err)
+		tail.Write(ev.Data)
+	}
+	require.Equal(t, full[:10<<10]+marker, tail.String())
+
+	fin := b.finish(t, full)
+	require.False(t, fin.Complete, "the runner's bytes did not all arrive")
+	require.True(t, fin.Truncated)
+	require.Equal(t, int64(15<<10), fin.DroppedBytes)
+	require.Equal(t, int64(10<<10+len(marker)), fin.Bytes)
+	got, _, _ := follow(t, b.hub, b.key, 0)
+	require.Equal(t, full[:10<<10]+marker, got)
+}
+
+// TestAppendRunnerCut: a runner that cut its log itself sends the bytes
+// up to the limit and the truncation line, in chunks split anywhere;
+// the log keeps them as they are and is complete.
+func TestAppendRunnerCut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, logs.Config{MaxLogBytes: 100})
+	log := testLog(100) + cikit.LogTruncatedLine(100)
+	for off := 0; off < len(log); off += 7 {
+		b.append(t, 0, int64(off/7), int64(off), log[off:min(off+7, len(log))])
+	}
+	res, err := b.hub.Finish(context.Background(), b.key, logs.FinishParams{TotalBytes: int64(len(log)), SHA256: digest(log), DroppedBytes: 5000})
+	require.NoError(t, err)
+	require.Equal(t, &logs.FinishResult{Complete: true, Bytes: int64(len(log)), Truncated: true, DroppedBytes: 5000}, res)
+	dropped, truncated := b.hub.Truncated(b.key)
+	require.True(t, truncated)
+	require.Equal(t, int64(5000), dropped)
+	got, _, _ := follow(t, b.hub, b.key, 0)
+	require.Equal(t, log, got)
 }
 
 func TestAppendInvalid(t *testing.T) {
@@ -310,7 +365,7 @@ func writeLogFrom(t *testing.T, b *bundle, log string, from, n, stepLen int) {
 
 func TestSlowFollowerDoesNotBlock(t *testing.T) {
 	t.Parallel()
-	b := setup(t, logs.Config{})
+	b := setup(t, logs.Config{MaxLogBytes: 8 << 20})
 	ctx := context.Background()
 	b.append(t, 0, 0, 0, "x")
 	idle, err := b.hub.Follow(ctx, b.key, 0) // never reads until the end

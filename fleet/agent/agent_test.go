@@ -3,6 +3,7 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -64,7 +65,10 @@ type env struct {
 	calls  []string // job-scoped calls answered, "<call> <status>"
 }
 
-func setup(t *testing.T, ttl time.Duration) *env {
+// option changes the configuration of a test's log hub and server.
+type option func(*logs.Config, *fleet.ServerConfig)
+
+func setup(t *testing.T, ttl time.Duration, opts ...option) *env {
 	t.Helper()
 	e := &env{exec: newFakeExecutor()}
 	e.jobs = dag.NewMemoryStore(dag.MemoryConfig{})
@@ -72,10 +76,16 @@ func setup(t *testing.T, ttl time.Duration) *env {
 	e.store = lease.NewMemoryStore()
 	e.leases, err = lease.NewManager(lease.Config{Store: e.store, Jobs: e.jobs, TTL: ttl})
 	require.NoError(t, err)
-	e.logs, err = logs.NewHub(logs.Config{Sink: &logs.MemorySink{}, Segments: &logs.MemorySegmentStore{}})
+	lc := logs.Config{Sink: &logs.MemorySink{}, Segments: &logs.MemorySegmentStore{}}
+	sc := fleet.ServerConfig{Jobs: e.jobs, Leases: e.leases, RegistrationTokens: []string{regToken},
+		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, HeartbeatInterval: ttl / 4, AuthorizeFollow: logs.AllowAll}
+	for _, o := range opts {
+		o(&lc, &sc)
+	}
+	e.logs, err = logs.NewHub(lc)
 	require.NoError(t, err)
-	e.server, err = fleet.NewServer(fleet.ServerConfig{Jobs: e.jobs, Leases: e.leases, RegistrationTokens: []string{regToken},
-		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, HeartbeatInterval: ttl / 4, Logs: e.logs, AuthorizeFollow: logs.AllowAll})
+	sc.Logs = e.logs
+	e.server, err = fleet.NewServer(sc)
 	require.NoError(t, err)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/heartbeat") && e.failHB.Load() {
@@ -374,4 +384,136 @@ func TestAgentRegister(t *testing.T) {
 	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
 	require.NoError(t, <-done)
 	require.EqualValues(t, 1, registrations.Load())
+}
+
+// TestAgentOversizedSpecFailsAsConfig: a stored spec larger than a runner
+// takes (from a compiler that did not bound specs) fails its job for good
+// at the claim, as a configuration failure: not handed to the runner,
+// whose decode would fail and whose attempts would each end as a lost
+// runner, and not retried, even under a retry policy.
+func TestAgentOversizedSpecFailsAsConfig(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2*time.Second)
+	huge := &cikit.JobSpec{ID: "huge", Steps: []cikit.Step{{Run: strings.Repeat("x", cikit.MaxJobSpecBytes)}}, Retry: &cikit.Retry{Max: 2}}
+	run, err := e.jobs.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: []*cikit.JobSpec{
+		huge, {ID: "build", Steps: []cikit.Step{{Run: "make"}}}}})
+	require.NoError(t, err)
+	require.NoError(t, e.server.DispatchRun(context.Background(), run.ID))
+	e.start(t, time.Second)
+	// The runner goes on to the next job.
+	spec := <-e.exec.started
+	require.Equal(t, "build", spec.ID)
+	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
+	jobs := func() map[string]*dag.Job {
+		list, err := e.jobs.JobList(context.Background(), run.ID)
+		require.NoError(t, err)
+		m := map[string]*dag.Job{}
+		for _, j := range list {
+			m[j.ID()] = j
+		}
+		return m
+	}
+	require.Eventually(t, func() bool {
+		m := jobs()
+		return m["build"].State == cikit.JobSucceeded && m["huge"].State.Terminal()
+	}, 10*time.Second, 5*time.Millisecond)
+	j := jobs()["huge"]
+	require.Equal(t, cikit.JobFailed, j.State)
+	require.Equal(t, 1, j.Attempt, "not retried")
+	require.Contains(t, j.Reason, "more than the 4 MiB a runner takes (cikit.MaxJobSpecBytes)")
+	require.NotContains(t, j.Reason, lease.ReasonRunnerLost)
+	require.Empty(t, e.exec.started, "the runner was never handed the spec")
+}
+
+// chattyExecutor writes n bytes of output in lines, over two steps.
+type chattyExecutor struct{ n int }
+
+func (c chattyExecutor) Run(ctx context.Context, spec *cikit.JobSpec, out io.Writer, step func(int), _ *process.LeaseDeadline) agent.Result {
+	for i := 0; i < c.n; {
+		if i == 0 || i == c.n/2 {
+			step(i / max(c.n/2, 1))
+		}
+		line := fmt.Sprintf("line %d of the output\n", i)
+		_, _ = io.WriteString(out, line)
+		i += len(line)
+	}
+	return agent.Result{State: cikit.JobSucceeded}
+}
+
+// logOf reads the finished log of attempt 1 of job of runID.
+func (e *env) logOf(t *testing.T, runID, job string) (string, *logs.FinishResult) {
+	t.Helper()
+	f, err := e.logs.Follow(context.Background(), logs.Key{RunID: runID, JobID: job, Attempt: 1}, 0)
+	require.NoError(t, err)
+	defer f.Close()
+	var b strings.Builder
+	for {
+		ev, err := f.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			return b.String(), f.Result()
+		}
+		require.NoError(t, err)
+		b.Write(ev.Data)
+	}
+}
+
+func (e *env) startWith(t *testing.T, exec agent.Executor) {
+	t.Helper()
+	a, err := agent.New(agent.Config{Server: e.url, RegistrationToken: regToken, Name: "test", Executor: exec,
+		Wait: time.Second, ChunkInterval: 20 * time.Millisecond, ChunkBytes: 4 << 10})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+}
+
+// TestAgentCutsItsLog: the runner stops sending output at the server's
+// limit and sends the truncation line in its place, so that the server
+// receives no byte past it: the log is complete as sent, says where it
+// was cut, and the totals count what was dropped. The job keeps its
+// result.
+func TestAgentCutsItsLog(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2*time.Second, func(lc *logs.Config, _ *fleet.ServerConfig) { lc.MaxLogBytes = 16 << 10 })
+	e.startWith(t, chattyExecutor{n: 100 << 10})
+	runID := e.newRun(t)
+	waitState(t, e, runID, cikit.JobSucceeded)
+	got, res := e.logOf(t, runID, "build")
+	marker := cikit.LogTruncatedLine(16 << 10)
+	require.True(t, strings.HasSuffix(got, marker), "the log ends with the truncation line")
+	require.Len(t, got, 16<<10+len(marker))
+	require.True(t, strings.HasPrefix(got, "line 0 of the output\n"))
+	require.True(t, res.Complete, "the server got exactly what the runner sent")
+	dropped, truncated := e.logs.Truncated(logs.Key{RunID: runID, JobID: "build", Attempt: 1})
+	require.True(t, truncated)
+	require.Greater(t, dropped, int64(80<<10), "the rest of 100 KiB, as the runner counted it")
+	require.Empty(t, e.job(t, runID).Reason)
+}
+
+// TestAgentFailsATruncatedLog: with FailTruncatedLogs, a job whose log
+// was cut fails, with a reason naming the limit.
+func TestAgentFailsATruncatedLog(t *testing.T) {
+	t.Parallel()
+	e := setup(t, 2*time.Second, func(lc *logs.Config, sc *fleet.ServerConfig) {
+		lc.MaxLogBytes = 16 << 10
+		sc.FailTruncatedLogs = true
+	})
+	e.startWith(t, chattyExecutor{n: 100 << 10})
+	runID := e.newRun(t)
+	waitState(t, e, runID, cikit.JobFailed)
+	require.Contains(t, e.job(t, runID).Reason, "the log was truncated at 16 KiB (")
+	require.Contains(t, e.job(t, runID).Reason, "bytes of output dropped), and this server fails a job whose log is truncated")
+
+	// Under the limit, the job keeps its success.
+	e = setup(t, 2*time.Second, func(lc *logs.Config, sc *fleet.ServerConfig) {
+		lc.MaxLogBytes = 16 << 10
+		sc.FailTruncatedLogs = true
+	})
+	e.startWith(t, chattyExecutor{n: 1 << 10})
+	short := e.newRun(t)
+	waitState(t, e, short, cikit.JobSucceeded)
 }

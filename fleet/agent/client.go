@@ -51,6 +51,8 @@ type job struct {
 	HeartbeatInterval string         `json:"heartbeat_interval"`
 	Deadline          time.Time      `json:"deadline"`
 	Spec              *cikit.JobSpec `json:"spec"`
+	// MaxLogBytes is where the job's log is cut; 0: nowhere.
+	MaxLogBytes int64 `json:"max_log_bytes"`
 }
 
 type heartbeat struct {
@@ -86,6 +88,8 @@ type completion struct {
 type logTotals struct {
 	TotalBytes int64  `json:"total_bytes"`
 	SHA256     string `json:"sha256"`
+	// DroppedBytes is the output discarded after the log was cut.
+	DroppedBytes int64 `json:"dropped_bytes,omitempty"`
 }
 
 // url is the server's URL of path, which is escaped already (job IDs may
@@ -178,9 +182,14 @@ func (c *client) claim(ctx context.Context, runnerToken string, wait time.Durati
 		return nil, err
 	}
 	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	// The server hands out no spec larger than cikit.MaxJobSpecBytes, so
+	// an answer past MaxClaimBytes is not one to decode.
+	b, err := io.ReadAll(io.LimitReader(resp.Body, cikit.MaxClaimBytes+1))
 	if err != nil {
 		return nil, err
+	}
+	if len(b) > cikit.MaxClaimBytes {
+		return nil, fmt.Errorf("the answer to a claim is larger than %s (cikit.MaxClaimBytes)", cikit.FormatBytes(cikit.MaxClaimBytes))
 	}
 	switch resp.StatusCode {
 	case http.StatusNoContent:

@@ -16,6 +16,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/cikit/cikit"
 )
 
 // logStream sends a job's output to the server in chunks: every interval,
@@ -24,6 +26,11 @@ import (
 // again: a chunk the server has not acknowledged, or everything from the
 // offset the server expects after a gap (it restarted, a chunk was lost).
 // Chunks are sent one at a time, in order, and never span two steps.
+//
+// The log is cut where the server said (job.MaxLogBytes): the output up
+// to there, then cikit.LogTruncatedLine, which the server keeps as it is;
+// the rest is neither spooled nor sent, only counted, and the totals say
+// how much was dropped.
 type logStream struct {
 	c        *client
 	j        *job
@@ -40,8 +47,10 @@ type logStream struct {
 	acked   int64 // bytes the server has
 	seq     int64
 	digest  hash.Hash
-	total   int64 // bytes written, lost ones included
+	total   int64 // bytes of the log, lost ones included
 	lost    bool  // output could not be spooled or sent: the log is incomplete
+	cut     bool  // the log reached j.MaxLogBytes and holds the truncation line
+	dropped int64 // output discarded after the cut
 	stale   bool
 	kick    chan struct{}
 	done    chan struct{}
@@ -74,24 +83,35 @@ func newLogStream(ctx context.Context, c *client, j *job, interval time.Duration
 func (s *logStream) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	n := len(p)
+	if limit := s.j.MaxLogBytes; limit > 0 && s.total+int64(n) > limit {
+		if s.cut {
+			s.dropped += int64(n)
+			return n, nil
+		}
+		keep := limit - s.total
+		s.dropped += int64(n) - keep
+		p = append(p[:keep:keep], cikit.LogTruncatedLine(limit)...)
+		s.cut = true
+	}
 	s.total += int64(len(p))
 	s.digest.Write(p)
 	if s.spool == nil || s.lost {
-		return len(p), nil
+		return n, nil
 	}
 	if _, err := s.spool.WriteAt(p, s.written); err != nil {
 		s.log.Error("agent: spooling the job's output failed; the log will be incomplete", "error", err)
 		s.lost = true
-		return len(p), nil
+		return n, nil
 	}
 	s.written += int64(len(p))
-	if s.written-s.acked >= int64(s.size) {
+	if s.written-s.acked >= int64(s.size) || s.cut {
 		select {
 		case s.kick <- struct{}{}:
 		default:
 		}
 	}
-	return len(p), nil
+	return n, nil
 }
 
 // setStep tags the output written from now on with step.
@@ -258,7 +278,7 @@ func (s *logStream) close(ctx context.Context) *logTotals {
 	s.flush(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return &logTotals{TotalBytes: s.total, SHA256: hex.EncodeToString(s.digest.Sum(nil))}
+	return &logTotals{TotalBytes: s.total, SHA256: hex.EncodeToString(s.digest.Sum(nil)), DroppedBytes: s.dropped}
 }
 
 // resend sends the whole log again from its start, after close.

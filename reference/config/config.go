@@ -64,6 +64,7 @@ type Config struct {
 	VCS      VCS      `yaml:"vcs"`
 	Webhooks Webhooks `yaml:"webhooks"`
 	Runners  Runners  `yaml:"runners"`
+	Limits   Limits   `yaml:"limits"`
 	Log      Log      `yaml:"log"`
 }
 
@@ -275,6 +276,23 @@ func defaultJobLimits() JobLimits {
 		AddressSpaceMiB: int(d.Memory / mib), FileSizeMiB: int(d.FileSize / mib), TmpMiB: int(d.Tmp / mib)}
 }
 
+// Limits bound what one push may cost. Zero is each limit's default, the
+// constant the usage text names.
+type Limits struct {
+	// PipelineFileBytes bounds a pipeline file and each file it includes
+	// (compiler.Options.MaxFileBytes).
+	PipelineFileBytes int `yaml:"pipeline-file-bytes" usage:"the largest pipeline file, and included file, in bytes (0: compiler.DefaultMaxFileBytes, 1 MiB)"`
+	// JobsPerRun bounds a run's jobs, matrix variants counted
+	// (compiler.Options.MaxJobs).
+	JobsPerRun int `yaml:"jobs-per-run" usage:"the most jobs of one run, matrix variants counted (0: compiler.DefaultMaxJobs, 1000)"`
+	// LogBytes bounds a job's log (logs.Config.MaxLogBytes): past it the
+	// log says it was truncated and the rest is discarded.
+	LogBytes int64 `yaml:"log-bytes" usage:"the largest log of a job in bytes; the rest is discarded, with a marker (0: cikit.DefaultMaxLogBytes, 4 MiB)"`
+	// FailTruncatedLogs fails a job whose log was truncated, with a
+	// reason naming the limit, instead of keeping its result.
+	FailTruncatedLogs bool `yaml:"fail-truncated-logs" usage:"fail a job whose log went past limits.log-bytes"`
+}
+
 // Log configures the process's structured log.
 type Log struct {
 	Level  string `yaml:"level" usage:"debug, info, warn or error"`
@@ -480,6 +498,15 @@ func (c *Config) Validate() error {
 	}
 	if c.Runners.TenantLimit < 0 {
 		bad("runners.tenant-limit: must not be negative")
+	}
+	if c.Limits.PipelineFileBytes < 0 {
+		bad("limits.pipeline-file-bytes: must not be negative")
+	}
+	if c.Limits.JobsPerRun < 0 {
+		bad("limits.jobs-per-run: must not be negative")
+	}
+	if c.Limits.LogBytes < 0 {
+		bad("limits.log-bytes: must not be negative")
 	}
 	if c.Kafka.Group == "" {
 		bad("kafka.group: must not be empty")

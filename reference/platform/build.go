@@ -210,7 +210,8 @@ func (p *Platform) buildStores(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	p.hub, err = logs.NewHub(logs.Config{Sink: sink, Segments: segments, Now: p.now, Logger: p.log.With("component", "logs")})
+	p.hub, err = logs.NewHub(logs.Config{Sink: sink, Segments: segments, MaxLogBytes: p.cfg.Limits.LogBytes,
+		Now: p.now, Logger: p.log.With("component", "logs")})
 	return err
 }
 
@@ -310,7 +311,8 @@ func (p *Platform) buildIngest(context.Context) error {
 	if err != nil {
 		return err
 	}
-	ic := ingest.IngesterConfig{Runs: &createdRuns{RunStore: p.runs, p: p}, VCS: p.provider, Logger: p.log.With("component", "ingest")}
+	ic := ingest.IngesterConfig{Runs: &createdRuns{RunStore: p.runs, p: p}, VCS: p.provider, Logger: p.log.With("component", "ingest"),
+		MaxJobs: p.cfg.Limits.JobsPerRun, MaxFileBytes: p.cfg.Limits.PipelineFileBytes}
 	if p.reporter != nil {
 		ic.Statuses = p.reporter
 	}

@@ -24,7 +24,7 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 		keys[i] = []byte(k)
 	}
 	sc := fleet.ServerConfig{
-		Jobs: p.jobs, Leases: p.leases, Logs: p.hub,
+		Jobs: p.jobs, Leases: p.leases, Logs: p.hub, FailTruncatedLogs: p.cfg.Limits.FailTruncatedLogs,
 		RegistrationTokens: p.cfg.Runners.RegistrationTokens, SigningKeys: keys,
 		HeartbeatInterval: p.cfg.Runners.LeaseTTL / 3,
 		// The reference platform has no user accounts: whoever reaches

@@ -162,6 +162,13 @@ func call[T any](ctx context.Context, p *Provider, repo, what string, fn func(c 
 }
 
 func (p *Provider) ReadFile(ctx context.Context, repo, sha, path string) ([]byte, error) {
+	return p.ReadFileMax(ctx, repo, sha, path, -1)
+}
+
+// ReadFileMax is ReadFile of a file of at most max bytes (vcs.MaxReader):
+// a larger one is refused from the size the contents API tells, before
+// its blob is downloaded. A negative max is no bound.
+func (p *Provider) ReadFileMax(ctx context.Context, repo, sha, path string, max int64) ([]byte, error) {
 	return call(ctx, p, repo, fmt.Sprintf("file %s at %s", path, sha), func(c *gh.Client, owner, name string) ([]byte, error) {
 		file, _, _, err := c.Repositories.GetContents(ctx, owner, name, path, &gh.RepositoryContentGetOptions{Ref: sha})
 		if err != nil {
@@ -169,6 +176,9 @@ func (p *Provider) ReadFile(ctx context.Context, repo, sha, path string) ([]byte
 		}
 		if file == nil || file.GetType() != "file" {
 			return nil, notFound("not a file")
+		}
+		if size := int64(file.GetSize()); max >= 0 && size > max {
+			return nil, &vcs.FileTooLargeError{Path: path, Size: size, Max: max}
 		}
 		if file.GetEncoding() == "none" {
 			// Over 1 MB the contents API leaves the content out; the

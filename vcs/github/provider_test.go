@@ -73,6 +73,28 @@ func TestReadFileLarge(t *testing.T) {
 	require.ErrorIs(t, err, vcs.ErrNotFound, "the root is a directory, not a file")
 }
 
+// TestReadFileMax: a file over the bound is refused from the size the
+// contents API gives, without downloading its blob.
+func TestReadFileMax(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	big := strings.Repeat("0123456789abcdef", 1<<16+1) // 1 MiB + 16 bytes
+	sha := b.repo(t, "acme/api", map[string]string{"big.bin": big})
+	p := b.pat(t)
+
+	before := b.srv.Stats().Requests
+	_, err := vcs.ReadFileMax(ctx, p, "acme/api", sha, "big.bin", 1<<20)
+	tl, ok := errors.AsType[*vcs.FileTooLargeError](err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, int64(len(big)), tl.Size)
+	require.Equal(t, 1, b.srv.Stats().Requests-before, "the contents only, not the blob")
+
+	data, err := vcs.ReadFileMax(ctx, p, "acme/api", sha, "big.bin", 2<<20)
+	require.NoError(t, err)
+	require.Len(t, data, len(big))
+}
+
 func TestResolveRefAnnotatedTag(t *testing.T) {
 	t.Parallel()
 	b := setup(t)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -122,6 +123,7 @@ func (p *Provider) run(ctx context.Context, dir string, stdin []byte, args ...st
 // object is what `git cat-file --batch-check` says of an object name.
 type object struct {
 	oid, typ string
+	size     int64
 }
 
 // lookup asks git for the objects names name, one each; a missing one
@@ -133,7 +135,7 @@ func (p *Provider) lookup(ctx context.Context, dir string, names ...string) ([]o
 		in.WriteString(n)
 		in.WriteByte('\n')
 	}
-	out, err := p.run(ctx, dir, in.Bytes(), "cat-file", "--batch-check=%(objectname) %(objecttype)")
+	out, err := p.run(ctx, dir, in.Bytes(), "cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)")
 	if err != nil {
 		return nil, err
 	}
@@ -143,9 +145,14 @@ func (p *Provider) lookup(ctx context.Context, dir string, names ...string) ([]o
 	}
 	objs := make([]object, len(names))
 	for i, line := range lines {
-		oid, typ, _ := strings.Cut(line, " ")
+		oid, rest, _ := strings.Cut(line, " ")
+		typ, size, _ := strings.Cut(rest, " ")
 		if isSHA(oid) {
-			objs[i] = object{oid: oid, typ: typ}
+			n, err := strconv.ParseInt(size, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("local: git cat-file answered %q", line)
+			}
+			objs[i] = object{oid: oid, typ: typ, size: n}
 		}
 	}
 	return objs, nil
@@ -176,6 +183,13 @@ func (p *Provider) commit(ctx context.Context, repo, sha string) (string, error)
 
 // ReadFile returns a file of repo at commit sha, a full SHA.
 func (p *Provider) ReadFile(ctx context.Context, repo, sha, path string) ([]byte, error) {
+	return p.ReadFileMax(ctx, repo, sha, path, -1)
+}
+
+// ReadFileMax is ReadFile of a file of at most max bytes (vcs.MaxReader);
+// a larger one is refused from its size in the object store, unread.
+// A negative max is no bound.
+func (p *Provider) ReadFileMax(ctx context.Context, repo, sha, path string, max int64) ([]byte, error) {
 	if err := checkPath(path); err != nil {
 		return nil, err
 	}
@@ -189,6 +203,9 @@ func (p *Provider) ReadFile(ctx context.Context, repo, sha, path string) ([]byte
 	}
 	if objs[0].typ != "blob" {
 		return nil, fmt.Errorf("local: %s at %s of %s: %w", path, sha, repo, vcs.ErrNotFound)
+	}
+	if max >= 0 && objs[0].size > max {
+		return nil, &vcs.FileTooLargeError{Path: path, Size: objs[0].size, Max: max}
 	}
 	return p.run(ctx, dir, nil, "cat-file", "blob", objs[0].oid)
 }

@@ -2,6 +2,7 @@ package local_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -125,4 +126,36 @@ func (f *fixture) ClosePullRequest(t *testing.T, repo string, number int) {
 
 func (f *fixture) Statuses(t *testing.T, repo, sha string) []vcs.Status {
 	return f.p.Statuses(repo, sha)
+}
+
+// TestReadFileMax: a file larger than the bound is refused from its size
+// in the object store; one within it is read.
+func TestReadFileMax(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.CreateRepo(t, "acme/api", "main")
+	sha := f.Commit(t, "acme/api", "main", map[string]string{".cikit.yml": "0123456789", "empty": ""})
+	var p vcs.Provider = f.p
+	_, err := vcs.ReadFileMax(context.Background(), p, "acme/api", sha, ".cikit.yml", 9)
+	tl, ok := errors.AsType[*vcs.FileTooLargeError](err)
+	require.True(t, ok, "%v", err)
+	require.Equal(t, &vcs.FileTooLargeError{Path: ".cikit.yml", Size: 10, Max: 9}, tl)
+	data, err := vcs.ReadFileMax(context.Background(), p, "acme/api", sha, ".cikit.yml", 10)
+	require.NoError(t, err)
+	require.Equal(t, "0123456789", string(data))
+	data, err = vcs.ReadFileMax(context.Background(), p, "acme/api", sha, "empty", 0)
+	require.NoError(t, err)
+	require.Empty(t, data)
+	_, err = vcs.ReadFileMax(context.Background(), p, "acme/api", sha, "missing", 10)
+	require.ErrorIs(t, err, vcs.ErrNotFound)
+
+	// Through the cache, the same answers.
+	c := vcs.Cached(p, 10)
+	_, err = vcs.ReadFileMax(context.Background(), c, "acme/api", sha, ".cikit.yml", 9)
+	require.ErrorAs(t, err, &tl)
+	data, err = vcs.ReadFileMax(context.Background(), c, "acme/api", sha, ".cikit.yml", 10)
+	require.NoError(t, err)
+	require.Equal(t, "0123456789", string(data))
+	_, err = vcs.ReadFileMax(context.Background(), c, "acme/api", sha, ".cikit.yml", 9)
+	require.ErrorAs(t, err, &tl, "a cached answer is checked against the bound")
 }
