@@ -85,7 +85,7 @@ func (m *ManualTrigger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, key, `"ref" is required`)
 		return
 	}
-	ev := &Event{Provider: Manual, DeliveryID: key, HookID: "api", Kind: KindDispatch, Org: org, Repo: repo,
+	ev := &Event{Provider: Manual, DeliveryID: key, HookID: manualHookID(org, repo), Kind: KindDispatch, Org: org, Repo: repo,
 		RefType: RefBranch, RefName: strings.TrimPrefix(req.Ref, "refs/heads/"), SHA: req.SHA, Variables: req.Variables}
 	if name, ok := strings.CutPrefix(req.Ref, "refs/tags/"); ok {
 		ev.RefType, ev.RefName = RefTag, name
@@ -120,6 +120,12 @@ func (m *ManualTrigger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, status, &ManualResponse{DeliveryID: d.DeliveryID, SHA: ev.SHA, RunIDs: d.RunIDs, Dropped: d.Dropped})
 }
+
+// manualHookID is the Event.HookID of a ManualTrigger's events for the
+// repository org/repo: "api:org/repo". The delivery record is keyed by
+// provider, hook and delivery id, so an Idempotency-Key is scoped to its
+// repository: the same key sent for two repositories starts two runs.
+func manualHookID(org, repo string) string { return "api:" + org + "/" + repo }
 
 func writeError(w http.ResponseWriter, status int, delivery, msg string) {
 	if status == http.StatusServiceUnavailable {
