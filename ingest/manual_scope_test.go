@@ -105,3 +105,51 @@ func TestManualScopeMigration(t *testing.T) {
 	status, out = trigger(t, srv, "/repos/acme/api/pipelines", "k1", `{"ref": "main"}`)
 	require.Equal(t, http.StatusCreated, status, "another repository's key: %v", out)
 }
+
+// TestManualTriggerBadInput: input that could never be taken in is a
+// 400 naming the field, on both stores, before the VCS or the store is
+// asked: a ref git would refuse (the provider answered such a ref 503
+// "retry later"), a SHA that is not one, a key, a variable or a
+// repository no store can hold, a query. (Before, each of them got
+// another answer: 503, 404 or 201.)
+func TestManualTriggerBadInput(t *testing.T) {
+	t.Parallel()
+	for _, s := range manualStores {
+		t.Run(s.name, func(t *testing.T) {
+			t.Parallel()
+			runs, _ := s.new(t)
+			srv := manualServerOn(t, runs)
+			for _, c := range []struct {
+				path, key, body, field, msg string
+			}{
+				{"/repos/acme/api/pipelines", "k", `{"ref": "../../etc"}`, "ref", `it contains ".."`},
+				{"/repos/acme/api/pipelines", "k", `{"ref": "refs/heads/../../etc"}`, "ref", `it contains ".."`},
+				{"/repos/acme/api/pipelines", "k", `{"ref": "main~1"}`, "ref", "not a valid branch or tag name"},
+				{"/repos/acme/api/pipelines", "k", `{"ref": "-main"}`, "ref", "begins with a dash"},
+				{"/repos/acme/api/pipelines", "k", `{"ref": "ma\u0000in"}`, "ref", "control character"},
+				{"/repos/acme/api/pipelines", "k", `{"ref": "refs/heads/"}`, "ref", "no ref"},
+				{"/repos/acme/api/pipelines", "k", `{"ref": "refs/notes/x"}`, "ref", "neither a branch"},
+				{"/repos/acme/api/pipelines", "k", `{}`, "ref", `"ref" is required`},
+				{"/repos/acme/api/pipelines", "k", `{"ref": 1}`, "ref", "malformed request"},
+				{"/repos/acme/api/pipelines", "k", `{"ref": "main", "branch": "x"}`, "branch", "unknown field"},
+				{"/repos/acme/api/pipelines", "k", `{"ref": "main", "sha": "c9; rm -rf /"}`, "sha", "not 40 or 64 lowercase hex digits"},
+				{"/repos/acme/api/pipelines", "k", `{"ref": "main", "variables": {"A=B": "x"}}`, "variables.A=B", "variable name"},
+				{"/repos/acme/api/pipelines", "k", `{"ref": "main", "variables": {"target": "a\u0000b"}}`, "variables.target", "NUL"},
+				{"/repos/acme/api/pipelines", "", `{"ref": "main"}`, "Idempotency-Key", "is required"},
+				{"/repos/acme/api/pipelines", "k\xff", `{"ref": "main"}`, "Idempotency-Key", "printable ASCII"},
+				{"/repos/acme/api/pipelines", "two words", `{"ref": "main"}`, "Idempotency-Key", "printable ASCII"},
+				{"/repos/ac%00me/api/pipelines", "k", `{"ref": "main"}`, "org", "is not a path of letters"},
+				{"/repos/..%2F../api/pipelines", "k", `{"ref": "main"}`, "org", "is not a path of letters"},
+				{"/repos/acme/a%2Fb/pipelines", "k", `{"ref": "main"}`, "repo", "contains a slash"},
+				{"/repos/acme/api%FF/pipelines", "k", `{"ref": "main"}`, "repo", "is not a path of letters"},
+				{"/repos/acme/api/pipelines?ref=main", "k", `{"ref": "main"}`, "", "no query parameters"},
+			} {
+				status, out := trigger(t, srv, c.path, c.key, c.body)
+				require.Equal(t, http.StatusBadRequest, status, "%s %q: %v", c.path, c.body, out)
+				field, _ := out["field"].(string)
+				require.Equal(t, c.field, field, "%s %q: %v", c.path, c.body, out)
+				require.Contains(t, out["error"], c.msg, "%s %q", c.path, c.body)
+			}
+		})
+	}
+}

@@ -319,7 +319,9 @@ func verifyFailure(err error) string {
 
 // webhookAnswer is the JSON body of every answer.
 type webhookAnswer struct {
-	Error      string `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Field names the input at fault, in a ManualTrigger's errors.
+	Field      string `json:"field,omitempty"`
 	Ignored    string `json:"ignored,omitempty"`
 	DeliveryID string `json:"delivery_id,omitempty"`
 	// Duplicate is set on the answer to a redelivery of an event
