@@ -909,6 +909,13 @@ func scanRun(runID string, row pgx.Row) (*Run, error) {
 	return run, nil
 }
 
+// invalidInput are the SQLSTATEs of input PostgreSQL refuses as such.
+var invalidInput = map[string]bool{
+	"22021": true, // character_not_in_repertoire: invalid UTF-8, a NUL byte in text
+	"22P02": true, // invalid_text_representation
+	"22P05": true, // untranslatable_character: \u0000 in jsonb
+}
+
 // interpretError turns PostgreSQL's errors into the package's sentinels.
 func interpretError(err error) error {
 	var pgErr *pgconn.PgError
@@ -919,6 +926,11 @@ func interpretError(err error) error {
 		return cikit.ErrNotFound
 	case errors.As(err, &pgErr) && pgErr.Code == "23505": // unique_violation
 		return fmt.Errorf("%w: %s", cikit.ErrConflict, pgErr.Message)
+	case errors.As(err, &pgErr) && invalidInput[pgErr.Code]:
+		// The caller's input, which no retry cures: a string PostgreSQL
+		// cannot hold (a NUL byte, invalid UTF-8) or cannot read as its
+		// column's type.
+		return fmt.Errorf("dag: %w: %s", ErrInvalidParams, pgErr.Message)
 	}
 	return err
 }

@@ -157,3 +157,28 @@ func advanceAll(t *testing.T, s dag.Store, runID string) *dag.Run {
 	require.NoError(t, err)
 	return run
 }
+
+// TestPostgresStoreRefusesInvalidText: IDs PostgreSQL's text cannot hold
+// (a NUL byte, invalid UTF-8) are the caller's mistake, matching
+// ErrInvalidParams, not a failure of the store to retry. (Before, they
+// came back as PostgreSQL's raw error, which callers answered 503.)
+func TestPostgresStoreRefusesInvalidText(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newPostgresStore(t, nil, nil)
+	run, err := s.RunCreate(ctx, &dag.RunCreateParams{Pipeline: "p", Jobs: []*cikit.JobSpec{{ID: "build"}}})
+	require.NoError(t, err)
+	for _, id := range []string{"\x00", "run\xff"} {
+		_, err := s.RunGet(ctx, id)
+		require.ErrorIs(t, err, dag.ErrInvalidParams, "RunGet %q", id)
+		_, err = s.JobList(ctx, id)
+		require.ErrorIs(t, err, dag.ErrInvalidParams, "JobList %q", id)
+		_, err = s.RunCancel(ctx, id)
+		require.ErrorIs(t, err, dag.ErrInvalidParams, "RunCancel %q", id)
+		_, err = s.JobGet(ctx, id, "build")
+		require.ErrorIs(t, err, dag.ErrInvalidParams, "JobGet %q", id)
+		// A job is looked up in its run's graph, which has none such.
+		_, err = s.JobAttempts(ctx, run.ID, id)
+		require.ErrorIs(t, err, cikit.ErrNotFound, "JobAttempts %q", id)
+	}
+}

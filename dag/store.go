@@ -21,7 +21,11 @@ import (
 // together, and the run's state is recomputed with RunStatus in the same
 // write.
 //
-// Unknown runs and jobs return errors matching cikit.ErrNotFound.
+// Unknown runs and jobs return errors matching cikit.ErrNotFound. Input a
+// store cannot hold, such as a string with a NUL byte or invalid UTF-8 for
+// PostgreSQL's text, returns an error matching ErrInvalidParams (or
+// cikit.ErrNotFound, from a store that can hold it), never a failure to
+// retry.
 // Implementations are safe for concurrent use. Results are copies: callers
 // may keep and modify them.
 type Store interface {

@@ -15,7 +15,8 @@
 // a branch deletion, a closed pull request) are answered 200 with the
 // reason, and are not published. The only state it keeps is a bounded
 // memory of what it published, so that a verified redelivery is answered
-// 202 without being published twice; the consumer's deduplication is the
+// 202 without being published twice, and a delivery id seen with another
+// body is refused 409 and logged; the consumer's deduplication is the
 // guarantee, the memory spares it the work.
 //
 // # Verification

@@ -51,7 +51,9 @@ type Event struct {
 	DeliveryID string `json:"delivery_id"`
 	// HookID scopes DeliveryID: the webhook configuration that sent it
 	// (GitHub's X-GitHub-Hook-ID), or for GitLab, which sends no stable
-	// id of its webhooks, the payload's object kind.
+	// id of its webhooks, the payload's object kind; for a
+	// ManualTrigger, "api:" and the repository, which scopes its
+	// Idempotency-Key to the repository.
 	HookID string `json:"hook_id,omitempty"`
 	Kind   Kind   `json:"kind"`
 	// Org and Repo name the repository: "acme" and "api" for acme/api.

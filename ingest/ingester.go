@@ -136,7 +136,9 @@ func sleep(ctx context.Context, d time.Duration) error {
 
 // Ingest creates the runs of ev, once however often it is delivered, and
 // returns the delivery's record; created is false when the delivery (or
-// its semantic key) was taken in before. An error from a malformed event
+// its semantic key) was taken in before. A delivery whose key was taken
+// in with another body (Delivery.RawDigest) is not a redelivery: it is
+// dropped all the same, and logged as a warning with both digests. An error from a malformed event
 // matches ErrMalformed; any other is transient (the VCS or the store
 // failed): the caller delivers ev again later. An event without a SHA (a
 // tag created, a dispatch) is given its ref's current commit.
@@ -152,6 +154,7 @@ func (in *Ingester) Ingest(ctx context.Context, ev *Event) (*Delivery, bool, err
 		}
 	}
 	if d := in.seen.get(ev); d != nil {
+		in.logConflict(ctx, ev, d)
 		return d, false, nil
 	}
 	first := false
@@ -165,7 +168,28 @@ func (in *Ingester) Ingest(ctx context.Context, ev *Event) (*Delivery, bool, err
 		return nil, false, err
 	}
 	r := v.(created)
-	return r.d.clone(), r.created && first, nil
+	made := r.created && first
+	if !made {
+		in.logConflict(ctx, ev, r.d)
+	}
+	return r.d.clone(), made, nil
+}
+
+// logConflict logs a delivery dropped because its key (provider, hook,
+// delivery id) was taken in before, when the record's body differs: not
+// a redelivery but a forgery or a sender's bug, which the Receiver could
+// not refuse (it went to another server, or came after a restart).
+func (in *Ingester) logConflict(ctx context.Context, ev *Event, d *Delivery) {
+	if d.Provider != ev.Provider || d.HookID != ev.HookID || d.DeliveryID != ev.DeliveryID {
+		return // found by its semantic key: another delivery id
+	}
+	digest := ev.RawDigest()
+	if d.RawDigest == "" || digest == "" || d.RawDigest == digest {
+		return
+	}
+	in.log.WarnContext(ctx, "conflicting redelivery dropped: its delivery id was taken in with another body",
+		"delivery", ev.DeliveryID, "provider", ev.Provider, "hook_id", ev.HookID, "key", ev.Key(),
+		"digest_recorded", d.RawDigest, "digest", digest, "runs", d.RunIDs)
 }
 
 // ingest is Ingest of a delivery not in the cache, once at a time per

@@ -4,9 +4,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strconv"
 	"strings"
 
+	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/internal/httpguard"
 	"github.com/cikit/cikit/vcs"
 )
@@ -48,7 +52,11 @@ type ManualResponse struct {
 // Answers: 201 with a ManualResponse for new runs, 200 for a retried
 // request, 400 for a malformed one or a missing Idempotency-Key, 404 for
 // an unknown ref, 422 when no pipeline runs for the ref (the response
-// says why), 503 when the VCS or the store failed (retry later).
+// says why), 503 when the VCS or the store failed (retry later). Errors
+// are {"error", "field", "delivery_id"}, field naming the input at fault
+// ("ref", "sha", "variables.NAME", "Idempotency-Key", the path's "org"
+// or "repo") when there is one; input that could never be taken in is
+// 400, never 503.
 type ManualTrigger struct {
 	in  *Ingester
 	vcs vcs.Provider
@@ -70,9 +78,22 @@ func (m *ManualTrigger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "", "mount the trigger at "+ManualPattern)
 		return
 	}
+	if field, err := checkManualPath(org, repo); err != nil {
+		writeFieldError(w, http.StatusBadRequest, "", field, err.Error())
+		return
+	}
+	if r.URL.RawQuery != "" {
+		writeFieldError(w, http.StatusBadRequest, "", "", "the trigger takes no query parameters; the request is its JSON body")
+		return
+	}
 	key := r.Header.Get("Idempotency-Key")
-	if key == "" {
-		writeError(w, http.StatusBadRequest, "", "the Idempotency-Key header is required")
+	switch {
+	case key == "":
+		writeFieldError(w, http.StatusBadRequest, "", "Idempotency-Key", "the Idempotency-Key header is required")
+		return
+	case !validDeliveryID(key):
+		writeFieldError(w, http.StatusBadRequest, "", "Idempotency-Key",
+			fmt.Sprintf("the Idempotency-Key header is not 1 to %d printable ASCII characters", maxDeliveryIDLen))
 		return
 	}
 	var req ManualRequest
@@ -88,17 +109,14 @@ func (m *ManualTrigger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeJSON(w, status, webhookAnswer{Error: err.Error(), DeliveryID: key})
 			return
 		}
-		writeError(w, http.StatusBadRequest, key, "malformed request: "+err.Error())
+		writeFieldError(w, http.StatusBadRequest, key, decodeField(err), "malformed request: "+err.Error())
 		return
 	}
-	if req.Ref == "" {
-		writeError(w, http.StatusBadRequest, key, `"ref" is required`)
+	ev := &Event{Provider: Manual, DeliveryID: key, HookID: manualHookID(org, repo), Kind: KindDispatch, Org: org, Repo: repo,
+		SHA: req.SHA, Variables: req.Variables}
+	if field, err := req.check(ev); err != nil {
+		writeFieldError(w, http.StatusBadRequest, key, field, err.Error())
 		return
-	}
-	ev := &Event{Provider: Manual, DeliveryID: key, HookID: "api", Kind: KindDispatch, Org: org, Repo: repo,
-		RefType: RefBranch, RefName: strings.TrimPrefix(req.Ref, "refs/heads/"), SHA: req.SHA, Variables: req.Variables}
-	if name, ok := strings.CutPrefix(req.Ref, "refs/tags/"); ok {
-		ev.RefType, ev.RefName = RefTag, name
 	}
 	if ev.SHA == "" {
 		sha, err := m.vcs.ResolveRef(r.Context(), org+"/"+repo, req.Ref)
@@ -114,7 +132,7 @@ func (m *ManualTrigger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	d, created, err := m.in.Ingest(r.Context(), ev)
 	switch {
-	case errors.Is(err, ErrMalformed):
+	case errors.Is(err, ErrMalformed), errors.Is(err, dag.ErrInvalidParams):
 		writeError(w, http.StatusBadRequest, key, err.Error())
 		return
 	case err != nil:
@@ -131,9 +149,95 @@ func (m *ManualTrigger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, status, &ManualResponse{DeliveryID: d.DeliveryID, SHA: ev.SHA, RunIDs: d.RunIDs, Dropped: d.Dropped})
 }
 
+// checkManualPath checks the repository of a trigger's path, and returns
+// the path parameter at fault.
+func checkManualPath(org, repo string) (field string, err error) {
+	// The name alone first, under a namespace that passes, to tell which
+	// is at fault.
+	if err := checkRepoPath("org", repo); err != nil {
+		return "repo", err
+	}
+	if err := checkRepoPath(org, repo); err != nil {
+		return "org", err
+	}
+	return "", nil
+}
+
+// check validates the request and sets ev's ref from it; it returns the
+// field at fault. A ref is a branch or tag name git accepts (refs/heads/
+// and refs/tags/ name which), a SHA 40 or 64 lowercase hex digits, and a
+// variable's name letters, digits, '_' and '-', its value without NUL
+// bytes: nothing that could not be a ref, a commit or an environment
+// variable reaches the VCS or the store.
+func (req *ManualRequest) check(ev *Event) (field string, err error) {
+	if req.Ref == "" {
+		return "ref", errors.New(`"ref" is required`)
+	}
+	ev.RefType, ev.RefName = RefBranch, req.Ref
+	if strings.HasPrefix(req.Ref, "refs/") {
+		t, name, err := splitRef(req.Ref)
+		if err != nil {
+			return "ref", err
+		}
+		if t == "" {
+			return "ref", fmt.Errorf("ref %q is neither a branch (refs/heads/…) nor a tag (refs/tags/…)", req.Ref)
+		}
+		ev.RefType, ev.RefName = t, name
+	}
+	if err := checkRefName("ref", ev.RefName); err != nil {
+		return "ref", err
+	}
+	if req.SHA != "" && !validSHA(req.SHA) {
+		return "sha", fmt.Errorf("sha %q is not 40 or 64 lowercase hex digits", req.SHA)
+	}
+	for _, name := range slices.Sorted(maps.Keys(req.Variables)) {
+		if !validVariableName(name) {
+			return "variables." + name, fmt.Errorf("variable name %q is not 1 to %d letters, digits, '_' and '-'", name, maxDeliveryIDLen)
+		}
+		if strings.ContainsRune(req.Variables[name], 0) {
+			return "variables." + name, fmt.Errorf("the value of variable %q has a NUL byte", name)
+		}
+	}
+	return "", nil
+}
+
+// validVariableName reports whether a variable's name is one a GitHub
+// input or a GitLab variable can have.
+func validVariableName(name string) bool {
+	return name != "" && len(name) <= maxDeliveryIDLen && !strings.ContainsFunc(name, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9' || r == '_' || r == '-')
+	})
+}
+
+// decodeField names the member of a request body a decoding error is
+// about, or "".
+func decodeField(err error) string {
+	if typeErr, ok := errors.AsType[*json.UnmarshalTypeError](err); ok {
+		return typeErr.Field
+	}
+	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
+		if s, err := strconv.Unquote(name); err == nil {
+			return s
+		}
+	}
+	return ""
+}
+
+// manualHookID is the Event.HookID of a ManualTrigger's events for the
+// repository org/repo: "api:org/repo". The delivery record is keyed by
+// provider, hook and delivery id, so an Idempotency-Key is scoped to its
+// repository: the same key sent for two repositories starts two runs.
+func manualHookID(org, repo string) string { return "api:" + org + "/" + repo }
+
 func writeError(w http.ResponseWriter, status int, delivery, msg string) {
+	writeFieldError(w, status, delivery, "", msg)
+}
+
+// writeFieldError answers an error caused by the input named field, as
+// the API's errors do.
+func writeFieldError(w http.ResponseWriter, status int, delivery, field, msg string) {
 	if status == http.StatusServiceUnavailable {
 		w.Header().Set("Retry-After", retryAfterSeconds)
 	}
-	writeJSON(w, status, webhookAnswer{Error: msg, DeliveryID: delivery})
+	writeJSON(w, status, webhookAnswer{Error: msg, Field: field, DeliveryID: delivery})
 }

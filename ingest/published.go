@@ -3,8 +3,7 @@ package ingest
 import (
 	"context"
 	"crypto/sha256"
-	"hash"
-	"net/http"
+	"encoding/hex"
 	"sync"
 )
 
@@ -12,41 +11,32 @@ import (
 // unless configured otherwise.
 const DefaultRemember = 65536
 
-// deliveryDigest identifies a verified delivery by everything its Event is
-// made of: the provider, the delivery id, the headers normalization reads
-// and the body. Two deliveries with one digest are one event.
-type deliveryDigest [sha256.Size]byte
+// RawDigest identifies the body of ev's delivery: "sha256:" and the hex
+// SHA-256 of ev.Raw, or "" for an event without a body (a manual
+// trigger's). A redelivery has the digest of the first delivery; the
+// same delivery id with another digest is a conflicting redelivery (see
+// Receiver and Delivery.RawDigest).
+func (ev *Event) RawDigest() string { return rawDigest(ev.Raw) }
 
-// digestDelivery computes the digest of a verified delivery.
-func digestDelivery(provider Provider, id string, h http.Header, keyHeaders []string, body []byte) deliveryDigest {
-	d := sha256.New()
-	field := func(w hash.Hash, s string) {
-		// Length-prefixed, so that no two different field lists hash the
-		// same bytes.
-		n := len(s)
-		_, _ = w.Write([]byte{byte(n >> 24), byte(n >> 16), byte(n >> 8), byte(n)})
-		_, _ = w.Write([]byte(s))
+func rawDigest(body []byte) string {
+	if len(body) == 0 {
+		return ""
 	}
-	field(d, string(provider))
-	field(d, id)
-	for _, k := range keyHeaders {
-		field(d, h.Get(k))
-	}
-	_, _ = d.Write(body)
-	var out deliveryDigest
-	d.Sum(out[:0])
-	return out
+	sum := sha256.Sum256(body)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
-// publishedSet remembers the digests of the last max deliveries a
-// Receiver published, the oldest forgotten first, and the publications in
-// flight, so that copies arriving together wait for one publication
-// instead of each making its own. Nil remembers nothing.
+// publishedSet remembers the last max deliveries a Receiver published,
+// by their delivery key (provider, hook and delivery id, as the delivery
+// record is keyed), with the digest of each one's body, the oldest
+// forgotten first; and the publications in flight, so that copies
+// arriving together wait for one publication instead of each making its
+// own. Nil remembers nothing.
 type publishedSet struct {
 	mu       sync.Mutex
-	done     map[deliveryDigest]struct{}
-	order    fifo[deliveryDigest]
-	inFlight map[deliveryDigest]*publication
+	done     map[string]string // delivery key -> body digest
+	order    fifo[string]
+	inFlight map[string]*publication
 }
 
 // publication is one delivery being published; done is closed when the
@@ -60,31 +50,49 @@ func newPublishedSet(max int) *publishedSet {
 		return nil
 	}
 	return &publishedSet{
-		order:    fifo[deliveryDigest]{max: max},
-		done:     make(map[deliveryDigest]struct{}, max),
-		inFlight: make(map[deliveryDigest]*publication),
+		order:    fifo[string]{max: max},
+		done:     make(map[string]string, max),
+		inFlight: make(map[string]*publication),
 	}
 }
 
-// publish calls fn, which publishes the delivery of digest d and answers
-// its request, unless the delivery was published before: then it returns
-// true at once, and the caller answers. A copy arriving while another is
-// being published waits for that attempt: when it published, the copy is
-// a duplicate; when it did not (the delivery was refused, ignored, or the
-// Publisher failed) the copy makes its own attempt. err is the context's
-// when it ended while waiting.
-func (s *publishedSet) publish(ctx context.Context, d deliveryDigest, fn func() (published bool)) (duplicate bool, err error) {
+// publishOutcome is what publishedSet.publish did with a delivery.
+type publishOutcome int
+
+const (
+	// attempted: fn was called, and answered the request.
+	attempted publishOutcome = iota
+	// duplicate: the delivery was published before with the same body.
+	duplicate
+	// conflict: a delivery with the same key was published before with
+	// another body.
+	conflict
+)
+
+// publish calls fn, which publishes the delivery of key, whose body has
+// digest, and answers its request, unless a delivery of key was
+// published before: then it returns at once, duplicate when that one had
+// the same digest, conflict (with the digest seen) when not, and the
+// caller answers. A copy arriving while another of its key is being
+// published waits for that attempt: when it published, the copy is a
+// duplicate or a conflict; when it did not (the delivery was refused,
+// ignored, or the Publisher failed) the copy makes its own attempt. err
+// is the context's when it ended while waiting.
+func (s *publishedSet) publish(ctx context.Context, key, digest string, fn func() (published bool)) (out publishOutcome, seen string, err error) {
 	if s == nil {
 		fn()
-		return false, nil
+		return attempted, "", nil
 	}
 	s.mu.Lock()
 	for {
-		if _, ok := s.done[d]; ok {
+		if seen, ok := s.done[key]; ok {
 			s.mu.Unlock()
-			return true, nil
+			if seen != digest {
+				return conflict, seen, nil
+			}
+			return duplicate, seen, nil
 		}
-		p, ok := s.inFlight[d]
+		p, ok := s.inFlight[key]
 		if !ok {
 			break
 		}
@@ -92,35 +100,36 @@ func (s *publishedSet) publish(ctx context.Context, d deliveryDigest, fn func() 
 		select {
 		case <-p.done:
 		case <-ctx.Done():
-			return false, ctx.Err()
+			return attempted, "", ctx.Err()
 		}
 		s.mu.Lock()
 	}
 	p := &publication{done: make(chan struct{})}
-	s.inFlight[d] = p
+	s.inFlight[key] = p
 	s.mu.Unlock()
 
 	published := false
 	defer func() {
 		s.mu.Lock()
-		delete(s.inFlight, d)
+		delete(s.inFlight, key)
 		if published {
-			s.remember(d)
+			s.remember(key, digest)
 		}
 		s.mu.Unlock()
 		close(p.done)
 	}()
 	published = fn()
-	return false, nil
+	return attempted, "", nil
 }
 
-// remember adds d, forgetting the oldest digest when full. s.mu is held.
-func (s *publishedSet) remember(d deliveryDigest) {
-	if _, ok := s.done[d]; ok {
+// remember records key's digest, forgetting the oldest key when full.
+// s.mu is held.
+func (s *publishedSet) remember(key, digest string) {
+	if _, ok := s.done[key]; ok {
 		return
 	}
-	if oldest, full := s.order.add(d); full {
+	if oldest, full := s.order.add(key); full {
 		delete(s.done, oldest)
 	}
-	s.done[d] = struct{}{}
+	s.done[key] = digest
 }

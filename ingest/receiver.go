@@ -63,9 +63,10 @@ type ReceiverConfig struct {
 	// Remember is how many published deliveries the Receiver remembers,
 	// so that a redelivery of one — the same provider, delivery id, hook
 	// and body, verified again — is answered 202 without being published
-	// a second time, and copies arriving together are published once.
-	// Default: DefaultRemember. Negative: every copy is published, for the
-	// consumer to drop.
+	// a second time, copies arriving together are published once, and
+	// the same provider, delivery id and hook with another body is
+	// refused 409. Default: DefaultRemember. Negative: every copy is
+	// published, for the consumer to drop.
 	Remember int
 	// Logger receives a record of every refused or failed delivery
 	// (Warn, Error) and of every accepted or ignored one (Debug).
@@ -85,6 +86,7 @@ type ReceiverConfig struct {
 //
 //	202 {"delivery_id": …}                    published
 //	202 {"delivery_id": …, "duplicate": true} published before (see below)
+//	409 {"error": …, "delivery_id": …}        published before with another body (see below)
 //	200 {"ignored": reason, "delivery_id": …} verified, but starts no pipeline (a ping, a closed pull request)
 //	400 {"error": …, "delivery_id": …}        no known provider, a provider without secrets here, a malformed payload
 //	401 {"error": …, "delivery_id": …}        "missing signature", "signature mismatch" or "timestamp outside tolerance"
@@ -104,12 +106,19 @@ type ReceiverConfig struct {
 // normalization only once it has passed.
 //
 // A Receiver remembers the deliveries it published (ReceiverConfig.
-// Remember): a verified redelivery of one is answered 202 with
-// "duplicate": true and not published again, and copies arriving while
-// the first is being published wait for its outcome. The memory is an
-// optimization, not the guarantee — it is per process and bounded — so a
-// redelivery it has forgotten, or one sent to another replica, is
-// published again with the same DeliveryID for the consumer to drop.
+// Remember) by their delivery key — provider, hook (Event.HookID) and
+// delivery id, as the delivery record is keyed — with the SHA-256 of
+// each one's body (Event.RawDigest). A verified redelivery of one is
+// answered 202 with "duplicate": true and not published again; a
+// delivery with a remembered key and another body is not a redelivery
+// but a conflict (a forgery, a sender's bug): it is answered 409, not
+// published, and logged (Warn) with the delivery id, the source and both
+// digests. Copies arriving while the first of their key is being
+// published wait for its outcome. The memory is per process and bounded:
+// a redelivery it has forgotten, or one sent to another replica, is
+// published again with the same DeliveryID, for the Ingester to drop,
+// and a conflicting one is then answered 202 — the Ingester logs the
+// conflict instead (see Ingester.Ingest).
 type Receiver struct {
 	sources   map[Provider]*webhookSource
 	published *publishedSet
@@ -128,9 +137,6 @@ type webhookSource struct {
 	begin      func(http.Header) (bodyCheck, error)
 	normalize  func(*Webhook) (Normalized, error)
 	deliveryID func(http.Header) string // before verification, for answers and logs
-	// keyHeaders are the headers besides the delivery id that
-	// normalization reads: part of a delivery's digest.
-	keyHeaders []string
 }
 
 // NewReceiver validates cfg and returns a Receiver.
@@ -158,7 +164,6 @@ func NewReceiver(cfg ReceiverConfig) (*Receiver, error) {
 				name:       "GitHub",
 				normalize:  NormalizeGitHub,
 				deliveryID: func(h http.Header) string { return h.Get(headerGitHubDelivery) },
-				keyHeaders: []string{headerGitHubEvent, headerGitHubHookID},
 			},
 			GitLab: {
 				name:       "GitLab",
@@ -272,25 +277,45 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.unverified(ctx, w, log, id, err)
 		return
 	}
-	wh := &Webhook{Header: req.Header, Body: body, Received: received}
-	if id == "" {
-		// Without a delivery id there is no redelivery to recognize; the
-		// normalizer refuses such a delivery or ignores it.
-		r.normalizeAndPublish(ctx, w, log, src, id, wh)
+	// Normalization comes before the memory of what was published: the
+	// delivery key (provider, hook, delivery id) is the normalized
+	// event's, and a GitLab hook is the payload's object kind. A
+	// normalized event always has a delivery id.
+	res, err := src.normalize(&Webhook{Header: req.Header, Body: body, Received: received})
+	if err != nil {
+		r.refuse(ctx, w, log, http.StatusBadRequest, id, err.Error())
 		return
 	}
-	digest := digestDelivery(provider, id, req.Header, src.keyHeaders, body)
-	duplicate, err := r.published.publish(ctx, digest, func() bool {
-		return r.normalizeAndPublish(ctx, w, log, src, id, wh)
+	if res.Ignored != nil {
+		log.LogAttrs(ctx, slog.LevelDebug, "webhook ignored", slog.String("event", res.Ignored.Event), slog.String("reason", res.Ignored.Reason))
+		writeJSON(w, http.StatusOK, webhookAnswer{Ignored: res.Ignored.Reason, DeliveryID: id})
+		return
+	}
+	ev := res.Event
+	key, _ := cacheKeys(ev)
+	digest := rawDigest(body)
+	outcome, seen, err := r.published.publish(ctx, key, digest, func() bool {
+		return r.publishEvent(ctx, w, log, ev)
 	})
 	switch {
 	case err != nil:
 		log.LogAttrs(ctx, slog.LevelWarn, "webhook not published", slog.String("error", "waiting for its copy in flight: "+err.Error()))
 		w.Header().Set("Retry-After", retryAfterSeconds)
 		writeJSON(w, http.StatusServiceUnavailable, webhookAnswer{Error: "the event could not be stored; deliver it again later", DeliveryID: id})
-	case duplicate:
+	case outcome == duplicate:
 		log.LogAttrs(ctx, slog.LevelDebug, "webhook redelivered", slog.String("outcome", "published before"))
 		writeJSON(w, http.StatusAccepted, webhookAnswer{DeliveryID: id, Duplicate: true})
+	case outcome == conflict:
+		// Not a redelivery: a provider does not change a delivery's body.
+		// A forgery with a leaked secret, or a sender's bug; either way
+		// someone should look.
+		log.LogAttrs(ctx, slog.LevelWarn, "webhook refused: conflicting redelivery", slog.Int("status", http.StatusConflict),
+			slog.String("source", src.name), slog.String("hook_id", ev.HookID), slog.String("remote_addr", req.RemoteAddr),
+			slog.String("digest_published", seen), slog.String("digest", digest))
+		writeJSON(w, http.StatusConflict, webhookAnswer{
+			Error:      "a delivery with this id was published with another body; a redelivery repeats the body, so this one is refused",
+			DeliveryID: id,
+		})
 	}
 }
 
@@ -313,20 +338,9 @@ func (r *Receiver) unverified(ctx context.Context, w http.ResponseWriter, log *s
 	writeJSON(w, http.StatusUnauthorized, webhookAnswer{Error: verifyFailure(err), DeliveryID: id})
 }
 
-// normalizeAndPublish normalizes a verified delivery, publishes its event
-// and answers the request; it reports whether the event was published.
-func (r *Receiver) normalizeAndPublish(ctx context.Context, w http.ResponseWriter, log *slog.Logger, src *webhookSource, id string, wh *Webhook) bool {
-	res, err := src.normalize(wh)
-	if err != nil {
-		r.refuse(ctx, w, log, http.StatusBadRequest, id, err.Error())
-		return false
-	}
-	if res.Ignored != nil {
-		log.LogAttrs(ctx, slog.LevelDebug, "webhook ignored", slog.String("event", res.Ignored.Event), slog.String("reason", res.Ignored.Reason))
-		writeJSON(w, http.StatusOK, webhookAnswer{Ignored: res.Ignored.Reason, DeliveryID: id})
-		return false
-	}
-	ev := res.Event
+// publishEvent publishes a verified delivery's event and answers the
+// request; it reports whether the event was published.
+func (r *Receiver) publishEvent(ctx context.Context, w http.ResponseWriter, log *slog.Logger, ev *Event) bool {
 	if err := r.publisher.Publish(ctx, ev); err != nil {
 		log.LogAttrs(ctx, slog.LevelError, "webhook not published", slog.String("key", ev.Key()), slog.String("error", err.Error()))
 		w.Header().Set("Retry-After", retryAfterSeconds)
@@ -365,7 +379,9 @@ func verifyFailure(err error) string {
 
 // webhookAnswer is the JSON body of every answer.
 type webhookAnswer struct {
-	Error      string `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// Field names the input at fault, in a ManualTrigger's errors.
+	Field      string `json:"field,omitempty"`
 	Ignored    string `json:"ignored,omitempty"`
 	DeliveryID string `json:"delivery_id,omitempty"`
 	// Duplicate is set on the answer to a redelivery of an event

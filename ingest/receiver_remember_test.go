@@ -2,9 +2,12 @@ package ingest_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -16,8 +19,8 @@ import (
 )
 
 // TestReceiverRemembers: a verified redelivery of a published event is
-// answered 202 as a duplicate and not published again; what differs in
-// anything the event is made of is published.
+// answered 202 as a duplicate and not published again; another delivery
+// key (provider, hook, delivery id) is another delivery, published.
 func TestReceiverRemembers(t *testing.T) {
 	t.Parallel()
 	b := setupReceiver(t, nil)
@@ -33,21 +36,19 @@ func TestReceiverRemembers(t *testing.T) {
 	require.Equal(t, duplicate, deliver(gitHubRequest("push", "gh-1", testPushBody, testGitHubSecret)))
 	require.Len(t, b.publisher.published(), 1)
 
-	// The same delivery id with another body, hook or event is another
-	// event (a forgery, or a provider's bug): the consumer decides.
-	other := `{"ref":"refs/heads/dev","after":"3333333333333333333333333333333333333333","repository":{"name":"api","owner":{"login":"acme"}}}`
-	require.Equal(t, published, deliver(gitHubRequest("push", "gh-1", other, testGitHubSecret)))
+	// The same delivery id from another hook is another delivery (with
+	// another body, see TestReceiverRefusesConflictingRedelivery).
 	req := gitHubRequest("push", "gh-1", testPushBody, testGitHubSecret)
 	req.Header.Set("X-GitHub-Hook-ID", "43")
 	require.Equal(t, published, deliver(req))
-	require.Len(t, b.publisher.published(), 3)
+	require.Len(t, b.publisher.published(), 2)
 
 	// Each provider's delivery id is its own.
 	require.Equal(t, map[string]string{"delivery_id": "gl-1"}, deliver(gitLabRequest("gl-1", testGitLabPushBody, testGitLabToken)))
 	require.Equal(t, map[string]string{"delivery_id": "gl-1", "duplicate": "true"}, deliver(gitLabRequest("gl-1", testGitLabPushBody, testGitLabToken)))
 	require.Equal(t, map[string]string{"delivery_id": "msg_1"}, deliver(standardRequest(t, "msg_1", testDispatchBody, testStandardSecret, receiverNow)))
 	require.Equal(t, map[string]string{"delivery_id": "msg_1", "duplicate": "true"}, deliver(standardRequest(t, "msg_1", testDispatchBody, testStandardSecret, receiverNow)))
-	require.Len(t, b.publisher.published(), 5)
+	require.Len(t, b.publisher.published(), 4)
 
 	// A redelivery is verified first: a forged copy of a remembered
 	// delivery is refused.
@@ -189,4 +190,99 @@ func TestReceiverJoinsCopiesInFlight(t *testing.T) {
 			require.Equal(t, want, count)
 		})
 	}
+}
+
+// TestReceiverRefusesConflictingRedelivery: a delivery with the key of
+// one published before (provider, hook, delivery id) and another body is
+// answered 409, not published, and logged as a warning with the delivery
+// id, the source and both digests; the same body again is still a
+// duplicate, and the key of a GitLab delivery includes its object kind,
+// which two webhooks of one chain of events (one X-Gitlab-Event-UUID)
+// differ in. (Before, the conflicting delivery was answered 202 and
+// published, for the consumer to drop without a trace.)
+func TestReceiverRefusesConflictingRedelivery(t *testing.T) {
+	t.Parallel()
+	b := setupReceiver(t, nil)
+	status, body, _ := serveDelivery(t, b.receiver, gitHubRequest("push", "gh-1", testPushBody, testGitHubSecret))
+	require.Equal(t, http.StatusAccepted, status, "%v", body)
+
+	other := `{"ref":"refs/heads/dev","after":"3333333333333333333333333333333333333333","repository":{"name":"api","owner":{"login":"acme"}}}`
+	status, body, _ = serveDelivery(t, b.receiver, gitHubRequest("push", "gh-1", other, testGitHubSecret))
+	require.Equal(t, http.StatusConflict, status, "%v", body)
+	require.Equal(t, "gh-1", body["delivery_id"])
+	require.Contains(t, body["error"], "another body")
+	require.Len(t, b.publisher.published(), 1, "the conflicting delivery is not published")
+	logs := b.logs.String()
+	line := logLine(t, logs, "conflicting redelivery")
+	require.Contains(t, line, "level=WARN")
+	require.Contains(t, line, "delivery_id=gh-1")
+	require.Contains(t, line, "source=GitHub")
+	require.Contains(t, line, "digest_published="+sha256Hex(testPushBody))
+	require.Contains(t, line, "digest="+sha256Hex(other))
+
+	status, body, _ = serveDelivery(t, b.receiver, gitHubRequest("push", "gh-1", testPushBody, testGitHubSecret))
+	require.Equal(t, http.StatusAccepted, status)
+	require.Equal(t, "true", body["duplicate"], "the same body is still a redelivery")
+
+	// GitLab: a push and a merge request of one chain share the event
+	// UUID, and are two deliveries; another push under it conflicts.
+	gl := func(body string) *http.Request {
+		req := gitLabRequest("", body, testGitLabToken)
+		req.Header.Del("Idempotency-Key")
+		req.Header.Set("X-Gitlab-Event-UUID", "chain-1")
+		return req
+	}
+	status, body, _ = serveDelivery(t, b.receiver, gl(testGitLabPushBody))
+	require.Equal(t, http.StatusAccepted, status, "%v", body)
+	mr := `{"object_kind":"merge_request","project":{"path_with_namespace":"acme/platform/api"},"object_attributes":{"iid":7,` +
+		`"action":"update","state":"opened","source_branch":"dev","target_branch":"main","updated_at":"2026-03-02T10:00:00Z",` +
+		`"last_commit":{"id":"2222222222222222222222222222222222222222"}}}`
+	status, body, _ = serveDelivery(t, b.receiver, gl(mr))
+	require.Equal(t, http.StatusAccepted, status, "another object kind is another delivery: %v", body)
+	require.Empty(t, body["duplicate"])
+	status, body, _ = serveDelivery(t, b.receiver, gl(strings.Replace(testGitLabPushBody, "2222", "3333", 2)))
+	require.Equal(t, http.StatusConflict, status, "%v", body)
+}
+
+// TestReceiverConflictInFlight: a copy with another body that arrives
+// while the first delivery of its key is being published waits for it,
+// then is refused as a conflict.
+func TestReceiverConflictInFlight(t *testing.T) {
+	t.Parallel()
+	pub := &gatePublisher{release: make(chan struct{})}
+	b := setupReceiver(t, func(c *ingest.ReceiverConfig) { c.Publisher = pub })
+	first := make(chan int)
+	go func() {
+		status, _, _ := serveDelivery(t, b.receiver, gitHubRequest("push", "gh-1", testPushBody, testGitHubSecret))
+		first <- status
+	}()
+	require.Eventually(t, func() bool { return pub.calls.Load() == 1 }, 10*time.Second, time.Millisecond, "the first copy publishes")
+	second := make(chan int)
+	other := `{"ref":"refs/heads/dev","after":"3333333333333333333333333333333333333333","repository":{"name":"api","owner":{"login":"acme"}}}`
+	go func() {
+		status, _, _ := serveDelivery(t, b.receiver, gitHubRequest("push", "gh-1", other, testGitHubSecret))
+		second <- status
+	}()
+	close(pub.release)
+	require.Equal(t, http.StatusAccepted, <-first)
+	require.Equal(t, http.StatusConflict, <-second)
+	require.EqualValues(t, 1, pub.calls.Load(), "the conflicting copy is not published")
+}
+
+// logLine returns the line of logs that contains msg.
+func logLine(t *testing.T, logs, msg string) string {
+	t.Helper()
+	for l := range strings.SplitSeq(logs, "\n") {
+		if strings.Contains(l, msg) {
+			return l
+		}
+	}
+	t.Fatalf("no log line says %q in:\n%s", msg, logs)
+	return ""
+}
+
+// sha256Hex is the digest of a body as deliveries are told apart by.
+func sha256Hex(body string) string {
+	sum := sha256.Sum256([]byte(body))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

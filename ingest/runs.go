@@ -14,8 +14,8 @@ import (
 // RunStore records deliveries and creates their pipeline runs, each
 // delivery once: the delivery's record and its runs commit together.
 type RunStore interface {
-	// CreateRuns records the delivery of p.Event and creates p.Runs, in
-	// one transaction, unless the delivery (provider, hook, delivery id)
+	// CreateRuns records the delivery of p.Event (with its RawDigest)
+	// and creates p.Runs, in one transaction, unless the delivery (provider, hook, delivery id)
 	// or its semantic key (see SemanticKey) was recorded before: then it
 	// returns that record, created false, and writes nothing. An event
 	// older than the newest one recorded for its ref (see OrderKey) is
@@ -53,7 +53,12 @@ type Delivery struct {
 	// RunIDs are the runs the delivery created.
 	RunIDs []string
 	// Dropped says why it created none.
-	Dropped   string
+	Dropped string
+	// RawDigest is the Event.RawDigest of the delivery recorded: another
+	// delivery with its key (provider, hook, delivery id) and another
+	// digest is a conflicting redelivery. Empty when unknown (an event
+	// without a body, a record made before digests were kept).
+	RawDigest string
 	CreatedAt time.Time
 }
 
@@ -167,7 +172,7 @@ func (s *MemoryRunStore) CreateRuns(ctx context.Context, p *CreateRunsParams) (*
 		return d.clone(), false, nil
 	}
 	d := &Delivery{Provider: ev.Provider, HookID: ev.HookID, DeliveryID: ev.DeliveryID, SemanticKey: SemanticKey(ev),
-		Dropped: p.Reason, CreatedAt: s.now()}
+		Dropped: p.Reason, RawDigest: ev.RawDigest(), CreatedAt: s.now()}
 	order := OrderKey(ev)
 	if newest, ok := s.refs[order]; ok && !ev.EventTime.IsZero() && ev.EventTime.Before(newest) {
 		d.Dropped = outOfOrder(ev, newest)

@@ -64,11 +64,11 @@ func (s *PostgresRunStore) Migrate(ctx context.Context) error {
 	return pgmigrate.Apply(ctx, s.pool, "ingest", Migrations())
 }
 
-const deliveryColumns = `provider, hook_id, delivery_id, coalesce(semantic_key, ''), run_ids, dropped, created_at`
+const deliveryColumns = `provider, hook_id, delivery_id, coalesce(semantic_key, ''), run_ids, dropped, coalesce(raw_digest, ''), created_at`
 
 func scanDelivery(row pgx.Row) (*Delivery, error) {
 	d := &Delivery{}
-	if err := row.Scan(&d.Provider, &d.HookID, &d.DeliveryID, &d.SemanticKey, &d.RunIDs, &d.Dropped, &d.CreatedAt); err != nil {
+	if err := row.Scan(&d.Provider, &d.HookID, &d.DeliveryID, &d.SemanticKey, &d.RunIDs, &d.Dropped, &d.RawDigest, &d.CreatedAt); err != nil {
 		return nil, err
 	}
 	d.CreatedAt = d.CreatedAt.UTC()
@@ -165,17 +165,18 @@ func (s *PostgresRunStore) createMany(ctx context.Context, tx pgx.Tx, ps []*Crea
 	now := s.now()
 	out := make([]created, len(ps))
 	var provs, hooks, ids, reasons []string
-	var sems []*string
+	var sems, digests []*string
 	for _, p := range ps {
 		ev := p.Event
 		provs, hooks, ids = append(provs, string(ev.Provider)), append(hooks, ev.HookID), append(ids, ev.DeliveryID)
 		sems, reasons = append(sems, nullString(SemanticKey(ev))), append(reasons, p.Reason)
+		digests = append(digests, nullString(ev.RawDigest()))
 	}
 	// The records first: a concurrent delivery with either key waits
 	// here for this transaction, then finds the record.
-	rows, err := tx.Query(ctx, `INSERT INTO webhook_deliveries (provider, hook_id, delivery_id, semantic_key, dropped, created_at)
-		SELECT p, h, d, sk, r, $6 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[]) AS t(p, h, d, sk, r)
-		ON CONFLICT DO NOTHING RETURNING provider, hook_id, delivery_id`, provs, hooks, ids, sems, reasons, now)
+	rows, err := tx.Query(ctx, `INSERT INTO webhook_deliveries (provider, hook_id, delivery_id, semantic_key, dropped, raw_digest, created_at)
+		SELECT p, h, d, sk, r, rd, $7 FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]) AS t(p, h, d, sk, r, rd)
+		ON CONFLICT DO NOTHING RETURNING provider, hook_id, delivery_id`, provs, hooks, ids, sems, reasons, digests, now)
 	if err != nil {
 		return nil, err
 	}
@@ -204,7 +205,7 @@ func (s *PostgresRunStore) createMany(ctx context.Context, tx pgx.Tx, ps []*Crea
 		delete(inserted, k) // a delivery twice in the batch: the first
 		fresh = append(fresh, i)
 		d := &Delivery{Provider: p.Event.Provider, HookID: p.Event.HookID, DeliveryID: p.Event.DeliveryID,
-			SemanticKey: SemanticKey(p.Event), Dropped: p.Reason, CreatedAt: now.UTC()}
+			SemanticKey: SemanticKey(p.Event), Dropped: p.Reason, RawDigest: p.Event.RawDigest(), CreatedAt: now.UTC()}
 		out[i] = created{d: d, created: true}
 		if !p.Event.EventTime.IsZero() {
 			orderKeys = append(orderKeys, OrderKey(p.Event))

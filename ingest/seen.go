@@ -68,6 +68,11 @@ func (c *seenCache) put(ev *Event, d *Delivery) {
 		return
 	}
 	dk, sk := cacheKeys(ev)
+	if SemanticKey(ev) != d.SemanticKey {
+		// ev's delivery key was recorded with another body: its
+		// semantic key is not d's, and another delivery of it is new.
+		sk = ""
+	}
 	d = d.clone()
 	c.mu.Lock()
 	defer c.mu.Unlock()

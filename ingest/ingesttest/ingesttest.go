@@ -208,6 +208,30 @@ func Exercise(t *testing.T, factory Factory) {
 		require.NotEqual(t, first.RunIDs, d.RunIDs)
 	})
 
+	t.Run("RawDigest", func(t *testing.T) {
+		t.Parallel()
+		ctx := context.Background()
+		b := setup(t, factory)
+		ev := Push("d1", "feature", "aaa", "bbb", 0)
+		ev.Raw = []byte(`{"after":"bbb"}`)
+		d, _ := b.create(t, ev, Runs(1), "")
+		require.Equal(t, ev.RawDigest(), d.RawDigest, "the record holds the body's digest")
+		require.NotEmpty(t, d.RawDigest)
+		seen, err := b.runs.Seen(ctx, ev)
+		require.NoError(t, err)
+		require.Equal(t, ev.RawDigest(), seen.RawDigest)
+		other := *ev
+		other.Raw = []byte(`{"after":"ccc"}`)
+		again, created := b.create(t, &other, Runs(1), "")
+		require.False(t, created, "another body under a recorded key creates nothing")
+		require.Equal(t, ev.RawDigest(), again.RawDigest, "and the record keeps the first body's digest")
+		bare, _ := b.create(t, Push("d2", "feature", "bbb", "ccc", time.Second), Runs(1), "")
+		require.Empty(t, bare.RawDigest, "an event without a body has no digest")
+		seen, err = b.runs.Seen(ctx, Push("d2", "feature", "bbb", "ccc", time.Second))
+		require.NoError(t, err)
+		require.Empty(t, seen.RawDigest)
+	})
+
 	t.Run("Prune", func(t *testing.T) {
 		t.Parallel()
 		ctx := context.Background()

@@ -144,12 +144,21 @@ func (a *API) CloseFollowers() {
 	}
 }
 
+// errorBody is every error the API answers: a sentence and, when one
+// input is at fault, its name (a path parameter such as "run", a query
+// parameter such as "limit", a field of a request body).
 type errorBody struct {
 	Error string `json:"error"`
+	Field string `json:"field,omitempty"`
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
 	writeJSON(w, status, errorBody{Error: msg})
+}
+
+// writeFieldError answers an error caused by the input named field.
+func writeFieldError(w http.ResponseWriter, status int, field, msg string) {
+	writeJSON(w, status, errorBody{Error: msg, Field: field})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -187,10 +196,16 @@ type status struct {
 }
 
 func (a *API) healthz(w http.ResponseWriter, r *http.Request) {
+	if _, ok := queryParams(w, r); !ok {
+		return
+	}
 	writeJSON(w, http.StatusOK, status{Status: "ok"})
 }
 
 func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
+	if _, ok := queryParams(w, r); !ok {
+		return
+	}
 	if a.ready != nil {
 		if err := a.ready(r.Context()); err != nil {
 			writeJSON(w, http.StatusServiceUnavailable, status{Status: "not ready", Error: err.Error()})
@@ -201,20 +216,26 @@ func (a *API) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (a *API) listRuns(w http.ResponseWriter, r *http.Request) {
-	q := r.URL.Query()
-	p := &dag.RunListParams{Limit: dag.DefaultRunListLimit, Pipeline: q.Get("pipeline"), Branch: q.Get("branch")}
-	if v := q.Get("limit"); v != "" {
+	q, ok := queryParams(w, r, "limit", "before", "pipeline", "branch")
+	if !ok {
+		return
+	}
+	p := &dag.RunListParams{Limit: dag.DefaultRunListLimit, Pipeline: q["pipeline"], Branch: q["branch"]}
+	if v := q["limit"]; v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > dag.MaxRunListLimit {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("the limit %q is not a number from 1 to %d", v, dag.MaxRunListLimit))
+			writeFieldError(w, http.StatusBadRequest, "limit", fmt.Sprintf("the limit %q is not a number from 1 to %d", v, dag.MaxRunListLimit))
 			return
 		}
 		p.Limit = n
 	}
-	if v := q.Get("before"); v != "" {
+	if v := q["before"]; v != "" {
 		c, err := DecodeCursor(v)
+		if err == nil && !validText(c.ID) {
+			err = errors.New("the cursor's run ID is not UTF-8 without NUL bytes")
+		}
 		if err != nil {
-			writeError(w, http.StatusBadRequest, "the before parameter is not a cursor this API handed out: "+err.Error())
+			writeFieldError(w, http.StatusBadRequest, "before", "the before parameter is not a cursor this API handed out: "+err.Error())
 			return
 		}
 		p.Before = c
@@ -257,7 +278,20 @@ func (a *API) runDetail(ctx context.Context, runID string) (*RunDetail, error) {
 	return detail(run, jobs, a.now())
 }
 
+// idsAndNoQuery checks the path IDs names of a route that takes no
+// query parameters, and answers 400 when they are not valid.
+func idsAndNoQuery(w http.ResponseWriter, r *http.Request, names ...string) bool {
+	if !pathIDs(w, r, names...) {
+		return false
+	}
+	_, ok := queryParams(w, r)
+	return ok
+}
+
 func (a *API) getRun(w http.ResponseWriter, r *http.Request) {
+	if !idsAndNoQuery(w, r, "run") {
+		return
+	}
 	d, err := a.runDetail(r.Context(), r.PathValue("run"))
 	if err != nil {
 		a.fail(w, r, "reading the run", err)
@@ -283,6 +317,9 @@ func (a *API) retryRun(w http.ResponseWriter, r *http.Request) {
 // transition applies a run's transition, dispatches what it made READY
 // and answers 202 with the run.
 func (a *API) transition(w http.ResponseWriter, r *http.Request, what string, apply func(context.Context, string) (*dag.TransitionResult, error)) {
+	if !idsAndNoQuery(w, r, "run") {
+		return
+	}
 	runID := r.PathValue("run")
 	res, err := apply(r.Context(), runID)
 	if err != nil {
@@ -302,6 +339,9 @@ func (a *API) transition(w http.ResponseWriter, r *http.Request, what string, ap
 }
 
 func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
+	if !idsAndNoQuery(w, r, "run", "job") {
+		return
+	}
 	runID, jobID := r.PathValue("run"), r.PathValue("job")
 	d, err := a.runDetail(r.Context(), runID)
 	if err != nil {
@@ -325,6 +365,9 @@ func (a *API) getJob(w http.ResponseWriter, r *http.Request) {
 func (a *API) getWhy(w http.ResponseWriter, r *http.Request) {
 	if a.why == nil {
 		writeError(w, http.StatusNotFound, "this platform does not say why jobs wait")
+		return
+	}
+	if !idsAndNoQuery(w, r, "run", "job") {
 		return
 	}
 	why, err := a.why(r.Context(), r.PathValue("run"), r.PathValue("job"))

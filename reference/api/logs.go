@@ -13,11 +13,19 @@ import (
 )
 
 // logKey reads the log a request names: its run and job, which must
-// exist, and ?attempt=, by default the job's current attempt. It answers
-// the request and returns false when it cannot.
-func (a *API) logKey(w http.ResponseWriter, r *http.Request) (logs.Key, bool) {
+// exist, and ?attempt=, by default the job's current attempt; params are
+// the query parameters the route takes. It answers the request and
+// returns false when it cannot.
+func (a *API) logKey(w http.ResponseWriter, r *http.Request, params ...string) (logs.Key, bool) {
 	if a.hub == nil {
 		writeError(w, http.StatusNotFound, "this platform keeps no logs")
+		return logs.Key{}, false
+	}
+	if !pathIDs(w, r, "run", "job") {
+		return logs.Key{}, false
+	}
+	q, ok := queryParams(w, r, params...)
+	if !ok {
 		return logs.Key{}, false
 	}
 	runID, jobID := r.PathValue("run"), r.PathValue("job")
@@ -27,10 +35,10 @@ func (a *API) logKey(w http.ResponseWriter, r *http.Request) (logs.Key, bool) {
 		return logs.Key{}, false
 	}
 	key := logs.Key{RunID: runID, JobID: jobID, Attempt: j.Attempt}
-	if v := r.URL.Query().Get("attempt"); v != "" {
+	if v := q["attempt"]; v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("the attempt %q is not a number from 1", v))
+			writeFieldError(w, http.StatusBadRequest, "attempt", fmt.Sprintf("the attempt %q is not a number from 1", v))
 			return logs.Key{}, false
 		}
 		if n > j.Attempt {
@@ -47,7 +55,7 @@ func (a *API) logKey(w http.ResponseWriter, r *http.Request) (logs.Key, bool) {
 // Once the answer has begun, a failure to read the rest of a stored log
 // cuts it short (and is logged).
 func (a *API) getLog(w http.ResponseWriter, r *http.Request) {
-	key, ok := a.logKey(w, r)
+	key, ok := a.logKey(w, r, "attempt")
 	if !ok {
 		return
 	}
@@ -86,7 +94,7 @@ func (a *API) getLog(w http.ResponseWriter, r *http.Request) {
 // followLog streams the log of an attempt as Server-Sent Events, as
 // logs.Handler's follow stream does (logs/README.md).
 func (a *API) followLog(w http.ResponseWriter, r *http.Request) {
-	key, ok := a.logKey(w, r)
+	key, ok := a.logKey(w, r, "attempt", "offset")
 	if !ok {
 		return
 	}

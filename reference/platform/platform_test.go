@@ -90,14 +90,16 @@ func endToEnd(t *testing.T, w *world) {
 	require.Equal(t, map[string]string{"setup": "succeeded", "build": "succeeded", "lint": "failed", "test": "succeeded", "deploy": "succeeded"}, states)
 
 	// A second copy of the delivery creates nothing: the receiver knows
-	// it. A copy the receiver cannot know (another body, as a server that
-	// restarted would take it) reaches Kafka, and the ingester drops it.
+	// it. A delivery of its id with another body is no redelivery: the
+	// receiver refuses it with a conflict and it never reaches Kafka (a
+	// server that did not see the first would take it, and the ingester
+	// drop it, logging the conflict).
 	sent := w.github.Stats().StatusesCreated
 	code, body = deliver(t, base, "delivery-1", push)
 	require.Equal(t, 202, code, body)
 	require.Contains(t, body, `"duplicate":true`)
 	code, body = deliver(t, base, "delivery-1", bytes.Replace(push, []byte(`"alice"`), []byte(`"alice" `), 1))
-	require.Equal(t, 202, code, body)
+	require.Equal(t, 409, code, body)
 	require.NotContains(t, body, `"duplicate"`)
 	waitFor(t, 20*time.Second, "the ingest consumer to take the copy", func() bool {
 		_, text := getText(t, base+"/metrics")
