@@ -63,7 +63,8 @@ type DriverConfig struct {
 	// Play names the manual jobs the driver starts once they wait
 	// MANUAL, as a person would (EventPlay); the others are left
 	// waiting, and the run ends without them unless they block it (see
-	// RunStatus). `cikit run --job` fills it.
+	// RunStatus). `cikit run --job` fills it. Drive refuses a run that
+	// has no manual job of a name Play gives.
 	Play []string
 	// Now is the clock the driver releases delayed jobs by
 	// (Store.JobsRelease): a DELAYED job of the run is released once Now
@@ -254,6 +255,11 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 			}
 		}
 		return nil
+	}
+	for _, id := range d.cfg.Play {
+		if !slices.ContainsFunc(jobs, func(j *Job) bool { return j.ID() == id && j.Spec.When == cikit.WhenManual }) {
+			return nil, fmt.Errorf("dag: DriverConfig.Play names %q, which is not a manual job of run %s", id, runID)
+		}
 	}
 	for _, j := range jobs {
 		switch j.State {

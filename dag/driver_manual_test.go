@@ -97,3 +97,23 @@ func TestDriverWaitsForDelayedJobs(t *testing.T) {
 	require.Equal(t, []string{"build", "deploy", "smoke"}, ran)
 	require.Equal(t, cikit.RunSucceeded, final.State)
 }
+
+// TestDriverRefusesUnknownPlay: a name in Play that is not a manual job of
+// the run is refused, not ignored.
+func TestDriverRefusesUnknownPlay(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := dag.NewMemoryStore(dag.MemoryConfig{})
+	run, err := s.RunCreate(ctx, &dag.RunCreateParams{Jobs: manualSpecs(false)})
+	require.NoError(t, err)
+	exec := dag.ExecutorFunc(func(context.Context, *dag.Job) dag.Outcome { return dag.Outcome{State: cikit.JobSucceeded} })
+	for _, name := range []string{"build", "nope"} {
+		d, err := dag.NewDriver(dag.DriverConfig{Store: s, Executor: exec, Play: []string{name}})
+		require.NoError(t, err)
+		_, err = d.Drive(ctx, run.ID)
+		require.ErrorContains(t, err, "which is not a manual job of run")
+	}
+	j, err := s.JobGet(ctx, run.ID, "build")
+	require.NoError(t, err)
+	require.Equal(t, cikit.JobReady, j.State, "nothing ran")
+}
