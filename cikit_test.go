@@ -29,6 +29,9 @@ func TestJobStates(t *testing.T) {
 	}
 	require.False(t, cikit.RunRunning.Terminal())
 	require.False(t, cikit.RunPending.Terminal())
+	require.False(t, cikit.RunBlocked.Terminal(), "a blocked run waits for a person")
+	require.False(t, cikit.JobManual.Terminal() || cikit.JobManual.Active())
+	require.False(t, cikit.JobDelayed.Terminal() || cikit.JobDelayed.Active())
 }
 
 func TestJobStateJSON(t *testing.T) {

@@ -19,10 +19,19 @@
 // (Node.Never) starts SKIPPED with everything that needs it, and fails
 // nothing. A job of When always runs once all its needs have ended,
 // whatever their outcome; one of When on_failure only if one of them did
-// not succeed. Because the rules are pure, property
-// tests check them on thousands of random graphs and interleavings.
+// not succeed. A job of When manual whose needs are satisfied becomes
+// MANUAL instead of READY and waits for a person (EventPlay, through
+// JobApply); one of When delayed becomes DELAYED and turns READY once its
+// StartIn has passed (Store.JobsRelease, driven by a sweeper on the
+// store's clock; the Driver releases its own run's). A manual job that
+// allows failure does not hold its run, which ends without it; one that
+// does not keeps the run BLOCKED (see RunStatus). Because the rules are
+// pure, property tests check them on thousands of random graphs and
+// interleavings.
 //
 //	PENDING ──needs satisfied──► READY ──► QUEUED ──► RUNNING ──► SUCCEEDED
+//	   │ (manual) ──► MANUAL ──play─────┤
+//	   │ (delayed) ─► DELAYED ─start_in─┘
 //	   │                                                  ├─────► FAILED ──► descendants SKIPPED
 //	   └──a need failed──► SKIPPED                        └─────► CANCELLED
 //	   (any not-started job) ──run cancelled──► CANCELLED
@@ -47,7 +56,8 @@
 // OutboxPending and OutboxMarkPublished inspect and mark. Both stores
 // pass one conformance suite, dagtest.Exercise, which a platform team can
 // run on a store of its own.
-// JobsExpire fails the jobs past their timeout or the max queue time, and
+// JobsExpire fails the jobs past their timeout or the max queue time,
+// JobsRelease makes READY the delayed jobs that are due, and
 // Report summarises a run with the critical path of its actual durations.
 // A Driver runs one run to its end in this process on an Executor, up to
 // Parallel jobs at once; it is the scheduler loop of `cikit run`.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"runtime"
 	"slices"
 	"time"
@@ -59,6 +60,16 @@ type DriverConfig struct {
 	GroupRetry time.Duration
 	// Logger receives the driver's diagnostics. Default: slog.Default().
 	Logger *slog.Logger
+	// Play names the manual jobs the driver starts once they wait
+	// MANUAL, as a person would (EventPlay); the others are left
+	// waiting, and the run ends without them unless they block it (see
+	// RunStatus). `cikit run --job` fills it. Drive refuses a run that
+	// has no manual job of a name Play gives.
+	Play []string
+	// Now is the clock the driver releases delayed jobs by
+	// (Store.JobsRelease): a DELAYED job of the run is released once Now
+	// reaches its ReadyAt, and Drive waits for it. Default: time.Now.
+	Now func() time.Time
 }
 
 // Driver drives one run at a time to its end in this process: it queues
@@ -93,6 +104,9 @@ func NewDriver(cfg DriverConfig) (*Driver, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
 	return &Driver{cfg: cfg}, nil
 }
 
@@ -101,8 +115,10 @@ type execResult struct {
 	outcome Outcome
 }
 
-// Drive runs the run's jobs until every job is terminal and returns the
-// final run. When ctx is cancelled, Drive cancels the run: jobs that have
+// Drive runs the run's jobs until every job is terminal, or waits for a
+// person (a MANUAL job not in Play, and what needs it), and returns the
+// final run. It waits for the run's DELAYED jobs to be due and releases
+// them. When ctx is cancelled, Drive cancels the run: jobs that have
 // not started end CANCELLED, running executions are cancelled, and Drive
 // returns once all of them have returned. It returns an error only when
 // the store fails; it then cancels running executions and waits for them
@@ -125,7 +141,13 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 	}
 	var waiting []*Job                           // QUEUED, waiting for a free slot, in order
 	var blocked []*Job                           // READY, waiting for their concurrency groups, in order
+	var toPlay []*Job                            // MANUAL, in Play, to start
+	delayed := make(map[string]*Job)             // DELAYED, by job ID
 	stops := make(map[string]context.CancelFunc) // of the running executions, by job ID
+	plays := make(map[string]bool, len(d.cfg.Play))
+	for _, id := range d.cfg.Play {
+		plays[id] = true
+	}
 	// track reports changes to OnChange and applies the cancellations a
 	// newer job of a concurrency group made to the jobs the driver holds.
 	track := func(changed []*Job) {
@@ -134,7 +156,14 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 				continue
 			}
 			d.notify(j)
+			delete(delayed, j.ID())
 			switch j.State {
+			case cikit.JobManual:
+				if plays[j.ID()] {
+					toPlay = append(toPlay, j)
+				}
+			case cikit.JobDelayed:
+				delayed[j.ID()] = j
 			case cikit.JobCancelled:
 				gone := func(w *Job) bool { return w.ID() == j.ID() }
 				waiting, blocked = slices.DeleteFunc(waiting, gone), slices.DeleteFunc(blocked, gone)
@@ -175,11 +204,75 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 		}
 		return nil
 	}
+	// play starts the manual jobs in toPlay, and queues them.
+	play := func() error {
+		for len(toPlay) > 0 {
+			j := toPlay[0]
+			toPlay = toPlay[1:]
+			res, err := d.cfg.Store.JobApply(storeCtx, []*JobEvent{{Kind: EventPlay, RunID: runID, JobID: j.ID(), Attempt: j.Attempt}})
+			if err != nil {
+				return err
+			}
+			if errors.Is(res[0].Err, cikit.ErrInvalidTransition) {
+				continue // no longer MANUAL: another writer cancelled it
+			}
+			if res[0].Err != nil {
+				return res[0].Err
+			}
+			track(res[0].Changed)
+			if err := queue(res[0].Changed[0]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// release releases the run's delayed jobs that are due, and queues
+	// them. JobsRelease releases those of every run of the store: the
+	// run's are read back, so a job another driver released is queued
+	// here all the same.
+	release := func() error {
+		now := d.cfg.Now()
+		if _, err := d.cfg.Store.JobsRelease(storeCtx, now); err != nil {
+			return err
+		}
+		for _, j := range sortedJobs(delayed) {
+			if j.ReadyAt.After(now) {
+				continue
+			}
+			cur, err := d.cfg.Store.JobGet(storeCtx, runID, j.ID())
+			if err != nil {
+				return err
+			}
+			if cur.State == cikit.JobDelayed && cur.Attempt == j.Attempt {
+				continue
+			}
+			delete(delayed, j.ID())
+			if cur.State == cikit.JobReady {
+				d.notify(cur)
+				if err := queue(cur); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	for _, id := range d.cfg.Play {
+		if !slices.ContainsFunc(jobs, func(j *Job) bool { return j.ID() == id && j.Spec.When == cikit.WhenManual }) {
+			return nil, fmt.Errorf("dag: DriverConfig.Play names %q, which is not a manual job of run %s", id, runID)
+		}
+	}
 	for _, j := range jobs {
-		if j.State == cikit.JobReady {
+		switch j.State {
+		case cikit.JobReady:
 			if err := queue(j); err != nil {
 				return nil, err
 			}
+		case cikit.JobManual:
+			if plays[j.ID()] {
+				toPlay = append(toPlay, j)
+			}
+		case cikit.JobDelayed:
+			delayed[j.ID()] = j
 		}
 	}
 
@@ -201,6 +294,9 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 	for {
 		if !cancelled && ctx.Err() != nil {
 			cancelRun()
+		}
+		if failure == nil && !cancelled {
+			failure = play()
 		}
 		for failure == nil && !cancelled && running < d.cfg.Parallel && len(waiting) > 0 {
 			j := waiting[0]
@@ -228,12 +324,17 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 			cancelExec()
 		}
 		waitForGroups := len(blocked) > 0 && !cancelled && failure == nil
-		if running == 0 && !waitForGroups {
+		waitForDelay := len(delayed) > 0 && !cancelled && failure == nil
+		if running == 0 && !waitForGroups && !waitForDelay {
 			break
 		}
-		var retry <-chan time.Time
+		var retry, due <-chan time.Time
 		if waitForGroups {
 			retry = time.After(d.cfg.GroupRetry)
+		}
+		if waitForDelay {
+			next := slices.MinFunc(sortedJobs(delayed), func(a, b *Job) int { return a.ReadyAt.Compare(b.ReadyAt) })
+			due = time.After(next.ReadyAt.Sub(d.cfg.Now()))
 		}
 		select {
 		case r := <-results:
@@ -248,6 +349,8 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 			}
 		case <-retry:
 			failure = unblock()
+		case <-due:
+			failure = release()
 		case <-done:
 			cancelRun()
 		}
@@ -290,4 +393,13 @@ func (d *Driver) notify(j *Job) {
 	if d.cfg.OnChange != nil {
 		d.cfg.OnChange(j)
 	}
+}
+
+// sortedJobs lists the jobs of m in the order of their IDs.
+func sortedJobs(m map[string]*Job) []*Job {
+	out := make([]*Job, 0, len(m))
+	for _, id := range slices.Sorted(maps.Keys(m)) {
+		out = append(out, m[id])
+	}
+	return out
 }

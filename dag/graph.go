@@ -22,7 +22,10 @@ type Node struct {
 	Never bool
 	// When is WhenAlways for a job that runs once its needs end whatever
 	// their outcome, WhenOnFailure for one that runs only if one of them
-	// did not succeed; anything else means on success.
+	// did not succeed; WhenManual for one that, its needs satisfied,
+	// waits MANUAL for a person to start it, WhenDelayed for one that
+	// waits DELAYED for its StartIn (see Arrival); anything else means on
+	// success.
 	When cikit.When
 }
 

@@ -111,6 +111,8 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 		switch states[i] {
 		case cikit.JobReady:
 			r.jobs[i].ReadyAt = now
+		case cikit.JobDelayed:
+			r.jobs[i].ReadyAt = now.Add(spec.StartIn)
 		case cikit.JobSkipped:
 			r.jobs[i].FinishedAt = now
 			r.jobs[i].Reason = ConsequenceReason(g, states, i)

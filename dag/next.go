@@ -43,6 +43,13 @@ const (
 	// or is being cancelled is left as it is. A concurrency group's
 	// cancel_in_progress uses it.
 	EventCancelJob
+	// EventPlay is a person starting a MANUAL job: it becomes READY and
+	// runs like any other. It is the only way out of MANUAL but a
+	// cancellation.
+	EventPlay
+	// EventRelease makes READY a DELAYED job whose StartIn has passed;
+	// the stores' JobsRelease applies it on their clock.
+	EventRelease
 )
 
 func (k EventKind) String() string {
@@ -65,6 +72,10 @@ func (k EventKind) String() string {
 		return "expire"
 	case EventCancelJob:
 		return "cancel-job"
+	case EventPlay:
+		return "play"
+	case EventRelease:
+		return "release"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -92,14 +103,15 @@ type Change struct {
 }
 
 // Initial returns the states of a new run of g: jobs that need nothing are
-// READY, all others PENDING, except that a job marked Never, and every
+// READY (MANUAL or DELAYED for jobs of When manual and delayed, see
+// Arrival), all others PENDING, except that a job marked Never, and every
 // job that needs one, is SKIPPED.
 func Initial(g *Graph) []cikit.JobState {
 	states := make([]cikit.JobState, g.Len())
 	for _, i := range g.Order() {
 		states[i] = cikit.JobPending
 		if len(g.Parents(i)) == 0 {
-			states[i] = cikit.JobReady
+			states[i] = Arrival(g, i)
 			if g.Node(i).When == cikit.WhenOnFailure {
 				states[i] = cikit.JobSkipped // nothing before it can fail
 			}
@@ -122,6 +134,20 @@ func Initial(g *Graph) []cikit.JobState {
 	return states
 }
 
+// Arrival is the state job i enters when its needs are satisfied: READY,
+// except MANUAL for a job of When manual, which waits for a person to
+// start it (EventPlay), and DELAYED for one of When delayed, which waits
+// for its StartIn (EventRelease).
+func Arrival(g *Graph, i int) cikit.JobState {
+	switch g.Node(i).When {
+	case cikit.WhenManual:
+		return cikit.JobManual
+	case cikit.WhenDelayed:
+		return cikit.JobDelayed
+	}
+	return cikit.JobReady
+}
+
 // Satisfied reports whether a job in state s with the given allow_failure
 // lets the jobs that need it run.
 func Satisfied(s cikit.JobState, allowFailure bool) bool {
@@ -140,11 +166,20 @@ func Satisfied(s cikit.JobState, allowFailure bool) bool {
 //     PENDING job that needs it SKIPPED, transitively: its descendants can
 //     never run.
 //   - A CANCELLED job makes the PENDING jobs that need it CANCELLED.
+//   - A job of When manual or delayed whose needs are satisfied becomes
+//     MANUAL or DELAYED instead of READY (see Arrival); the jobs that need
+//     it stay PENDING until it ends. EventPlay and EventRelease make it
+//     READY; a cancellation ends it as any job that has not started.
+//   - Cancelling a finished run changes nothing, even when manual jobs
+//     that allow failure still wait in it.
 func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
 	if len(states) != g.Len() {
 		return nil, fmt.Errorf("dag: %d states for a graph of %d jobs", len(states), g.Len())
 	}
 	if ev.Kind == EventCancel {
+		if RunStatus(g, states).Terminal() {
+			return nil, nil
+		}
 		var changes []Change
 		for _, i := range g.Order() {
 			switch s := states[i]; {
@@ -181,6 +216,10 @@ func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
 		want, to = cikit.JobReady, cikit.JobQueued
 	case EventStart:
 		want, to = cikit.JobQueued, cikit.JobRunning
+	case EventPlay:
+		want, to = cikit.JobManual, cikit.JobReady
+	case EventRelease:
+		want, to = cikit.JobDelayed, cikit.JobReady
 	case EventRetryJob, EventExpire:
 		to = cikit.JobFailed
 		if ev.Kind == EventRetryJob {
@@ -258,7 +297,7 @@ func propagate(g *Graph, states []cikit.JobState, j int, s cikit.JobState, chang
 			switch {
 			case Satisfied(ps, g.Node(p).AllowFailure):
 				if allSatisfied(g, c, state) {
-					set(c, cikit.JobReady)
+					set(c, Arrival(g, c))
 				}
 			case ps == cikit.JobCancelled:
 				set(c, cikit.JobCancelled)
@@ -273,8 +312,8 @@ func propagate(g *Graph, states []cikit.JobState, j int, s cikit.JobState, chang
 }
 
 // Settle returns the changes that bring every PENDING job of a run to the
-// state the rules give it, in graph order: READY when its needs are
-// satisfied, SKIPPED or CANCELLED below a need that blocks it, and for
+// state the rules give it, in graph order: READY (or its Arrival) when its
+// needs are satisfied, SKIPPED or CANCELLED below a need that blocks it, and for
 // always and on_failure jobs whatever their ended needs decide. A run
 // whose events were all applied in full needs none; a store whose
 // scheduler stopped after committing a completion but before making its
@@ -303,7 +342,7 @@ func Settle(g *Graph, states []cikit.JobState) []Change {
 				}
 			}
 			if to == cikit.JobPending && allSatisfied(g, i, state) {
-				to = cikit.JobReady
+				to = Arrival(g, i)
 			}
 		}
 		if to != cikit.JobPending {
@@ -349,17 +388,43 @@ func Apply(states []cikit.JobState, changes []Change) {
 }
 
 // RunStatus aggregates job states into the run's state:
-//   - some job not terminal: RUNNING once any job was queued or finished,
-//     PENDING before;
-//   - all terminal: CANCELLED if any job was cancelled, else FAILED if a
-//     job without allow_failure failed, else SUCCEEDED. A job skipped
-//     because a required job failed needs no rule of its own: that job
-//     fails the run; one skipped because it never runs fails nothing.
+//   - some job not terminal that runs or will run on its own (not MANUAL,
+//     nor PENDING below a MANUAL job): RUNNING once any job was queued or
+//     finished, PENDING before;
+//   - otherwise CANCELLED if any job was cancelled, else FAILED if a job
+//     without allow_failure failed, else BLOCKED while a manual job
+//     without allow_failure waits for a person, else SUCCEEDED. A job
+//     skipped because a required job failed needs no rule of its own:
+//     that job fails the run; one skipped because it never runs fails
+//     nothing.
+//
+// A manual job that allows failure (a manual job without rules does, in
+// GitLab) never holds the run: the run ends without it, the job staying
+// MANUAL and the jobs that need it PENDING, for a person to start it
+// later, which makes the run RUNNING again.
 func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
-	started, open, cancelled, failed := false, false, false, false
-	for i, s := range states {
-		switch s {
-		case cikit.JobPending, cikit.JobReady:
+	started, open, held, cancelled, failed := false, false, false, false, false
+	// person[i] says that job i waits for a person, itself or through a
+	// job it needs: personWaits for a manual job that allows failure,
+	// personHolds for one that blocks the run.
+	const (
+		personWaits = 1
+		personHolds = 2
+	)
+	person := make([]uint8, len(states))
+	for _, i := range g.Order() {
+		switch s := states[i]; s {
+		case cikit.JobManual:
+			person[i] = personWaits
+			if !g.Node(i).AllowFailure {
+				person[i], held = personHolds, true
+			}
+		case cikit.JobPending:
+			for _, p := range g.Parents(i) {
+				person[i] = max(person[i], person[p])
+			}
+			open = open || person[i] == 0
+		case cikit.JobReady, cikit.JobDelayed:
 			open = true
 		case cikit.JobQueued, cikit.JobRunning, cikit.JobCancelRequested:
 			open, started = true, true
@@ -385,6 +450,8 @@ func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
 		return cikit.RunCancelled
 	case failed:
 		return cikit.RunFailed
+	case held:
+		return cikit.RunBlocked
 	}
 	return cikit.RunSucceeded
 }
@@ -420,16 +487,16 @@ var ErrRunNotFinished = fmt.Errorf("%w: the run has not finished", cikit.ErrInva
 // retried above them are kept.
 // A change whose From is terminal starts a new attempt of that job.
 func retryFailed(g *Graph, states []cikit.JobState) ([]Change, error) {
-	for _, s := range states {
-		if !s.Terminal() {
-			return nil, ErrRunNotFinished
-		}
+	if !RunStatus(g, states).Terminal() {
+		return nil, ErrRunNotFinished
 	}
 	next := slices.Clone(states)
 	retried := make([]bool, len(states))
 	for _, i := range g.Order() {
 		s := states[i]
-		retry := s != cikit.JobSucceeded && !(s == cikit.JobFailed && g.Node(i).AllowFailure)
+		// A manual job still waiting for a person, and what waits for
+		// it, are not retried: they have not run.
+		retry := s.Terminal() && s != cikit.JobSucceeded && !(s == cikit.JobFailed && g.Node(i).AllowFailure)
 		for _, p := range g.Parents(i) {
 			// What ran after a retried job (always and on_failure jobs,
 			// and what needs them) runs again after its new attempt.
@@ -458,12 +525,12 @@ func retryFailed(g *Graph, states []cikit.JobState) ([]Change, error) {
 		case blocked:
 			next[i] = cikit.JobSkipped
 		case allSatisfied(g, i, state):
-			next[i] = cikit.JobReady
+			next[i] = Arrival(g, i)
 		}
 	}
 	var changes []Change
 	for _, i := range g.Order() {
-		if retried[i] {
+		if retried[i] && (states[i].Terminal() || next[i] != states[i]) {
 			changes = append(changes, Change{Job: i, From: states[i], To: next[i]})
 		}
 	}

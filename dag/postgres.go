@@ -127,7 +127,7 @@ func (s *PostgresStore) RunCreate(ctx context.Context, p *RunCreateParams) (run 
 	// Committed: the run's graph is known without reading it back. (Not
 	// in RunCreateTx, whose caller may still roll back.)
 	if g, err := FromSpecs(p.Jobs); err == nil {
-		s.graphs.put(run.ID, &runGraph{g: g, specs: cloneSpecs(p.Jobs), branch: p.Branch, pipeline: p.Pipeline, sha: p.SHA})
+		s.graphs.put(run.ID, newRunGraph(g, cloneSpecs(p.Jobs), p.Branch, p.Pipeline, p.SHA))
 	}
 	return run, nil
 }
@@ -310,6 +310,8 @@ func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newR
 			switch j.State {
 			case cikit.JobReady:
 				j.ReadyAt = now
+			case cikit.JobDelayed:
+				j.ReadyAt = now.Add(spec.StartIn)
 			case cikit.JobSkipped:
 				j.FinishedAt, j.Reason = now, ConsequenceReason(n.g, n.states, i)
 				ended = append(ended, j)
@@ -541,7 +543,7 @@ func (s *PostgresStore) Repair(ctx context.Context, runID string) (*TransitionRe
 // after Redis was lost or unreachable, and returns how many jobs it made
 // move.
 func (s *PostgresStore) RepairActive(ctx context.Context) (int, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id FROM pipeline_runs WHERE state IN ('pending', 'running') ORDER BY created_at`)
+	rows, err := s.pool.Query(ctx, `SELECT id FROM pipeline_runs WHERE state IN ('pending', 'running', 'blocked') ORDER BY created_at`)
 	if err != nil {
 		return 0, interpretError(err)
 	}

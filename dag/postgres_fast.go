@@ -26,6 +26,19 @@ type runGraph struct {
 	// pipeline and sha are the run's, which its outbox events name.
 	pipeline string
 	sha      string
+	// manual says that a job of the run is of When manual, which may be
+	// left waiting while the run ends: the run's completions take the
+	// locked path, which decides with RunStatus.
+	manual bool
+}
+
+// newRunGraph is the runGraph of a run's graph and specs.
+func newRunGraph(g *Graph, specs []*cikit.JobSpec, branch, pipeline, sha string) *runGraph {
+	rg := &runGraph{g: g, specs: specs, branch: branch, pipeline: pipeline, sha: sha}
+	for _, s := range specs {
+		rg.manual = rg.manual || s.When == cikit.WhenManual
+	}
+	return rg
 }
 
 // defaultGraphCache is how many runs' graphs a PostgresStore keeps.
@@ -105,7 +118,7 @@ func (s *PostgresStore) graph(ctx context.Context, q querier, runID string) (*ru
 	if err != nil {
 		return nil, fmt.Errorf("dag: run %q: stored jobs do not form a graph: %w", runID, err)
 	}
-	rg := &runGraph{g: g, specs: specs, branch: branch, pipeline: pipeline, sha: sha}
+	rg := newRunGraph(g, specs, branch, pipeline, sha)
 	s.graphs.put(runID, rg)
 	return rg, nil
 }
@@ -289,8 +302,8 @@ func (s *PostgresStore) refuseMissed(ctx context.Context, evs []*JobEvent, misse
 // that need it becoming READY, nothing else. A completion qualifies when
 // it satisfies the jobs needing it (success, or an allowed failure that
 // is not retried) and they all run on success: skips, retries, the
-// decisions of always and on_failure jobs and the end of a run are the
-// locked path's.
+// decisions of always and on_failure jobs, jobs that become MANUAL or
+// DELAYED instead of READY, and the end of a run are the locked path's.
 func fastEligible(rg *runGraph, i int, e *JobEvent) bool {
 	spec := rg.specs[i]
 	switch e.Kind {
@@ -302,7 +315,9 @@ func fastEligible(rg *runGraph, i int, e *JobEvent) bool {
 		satisfied := e.Outcome == cikit.JobSucceeded ||
 			e.Outcome == cikit.JobFailed && spec.AllowFailure && !RetryOnFailure(spec, e.FailureClass, e.Attempt)
 		children := rg.g.Children(i)
-		if !satisfied {
+		if !satisfied || rg.manual {
+			// In a run with a manual job, any completion may end the
+			// run: the jobs left PENDING may be waiting for a person.
 			return false
 		}
 		// A job nothing needs may end the run: fastUpdate applies it only
@@ -313,7 +328,8 @@ func fastEligible(rg *runGraph, i int, e *JobEvent) bool {
 			return spec.Concurrency == nil
 		}
 		for _, c := range children {
-			if w := rg.g.Node(c).When; w == cikit.WhenAlways || w == cikit.WhenOnFailure {
+			switch rg.g.Node(c).When {
+			case cikit.WhenAlways, cikit.WhenOnFailure, cikit.WhenManual, cikit.WhenDelayed:
 				return false
 			}
 		}

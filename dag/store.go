@@ -129,6 +129,16 @@ type Store interface {
 	// with a store failure come the results of the transitions applied
 	// before it.
 	JobsExpire(ctx context.Context, params *ExpireParams) ([]*TransitionResult, error)
+	// JobsRelease makes READY the DELAYED jobs of every run whose time
+	// has come at now (EventRelease): those whose ReadyAt, the moment
+	// their needs were satisfied plus their spec's StartIn, is not after
+	// now. Each release is its own transition, conditional on the
+	// attempt and state the job was found in, as JobsExpire's; it
+	// returns the results of those that changed something, runs in ID
+	// order and each run's jobs in plan order, for a dispatcher to offer
+	// the jobs. It is driven by whoever drives JobsExpire (lease.Reaper,
+	// Driver); only a zero now and store failures are errors.
+	JobsRelease(ctx context.Context, now time.Time) ([]*TransitionResult, error)
 	// GroupNext returns the job whose turn it is in a concurrency group:
 	// the READY job of the group that has waited longest, when no job of
 	// the group is active. It returns nil when the group is busy or no
@@ -190,6 +200,8 @@ const (
 	EventPipelineCreated   = "pipeline.created"
 	EventPipelineCompleted = "pipeline.completed"
 	EventJobPending        = "job.pending" // a retried job waiting for its needs
+	EventJobManual         = "job.manual"  // waiting for a person to start it
+	EventJobDelayed        = "job.delayed" // waiting for its start_in to pass
 	EventJobReady          = "job.ready"
 	EventJobQueued         = "job.queued"
 	EventJobStarted        = "job.started"
@@ -202,6 +214,10 @@ func jobEventType(s cikit.JobState) string {
 	switch s {
 	case cikit.JobPending:
 		return EventJobPending
+	case cikit.JobManual:
+		return EventJobManual
+	case cikit.JobDelayed:
+		return EventJobDelayed
 	case cikit.JobReady:
 		return EventJobReady
 	case cikit.JobQueued:
@@ -274,7 +290,8 @@ type JobTransitionParams struct {
 
 // JobEvent is one event about a job, for Store.JobApply: the arguments of
 // JobQueue (Kind EventQueue), JobStart (EventStart) or JobComplete
-// (EventComplete) as one value.
+// (EventComplete) as one value, or a person starting a MANUAL job
+// (EventPlay), which makes it READY.
 type JobEvent struct {
 	Kind    EventKind
 	RunID   string
@@ -305,10 +322,10 @@ func (p *JobCompleteParams) event() *JobEvent {
 // validate refuses an event no store could apply.
 func (e *JobEvent) validate() error {
 	switch e.Kind {
-	case EventQueue, EventStart, EventComplete:
+	case EventQueue, EventStart, EventComplete, EventPlay:
 		return nil
 	}
-	return fmt.Errorf("dag: job event of kind %v: want queue, start or complete", e.Kind)
+	return fmt.Errorf("dag: job event of kind %v: want queue, start, complete or play", e.Kind)
 }
 
 // JobEventResult answers one event of Store.JobApply: its TransitionResult,
@@ -389,7 +406,9 @@ type Job struct {
 	// Reason explains a terminal state that is not success: a failure
 	// message, the job whose failure skipped this one, a cancellation;
 	// and for CANCEL_REQUESTED, why the job is being cancelled.
-	Reason     string
+	Reason string
+	// ReadyAt is when the job became READY; for a DELAYED job, when it
+	// will: the moment its needs were satisfied plus its StartIn.
 	ReadyAt    time.Time
 	QueuedAt   time.Time
 	StartedAt  time.Time

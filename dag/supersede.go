@@ -110,7 +110,7 @@ func (s *PostgresStore) supersedeTx(ctx context.Context, tx pgx.Tx, run *Run, p 
 		return interpretError(err)
 	}
 	rows, err := tx.Query(ctx, `SELECT id FROM pipeline_runs
-		WHERE pipeline = $1 AND branch = $2 AND state IN ('pending', 'running') AND id <> $3
+		WHERE pipeline = $1 AND branch = $2 AND state IN ('pending', 'running', 'blocked') AND id <> $3
 `, p.Pipeline, p.Branch, run.ID)
 	if err != nil {
 		return interpretError(err)

@@ -94,6 +94,8 @@ func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
 			if own && w.retrying {
 				j.Reason = retryReason(j.Attempt-1, w.job)
 			}
+		case c.To == cikit.JobDelayed:
+			j.ReadyAt = now.Add(j.Spec.StartIn)
 		case c.To == cikit.JobQueued:
 			j.QueuedAt = now
 		case c.To == cikit.JobRunning:

@@ -404,6 +404,12 @@ const (
 	// WaitTenantLimit: the job's tenant has as many jobs running as its
 	// limit allows (ServerConfig.TenantLimit).
 	WaitTenantLimit WaitCode = "tenant_limit"
+	// WaitManual: the job is a manual one and waits for a person to
+	// start it; it never starts on its own.
+	WaitManual WaitCode = "manual"
+	// WaitDelayed: the job is a delayed one and waits for its start_in
+	// to pass (its ReadyAt), then becomes READY.
+	WaitDelayed WaitCode = "delayed"
 )
 
 // WaitReason says why a job is not running yet.
@@ -431,6 +437,14 @@ func (m *Manager) Why(ctx context.Context, runID, jobID string) (*WaitReason, er
 		return nil, err
 	}
 	w := &WaitReason{RunID: runID, JobID: jobID, State: j.State}
+	switch j.State {
+	case cikit.JobManual:
+		w.Code, w.Message = WaitManual, "the job is manual: waiting for a person to start it"
+		return w, nil
+	case cikit.JobDelayed:
+		w.Code, w.Message = WaitDelayed, "the job is delayed until "+j.ReadyAt.UTC().Format(time.RFC3339)
+		return w, nil
+	}
 	if j.State != cikit.JobReady && j.State != cikit.JobQueued {
 		w.Code, w.Message = WaitNotWaiting, fmt.Sprintf("the job is %s, not waiting for a runner", j.State)
 		return w, nil

@@ -64,7 +64,8 @@
 // "runner_lost: …"), which dag's retry policy turns into a new attempt or
 // a final failure; one being cancelled is cancelled; any other record is
 // stale and deleted. With MaxQueueTime it also fails the jobs that waited
-// too long for a runner (dag.Store.JobsExpire).
+// too long for a runner (dag.Store.JobsExpire), and every pass makes READY
+// the delayed jobs whose start_in has passed (dag.Store.JobsRelease).
 //
 // # Guarantees
 //

@@ -86,7 +86,8 @@ type ReaperConfig struct {
 	Logger *slog.Logger
 	// OnTransition, when set, is given every transition a pass applied:
 	// an attempt ended (which may have made a new attempt READY, or jobs
-	// that need it READY or SKIPPED) or a job failed for its queue time.
+	// that need it READY or SKIPPED), a job failed for its queue time, or
+	// a delayed job made READY.
 	// A dispatcher passes them on, so that what became READY is queued.
 	// It is called from the pass's goroutine.
 	OnTransition func(*dag.TransitionResult)
@@ -160,6 +161,9 @@ type ReapReport struct {
 	// dag.Store.JobsExpire call fails.
 	QueueTimeouts int
 	Timeouts      int
+	// Released counts delayed jobs whose start_in had passed, made READY
+	// (dag.Store.JobsRelease).
+	Released int
 	// Errors counts leases the pass could not handle; they are logged
 	// and tried again by the next pass.
 	Errors int
@@ -221,6 +225,16 @@ func (r *Reaper) Reap(ctx context.Context) (*ReapReport, error) {
 		if len(batch) < r.batch || !progress {
 			break
 		}
+	}
+	// Delayed jobs are due on the same clock as leases: each pass makes
+	// READY those whose start_in has passed, for the dispatcher to offer.
+	released, err := r.m.jobs.JobsRelease(ctx, now)
+	for _, tr := range released {
+		r.notify(tr)
+		rep.Released++
+	}
+	if err != nil {
+		return rep, err
 	}
 	if r.maxQueue > 0 {
 		res, err := r.m.jobs.JobsExpire(ctx, &dag.ExpireParams{Now: now, MaxQueueTime: r.maxQueue})

@@ -17,11 +17,20 @@ import (
 // whens weighs the conditions GenSpecs draws: mostly on success.
 var whens = []cikit.When{"", "", "", "", "", "", "", "", cikit.WhenAlways, cikit.WhenOnFailure}
 
+// ruleWhens are those of Rules' pipelines, which also hold manual and
+// delayed jobs: the state machine plays the ones waiting for a person and
+// releases the delayed ones.
+var ruleWhens = append(slices.Clone(whens), cikit.WhenManual, cikit.WhenDelayed)
+
 // GenSpecs draws a random acyclic pipeline, some jobs of When always or
 // on_failure: jobs are ranked, a job needs
 // only jobs of lower rank, and ranks are shuffled into file order so needs
 // point both forwards and backwards in the file.
 func GenSpecs(t *rapid.T, maxJobs int) []*cikit.JobSpec {
+	return genSpecs(t, maxJobs, whens)
+}
+
+func genSpecs(t *rapid.T, maxJobs int, whens []cikit.When) []*cikit.JobSpec {
 	n := rapid.IntRange(1, maxJobs).Draw(t, "jobs")
 	order := rapid.Permutation(seq(n)).Draw(t, "order") // order[rank] = file position
 	specs := make([]*cikit.JobSpec, n)
@@ -39,6 +48,9 @@ func GenSpecs(t *rapid.T, maxJobs int) []*cikit.JobSpec {
 			AllowFailure: rapid.Float64Range(0, 1).Draw(t, fmt.Sprintf("allow%d", rank)) < 0.25,
 			When:         rapid.SampledFrom(whens).Draw(t, fmt.Sprintf("when%d", rank)),
 			Steps:        []cikit.Step{{Run: "true"}},
+		}
+		if specs[order[rank]].When == cikit.WhenDelayed {
+			specs[order[rank]].StartIn = time.Hour
 		}
 	}
 	return specs
@@ -66,12 +78,28 @@ func requiredFailedAncestor(g *dag.Graph, states []cikit.JobState) []bool {
 	return out
 }
 
+// waitsForPerson reports whether job i waits for a person: it is MANUAL,
+// or PENDING and some job it needs, directly or transitively, is MANUAL.
+// With blocking, only manual jobs without allow_failure count.
+func waitsForPerson(g *dag.Graph, states []cikit.JobState, i int, blocking bool) bool {
+	switch states[i] {
+	case cikit.JobManual:
+		return !blocking || !g.Node(i).AllowFailure
+	case cikit.JobPending:
+		return slices.ContainsFunc(g.Parents(i), func(p int) bool { return waitsForPerson(g, states, p, blocking) })
+	}
+	return false
+}
+
 // ReferenceRunState is the run status rule written out independently of
 // dag.RunStatus.
 func ReferenceRunState(g *dag.Graph, states []cikit.JobState) cikit.RunState {
-	if slices.ContainsFunc(states, func(s cikit.JobState) bool { return !s.Terminal() }) {
+	// What will move on its own: not terminal, and not waiting for a
+	// person.
+	moving := func(i int) bool { return !states[i].Terminal() && !waitsForPerson(g, states, i, false) }
+	if slices.ContainsFunc(seq(len(states)), moving) {
 		if slices.ContainsFunc(states, func(s cikit.JobState) bool {
-			return s != cikit.JobPending && s != cikit.JobReady && s != cikit.JobSkipped
+			return s != cikit.JobPending && s != cikit.JobReady && s != cikit.JobSkipped && s != cikit.JobManual && s != cikit.JobDelayed
 		}) {
 			return cikit.RunRunning
 		}
@@ -83,6 +111,11 @@ func ReferenceRunState(g *dag.Graph, states []cikit.JobState) cikit.RunState {
 	for i, s := range states {
 		if s == cikit.JobFailed && !g.Node(i).AllowFailure {
 			return cikit.RunFailed
+		}
+	}
+	for i := range states {
+		if states[i] == cikit.JobManual && waitsForPerson(g, states, i, true) {
+			return cikit.RunBlocked
 		}
 	}
 	return cikit.RunSucceeded
@@ -107,7 +140,13 @@ func checkInvariants(t *rapid.T, g *dag.Graph, run *dag.Run, jobs []*dag.Job) {
 			blocked = blocked || states[p].Terminal() && !ok
 			allTerminal = allTerminal && states[p].Terminal()
 		}
-		started := j.State == cikit.JobReady || j.State.Active() || j.State == cikit.JobSucceeded || j.State == cikit.JobFailed
+		started := j.State == cikit.JobReady || j.State.Active() || j.State == cikit.JobSucceeded || j.State == cikit.JobFailed ||
+			j.State == cikit.JobManual || j.State == cikit.JobDelayed
+		// SAFETY: only manual jobs wait for a person, only delayed ones
+		// for a time.
+		if j.State == cikit.JobManual && g.Node(i).When != cikit.WhenManual || j.State == cikit.JobDelayed && g.Node(i).When != cikit.WhenDelayed {
+			t.Fatalf("%q job %s is %s: %v", g.Node(i).When, j.ID(), j.State, states)
+		}
 		switch w := g.Node(i).When; {
 		case w == cikit.WhenAlways || w == cikit.WhenOnFailure:
 			// LIVENESS: it waits only while a need is running; SAFETY: it
@@ -199,7 +238,14 @@ func Rules(t *testing.T, factory Factory, cfg RulesConfig) {
 			return
 		}
 		ctx := context.Background()
-		specs := GenSpecs(t, 24)
+		// Half the runs have manual and delayed jobs; the others keep
+		// exercising a PostgreSQL store's fast path, which a run with a
+		// manual job does not take for its completions.
+		gen := whens
+		if rapid.Bool().Draw(t, "waiting") {
+			gen = ruleWhens
+		}
+		specs := genSpecs(t, 24, gen)
 		g, err := dag.FromSpecs(specs)
 		if err != nil {
 			t.Fatalf("generator made an invalid graph: %v", err)
@@ -255,6 +301,12 @@ func Rules(t *testing.T, factory Factory, cfg RulesConfig) {
 					actions = append(actions, action{"stale complete " + j.ID(), complete(j, cikit.JobSucceeded, j.Attempt+1), false})
 				case cikit.JobPending:
 					actions = append(actions, action{"illegal start " + j.ID(), func() (*dag.TransitionResult, error) { return store.JobStart(ctx, tp(j, j.Attempt)) }, false})
+				case cikit.JobManual:
+					actions = append(actions, action{"play " + j.ID(), func() (*dag.TransitionResult, error) { return play(ctx, store, j) }, true},
+						action{"illegal queue " + j.ID(), func() (*dag.TransitionResult, error) { return store.JobQueue(ctx, tp(j, j.Attempt)) }, false})
+				case cikit.JobDelayed:
+					actions = append(actions, action{"release", func() (*dag.TransitionResult, error) { return releaseAll(ctx, store, run.ID) }, true},
+						action{"illegal queue " + j.ID(), func() (*dag.TransitionResult, error) { return store.JobQueue(ctx, tp(j, j.Attempt)) }, false})
 				}
 			}
 			if retries < 2 && run.State.Terminal() && run.State != cikit.RunSucceeded {
@@ -391,7 +443,8 @@ func Rules(t *testing.T, factory Factory, cfg RulesConfig) {
 					unsatisfied = unsatisfied || !dag.Satisfied(states[p], g.Node(p).AllowFailure)
 				}
 				w := specs[i].When
-				if skipped && (w == cikit.WhenAlways || w == cikit.WhenOnFailure && unsatisfied || w == "" && !unsatisfied) {
+				onSuccess := w == "" || w == cikit.WhenManual || w == cikit.WhenDelayed
+				if skipped && (w == cikit.WhenAlways || w == cikit.WhenOnFailure && unsatisfied || onSuccess && !unsatisfied) {
 					t.Fatalf("%q job %s SKIPPED with needs unsatisfied=%v: %v", w, specs[i].ID, unsatisfied, states)
 				}
 			case skipped && !failedAbove[i]:
@@ -445,6 +498,8 @@ func batchEvents(t *rapid.T, step int, runID string, jobs []*dag.Job) []*dag.Job
 			kinds = []dag.EventKind{dag.EventStart, dag.EventComplete}
 		case cikit.JobRunning:
 			kinds = []dag.EventKind{dag.EventComplete}
+		case cikit.JobManual:
+			kinds = []dag.EventKind{dag.EventPlay, dag.EventQueue, dag.EventStart, dag.EventComplete}
 		default:
 			continue
 		}
@@ -538,4 +593,32 @@ func must(i int, ok bool) int {
 		panic("missing")
 	}
 	return i
+}
+
+// play starts a MANUAL job through JobApply, as the API does.
+func play(ctx context.Context, store dag.Store, j *dag.Job) (*dag.TransitionResult, error) {
+	res, err := store.JobApply(ctx, []*dag.JobEvent{{Kind: dag.EventPlay, RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt}})
+	if err != nil {
+		return nil, err
+	}
+	return res[0].TransitionResult, res[0].Err
+}
+
+// releaseAll releases every DELAYED job of the store's runs at once (their
+// StartIn is an hour), and returns what changed in run runID as one result.
+func releaseAll(ctx context.Context, store dag.Store, runID string) (*dag.TransitionResult, error) {
+	results, err := store.JobsRelease(ctx, time.Now().Add(2*time.Hour))
+	if err != nil {
+		return nil, err
+	}
+	merged := &dag.TransitionResult{}
+	for _, r := range results {
+		if r.Run.ID == runID {
+			merged.Changed, merged.Run = append(merged.Changed, r.Changed...), r.Run
+		}
+	}
+	if merged.Run == nil {
+		merged.Run, err = store.RunGet(ctx, runID)
+	}
+	return merged, err
 }

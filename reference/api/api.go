@@ -98,6 +98,7 @@ func New(cfg Config) (*API, error) {
 	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/log", a.getLog)
 	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/log/follow", a.followLog)
 	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/why", a.getWhy)
+	a.route("POST "+Prefix+"/runs/{run}/jobs/{job}/start", a.startJob)
 	if cfg.Manual != nil {
 		a.mux.Handle("POST "+Prefix+"/repos/{org}/{repo}/pipelines", cfg.Manual)
 		a.mux.HandleFunc(Prefix+"/repos/{org}/{repo}/pipelines", methodNotAllowed("POST"))

@@ -207,7 +207,7 @@ func TestAPIDoc(t *testing.T) {
 	for _, r := range []string{
 		"GET /healthz", "GET /readyz", "GET /api/v1/runs", "GET /api/v1/runs/{run}", "GET /api/v1/runs/{run}/jobs/{job}",
 		"POST /api/v1/runs/{run}/cancel", "POST /api/v1/runs/{run}/retry", "GET /api/v1/runs/{run}/jobs/{job}/log",
-		"GET /api/v1/runs/{run}/jobs/{job}/log/follow", "GET /api/v1/runs/{run}/jobs/{job}/why",
+		"GET /api/v1/runs/{run}/jobs/{job}/log/follow", "GET /api/v1/runs/{run}/jobs/{job}/why", "POST /api/v1/runs/{run}/jobs/{job}/start",
 	} {
 		require.True(t, routes[r], "the document has an example of %s", r)
 	}

@@ -78,9 +78,17 @@ type JobDetail struct {
 	ExitCode   *int      `json:"exit_code,omitempty"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	FinishedAt time.Time `json:"finished_at,omitzero"`
-	// WaitingOn lists, for a PENDING job, the needs it still waits for;
-	// empty otherwise.
+	// WaitingOn lists, for a PENDING job, the needs it still waits for
+	// (a manual job among them until a person starts it); empty
+	// otherwise.
 	WaitingOn []string `json:"waiting_on"`
+	// WaitingFor says in words what a MANUAL or DELAYED job waits for:
+	// "a person to start it" (POST .../start), or "delayed until" its
+	// DelayedUntil; absent otherwise.
+	WaitingFor string `json:"waiting_for,omitempty"`
+	// DelayedUntil is when a DELAYED job becomes READY on its own;
+	// absent for other states.
+	DelayedUntil time.Time `json:"delayed_until,omitzero"`
 	// Cache lists the caches of the job's spec.
 	Cache []JobCache `json:"cache"`
 	// Critical says that the job is on the run's critical path.
@@ -187,6 +195,13 @@ func jobDetail(j *dag.Job, r *dag.JobReport, run map[string]*dag.Job, critical b
 	}
 	if d.Name == "" {
 		d.Name = j.ID()
+	}
+	switch j.State {
+	case cikit.JobManual:
+		d.WaitingFor = "a person to start it"
+	case cikit.JobDelayed:
+		d.DelayedUntil = utc(j.ReadyAt)
+		d.WaitingFor = "delayed until " + d.DelayedUntil.Format(time.RFC3339)
 	}
 	if j.State.Terminal() && (!j.StartedAt.IsZero() || j.State == cikit.JobFailed) {
 		code := j.ExitCode

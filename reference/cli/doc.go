@@ -4,7 +4,8 @@
 // # Exit codes
 //
 //	0    success
-//	1    the pipeline failed (run) or has findings (lint)
+//	1    the pipeline failed or is blocked by a manual job (run), or has
+//	     findings (lint)
 //	2    invalid configuration or usage
 //	130  the run was interrupted (SIGINT or SIGTERM) and cancelled
 package cli

@@ -23,7 +23,7 @@ import (
 )
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("run", "run [flags]\n\nRuns the pipeline of a directory on this machine: every job in a fresh copy of\nthe directory, its steps as `sh -e -c` processes, jobs in parallel where their\nneeds allow. Ctrl-C cancels the run.", stderr)
+	fs := newFlags("run", "run [flags]\n\nRuns the pipeline of a directory on this machine: every job in a fresh copy of\nthe directory, its steps as `sh -e -c` processes, jobs in parallel where their\nneeds allow. Ctrl-C cancels the run.\n\nA manual job (GitLab's when: manual) runs only when named with -job; otherwise\nit is reported as not run, and fails the run only if it blocks it (a manual job\nwithout allow_failure). A delayed job (when: delayed) waits its start_in, unless\n-no-delay.", stderr)
 	dir := fs.String("dir", ".", "the directory whose pipeline runs; each job works in a copy of it")
 	file := fs.String("file", "", "the pipeline file, relative to -dir (default: .cikit.yml)")
 	parallel := fs.Int("parallel", runtime.NumCPU(), "the most jobs run at once")
@@ -31,6 +31,9 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	keep := fs.Bool("keep-workspaces", false, "keep job workspaces after the run, for debugging")
 	report := fs.String("report", "", "write the run's result as JSON to this file")
 	passEnv := fs.String("pass-env", "", "comma-separated names of more variables of this environment that jobs get, besides\nPATH, HOME, USER, LOGNAME, TMPDIR, LANG, LANGUAGE, LC_* and TZ (nothing else of it reaches them)")
+	var play jobNames
+	fs.Var(&play, "job", "start this manual job once its needs are satisfied (repeatable)")
+	noDelay := fs.Bool("no-delay", false, "start delayed jobs as soon as their needs are satisfied, ignoring start_in")
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -64,6 +67,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cikit run: %s is invalid (%d finding(s)); nothing ran\n", filepath.Join(*dir, *file), len(diags))
 		return ExitInvalid
 	}
+	if err := checkManual(plan, play); err != nil {
+		fmt.Fprintf(stderr, "cikit run: %v\n", err)
+		return ExitInvalid
+	}
+	if *noDelay {
+		plan.Jobs = withoutDelays(plan.Jobs)
+	}
 
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -94,6 +104,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		Parallel: *parallel,
 		Logger:   logger,
 		OnChange: r.onChange,
+		Play:     play,
 		Executor: dag.ExecutorFunc(func(ctx context.Context, j *dag.Job) dag.Outcome {
 			res := exec.Run(ctx, j.Spec)
 			r.flush(j.ID())
@@ -144,6 +155,8 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitOK
 	case cikit.RunCancelled:
 		return ExitInterrupted
+	case cikit.RunBlocked:
+		fmt.Fprintf(stderr, "cikit run: the run is blocked: %s\n", blockedBy(jobs))
 	}
 	return ExitFailed
 }
@@ -209,6 +222,10 @@ func (r *localRun) onChange(j *dag.Job) {
 		r.con.printf("%s○ skipped: %s\n", p, j.Reason)
 	case cikit.JobCancelled:
 		r.con.printf("%s■ cancelled: %s\n", p, j.Reason)
+	case cikit.JobManual:
+		r.con.printf("%s⏸ manual: waiting for a person (start with -job %s)\n", p, j.ID())
+	case cikit.JobDelayed:
+		r.con.printf("%s⏲ delayed until %s\n", p, j.ReadyAt.Format(time.TimeOnly))
 	}
 }
 
@@ -241,6 +258,9 @@ type jobResult struct {
 	StartedAt    *time.Time     `json:"started_at,omitempty"`
 	FinishedAt   *time.Time     `json:"finished_at,omitempty"`
 	Duration     time.Duration  `json:"duration_ns"`
+	// WaitsFor names, for a job left PENDING, the manual job it needs
+	// (directly or not) that did not run.
+	WaitsFor string `json:"waits_for,omitempty"`
 }
 
 func summarize(plan *compiler.Plan, run *dag.Run, jobs []*dag.Job, elapsed time.Duration) *result {
@@ -257,6 +277,19 @@ func summarize(plan *compiler.Plan, run *dag.Run, jobs []*dag.Job, elapsed time.
 		res.Jobs = append(res.Jobs, jr)
 	}
 	g := plan.Graph()
+	for _, i := range g.Order() {
+		for _, p := range g.Parents(i) {
+			if jobs[i].State != cikit.JobPending || res.Jobs[i].WaitsFor != "" {
+				break
+			}
+			switch {
+			case jobs[p].State == cikit.JobManual:
+				res.Jobs[i].WaitsFor = g.Node(p).ID
+			case res.Jobs[p].WaitsFor != "":
+				res.Jobs[i].WaitsFor = res.Jobs[p].WaitsFor
+			}
+		}
+	}
 	path, total := g.CriticalPath(func(i int) time.Duration { return jobs[i].Duration() })
 	for _, i := range path {
 		res.CriticalPath = append(res.CriticalPath, g.Node(i).ID)
@@ -275,8 +308,13 @@ func (res *result) print(w io.Writer) {
 			dur = round(j.Duration).String()
 		}
 		note := j.Reason
-		if j.State == cikit.JobFailed && j.AllowFailure {
+		switch {
+		case j.State == cikit.JobFailed && j.AllowFailure:
 			note = "allowed to fail: " + note
+		case j.State == cikit.JobManual:
+			note = fmt.Sprintf("manual: not run (start with -job %s)", j.ID)
+		case j.State == cikit.JobPending && j.WaitsFor != "":
+			note = fmt.Sprintf("not run: needs %s, a manual job that did not run", j.WaitsFor)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.ID, strings.ToUpper(string(j.State)), dur, note)
 	}

@@ -89,6 +89,9 @@ func tenantOf(run *dag.Run) string {
 func (p *Platform) reaped(res *dag.TransitionResult) {
 	ctx := context.Background()
 	p.fleet.Dispatch(ctx, res)
+	if len(res.Changed) > 0 && res.Changed[0].State == cikit.JobReady && res.Changed[0].Attempt == 1 {
+		return // a delayed job released, not an attempt reaped
+	}
 	p.metrics.leaseExpiries.Inc()
 	for _, j := range res.Changed {
 		attempt := j.Attempt

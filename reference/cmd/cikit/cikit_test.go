@@ -65,17 +65,19 @@ func cikit(t *testing.T, dir string, env []string, args ...string) outcome {
 }
 
 type report struct {
-	State        string   `json:"state"`
-	CriticalPath []string `json:"critical_path"`
-	CriticalNS   int64    `json:"critical_path_ns"`
-	Jobs         []struct {
-		ID         string     `json:"id"`
-		State      string     `json:"state"`
-		ExitCode   int        `json:"exit_code"`
-		Reason     string     `json:"reason"`
-		StartedAt  *time.Time `json:"started_at"`
-		FinishedAt *time.Time `json:"finished_at"`
-	} `json:"jobs"`
+	State        string      `json:"state"`
+	CriticalPath []string    `json:"critical_path"`
+	CriticalNS   int64       `json:"critical_path_ns"`
+	Jobs         []reportJob `json:"jobs"`
+}
+
+type reportJob struct {
+	ID         string     `json:"id"`
+	State      string     `json:"state"`
+	ExitCode   int        `json:"exit_code"`
+	Reason     string     `json:"reason"`
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
 }
 
 func readReport(t *testing.T, path string) *report {

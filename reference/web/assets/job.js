@@ -6,7 +6,7 @@ import * as api from './api.js';
 import { LogView } from './log.js';
 import { badge, duration, errorBox, h, jobDone, pagePath, poll, time } from './util.js';
 
-const WAITING = ['pending', 'ready', 'queued'];
+const WAITING = ['pending', 'manual', 'delayed', 'ready', 'queued'];
 
 /** mountJob shows job jobID of run runID in root; query's "attempt" picks an earlier attempt. */
 export function mountJob(root, runID, jobID, query) {
@@ -16,11 +16,14 @@ export function mountJob(root, runID, jobID, query) {
   const title = h('h1', {}, jobID);
   const facts = h('dl', { class: 'facts' });
   const why = h('p', { class: 'why', 'data-testid': 'why', hidden: true });
+  // A manual job waits for a person: this button starts it.
+  const start = h('button', { type: 'button', class: 'start', 'data-testid': 'start', hidden: true }, 'Start');
+  const startErr = errorBox('start-error');
   const attempts = h('nav', { class: 'attempts', 'data-testid': 'attempts' });
   const logSlot = h('div');
   root.append(
     h('p', { class: 'crumbs' }, h('a', { href: pagePath(runID), 'data-testid': 'run-link' }, `Run ${runID}`)),
-    title, err.el, facts, why, attempts, logSlot,
+    title, err.el, startErr.el, facts, why, attempts, logSlot,
   );
 
   let job = null;
@@ -35,7 +38,9 @@ export function mountJob(root, runID, jobID, query) {
     document.title = `${j.name || j.id} · cikit`;
     const waitingOn = (j.waiting_on || []).flatMap((id, i) => [i ? ', ' : '', h('a', { href: pagePath(runID, id) }, id)]);
     facts.replaceChildren(
-      ...fact('State', badge(j.state, j.allow_failure, { 'data-testid': 'job-state' })),
+      ...fact('State', [badge(j.state, j.allow_failure, { 'data-testid': 'job-state' }), start]),
+      ...fact('Waiting for', j.waiting_for, { 'data-testid': 'waiting-for' }),
+      ...fact('Delayed until', j.delayed_until && time(j.delayed_until)),
       ...fact('Attempt', String(j.attempt), { 'data-testid': 'job-attempt' }),
       ...fact('Stage', j.stage),
       ...fact('Runs on', (j.runs_on || []).join(', ')),
@@ -49,6 +54,8 @@ export function mountJob(root, runID, jobID, query) {
       ...fact('Reason', j.reason),
       ...fact('Allowed to fail', j.allow_failure ? 'yes' : null),
     );
+    start.hidden = j.state !== 'manual';
+    start.disabled = false;
     const past = (j.attempts || []).map((a) => a.attempt).filter((n) => n !== j.attempt);
     const shown = explicit || j.attempt;
     attempts.replaceChildren(...(past.length === 0 ? [] : [
@@ -96,6 +103,18 @@ export function mountJob(root, runID, jobID, query) {
     else why.hidden = true;
     return !jobDone(job.state);
   }, 1000);
+
+  start.addEventListener('click', async () => {
+    start.disabled = true;
+    try {
+      startErr.set(null);
+      await api.post(`${api.jobPath(runID, jobID)}/start`, ctrl.signal);
+    } catch (e) {
+      if (ctrl.signal.aborted) return;
+      startErr.set(`Could not start the job: ${e.message}`);
+    }
+    p.now();
+  });
 
   return () => {
     p.stop();

@@ -1,0 +1,41 @@
+package fleet_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/fleet"
+)
+
+// TestManagerWhyManualAndDelayed: a manual job waits for a person, a
+// delayed one until its time, not for a runner.
+func TestManagerWhyManualAndDelayed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	ctx := context.Background()
+	m, err := fleet.NewManager(ctx, fleet.ManagerConfig{Server: b.server})
+	require.NoError(t, err)
+	step := []cikit.Step{{Run: "true"}}
+	run, err := b.jobs.RunCreate(ctx, &dag.RunCreateParams{Jobs: []*cikit.JobSpec{
+		{ID: "deploy", When: cikit.WhenManual, AllowFailure: true, Steps: step},
+		{ID: "later", When: cikit.WhenDelayed, StartIn: time.Hour, Steps: step},
+	}})
+	require.NoError(t, err)
+	why, err := m.Why(ctx, run.ID, "deploy")
+	require.NoError(t, err)
+	require.Equal(t, fleet.WaitManual, why.Code)
+	require.Equal(t, cikit.JobManual, why.State)
+	require.Equal(t, "the job is manual: waiting for a person to start it", why.Message)
+
+	later, err := b.jobs.JobGet(ctx, run.ID, "later")
+	require.NoError(t, err)
+	why, err = m.Why(ctx, run.ID, "later")
+	require.NoError(t, err)
+	require.Equal(t, fleet.WaitDelayed, why.Code)
+	require.Equal(t, "the job is delayed until "+later.ReadyAt.UTC().Format(time.RFC3339), why.Message)
+}
