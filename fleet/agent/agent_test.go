@@ -49,17 +49,28 @@ func (e *fakeExecutor) Run(ctx context.Context, spec *cikit.JobSpec, out io.Writ
 }
 
 type env struct {
-	jobs   *dag.MemoryStore
-	server *fleet.Server
-	leases *lease.Manager
-	logs   *logs.Hub
-	url    string
-	exec   *fakeExecutor
-	failHB atomic.Bool // heartbeats answered 503
-	mu     sync.Mutex
-	calls  []string // job-scoped calls answered, "<call> <status>"
+	jobs     *dag.MemoryStore
+	server   *fleet.Server
+	leases   *lease.Manager
+	logs     *logs.Hub
+	url      string
+	exec     *fakeExecutor
+	failHB   atomic.Bool  // heartbeats answered 503
+	failedHB atomic.Int32 // heartbeats so answered
+	mu       sync.Mutex
+	calls    []string // job-scoped calls answered, "<call> <status>"
 }
 
+// heartbeatInterval is the interval the tests' server gives runners:
+// short, so that cancel requests and stale answers arrive quickly.
+const heartbeatInterval = 200 * time.Millisecond
+
+// longTTL is the lease of the tests that are not about losing it: a
+// runner on a busy machine can go seconds without a heartbeat answered,
+// and would then fence itself.
+const longTTL = time.Minute
+
+// setup returns a server whose leases last ttl.
 func setup(t *testing.T, ttl time.Duration) *env {
 	t.Helper()
 	e := &env{exec: newFakeExecutor()}
@@ -70,10 +81,11 @@ func setup(t *testing.T, ttl time.Duration) *env {
 	e.logs, err = logs.NewHub(logs.Config{Sink: &logs.MemorySink{}, Segments: &logs.MemorySegmentStore{}})
 	require.NoError(t, err)
 	e.server, err = fleet.NewServer(fleet.ServerConfig{Jobs: e.jobs, Leases: e.leases, RegistrationTokens: []string{regToken},
-		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, HeartbeatInterval: ttl / 4, Logs: e.logs, AuthorizeFollow: logs.AllowAll})
+		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, HeartbeatInterval: heartbeatInterval, Logs: e.logs, AuthorizeFollow: logs.AllowAll})
 	require.NoError(t, err)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/heartbeat") && e.failHB.Load() {
+			e.failedHB.Add(1)
 			http.Error(w, `{"error":"down"}`, http.StatusServiceUnavailable)
 			return
 		}
@@ -123,8 +135,9 @@ func (e *env) job(t *testing.T, runID string) *dag.Job {
 	return jobs[0]
 }
 
-// start runs an agent until the test ends; stop ends it early.
-func (e *env) start(t *testing.T, grace time.Duration) (stop func()) {
+// start runs an agent until the test ends; stop ends it early, and
+// shutdown begins that (the agent's context ends) without waiting.
+func (e *env) start(t *testing.T, grace time.Duration) (stop, shutdown func()) {
 	t.Helper()
 	a, err := agent.New(agent.Config{Server: e.url, RegistrationToken: regToken, Name: "test", Executor: e.exec,
 		Wait: time.Second, ChunkInterval: 20 * time.Millisecond, ShutdownGrace: grace})
@@ -140,17 +153,27 @@ func (e *env) start(t *testing.T, grace time.Duration) (stop func()) {
 		})
 	}
 	t.Cleanup(stop)
-	return stop
+	return stop, cancel
+}
+
+// waitClaiming waits for the one agent to wait in a claim: it runs no job,
+// and has sent all it had to about the last one.
+func waitClaiming(t *testing.T, e *env) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		r := e.server.Runners()
+		return len(r) == 1 && r[0].State == fleet.RunnerIdle
+	}, time.Minute, 5*time.Millisecond, "the agent claims again")
 }
 
 func waitState(t *testing.T, e *env, runID string, want cikit.JobState) {
 	t.Helper()
-	require.Eventually(t, func() bool { return e.job(t, runID).State == want }, 10*time.Second, 5*time.Millisecond, "job %s", want)
+	require.Eventually(t, func() bool { return e.job(t, runID).State == want }, time.Minute, 5*time.Millisecond, "job %s", want)
 }
 
 func TestAgentRunsAJob(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second)
+	e := setup(t, longTTL)
 	e.start(t, time.Second)
 	runID := e.newRun(t)
 	<-e.exec.started
@@ -166,7 +189,7 @@ func TestAgentRunsAJob(t *testing.T) {
 // returns; the next job waits for another runner.
 func TestAgentMaxJobs(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second)
+	e := setup(t, longTTL)
 	a, err := agent.New(agent.Config{Server: e.url, RegistrationToken: regToken, Name: "once", Executor: e.exec,
 		Wait: 100 * time.Millisecond, MaxJobs: 1})
 	require.NoError(t, err)
@@ -184,7 +207,7 @@ func TestAgentMaxJobs(t *testing.T) {
 // while it runs, and the finished log is complete.
 func TestAgentStreamsItsLog(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second)
+	e := setup(t, longTTL)
 	e.start(t, time.Second)
 	runID := e.newRun(t)
 	<-e.exec.started
@@ -196,7 +219,7 @@ func TestAgentStreamsItsLog(t *testing.T) {
 		}
 		defer f.Close()
 		return true
-	}, 10*time.Second, 5*time.Millisecond, "the output is sent while the job runs")
+	}, time.Minute, 5*time.Millisecond, "the output is sent while the job runs")
 	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
 	waitState(t, e, runID, cikit.JobSucceeded)
 	require.Contains(t, e.callsMade(), "finish OK")
@@ -220,12 +243,13 @@ func TestAgentStreamsItsLog(t *testing.T) {
 // is not started, and nothing is reported about it.
 func TestAgentDoesNotStartWithoutRenewal(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second)
+	e := setup(t, longTTL)
 	e.failHB.Store(true)
 	e.start(t, time.Second)
 	runID := e.newRun(t)
-	require.Eventually(t, func() bool { return e.job(t, runID).State == cikit.JobRunning }, 10*time.Second, 5*time.Millisecond, "claimed")
-	time.Sleep(200 * time.Millisecond) // what the agent would do next
+	require.Eventually(t, func() bool { return e.failedHB.Load() > 0 }, time.Minute, 5*time.Millisecond, "a heartbeat")
+	waitClaiming(t, e) // done with the job
+	require.Equal(t, cikit.JobRunning, e.job(t, runID).State, "claimed")
 	select {
 	case <-e.exec.started:
 		t.Fatal("the job was started")
@@ -236,7 +260,7 @@ func TestAgentDoesNotStartWithoutRenewal(t *testing.T) {
 
 func TestAgentObeysCancel(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 800*time.Millisecond)
+	e := setup(t, longTTL)
 	e.start(t, time.Second)
 	runID := e.newRun(t)
 	<-e.exec.started
@@ -256,8 +280,8 @@ func TestAgentFencesItselfWithoutHeartbeats(t *testing.T) {
 	runID := e.newRun(t)
 	<-e.exec.started
 	e.failHB.Store(true)
-	require.Eventually(t, func() bool { return e.exec.cancelled.Load() == 1 }, 10*time.Second, 5*time.Millisecond, "the job is killed")
-	time.Sleep(200 * time.Millisecond) // anything it would still send
+	require.Eventually(t, func() bool { return e.exec.cancelled.Load() == 1 }, time.Minute, 5*time.Millisecond, "the job is killed")
+	waitClaiming(t, e) // done with the job: it sent all it would
 	for _, c := range e.callsMade() {
 		require.NotContains(t, c, "complete", "a fenced agent reports nothing")
 	}
@@ -268,7 +292,7 @@ func TestAgentFencesItselfWithoutHeartbeats(t *testing.T) {
 // the job; the agent reports nothing about it.
 func TestAgentStopsWhenStale(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 800*time.Millisecond)
+	e := setup(t, longTTL)
 	e.start(t, time.Second)
 	runID := e.newRun(t)
 	<-e.exec.started
@@ -277,7 +301,7 @@ func TestAgentStopsWhenStale(t *testing.T) {
 	_, err := e.jobs.JobComplete(context.Background(), &dag.JobCompleteParams{RunID: runID, JobID: "build", Attempt: j.Attempt,
 		Outcome: cikit.JobFailed, ExitCode: -1, Reason: "runner_lost: test", FailureClass: cikit.FailureScript})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return e.exec.cancelled.Load() == 1 }, 10*time.Second, 5*time.Millisecond, "the job is killed")
+	require.Eventually(t, func() bool { return e.exec.cancelled.Load() == 1 }, time.Minute, 5*time.Millisecond, "the job is killed")
 	calls := e.callsMade()
 	refused := false
 	for _, c := range calls {
@@ -291,8 +315,8 @@ func TestAgentStopsWhenStale(t *testing.T) {
 // grace period, then is cancelled and returned for another attempt.
 func TestAgentShutdown(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second)
-	stop := e.start(t, 100*time.Millisecond)
+	e := setup(t, longTTL)
+	stop, _ := e.start(t, 100*time.Millisecond)
 	runID := e.newRun(t)
 	<-e.exec.started
 	waitState(t, e, runID, cikit.JobRunning)
@@ -304,14 +328,12 @@ func TestAgentShutdown(t *testing.T) {
 	require.Contains(t, []cikit.JobState{cikit.JobReady, cikit.JobQueued}, j.State)
 
 	// A job that finishes within the grace is reported normally.
-	e2 := setup(t, 2*time.Second)
-	stop = e2.start(t, 5*time.Second)
+	e2 := setup(t, longTTL)
+	stop, shutdown := e2.start(t, time.Minute)
 	runID = e2.newRun(t)
 	<-e2.exec.started
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		e2.exec.release <- agent.Result{State: cikit.JobSucceeded, ExitCode: 0}
-	}()
+	shutdown()
+	e2.exec.release <- agent.Result{State: cikit.JobSucceeded, ExitCode: 0}
 	stop()
 	require.Equal(t, cikit.JobSucceeded, e2.job(t, runID).State)
 }
@@ -320,7 +342,7 @@ func TestAgentShutdown(t *testing.T) {
 // after a successful Register does not register again.
 func TestAgentRegister(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second)
+	e := setup(t, longTTL)
 	bad, err := agent.New(agent.Config{Server: e.url, RegistrationToken: "not-the-token", Executor: e.exec})
 	require.NoError(t, err)
 	require.ErrorContains(t, bad.Register(context.Background()), "registering")
