@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -182,7 +183,10 @@ func TestAgentRunsAJob(t *testing.T) {
 	waitState(t, e, runID, cikit.JobFailed)
 	j := e.job(t, runID)
 	require.Equal(t, 2, j.ExitCode)
-	require.Contains(t, e.callsMade(), "complete OK")
+	// The job is FAILED while the server answers the completion, before
+	// the call is recorded.
+	require.Eventually(t, func() bool { return slices.Contains(e.callsMade(), "complete OK") }, time.Minute, 5*time.Millisecond,
+		"the completion answered")
 }
 
 // TestAgentMaxJobs: a single-use agent takes one job, reports it and
