@@ -231,7 +231,11 @@ func TestManagerWhy(t *testing.T) {
 	require.Equal(t, "small", why.Pool)
 	gated.open(t) // the runner boots
 
-	e.tickUntil(t, "the first job to run", func(st fleet.PoolStatus) bool { return st.Busy == 1 })
+	// The runner is busy from when it takes the job, which is RUNNING
+	// once its claim is made.
+	e.tickUntil(t, "the first job to run", func(st fleet.PoolStatus) bool {
+		return st.Busy == 1 && e.jobsOf(t, first)[0].State == cikit.JobRunning
+	})
 	second := e.run(t, onLabels("next", "true", "linux"))
 	e.tick(t)
 	why, err = e.manager.Why(ctx, second, "next")
