@@ -118,7 +118,7 @@ func TestDriverGroupCancelInProgress(t *testing.T) {
 				case <-ctx.Done():
 					oldStopped.Store(true)
 					return dag.Outcome{State: cikit.JobCancelled, ExitCode: -1, Reason: "stopped"}
-				case <-time.After(10 * time.Second):
+				case <-time.After(time.Minute):
 					return dag.Outcome{State: cikit.JobFailed, Reason: "never told to stop"}
 				}
 			case "build":

@@ -21,7 +21,7 @@ func offer(id string, labels ...string) *Offer {
 
 func take(t *testing.T, d *Dispatcher, labels ...string) string {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	o, err := d.Take(ctx, labels)
 	require.NoError(t, err)
@@ -68,7 +68,7 @@ func TestDispatcherWakesWaitingRunner(t *testing.T) {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		return len(d.waiters) == 2
-	}, 5*time.Second, time.Millisecond)
+	}, time.Minute, time.Millisecond)
 	d.Offer(offer("l", "linux"))
 	require.Equal(t, "[linux]l", <-got, "the offer goes to the runner it matches, not the first waiting")
 	d.Offer(offer("w", "windows"))
@@ -80,11 +80,11 @@ func TestDispatcherWakesWaitingRunner(t *testing.T) {
 func TestDispatcherOfferAfter(t *testing.T) {
 	t.Parallel()
 	d := NewDispatcher()
-	d.OfferAfter(offer("later"), 50*time.Millisecond)
-	require.Zero(t, d.Len(), "not offered before its delay")
-	require.Equal(t, "later", take(t, d))
-
 	d.OfferAfter(offer("dropped"), time.Hour)
+	require.Zero(t, d.Len(), "not offered before its delay")
+	d.OfferAfter(offer("soon"), time.Millisecond)
+	require.Equal(t, "soon", take(t, d), "offered once its delay passed")
+
 	d.Close()
 	d.Offer(offer("ignored"))
 	require.Zero(t, d.Len())

@@ -189,15 +189,20 @@ func TestManagerReplacesEphemeralRunners(t *testing.T) {
 		runners[e.jobsOf(t, r)[0].Runner] = true
 	}
 	require.Len(t, runners, 3, "each job ran on a runner of its own")
-	e.tickUntil(t, "a warm runner again", func(st fleet.PoolStatus) bool { return st.Idle == 1 && st.Busy == 0 })
-	all, err := e.backend.Instances(context.Background())
-	require.NoError(t, err)
+	// A used runner stops a moment after its job succeeded: the pool may
+	// have its warm runner again before the last one has.
 	stopped := 0
-	for _, in := range all {
-		if in.State == fleet.InstanceStopped {
-			stopped++
+	e.tickUntil(t, "a warm runner again, and the used ones stopped", func(st fleet.PoolStatus) bool {
+		all, err := e.backend.Instances(context.Background())
+		require.NoError(t, err)
+		stopped = 0
+		for _, in := range all {
+			if in.State == fleet.InstanceStopped {
+				stopped++
+			}
 		}
-	}
+		return st.Idle == 1 && st.Busy == 0 && stopped >= 3
+	})
 	require.Equal(t, 3, stopped, "the three used runners stopped after their job")
 }
 
@@ -226,7 +231,11 @@ func TestManagerWhy(t *testing.T) {
 	require.Equal(t, "small", why.Pool)
 	gated.open(t) // the runner boots
 
-	e.tickUntil(t, "the first job to run", func(st fleet.PoolStatus) bool { return st.Busy == 1 })
+	// The runner is busy from when it takes the job, which is RUNNING
+	// once its claim is made.
+	e.tickUntil(t, "the first job to run", func(st fleet.PoolStatus) bool {
+		return st.Busy == 1 && e.jobsOf(t, first)[0].State == cikit.JobRunning
+	})
 	second := e.run(t, onLabels("next", "true", "linux"))
 	e.tick(t)
 	why, err = e.manager.Why(ctx, second, "next")

@@ -33,7 +33,7 @@ func TestRunners(t *testing.T) {
 
 	got := make(chan *claimed, 1)
 	go func() { got <- b.claim(t, token, "30") }()
-	require.Eventually(t, func() bool { return b.server.Runners()[0].State == fleet.RunnerIdle }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return b.server.Runners()[0].State == fleet.RunnerIdle }, time.Minute, time.Millisecond)
 
 	b.newRun(t, spec("build"))
 	c := <-got

@@ -262,7 +262,10 @@ func TestClaimWaitsForDispatch(t *testing.T) {
 	got := make(chan *claimed, 2)
 	go func() { got <- b.claim(t, windows, "30") }()
 	go func() { got <- b.claim(t, linux, "30") }()
-	time.Sleep(50 * time.Millisecond) // both are waiting (a late one finds the job queued)
+	require.Eventually(t, func() bool { // both are waiting (a late one would find the job queued)
+		rs := b.server.Runners()
+		return len(rs) == 2 && rs[0].State == fleet.RunnerIdle && rs[1].State == fleet.RunnerIdle
+	}, time.Minute, time.Millisecond)
 	s := spec("build")
 	s.RunsOn = []string{"linux"}
 	b.newRun(t, s)

@@ -235,7 +235,7 @@ func TestReaperRun(t *testing.T) {
 	ctx, cancel := contextWithCancel(t)
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
-	require.Eventually(t, func() bool { return b.job(t, "build").Attempt == 2 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return b.job(t, "build").Attempt == 2 }, time.Minute, time.Millisecond)
 	cancel()
 	require.NoError(t, <-done)
 }

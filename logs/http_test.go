@@ -399,7 +399,7 @@ func TestHTTPCloseFollowers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "5", ev.id)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	require.NoError(t, srv.Config.Shutdown(ctx), "shutdown does not wait for the live log to finish")
 	_, err = r.next()

@@ -62,7 +62,7 @@ func TestRunnerStates(t *testing.T) {
 	require.Eventually(t, func() bool {
 		in, err = b.Instance(ctx, "r1")
 		return err == nil && in.State == fleet.InstanceFailed
-	}, 10*time.Second, 5*time.Millisecond)
+	}, time.Minute, 5*time.Millisecond)
 	require.Contains(t, in.Message, "registration refused")
 	_, err = b.Provision(ctx, request("r2"))
 	require.NoError(t, err)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -53,21 +54,32 @@ func (e *fakeExecutor) Run(ctx context.Context, spec *cikit.JobSpec, out io.Writ
 }
 
 type env struct {
-	jobs   *dag.MemoryStore
-	server *fleet.Server
-	leases *lease.Manager
-	store  *lease.MemoryStore
-	logs   *logs.Hub
-	url    string
-	exec   *fakeExecutor
-	failHB atomic.Bool // heartbeats answered 503
-	mu     sync.Mutex
-	calls  []string // job-scoped calls answered, "<call> <status>"
+	jobs     *dag.MemoryStore
+	server   *fleet.Server
+	leases   *lease.Manager
+	store    *lease.MemoryStore
+	logs     *logs.Hub
+	url      string
+	exec     *fakeExecutor
+	failHB   atomic.Bool  // heartbeats answered 503
+	failedHB atomic.Int32 // heartbeats so answered
+	mu       sync.Mutex
+	calls    []string // job-scoped calls answered, "<call> <status>"
 }
+
+// heartbeatInterval is the interval the tests' server gives runners:
+// short, so that cancel requests and stale answers arrive quickly.
+const heartbeatInterval = 200 * time.Millisecond
+
+// longTTL is the lease of the tests that are not about losing it: a
+// runner on a busy machine can go seconds without a heartbeat answered,
+// and would then fence itself.
+const longTTL = time.Minute
 
 // option changes the configuration of a test's log hub and server.
 type option func(*logs.Config, *fleet.ServerConfig)
 
+// setup returns a server whose leases last ttl.
 func setup(t *testing.T, ttl time.Duration, opts ...option) *env {
 	t.Helper()
 	e := &env{exec: newFakeExecutor()}
@@ -78,7 +90,7 @@ func setup(t *testing.T, ttl time.Duration, opts ...option) *env {
 	require.NoError(t, err)
 	lc := logs.Config{Sink: &logs.MemorySink{}, Segments: &logs.MemorySegmentStore{}}
 	sc := fleet.ServerConfig{Jobs: e.jobs, Leases: e.leases, RegistrationTokens: []string{regToken},
-		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, HeartbeatInterval: ttl / 4, AuthorizeFollow: logs.AllowAll}
+		SigningKeys: [][]byte{[]byte(strings.Repeat("k", 32))}, HeartbeatInterval: heartbeatInterval, AuthorizeFollow: logs.AllowAll}
 	for _, o := range opts {
 		o(&lc, &sc)
 	}
@@ -89,6 +101,7 @@ func setup(t *testing.T, ttl time.Duration, opts ...option) *env {
 	require.NoError(t, err)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/heartbeat") && e.failHB.Load() {
+			e.failedHB.Add(1)
 			http.Error(w, `{"error":"down"}`, http.StatusServiceUnavailable)
 			return
 		}
@@ -138,8 +151,9 @@ func (e *env) job(t *testing.T, runID string) *dag.Job {
 	return jobs[0]
 }
 
-// start runs an agent until the test ends; stop ends it early.
-func (e *env) start(t *testing.T, grace time.Duration) (stop func()) {
+// start runs an agent until the test ends; stop ends it early, and
+// shutdown begins that (the agent's context ends) without waiting.
+func (e *env) start(t *testing.T, grace time.Duration) (stop, shutdown func()) {
 	t.Helper()
 	a, err := agent.New(agent.Config{Server: e.url, RegistrationToken: regToken, Name: "test", Executor: e.exec,
 		Wait: time.Second, ChunkInterval: 20 * time.Millisecond, ShutdownGrace: grace})
@@ -155,17 +169,27 @@ func (e *env) start(t *testing.T, grace time.Duration) (stop func()) {
 		})
 	}
 	t.Cleanup(stop)
-	return stop
+	return stop, cancel
+}
+
+// waitClaiming waits for the one agent to wait in a claim: it runs no job,
+// and has sent all it had to about the last one.
+func waitClaiming(t *testing.T, e *env) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		r := e.server.Runners()
+		return len(r) == 1 && r[0].State == fleet.RunnerIdle
+	}, time.Minute, 5*time.Millisecond, "the agent claims again")
 }
 
 func waitState(t *testing.T, e *env, runID string, want cikit.JobState) {
 	t.Helper()
-	require.Eventually(t, func() bool { return e.job(t, runID).State == want }, 10*time.Second, 5*time.Millisecond, "job %s", want)
+	require.Eventually(t, func() bool { return e.job(t, runID).State == want }, time.Minute, 5*time.Millisecond, "job %s", want)
 }
 
 func TestAgentRunsAJob(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second)
+	e := setup(t, longTTL)
 	e.start(t, time.Second)
 	runID := e.newRun(t)
 	<-e.exec.started
@@ -174,7 +198,10 @@ func TestAgentRunsAJob(t *testing.T) {
 	waitState(t, e, runID, cikit.JobFailed)
 	j := e.job(t, runID)
 	require.Equal(t, 2, j.ExitCode)
-	require.Contains(t, e.callsMade(), "complete OK")
+	// The job is FAILED while the server answers the completion, before
+	// the call is recorded.
+	require.Eventually(t, func() bool { return slices.Contains(e.callsMade(), "complete OK") }, time.Minute, 5*time.Millisecond,
+		"the completion answered")
 }
 
 // TestAgentLeaseDeadline: the executor gets the lease's end, which each
@@ -182,7 +209,7 @@ func TestAgentRunsAJob(t *testing.T) {
 // on the server.
 func TestAgentLeaseDeadline(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second)
+	e := setup(t, longTTL)
 	e.start(t, time.Second)
 	runID := e.newRun(t)
 	<-e.exec.started
@@ -197,7 +224,7 @@ func TestAgentLeaseDeadline(t *testing.T) {
 	// This machine's wall clock is the server's: the deadline, taken
 	// before the heartbeat was sent, is not after the lease's end.
 	require.False(t, first.Round(0).After(serverEnd()), "deadline %s, lease end %s", first, serverEnd())
-	require.Eventually(t, func() bool { return dl.Until().After(first) }, 10*time.Second, 5*time.Millisecond, "a heartbeat renews it")
+	require.Eventually(t, func() bool { return dl.Until().After(first) }, time.Minute, 5*time.Millisecond, "a heartbeat renews it")
 	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
 	waitState(t, e, runID, cikit.JobSucceeded)
 }
@@ -206,7 +233,7 @@ func TestAgentLeaseDeadline(t *testing.T) {
 // returns; the next job waits for another runner.
 func TestAgentMaxJobs(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second)
+	e := setup(t, longTTL)
 	a, err := agent.New(agent.Config{Server: e.url, RegistrationToken: regToken, Name: "once", Executor: e.exec,
 		Wait: 100 * time.Millisecond, MaxJobs: 1})
 	require.NoError(t, err)
@@ -224,7 +251,7 @@ func TestAgentMaxJobs(t *testing.T) {
 // while it runs, and the finished log is complete.
 func TestAgentStreamsItsLog(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second)
+	e := setup(t, longTTL)
 	e.start(t, time.Second)
 	runID := e.newRun(t)
 	<-e.exec.started
@@ -236,7 +263,7 @@ func TestAgentStreamsItsLog(t *testing.T) {
 		}
 		defer f.Close()
 		return true
-	}, 10*time.Second, 5*time.Millisecond, "the output is sent while the job runs")
+	}, time.Minute, 5*time.Millisecond, "the output is sent while the job runs")
 	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
 	waitState(t, e, runID, cikit.JobSucceeded)
 	require.Contains(t, e.callsMade(), "finish OK")
@@ -260,12 +287,13 @@ func TestAgentStreamsItsLog(t *testing.T) {
 // is not started, and nothing is reported about it.
 func TestAgentDoesNotStartWithoutRenewal(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second)
+	e := setup(t, longTTL)
 	e.failHB.Store(true)
 	e.start(t, time.Second)
 	runID := e.newRun(t)
-	require.Eventually(t, func() bool { return e.job(t, runID).State == cikit.JobRunning }, 10*time.Second, 5*time.Millisecond, "claimed")
-	time.Sleep(200 * time.Millisecond) // what the agent would do next
+	require.Eventually(t, func() bool { return e.failedHB.Load() > 0 }, time.Minute, 5*time.Millisecond, "a heartbeat")
+	waitClaiming(t, e) // done with the job
+	require.Equal(t, cikit.JobRunning, e.job(t, runID).State, "claimed")
 	select {
 	case <-e.exec.started:
 		t.Fatal("the job was started")
@@ -276,7 +304,7 @@ func TestAgentDoesNotStartWithoutRenewal(t *testing.T) {
 
 func TestAgentObeysCancel(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 800*time.Millisecond)
+	e := setup(t, longTTL)
 	e.start(t, time.Second)
 	runID := e.newRun(t)
 	<-e.exec.started
@@ -296,8 +324,8 @@ func TestAgentFencesItselfWithoutHeartbeats(t *testing.T) {
 	runID := e.newRun(t)
 	<-e.exec.started
 	e.failHB.Store(true)
-	require.Eventually(t, func() bool { return e.exec.cancelled.Load() == 1 }, 10*time.Second, 5*time.Millisecond, "the job is killed")
-	time.Sleep(200 * time.Millisecond) // anything it would still send
+	require.Eventually(t, func() bool { return e.exec.cancelled.Load() == 1 }, time.Minute, 5*time.Millisecond, "the job is killed")
+	waitClaiming(t, e) // done with the job: it sent all it would
 	for _, c := range e.callsMade() {
 		require.NotContains(t, c, "complete", "a fenced agent reports nothing")
 	}
@@ -308,7 +336,7 @@ func TestAgentFencesItselfWithoutHeartbeats(t *testing.T) {
 // the job; the agent reports nothing about it.
 func TestAgentStopsWhenStale(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 800*time.Millisecond)
+	e := setup(t, longTTL)
 	e.start(t, time.Second)
 	runID := e.newRun(t)
 	<-e.exec.started
@@ -317,7 +345,7 @@ func TestAgentStopsWhenStale(t *testing.T) {
 	_, err := e.jobs.JobComplete(context.Background(), &dag.JobCompleteParams{RunID: runID, JobID: "build", Attempt: j.Attempt,
 		Outcome: cikit.JobFailed, ExitCode: -1, Reason: "runner_lost: test", FailureClass: cikit.FailureScript})
 	require.NoError(t, err)
-	require.Eventually(t, func() bool { return e.exec.cancelled.Load() == 1 }, 10*time.Second, 5*time.Millisecond, "the job is killed")
+	require.Eventually(t, func() bool { return e.exec.cancelled.Load() == 1 }, time.Minute, 5*time.Millisecond, "the job is killed")
 	calls := e.callsMade()
 	refused := false
 	for _, c := range calls {
@@ -331,8 +359,8 @@ func TestAgentStopsWhenStale(t *testing.T) {
 // grace period, then is cancelled and returned for another attempt.
 func TestAgentShutdown(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second)
-	stop := e.start(t, 100*time.Millisecond)
+	e := setup(t, longTTL)
+	stop, _ := e.start(t, 100*time.Millisecond)
 	runID := e.newRun(t)
 	<-e.exec.started
 	waitState(t, e, runID, cikit.JobRunning)
@@ -344,14 +372,12 @@ func TestAgentShutdown(t *testing.T) {
 	require.Contains(t, []cikit.JobState{cikit.JobReady, cikit.JobQueued}, j.State)
 
 	// A job that finishes within the grace is reported normally.
-	e2 := setup(t, 2*time.Second)
-	stop = e2.start(t, 5*time.Second)
+	e2 := setup(t, longTTL)
+	stop, shutdown := e2.start(t, time.Minute)
 	runID = e2.newRun(t)
 	<-e2.exec.started
-	go func() {
-		time.Sleep(100 * time.Millisecond)
-		e2.exec.release <- agent.Result{State: cikit.JobSucceeded, ExitCode: 0}
-	}()
+	shutdown()
+	e2.exec.release <- agent.Result{State: cikit.JobSucceeded, ExitCode: 0}
 	stop()
 	require.Equal(t, cikit.JobSucceeded, e2.job(t, runID).State)
 }
@@ -360,7 +386,7 @@ func TestAgentShutdown(t *testing.T) {
 // after a successful Register does not register again.
 func TestAgentRegister(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second)
+	e := setup(t, longTTL)
 	bad, err := agent.New(agent.Config{Server: e.url, RegistrationToken: "not-the-token", Executor: e.exec})
 	require.NoError(t, err)
 	require.ErrorContains(t, bad.Register(context.Background()), "registering")
@@ -393,7 +419,7 @@ func TestAgentRegister(t *testing.T) {
 // runner, and not retried, even under a retry policy.
 func TestAgentOversizedSpecFailsAsConfig(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second)
+	e := setup(t, longTTL)
 	huge := &cikit.JobSpec{ID: "huge", Steps: []cikit.Step{{Run: strings.Repeat("x", cikit.MaxJobSpecBytes)}}, Retry: &cikit.Retry{Max: 2}}
 	run, err := e.jobs.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: []*cikit.JobSpec{
 		huge, {ID: "build", Steps: []cikit.Step{{Run: "make"}}}}})
@@ -416,7 +442,7 @@ func TestAgentOversizedSpecFailsAsConfig(t *testing.T) {
 	require.Eventually(t, func() bool {
 		m := jobs()
 		return m["build"].State == cikit.JobSucceeded && m["huge"].State.Terminal()
-	}, 10*time.Second, 5*time.Millisecond)
+	}, time.Minute, 5*time.Millisecond)
 	j := jobs()["huge"]
 	require.Equal(t, cikit.JobFailed, j.State)
 	require.Equal(t, 1, j.Attempt, "not retried")
@@ -478,7 +504,7 @@ func (e *env) startWith(t *testing.T, exec agent.Executor) {
 // result.
 func TestAgentCutsItsLog(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second, func(lc *logs.Config, _ *fleet.ServerConfig) { lc.MaxLogBytes = 16 << 10 })
+	e := setup(t, longTTL, func(lc *logs.Config, _ *fleet.ServerConfig) { lc.MaxLogBytes = 16 << 10 })
 	e.startWith(t, chattyExecutor{n: 100 << 10})
 	runID := e.newRun(t)
 	waitState(t, e, runID, cikit.JobSucceeded)
@@ -498,7 +524,7 @@ func TestAgentCutsItsLog(t *testing.T) {
 // was cut fails, with a reason naming the limit.
 func TestAgentFailsATruncatedLog(t *testing.T) {
 	t.Parallel()
-	e := setup(t, 2*time.Second, func(lc *logs.Config, sc *fleet.ServerConfig) {
+	e := setup(t, longTTL, func(lc *logs.Config, sc *fleet.ServerConfig) {
 		lc.MaxLogBytes = 16 << 10
 		sc.FailTruncatedLogs = true
 	})
@@ -509,7 +535,7 @@ func TestAgentFailsATruncatedLog(t *testing.T) {
 	require.Contains(t, e.job(t, runID).Reason, "bytes of output dropped), and this server fails a job whose log is truncated")
 
 	// Under the limit, the job keeps its success.
-	e = setup(t, 2*time.Second, func(lc *logs.Config, sc *fleet.ServerConfig) {
+	e = setup(t, longTTL, func(lc *logs.Config, sc *fleet.ServerConfig) {
 		lc.MaxLogBytes = 16 << 10
 		sc.FailTruncatedLogs = true
 	})

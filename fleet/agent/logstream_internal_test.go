@@ -95,7 +95,7 @@ func TestLogStreamSurvivesServerRestart(t *testing.T) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		return s.acked == s.written
-	}, 10*time.Second, time.Millisecond, "sent")
+	}, time.Minute, time.Millisecond, "sent")
 	srv.restart(t) // the server forgets
 	write(2, ", third step after the restart")
 	totals := s.close(context.Background())

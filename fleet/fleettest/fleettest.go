@@ -13,9 +13,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -45,6 +47,9 @@ type platform struct {
 	jobs   *dag.MemoryStore
 	server *fleet.Server
 	url    string
+
+	mu         sync.Mutex
+	heartbeats map[string]int // heartbeats answered 200, by run ID
 }
 
 func newPlatform(t *testing.T) *platform {
@@ -59,9 +64,50 @@ func newPlatform(t *testing.T) *platform {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(s)
+	p := &platform{jobs: jobs, server: s, heartbeats: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(p.serve))
 	t.Cleanup(srv.Close)
-	return &platform{jobs: jobs, server: s, url: srv.URL}
+	p.url = srv.URL
+	return p
+}
+
+// serve passes a request to the server, counting the heartbeats it
+// answers 200 (POST /v1/jobs/{run_id}/{job_id}/heartbeat).
+func (p *platform) serve(w http.ResponseWriter, r *http.Request) {
+	rest, ok := strings.CutPrefix(r.URL.Path, "/v1/jobs/")
+	parts := strings.Split(rest, "/")
+	if !ok || r.Method != http.MethodPost || len(parts) != 3 || parts[2] != "heartbeat" {
+		p.server.ServeHTTP(w, r)
+		return
+	}
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	p.server.ServeHTTP(sw, r)
+	if sw.status == http.StatusOK {
+		p.mu.Lock()
+		p.heartbeats[parts[0]]++
+		p.mu.Unlock()
+	}
+}
+
+// holds says whether the runner that claimed run runID's job holds it: a
+// runner starts a job only once its first heartbeat is answered. The job
+// is RUNNING from the claim on, while the claim's answer may still be on
+// its way to the runner; a runner stopped then never learns it had a job,
+// which stays RUNNING until its lease expires.
+func (p *platform) holds(runID string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.heartbeats[runID] > 0
+}
+
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	w.status = status
+	w.ResponseWriter.WriteHeader(status)
 }
 
 var seq atomic.Int64
@@ -239,7 +285,7 @@ func Exercise(t *testing.T, cfg Config) {
 			t.Fatal(err)
 		}
 		runID := p.run(t, cfg.Labels, "sleep 600")
-		eventually(t, timeout, "the job to start", func() bool { return p.job(t, runID).State == cikit.JobRunning })
+		eventually(t, timeout, "the runner to hold the job", func() bool { return p.holds(runID) })
 		if err := b.Destroy(ctx, req.ID); err != nil {
 			t.Fatal(err)
 		}

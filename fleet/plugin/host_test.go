@@ -170,7 +170,7 @@ func TestHost(t *testing.T) {
 		require.Eventually(t, func() bool {
 			return logs.has("testplugin: provisioned", levelOf(slog.LevelInfo), map[string]string{"runner": "r1", "backend": "testplugin"}) &&
 				logs.has("provisioning r2", nil, map[string]string{"stream": "stdout"})
-		}, 10*time.Second, 10*time.Millisecond)
+		}, time.Minute, 10*time.Millisecond)
 	})
 
 	t.Run("Context", func(t *testing.T) {
@@ -206,7 +206,7 @@ func TestHost(t *testing.T) {
 				}
 				msg = inst.Message
 				return true
-			}, 10*time.Second, 5*time.Millisecond, "%s ended in the plugin", id)
+			}, time.Minute, 5*time.Millisecond, "%s ended in the plugin", id)
 			return msg
 		}
 		require.Regexp(t, `^provision ended: context (deadline exceeded|canceled); deadline set: true$`, ended("block-deadline"))
@@ -230,7 +230,7 @@ func TestHost(t *testing.T) {
 			_, err := h.Provision(ctx, request("block-inflight"))
 			inflight <- err
 		}()
-		require.Eventually(t, func() bool { return logs.has("provisioning block-inflight", nil, nil) }, 10*time.Second, time.Millisecond)
+		require.Eventually(t, func() bool { return logs.has("provisioning block-inflight", nil, nil) }, time.Minute, time.Millisecond)
 
 		// What the restarted plugin will find: "b" is gone, "c" appeared.
 		c := &fleet.Instance{ID: "c", Pool: "other", State: fleet.InstanceRunning, Created: a.Created}
@@ -284,8 +284,8 @@ func TestHost(t *testing.T) {
 			defer cancel()
 			_, err := h.Info(cctx)
 			return errors.Is(err, plugin.ErrUnavailable) && strings.Contains(err.Error(), "starting")
-		}, 10*time.Second, 5*time.Millisecond)
-		require.Eventually(t, func() bool { return logs.has("testplugin: told to fail", nil, nil) }, 10*time.Second, 5*time.Millisecond,
+		}, time.Minute, 5*time.Millisecond)
+		require.Eventually(t, func() bool { return logs.has("testplugin: told to fail", nil, nil) }, time.Minute, 5*time.Millisecond,
 			"the failing plugin's output reaches the log")
 
 		require.NoError(t, os.Remove(fail))
@@ -311,10 +311,10 @@ func TestHost(t *testing.T) {
 			var err error
 			pid, err = strconv.Atoi(strings.TrimSpace(string(data)))
 			return len(out) > 0 && err == nil
-		}, 10*time.Second, 5*time.Millisecond, "the plugin serves")
+		}, time.Minute, 5*time.Millisecond, "the plugin serves")
 		require.NoError(t, sh.Process.Kill())
 		require.Error(t, sh.Wait())
-		require.Eventually(t, func() bool { return !proctest.Alive(pid) }, 10*time.Second, 10*time.Millisecond, "the plugin exits")
+		require.Eventually(t, func() bool { return !proctest.Alive(pid) }, time.Minute, 10*time.Millisecond, "the plugin exits")
 		require.FileExists(t, closed, "the backend was closed")
 	})
 

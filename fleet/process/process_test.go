@@ -91,6 +91,18 @@ func searchableDir(t testing.TB) string {
 // sandboxed runs jobs in a bubblewrap sandbox that must work.
 func sandboxed(c *process.Config) { c.Sandbox = &process.Sandbox{} }
 
+// termGrace is the grace period of a cancel test's case: the shell that
+// traps SIGTERM gets a minute to print and exit, which it does at once
+// (a short grace could SIGKILL it first on a busy machine); the one that
+// ignores SIGTERM waits out the short grace of setup before its SIGKILL.
+func termGrace(name string) func(*process.Config) {
+	return func(c *process.Config) {
+		if name == "traps TERM" {
+			c.Grace = time.Minute
+		}
+	}
+}
+
 // eachMode runs f as a subtest with plain processes and with a sandbox:
 // the executor's behaviour is the same in both.
 func eachMode(t *testing.T, f func(t *testing.T, mode func(*process.Config))) {
@@ -206,23 +218,23 @@ func readPIDs(t *testing.T, dir string) []int {
 func TestRunCancelTerminatesThenKills(t *testing.T) {
 	t.Parallel()
 	for name, script := range map[string]string{
-		"traps TERM":   `trap 'echo got TERM; exit 143' TERM; echo $$ > "$PIDS/shell.pid"; sleep 300 & echo $! > "$PIDS/child.pid"; wait`,
-		"ignores TERM": `trap '' TERM; echo $$ > "$PIDS/shell.pid"; sleep 300 & echo $! > "$PIDS/child.pid"; wait; wait`,
+		"traps TERM":   `trap 'echo got TERM; exit 143' TERM; echo $$ > "$PIDS/shell.pid"; sleep 300 & echo $! > "$PIDS/new"; mv "$PIDS/new" "$PIDS/child.pid"; wait`,
+		"ignores TERM": `trap '' TERM; echo $$ > "$PIDS/shell.pid"; sleep 300 & echo $! > "$PIDS/new"; mv "$PIDS/new" "$PIDS/child.pid"; wait; wait`,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			pids := t.TempDir()
-			b := setup(t)
+			b := setup(t, termGrace(name))
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan process.Result)
 			go func() {
 				done <- b.exec.Run(ctx, &cikit.JobSpec{ID: "c", Env: map[string]string{"PIDS": pids}, Steps: steps(script, "echo never")})
 			}()
+			// child.pid appears whole (renamed into place), after shell.pid.
 			require.Eventually(t, func() bool {
 				_, err := os.Stat(filepath.Join(pids, "child.pid"))
 				return err == nil
-			}, 10*time.Second, 10*time.Millisecond)
-			time.Sleep(50 * time.Millisecond) // let the pid file's write finish
+			}, time.Minute, 10*time.Millisecond)
 			cancel()
 			res := <-done
 			require.Equal(t, cikit.JobCancelled, res.State)

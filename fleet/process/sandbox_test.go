@@ -37,7 +37,7 @@ func marker() string {
 // waitOutput waits until the job's steps have printed s.
 func waitOutput(t *testing.T, b *bundle, s string) {
 	t.Helper()
-	require.Eventually(t, func() bool { return strings.Contains(printed(b.out.String()), s) }, 20*time.Second, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return strings.Contains(printed(b.out.String()), s) }, time.Minute, 10*time.Millisecond,
 		"waiting for %q in the output: %s", s, b.out.String())
 }
 
@@ -245,7 +245,7 @@ func TestSandboxCancelTerminatesThenKills(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, sandboxed)
+			b := setup(t, sandboxed, termGrace(name))
 			bg := marker()
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan process.Result)
@@ -253,7 +253,7 @@ func TestSandboxCancelTerminatesThenKills(t *testing.T) {
 				done <- b.exec.Run(ctx, &cikit.JobSpec{ID: "c", Env: map[string]string{"BG": bg}, Steps: steps(script, "echo never")})
 			}()
 			waitOutput(t, b, "started")
-			require.Eventually(t, func() bool { return len(proctest.Running("sleep", bg)) == 1 }, 10*time.Second, 10*time.Millisecond)
+			require.Eventually(t, func() bool { return len(proctest.Running("sleep", bg)) == 1 }, time.Minute, 10*time.Millisecond)
 			cancel()
 			res := <-done
 			require.Equal(t, cikit.JobCancelled, res.State)
@@ -436,25 +436,30 @@ func TestSandboxWorkRootMustBeReachable(t *testing.T) {
 // and nothing of it is left.
 func TestSandboxJobCannotHangTheExecutor(t *testing.T) {
 	t.Parallel()
+	// The job's timeout runs from before its sandbox starts, which can
+	// take a second on a busy machine: the job whose supervisor dies ends
+	// at once, and has a minute; the one whose supervisor stops ends only
+	// at its timeout, long enough for the step to start and stop it.
 	for _, tc := range []struct {
 		name, signal string
+		timeout      time.Duration
 		want         func(t *testing.T, res process.Result)
 	}{
-		{"kills its supervisor", "KILL", func(t *testing.T, res process.Result) {
+		{"kills its supervisor", "KILL", time.Minute, func(t *testing.T, res process.Result) {
 			require.Equal(t, cikit.JobFailed, res.State)
 			require.Contains(t, res.Reason, `step "attack": the sandbox's supervisor ended`)
 		}},
-		{"stops its supervisor", "STOP", func(t *testing.T, res process.Result) {
+		{"stops its supervisor", "STOP", 5 * time.Second, func(t *testing.T, res process.Result) {
 			require.Equal(t, cikit.JobFailed, res.State)
 			require.Equal(t, cikit.FailureTimeout, res.FailureClass)
-			require.Contains(t, res.Reason, `timed out after 300ms in step "attack"`)
+			require.Contains(t, res.Reason, `timed out after 5s in step "attack"`)
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := setup(t, sandboxed)
 			bg := marker()
-			res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "hang", Timeout: 300 * time.Millisecond, Env: map[string]string{"BG": bg, "SIG": tc.signal},
+			res := b.exec.Run(context.Background(), &cikit.JobSpec{ID: "hang", Timeout: tc.timeout, Env: map[string]string{"BG": bg, "SIG": tc.signal},
 				Steps: []cikit.Step{{Name: "attack", Run: `sleep "$BG" & test "$(cat /proc/2/comm)" = 5 && kill -s "$SIG" 2; sleep "$BG"`}, {Name: "never", Run: "true"}}})
 			tc.want(t, res)
 			require.Len(t, res.Steps, 1)

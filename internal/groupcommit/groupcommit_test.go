@@ -44,7 +44,7 @@ func TestBatcher(t *testing.T) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.writing == 1 && len(b.queue) == 0
-	}, 5*time.Second, time.Millisecond, "the leader took its own call")
+	}, time.Minute, time.Millisecond, "the leader took its own call")
 	for i := 1; i < n; i++ {
 		wg.Go(func() { results[i], _ = b.Do(t.Context(), i) })
 	}
@@ -52,7 +52,7 @@ func TestBatcher(t *testing.T) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return len(b.queue) == n-1
-	}, 5*time.Second, time.Millisecond, "the others wait")
+	}, time.Minute, time.Millisecond, "the others wait")
 
 	// One of them gives up: it is answered with its context's error, and
 	// its call is still made for it.
@@ -93,7 +93,7 @@ func startWriting(t *testing.T, b *Batcher[string, string]) <-chan error {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.writing == 1 && len(b.queue) == 0
-	}, 5*time.Second, time.Millisecond, "the first call is writing")
+	}, time.Minute, time.Millisecond, "the first call is writing")
 	return led
 }
 
@@ -125,7 +125,7 @@ func TestBatcherWriterReturnsWithItsAnswer(t *testing.T) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return len(b.queue) == 6
-	}, 5*time.Second, time.Millisecond, "the others wait")
+	}, time.Minute, time.Millisecond, "the others wait")
 	close(first)
 	select {
 	case err := <-led:
@@ -135,7 +135,7 @@ func TestBatcherWriterReturnsWithItsAnswer(t *testing.T) {
 	}
 	// The place was handed on: the next batch is being written, the
 	// rest wait for it.
-	require.Eventually(t, func() bool { return batches.Load() == 1 }, 5*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return batches.Load() == 1 }, time.Minute, time.Millisecond)
 	b.mu.Lock()
 	require.Equal(t, 1, b.writing)
 	require.Len(t, b.queue, 4)
@@ -189,7 +189,7 @@ func TestBatcherStress(t *testing.T) {
 		b.mu.Lock()
 		defer b.mu.Unlock()
 		return b.writing == 0 && len(b.queue) == 0
-	}, 10*time.Second, time.Millisecond, "every call made, every place given up")
+	}, time.Minute, time.Millisecond, "every call made, every place given up")
 	mu.Lock()
 	defer mu.Unlock()
 	require.Len(t, made, callers*calls)

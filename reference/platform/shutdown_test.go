@@ -4,7 +4,9 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,22 +26,31 @@ import (
 // keeps running until its Flush returns).
 func TestShutdownFlushesStatuses(t *testing.T) {
 	w := newWorld(t, map[string]string{".cikit.yml": "jobs:\n  long:\n    steps:\n      - echo started\n      - sleep 60\n"})
-	// A GitHub that takes 2s per status: statuses queue up in the reporter.
-	var slow atomic.Bool
+	// A GitHub that holds statuses until the shutdown has begun: they
+	// queue up in the reporter.
+	var hold atomic.Bool
 	var posts atomic.Int32
+	release := make(chan struct{})
 	gh := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if slow.Load() && r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/statuses/") {
+		if hold.Load() && r.Method == http.MethodPost && strings.Contains(r.URL.Path, "/statuses/") {
 			posts.Add(1)
-			time.Sleep(2 * time.Second)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			}
 		}
 		w.github.ServeHTTP(rw, r)
 	}))
 	t.Cleanup(gh.Close)
+	var released sync.Once
+	t.Cleanup(func() { released.Do(func() { close(release) }) }) // before gh.Close, which waits for the handlers
 	w.cfg.VCS.GitHub.BaseURL = gh.URL + "/"
-	w.cfg.ShutdownTimeout = 8 * time.Second
+	// Only a bound: the flush ends as soon as GitHub answers.
+	w.cfg.ShutdownTimeout = 20 * time.Second
 	var logBuf syncbuf.Buffer
 	s := serveLogging(t, w.cfg, platform.NewLogger(&logBuf, config.Log{Level: "info", Format: "json"}))
-	slow.Store(true)
+	hold.Store(true)
 	code, body := deliver(t, s.p.URL(), "delivery-flush", pushBody(w.sha))
 	require.Equal(t, 202, code, body)
 	waitFor(t, 30*time.Second, "the job to run", func() bool {
@@ -52,7 +63,19 @@ func TestShutdownFlushesStatuses(t *testing.T) {
 	})
 	// Two statuses in flight (the reporter's most per key), more pending.
 	waitFor(t, 30*time.Second, "statuses in flight", func() bool { return posts.Load() >= 2 })
-	s.shutdown(t)
+	stop := s.stop
+	s.stop = nil
+	stop()
+	waitFor(t, 30*time.Second, "the shutdown to begin", func() bool {
+		return slices.ContainsFunc(records(t, &logBuf), func(r map[string]any) bool { return r["msg"] == "shutting down" })
+	})
+	released.Do(func() { close(release) })
+	select {
+	case err := <-s.done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the platform did not shut down within 30s")
+	}
 	for _, r := range records(t, &logBuf) {
 		require.NotEqual(t, "flush commit statuses", r["msg"], "statuses left undelivered at shutdown: %v", r)
 	}

@@ -129,7 +129,7 @@ func TestRateLimitAnswer(t *testing.T) {
 	}
 	r := start(t, status.Config{Provider: p, Workers: 1, Rate: 1000, Burst: 1000})
 	require.NoError(t, r.Report("acme/api", sha, vcs.Status{Context: "cikit", State: vcs.StateSuccess}))
-	require.Eventually(t, func() bool { return len(p.callList()) == 1 }, 10*time.Second, time.Millisecond)
+	require.Eventually(t, func() bool { return len(p.callList()) == 1 }, time.Minute, time.Millisecond)
 	require.NoError(t, r.Report("beta/web", sha, vcs.Status{Context: "cikit", State: vcs.StateFailure}))
 	flush(t, r)
 	require.Equal(t, []string{"acme/api cikit success", "beta/web cikit failure", "acme/api cikit success"}, p.callList(),

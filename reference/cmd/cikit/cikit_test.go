@@ -250,11 +250,11 @@ func TestRunInterrupt(t *testing.T) {
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stdout
 	require.NoError(t, cmd.Start())
+	// child.pid appears whole (renamed into place), after shell.pid.
 	require.Eventually(t, func() bool {
 		_, err := os.Stat(filepath.Join(pids, "child.pid"))
 		return err == nil
-	}, 20*time.Second, 20*time.Millisecond)
-	time.Sleep(100 * time.Millisecond)
+	}, time.Minute, 20*time.Millisecond)
 	require.NoError(t, cmd.Process.Signal(os.Interrupt))
 	err := cmd.Wait()
 	var ee *exec.ExitError
