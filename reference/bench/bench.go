@@ -31,6 +31,11 @@ type Config struct {
 	// whose keys are deleted when the scenario ends. Empty: an
 	// in-process Redis (miniredis).
 	RedisURL string
+	// Tag, when set, starts the names of the scenarios' schemas and key
+	// prefixes (bench_<tag>_…, cikit-bench:<tag>_…), so that runs sharing
+	// a PostgreSQL or Redis can each find what is theirs. It must be
+	// letters, digits and underscores. Default: none.
+	Tag string
 	// Scenarios names the scenarios to run, in the order of Scenarios().
 	// Empty: all.
 	Scenarios []string
@@ -112,6 +117,11 @@ func Run(ctx context.Context, cfg Config) ([]Result, error) {
 				return nil, fmt.Errorf("bench: unknown scenario %q", name)
 			}
 		}
+	}
+	if strings.ContainsFunc(cfg.Tag, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_')
+	}) {
+		return nil, fmt.Errorf("bench: Config.Tag %q may hold only letters, digits and underscores", cfg.Tag)
 	}
 	if err := checkGit(); err != nil {
 		return nil, err

@@ -39,13 +39,16 @@ func TestBenchShortServices(t *testing.T) {
 	ns := redistest.New(t)
 	opts := ns.Client.Options()
 	redisURL := "redis://" + opts.Addr + "/" + strconv.Itoa(opts.DB)
-	results := runShort(t, bench.Config{Short: true, PostgresURL: db.URL, RedisURL: redisURL})
+	// Other test runs may share the servers: this one finds its own
+	// schemas and keys by its tag.
+	tag := "t" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	results := runShort(t, bench.Config{Short: true, PostgresURL: db.URL, RedisURL: redisURL, Tag: tag})
 	requireSane(t, results)
 
 	var schemas int
-	require.NoError(t, db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE 'bench\_%'`).Scan(&schemas))
+	require.NoError(t, db.Pool.QueryRow(t.Context(), `SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE 'bench\_' || $1 || '\_%'`, tag).Scan(&schemas))
 	require.Zero(t, schemas, "the scenarios' schemas were not dropped")
-	keys, err := ns.Client.Keys(t.Context(), "cikit-bench:*").Result()
+	keys, err := ns.Client.Keys(t.Context(), "cikit-bench:"+tag+"_*").Result()
 	require.NoError(t, err)
 	require.Empty(t, keys, "the scenarios' Redis keys were not deleted")
 }
@@ -122,4 +125,11 @@ func needGit(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		testenv.ToolUnavailable(t, "git", err)
 	}
+}
+
+// TestBenchTagChecked: a tag that could not name a schema is refused
+// before anything starts.
+func TestBenchTagChecked(t *testing.T) {
+	_, err := bench.Run(t.Context(), bench.Config{Short: true, Tag: "a-b; DROP"})
+	require.ErrorContains(t, err, "may hold only letters, digits and underscores")
 }

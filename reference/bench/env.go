@@ -112,6 +112,9 @@ func (b *bencher) newEnv(ctx context.Context, name string, o envOptions) (_ *env
 	// it: they measure the platform, not the per-source limit.
 	cfg.HTTP.SourceRequestsPerMinute = 0
 	unique := randomHex()
+	if b.cfg.Tag != "" {
+		unique = b.cfg.Tag + "_" + unique
+	}
 	if b.cfg.PostgresURL != "" {
 		u, drop, err := createSchema(ctx, b.cfg.PostgresURL, "bench_"+unique+"_"+strings.ReplaceAll(name, "-", "_"))
 		if err != nil {
