@@ -14,17 +14,20 @@ import (
 // and apply on a whole run, for every event, state, attempt and outcome:
 // whenever refusedAlone refuses, the rules refuse with the same error, and
 // whenever the rules refuse an event of the fast path's kinds for a reason
-// of the job's own, so does refusedAlone.
+// of the job's own, so does refusedAlone. The waiting states (MANUAL,
+// DELAYED) and the events that end them (play, release) are in the lists:
+// a queue, start or completion of a job waiting for a person is refused by
+// its row alone, like any other.
 func TestRefusedAloneAgreesWithTheRules(t *testing.T) {
 	t.Parallel()
 	specs := []*cikit.JobSpec{{ID: "a"}, {ID: "b", Needs: []string{"a"}}}
 	g, err := FromSpecs(specs)
 	require.NoError(t, err)
-	states := []cikit.JobState{cikit.JobPending, cikit.JobReady, cikit.JobQueued, cikit.JobRunning, cikit.JobCancelRequested,
-		cikit.JobSucceeded, cikit.JobFailed, cikit.JobSkipped, cikit.JobCancelled}
+	states := []cikit.JobState{cikit.JobPending, cikit.JobReady, cikit.JobQueued, cikit.JobManual, cikit.JobDelayed,
+		cikit.JobRunning, cikit.JobCancelRequested, cikit.JobSucceeded, cikit.JobFailed, cikit.JobSkipped, cikit.JobCancelled}
 	outcomes := []cikit.JobState{cikit.JobSucceeded, cikit.JobFailed, cikit.JobCancelled, cikit.JobRunning}
 	for _, st := range states {
-		for _, kind := range []EventKind{EventQueue, EventStart, EventComplete} {
+		for _, kind := range []EventKind{EventQueue, EventStart, EventComplete, EventPlay, EventRelease} {
 			for _, outcome := range outcomes {
 				for _, attempt := range []int{1, 2} {
 					name := fmt.Sprintf("%s/%v/%s/attempt=%d", st, kind, outcome, attempt)
@@ -41,6 +44,10 @@ func TestRefusedAloneAgreesWithTheRules(t *testing.T) {
 					}
 					if alone != nil {
 						require.Equal(t, rules, alone, name)
+						continue
+					}
+					if kind == EventPlay || kind == EventRelease {
+						// Never fast: the locked path answers them.
 						continue
 					}
 					// The only refusals left to the whole run are those

@@ -18,6 +18,7 @@ import (
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/internal/groupcommit"
+	"github.com/cikit/cikit/internal/httpguard"
 	"github.com/cikit/cikit/lease"
 	"github.com/cikit/cikit/logs"
 )
@@ -842,12 +843,18 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 // decodeBody decodes a JSON body into v, answering 400 or 413 when it
-// cannot.
+// cannot, or 408 or 503 when the server's body guard cut the body (see
+// internal/httpguard), which the runner sends again.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
 			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", maxBodyBytes))
+		} else if status, retryAfter := httpguard.Status(err); status != 0 {
+			if retryAfter != "" {
+				w.Header().Set("Retry-After", retryAfter)
+			}
+			writeError(w, status, "reading the body: "+err.Error())
 		} else {
 			writeError(w, http.StatusBadRequest, "reading the body: "+err.Error())
 		}

@@ -107,7 +107,8 @@ func (e *Event) Key() string {
 // Publisher hands a verified event to the rest of the platform. Publish
 // returns only once the event is durable (the broker acknowledged it); the
 // receiver answers the provider after that, so an error means the
-// provider will retry.
+// provider will retry; except an error matching ErrEventTooLarge, which
+// says the event can never be published and is answered 413.
 type Publisher interface {
 	Publish(ctx context.Context, ev *Event) error
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -106,10 +107,20 @@ func (p *KafkaPublisher) Publish(ctx context.Context, ev *Event) error {
 		},
 	}
 	if err := produce(ctx, p.client, rec); err != nil {
+		if errors.Is(err, kerr.MessageTooLarge) {
+			return fmt.Errorf("ingest: publish delivery %s to %s: %w (%d bytes): %w", ev.DeliveryID, p.topic, ErrEventTooLarge, len(value), err)
+		}
 		return fmt.Errorf("ingest: publish delivery %s to %s: %w", ev.DeliveryID, p.topic, err)
 	}
 	return nil
 }
+
+// ErrEventTooLarge is a Publisher's refusal of an event larger than its
+// log accepts in one record (a Kafka record is at most the producer's
+// kgo.ProducerBatchMaxBytes and the brokers' message.max.bytes, about 1 MB
+// by default). It is permanent: publishing the event again fails again,
+// so a Receiver answers it 413, not 503.
+var ErrEventTooLarge = errors.New("the event is larger than the event log accepts in one record")
 
 // produce writes rec and waits for the broker's answer or for ctx to end,
 // whichever comes first. kgo's ProduceSync can outlive ctx: an idempotent

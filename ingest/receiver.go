@@ -92,7 +92,7 @@ type ReceiverConfig struct {
 //	401 {"error": …, "delivery_id": …}        "missing signature", "signature mismatch" or "timestamp outside tolerance"
 //	405 {"error": …}                          not a POST
 //	408 {"error": …, "delivery_id": …}        a body sent slower than the server's minimum rate (see internal/httpguard)
-//	413 {"error": …, "delivery_id": …}        a body larger than MaxBodyBytes
+//	413 {"error": …, "delivery_id": …}        a body larger than MaxBodyBytes, or an event Publish refuses as larger than its log accepts (ErrEventTooLarge)
 //	415 {"error": …, "delivery_id": …}        a body that is not JSON (a GitHub webhook set to form encoding)
 //	503 {"error": …, "delivery_id": …}        Publish failed, or the server's budget of body bytes in flight is spent; with Retry-After, so that the provider delivers again
 //
@@ -342,6 +342,12 @@ func (r *Receiver) unverified(ctx context.Context, w http.ResponseWriter, log *s
 // request; it reports whether the event was published.
 func (r *Receiver) publishEvent(ctx context.Context, w http.ResponseWriter, log *slog.Logger, ev *Event) bool {
 	if err := r.publisher.Publish(ctx, ev); err != nil {
+		if errors.Is(err, ErrEventTooLarge) {
+			// Permanent: a retry would fail the same way.
+			log.LogAttrs(ctx, slog.LevelWarn, "webhook refused", slog.Int("status", http.StatusRequestEntityTooLarge), slog.String("key", ev.Key()), slog.String("error", err.Error()))
+			writeJSON(w, http.StatusRequestEntityTooLarge, webhookAnswer{Error: fmt.Sprintf("the event (%d bytes of payload) is larger than this server's event log accepts; it cannot be published", len(ev.Raw)), DeliveryID: ev.DeliveryID})
+			return false
+		}
 		log.LogAttrs(ctx, slog.LevelError, "webhook not published", slog.String("key", ev.Key()), slog.String("error", err.Error()))
 		w.Header().Set("Retry-After", retryAfterSeconds)
 		writeJSON(w, http.StatusServiceUnavailable, webhookAnswer{Error: "the event could not be stored; deliver it again later", DeliveryID: ev.DeliveryID})

@@ -179,7 +179,7 @@ func (r *Reaper) Run(ctx context.Context) error {
 			r.log.WarnContext(ctx, "lease: reaping failed", "err", err)
 		} else if rep != nil && *rep != (ReapReport{}) {
 			r.log.InfoContext(ctx, "lease: reaped", "cancelled", rep.Cancelled, "retried", rep.Retried, "failed", rep.Failed,
-				"stale", rep.StaleDeleted, "queue_timeouts", rep.QueueTimeouts, "timeouts", rep.Timeouts, "errors", rep.Errors)
+				"stale", rep.StaleDeleted, "queue_timeouts", rep.QueueTimeouts, "timeouts", rep.Timeouts, "released", rep.Released, "errors", rep.Errors)
 		}
 		select {
 		case <-ctx.Done():

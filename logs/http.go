@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/internal/httpguard"
 )
 
 // The routes of a Handler, as http.ServeMux patterns. A server mounts the
@@ -229,6 +230,14 @@ func (h *Handler) Append(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		if errors.Is(err, errTooLarge) {
 			h.refuse(w, r, key, http.StatusRequestEntityTooLarge, fmt.Sprintf("the chunk is larger than %d bytes", h.maxChunk))
+		} else if status, retryAfter := httpguard.Status(err); status != 0 {
+			// Cut by the server's body guard: too slow (408) or the
+			// budget of bytes in flight spent (503). Neither is about
+			// the log: the runner sends the chunk again.
+			if retryAfter != "" {
+				w.Header().Set("Retry-After", retryAfter)
+			}
+			h.refuse(w, r, key, status, "reading the body: "+err.Error())
 		} else {
 			h.refuse(w, r, key, http.StatusBadRequest, "reading the body: "+err.Error())
 		}

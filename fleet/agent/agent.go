@@ -330,7 +330,7 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 			}
 			return
 		}
-		if errors.As(err, &ae) && ae.Status < 500 || attempt == 10 {
+		if errors.As(err, &ae) && !ae.transient() || attempt == 10 {
 			log.Error("agent: completion failed", "error", err)
 			return
 		}

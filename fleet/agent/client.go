@@ -35,6 +35,15 @@ type apiError struct {
 
 func (e *apiError) Error() string { return fmt.Sprintf("server answered %d: %s", e.Status, e.Msg) }
 
+// transient reports whether the answer says to send the request again
+// later: a server error, or a request the server's guards cut rather
+// than refused (408: its body arrived slower than the server's minimum
+// rate, as from a runner starved or stopped mid-upload; 429: too many
+// requests).
+func (e *apiError) transient() bool {
+	return e.Status >= 500 || e.Status == http.StatusRequestTimeout || e.Status == http.StatusTooManyRequests
+}
+
 type registration struct {
 	RunnerID    string   `json:"runner_id"`
 	RunnerToken string   `json:"runner_token"`

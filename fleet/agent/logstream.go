@@ -203,7 +203,7 @@ func (s *logStream) flush(ctx context.Context) bool {
 			// more (an answer was lost) than we knew: go on from there.
 			s.acked = gap.expected
 			s.seq++
-		case errors.As(err, &ae) && ae.Status >= 400 && ae.Status < 500:
+		case errors.As(err, &ae) && ae.Status >= 400 && !ae.transient():
 			// The server will not take this log (too large, or bytes it
 			// holds otherwise): nothing more is sent, and the totals
 			// tell the server the log is incomplete.

@@ -112,3 +112,51 @@ func TestLogStreamSurvivesServerRestart(t *testing.T) {
 	require.Equal(t, []int{0, 1, 2}, steps)
 	require.True(t, res.Complete)
 }
+
+// cutOnce answers the first log chunk as the server's body guard answers
+// a body that arrived too slowly (408), then serves the log protocol.
+type cutOnce struct {
+	next http.Handler
+	cut  sync.Once
+}
+
+func (c *cutOnce) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method == http.MethodPatch {
+		cut := false
+		c.cut.Do(func() { cut = true })
+		if cut {
+			_, _ = io.Copy(io.Discard, r.Body)
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusRequestTimeout)
+			_, _ = io.WriteString(w, `{"error": "the request body arrived too slowly"}`)
+			return
+		}
+	}
+	c.next.ServeHTTP(w, r)
+}
+
+// TestLogStreamRetriesAChunkCutAsTooSlow: a chunk the server cut because
+// its body came slower than the minimum rate (408, as from a runner
+// starved or briefly stopped mid-upload) is sent again; the log stays
+// whole. It failed before: the 408 counted as the server refusing the
+// log, and nothing more of it was sent.
+func TestLogStreamRetriesAChunkCutAsTooSlow(t *testing.T) {
+	t.Parallel()
+	srv := &restartableLogs{}
+	srv.restart(t)
+	ts := httptest.NewServer(&cutOnce{next: srv})
+	t.Cleanup(ts.Close)
+	base, err := url.Parse(ts.URL)
+	require.NoError(t, err)
+	c := &client{base: base, http: ts.Client()}
+	j := &job{RunID: "run", JobID: "slow", Attempt: 1, JobToken: "t"}
+	s := newLogStream(context.Background(), c, j, 10*time.Millisecond, 8, slog.New(slog.DiscardHandler), func() { t.Error("not stale") })
+	const text = "output sent after a chunk was cut"
+	_, _ = io.WriteString(s, text)
+	totals := s.close(context.Background())
+	defer s.remove()
+	require.NoError(t, c.finishLog(context.Background(), j, totals))
+	got, _, res := srv.read(t, logs.Key{RunID: "run", JobID: "slow", Attempt: 1})
+	require.Equal(t, text, got)
+	require.True(t, res.Complete)
+}

@@ -51,6 +51,9 @@ func TestJobEnvironmentIsBuiltFromScratch(t *testing.T) {
 				require.NotContains(t, out, k+"=", "the job saw the executor's %s", k)
 				require.NotContains(t, out, v)
 			}
+			// The mark that makes the executor's program a job's
+			// supervisor stays the supervisor's.
+			require.NotContains(t, out, "CIKIT_SANDBOX_SUPERVISOR")
 			for _, want := range []string{"PATH=" + os.Getenv("PATH"), "LC_MESSAGES=C", "PASSED_BY_NAME=passed", "CI=true", "CIKIT_JOB_ID=env", "JOB=job", "STEP=step"} {
 				require.Contains(t, strings.Split(out, "\n"), want)
 			}
