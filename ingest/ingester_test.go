@@ -72,7 +72,7 @@ type fixture struct {
 	sleeps *sleeps
 }
 
-func newFixture(t *testing.T, debounce time.Duration) *fixture {
+func newFixture(t testing.TB, debounce time.Duration) *fixture {
 	t.Helper()
 	f := &fixture{vcs: &vcs.Memory{}, dag: dag.NewMemoryStore(dag.MemoryConfig{}), sleeps: &sleeps{}}
 	f.vcs.AddCommit("acme/api", "c1", map[string]string{
