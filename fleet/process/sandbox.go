@@ -689,28 +689,37 @@ func (e *Executor) startSandbox(ctx context.Context, ws string, out *os.File) (*
 	if s.init, err = os.FindProcess(info.ChildPID); err != nil {
 		return fail(err)
 	}
+	if err := s.awaitReady(ctx, time.Until(deadline)); err != nil {
+		return fail(err)
+	}
+	return s, nil
+}
+
+// awaitReady starts reading the supervisor's reports on s.conn and waits
+// up to timeout for its first, which must say it is ready.
+func (s *sandboxJob) awaitReady(ctx context.Context, timeout time.Duration) error {
 	s.enc = json.NewEncoder(s.conn)
 	s.reports = make(chan supervisorReport)
 	s.stop = make(chan struct{})
 	s.readerDone = make(chan struct{})
 	go s.read()
 
-	ready := time.NewTimer(time.Until(deadline))
+	ready := time.NewTimer(timeout)
 	defer ready.Stop()
 	select {
 	case r, ok := <-s.reports:
 		if !ok {
-			return fail(s.readErr)
+			return s.readErr
 		}
 		if !r.Ready {
-			return fail(errors.New("the supervisor did not start with a ready report"))
+			return errors.New("the supervisor did not start with a ready report")
 		}
 	case <-ready.C:
-		return fail(errors.New("the sandbox did not start in time"))
+		return errors.New("the supervisor did not start in time")
 	case <-ctx.Done():
-		return fail(context.Cause(ctx))
+		return context.Cause(ctx)
 	}
-	return s, nil
+	return nil
 }
 
 type closerFunc func() error

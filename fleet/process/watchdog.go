@@ -193,33 +193,16 @@ func (e *Executor) startPlain(ctx context.Context, out *os.File) (*plainSupervis
 		_ = s.conn.Close()
 		return nil, fmt.Errorf("starting the job's supervisor: %w", err)
 	}
-	s.enc = json.NewEncoder(s.conn)
-	s.reports = make(chan supervisorReport)
-	s.stop = make(chan struct{})
-	s.readerDone = make(chan struct{})
-	go s.read()
-	p := &plainSupervised{s}
-	ready := time.NewTimer(sandboxStartTimeout)
-	defer ready.Stop()
 	fail := func(err error) (*plainSupervised, error) {
 		_ = s.cmd.Process.Kill()
 		_ = s.cmd.Wait()
 		s.close()
 		return nil, fmt.Errorf("the job's supervisor did not start: %w%s", err, s.said())
 	}
-	select {
-	case r, ok := <-s.reports:
-		if !ok {
-			return fail(s.readErr)
-		}
-		if !r.Ready {
-			return fail(errors.New("it did not start with a ready report"))
-		}
-	case <-ready.C:
-		return fail(errors.New("not in time"))
-	case <-ctx.Done():
-		return fail(context.Cause(ctx))
+	if err := s.awaitReady(ctx, sandboxStartTimeout); err != nil {
+		return fail(err)
 	}
+	p := &plainSupervised{s}
 	return p, nil
 }
 
