@@ -383,15 +383,19 @@ func (s *PostgresStore) GroupNext(ctx context.Context, key GroupKey) (*Job, erro
 		if !ok {
 			return nil
 		}
-		_, _, jobs, err := s.jobs(ctx, tx, m.runID, false)
+		rg, err := s.graph(ctx, tx, m.runID)
 		if err != nil {
 			return err
 		}
-		i := slices.IndexFunc(jobs, func(j *Job) bool { return j.ID() == m.jobID })
-		if i < 0 {
+		i, ok := rg.g.Index(m.jobID)
+		if !ok {
 			return fmt.Errorf("dag: run %q has no job %q: %w", m.runID, m.jobID, cikit.ErrNotFound)
 		}
-		next = jobs[i].clone()
+		r := &lockedRun{rg: rg, jobs: make([]*Job, rg.g.Len())}
+		if _, err := s.readJobs(ctx, tx, m.runID, r, []int{i}, false); err != nil {
+			return err
+		}
+		next = r.jobs[i].clone()
 		return nil
 	})
 	if err != nil {

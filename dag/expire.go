@@ -139,13 +139,18 @@ func (s *PostgresStore) JobsExpire(ctx context.Context, p *ExpireParams) ([]*Tra
 }
 
 // overdue finds the jobs past their deadline at p.Now, runs in the byte
-// order of their IDs (as MemoryStore). Its condition is the predicate of
-// the partial index jobs_active, which holds exactly the jobs that can
-// expire; the deadlines, which depend on each spec's timeout, are checked
-// here.
+// order of their IDs (as MemoryStore): the RUNNING jobs, as many as there
+// are runners, whose deadlines depend on each spec's timeout and are
+// checked here, and the waiting jobs ready since before the max queue
+// time, found by the index jobs_waiting_since; the waiting jobs of a
+// large run are not read while they are in time.
 func (s *PostgresStore) overdue(ctx context.Context, p *ExpireParams) ([]overdue, error) {
-	rows, err := s.pool.Query(ctx, `SELECT run_id, job_id, attempt, state, ready_at, started_at, spec->'timeout'
-		FROM jobs WHERE state IN ('ready', 'queued', 'running') ORDER BY run_id COLLATE "C", position`)
+	rows, err := s.pool.Query(ctx, `SELECT run_id, job_id, attempt, state, ready_at, started_at, spec->'timeout' FROM (
+			SELECT run_id, job_id, position, attempt, state, ready_at, started_at, spec FROM jobs WHERE state = 'running'
+			UNION ALL
+			SELECT run_id, job_id, position, attempt, state, ready_at, started_at, spec FROM jobs
+				WHERE $1 AND state IN ('ready', 'queued') AND ready_at < $2
+		) j ORDER BY run_id COLLATE "C", position`, p.MaxQueueTime > 0, p.Now.Add(-p.MaxQueueTime))
 	if err != nil {
 		return nil, interpretError(err)
 	}

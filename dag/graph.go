@@ -38,6 +38,7 @@ type Graph struct {
 	parents  [][]int
 	children [][]int
 	order    []int // a topological order, stable with respect to node order
+	rank     []int // rank[i] is node i's position in order
 }
 
 // CycleError reports a dependency cycle. Cycle lists the members in need
@@ -90,7 +91,32 @@ func NewGraph(nodes []Node) (*Graph, error) {
 		return nil, &CycleError{Cycle: cyc}
 	}
 	g.order = g.topoOrder()
+	g.rank = make([]int, len(g.order))
+	for r, i := range g.order {
+		g.rank[i] = r
+	}
 	return g, nil
+}
+
+// descendants returns the nodes that need node i, directly or through
+// others, in topological order: what i's end may change.
+func (g *Graph) descendants(i int) []int {
+	seen := map[int]bool{i: true}
+	var out []int
+	queue := []int{i}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
+		for _, c := range g.children[n] {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+				queue = append(queue, c)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b int) int { return g.rank[a] - g.rank[b] })
+	return out
 }
 
 // findCycle returns the first cycle found by a depth-first search in node

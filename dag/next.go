@@ -197,10 +197,18 @@ func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
 	if ev.Kind == EventRepair {
 		return Settle(g, states), nil
 	}
+	return nextJob(g, func(i int) cikit.JobState { return states[i] }, ev)
+}
+
+// nextJob is Next for an event about one job (ev.Job), on the states
+// that state reports. It reads the states of the event's job, of jobs
+// that descend from it and of the jobs those need, nothing else: a store
+// that holds only those may decide the event.
+func nextJob(g *Graph, state func(int) cikit.JobState, ev Event) ([]Change, error) {
 	if ev.Job < 0 || ev.Job >= g.Len() {
 		return nil, fmt.Errorf("dag: job index %d out of range [0,%d)", ev.Job, g.Len())
 	}
-	from := states[ev.Job]
+	from := state(ev.Job)
 	if ev.Kind == EventCancelJob {
 		switch {
 		case from == cikit.JobRunning:
@@ -208,7 +216,7 @@ func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
 		case from.Terminal() || from == cikit.JobCancelRequested:
 			return nil, nil
 		}
-		return propagate(g, states, ev.Job, cikit.JobCancelled, []Change{{Job: ev.Job, From: from, To: cikit.JobCancelled}}), nil
+		return propagate(g, state, ev.Job, cikit.JobCancelled, []Change{{Job: ev.Job, From: from, To: cikit.JobCancelled}}), nil
 	}
 	var to, want cikit.JobState
 	switch ev.Kind {
@@ -254,20 +262,20 @@ func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
 	}
 	changes := []Change{{Job: ev.Job, From: from, To: to}}
 	if to.Terminal() {
-		changes = propagate(g, states, ev.Job, to, changes)
+		changes = propagate(g, state, ev.Job, to, changes)
 	}
 	return changes, nil
 }
 
 // propagate appends the consequences of job j ending in state s. It works
 // on a private overlay of states so a job reached twice changes once.
-func propagate(g *Graph, states []cikit.JobState, j int, s cikit.JobState, changes []Change) []Change {
+func propagate(g *Graph, base func(int) cikit.JobState, j int, s cikit.JobState, changes []Change) []Change {
 	overlay := map[int]cikit.JobState{j: s}
 	state := func(i int) cikit.JobState {
 		if s, ok := overlay[i]; ok {
 			return s
 		}
-		return states[i]
+		return base(i)
 	}
 	set := func(i int, to cikit.JobState) {
 		changes = append(changes, Change{Job: i, From: state(i), To: to})
@@ -319,11 +327,64 @@ func propagate(g *Graph, states []cikit.JobState, j int, s cikit.JobState, chang
 // scheduler stopped after committing a completion but before making its
 // children READY (a fast path in several steps) is repaired by it.
 func Settle(g *Graph, states []cikit.JobState) []Change {
-	next := slices.Clone(states)
-	state := func(i int) cikit.JobState { return next[i] }
+	return settle(g, func(i int) cikit.JobState { return states[i] }, g.Order())
+}
+
+// settleBelow is Settle for what job i's end left undone: the jobs that
+// need i, then, below each of those that ends (SKIPPED or CANCELLED), the
+// jobs that need it, and so on; a job that does not end holds back the
+// jobs below it. It reads the states of those jobs and of the jobs they
+// need.
+func settleBelow(g *Graph, base func(int) cikit.JobState, i int) []Change {
+	next := make(map[int]cikit.JobState)
+	state := func(i int) cikit.JobState {
+		if s, ok := next[i]; ok {
+			return s
+		}
+		return base(i)
+	}
+	// todo holds the jobs to settle, sorted by topological rank, so a
+	// job is settled after every job it needs that is settled too.
+	var todo []int
+	add := func(p int) {
+		for _, c := range g.Children(p) {
+			pos, found := slices.BinarySearchFunc(todo, c, func(a, b int) int { return g.rank[a] - g.rank[b] })
+			if !found {
+				todo = slices.Insert(todo, pos, c)
+			}
+		}
+	}
+	add(i)
 	var changes []Change
-	for _, i := range g.Order() {
-		if next[i] != cikit.JobPending {
+	for len(todo) > 0 {
+		c := todo[0]
+		todo = todo[1:]
+		ch := settle(g, state, []int{c})
+		if len(ch) == 0 {
+			continue
+		}
+		changes = append(changes, ch...)
+		next[c] = ch[0].To
+		if ch[0].To.Terminal() {
+			add(c)
+		}
+	}
+	return changes
+}
+
+// settle is Settle for the jobs of order, a topological order of some of
+// g's jobs, on the states state reports.
+func settle(g *Graph, base func(int) cikit.JobState, order []int) []Change {
+	next := make(map[int]cikit.JobState)
+	state := func(i int) cikit.JobState {
+		if s, ok := next[i]; ok {
+			return s
+		}
+		return base(i)
+	}
+	var changes []Change
+	for _, i := range order {
+		if state(i) != cikit.JobPending {
 			continue
 		}
 		to := cikit.JobPending
@@ -333,7 +394,7 @@ func Settle(g *Graph, states []cikit.JobState) []Change {
 			}
 		} else {
 			for _, p := range g.Parents(i) {
-				switch s := next[p]; {
+				switch s := state(p); {
 				case to != cikit.JobPending:
 				case s == cikit.JobCancelled:
 					to = cikit.JobCancelled
@@ -403,7 +464,7 @@ func Apply(states []cikit.JobState, changes []Change) {
 // MANUAL and the jobs that need it PENDING, for a person to start it
 // later, which makes the run RUNNING again.
 func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
-	started, open, held, cancelled, failed := false, false, false, false, false
+	var sum runSummary
 	// person[i] says that job i waits for a person, itself or through a
 	// job it needs: personWaits for a manual job that allows failure,
 	// personHolds for one that blocks the run.
@@ -413,44 +474,69 @@ func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
 	)
 	person := make([]uint8, len(states))
 	for _, i := range g.Order() {
-		switch s := states[i]; s {
+		s := states[i]
+		switch s {
 		case cikit.JobManual:
 			person[i] = personWaits
 			if !g.Node(i).AllowFailure {
-				person[i], held = personHolds, true
+				person[i] = personHolds
 			}
 		case cikit.JobPending:
 			for _, p := range g.Parents(i) {
 				person[i] = max(person[i], person[p])
 			}
-			open = open || person[i] == 0
-		case cikit.JobReady, cikit.JobDelayed:
-			open = true
-		case cikit.JobQueued, cikit.JobRunning, cikit.JobCancelRequested:
-			open, started = true, true
-		case cikit.JobCancelled:
-			cancelled, started = true, true
-		case cikit.JobFailed:
-			started = true
-			if !g.Node(i).AllowFailure {
-				failed = true
-			}
-		case cikit.JobSkipped:
-			// Not a start: a job skipped at creation ran nothing.
-		default:
-			started = true
+			sum.open = sum.open || person[i] == 0
 		}
+		sum.add(s, g.Node(i).AllowFailure)
 	}
+	return sum.state()
+}
+
+// runSummary is what a run's state is made of: which kinds of job states
+// its jobs are in.
+type runSummary struct {
+	open      bool // a job runs or will run without a person
+	started   bool // a job was queued or has ended, other than SKIPPED
+	cancelled bool
+	failed    bool // a job without allow_failure failed
+	held      bool // a manual job without allow_failure waits for a person
+}
+
+// add counts a job in state s with allow_failure allowFailure, except
+// for the openness of a PENDING job, which depends on the jobs it needs
+// (see RunStatus).
+func (sum *runSummary) add(s cikit.JobState, allowFailure bool) {
+	switch s {
+	case cikit.JobManual:
+		sum.held = sum.held || !allowFailure
+	case cikit.JobReady, cikit.JobDelayed:
+		sum.open = true
+	case cikit.JobQueued, cikit.JobRunning, cikit.JobCancelRequested:
+		sum.open, sum.started = true, true
+	case cikit.JobCancelled:
+		sum.cancelled, sum.started = true, true
+	case cikit.JobFailed:
+		sum.started = true
+		sum.failed = sum.failed || !allowFailure
+	case cikit.JobPending, cikit.JobSkipped:
+		// A job skipped at creation ran nothing.
+	default:
+		sum.started = true
+	}
+}
+
+// state is the run state of sum, by RunStatus's rules.
+func (sum runSummary) state() cikit.RunState {
 	switch {
-	case open && started:
+	case sum.open && sum.started:
 		return cikit.RunRunning
-	case open:
+	case sum.open:
 		return cikit.RunPending
-	case cancelled:
+	case sum.cancelled:
 		return cikit.RunCancelled
-	case failed:
+	case sum.failed:
 		return cikit.RunFailed
-	case held:
+	case sum.held:
 		return cikit.RunBlocked
 	}
 	return cikit.RunSucceeded
@@ -460,6 +546,12 @@ func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
 // consequence of another job, naming the first job it needs that blocks
 // it. It returns "" when no needed job blocks i.
 func ConsequenceReason(g *Graph, states []cikit.JobState, i int) string {
+	return consequenceReason(g, func(p int) cikit.JobState { return states[p] }, i)
+}
+
+// consequenceReason is ConsequenceReason on the states state reports, of
+// the jobs i needs.
+func consequenceReason(g *Graph, state func(int) cikit.JobState, i int) string {
 	if g.Node(i).Never {
 		return "its condition is false"
 	}
@@ -467,7 +559,7 @@ func ConsequenceReason(g *Graph, states []cikit.JobState, i int) string {
 		return "it runs on failure, and nothing it needs failed"
 	}
 	for _, p := range g.Parents(i) {
-		switch s := states[p]; {
+		switch s := state(p); {
 		case s == cikit.JobFailed && !g.Node(p).AllowFailure:
 			return fmt.Sprintf("needs %s, which failed", g.Node(p).ID)
 		case s == cikit.JobSkipped || s == cikit.JobCancelled:

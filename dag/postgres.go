@@ -690,15 +690,23 @@ func (s *PostgresStore) transition(ctx context.Context, runID string, je *JobEve
 
 // lockedRun is a run as the locked path holds it during a transaction.
 type lockedRun struct {
-	rg      *runGraph
-	run     *Run
-	jobs    []*Job
+	rg   *runGraph
+	run  *Run
+	jobs []*Job // in plan order; nil for a job not read
+	read []int  // the jobs read, by graph index
+	// full says that every job was read: a run event needs them all. A
+	// run that only job events change reads the jobs they need (see
+	// scopeOf), and asks PostgreSQL for the rest (see runProbe).
+	full    bool
 	initial cikit.RunState
-	changed map[int]*Job // by graph index, as last changed
+	changed map[int]*Job // by graph index, as last changed, not yet written
 	ended   []*Job
 	events  []*OutboxEvent
-	refusal error // the run cannot be read: every event of it is refused
-	applied bool  // some event of it was applied
+	// satisfied are the jobs the write left satisfied (see Satisfied),
+	// whose children's dependency counters count them down.
+	satisfied []int
+	refusal   error // the run cannot be read: every event of it is refused
+	applied   bool  // some event of it was applied
 }
 
 // transitions applies events on the locked path, in order, in one
@@ -735,19 +743,20 @@ func (s *PostgresStore) transitions(ctx context.Context, items []lockedEvent, wi
 
 // transitionsTx is transitions in tx, for the runs ids (sorted, distinct)
 // of items. Changed jobs' specs are the cached ones: callers clone them.
+//
+// A run that only job events change is read in part: the jobs each event
+// needs by the rules (see scopeOf), and, when a rule asks for a job not
+// read, the jobs below the event's job (see belowScope). Its state is
+// kept without reading the rest: when the jobs read leave it open, from
+// them; otherwise from PostgreSQL's answer about the others (runProbe),
+// after writing what changed. So an event costs what it changes, not the
+// size of its run. A run event (cancel, retry of the failed jobs, repair)
+// reads the whole run.
 func (s *PostgresStore) transitionsTx(ctx context.Context, tx pgx.Tx, ids []string, items []lockedEvent, with ApplyWith) ([]*TransitionResult, []error, error) {
 	results, errs := make([]*TransitionResult, len(items)), make([]error, len(items))
-	runs := make(map[string]*lockedRun, len(ids))
-	for _, id := range ids {
-		rg, run, jobs, err := s.jobs(ctx, tx, id, true)
-		switch {
-		case refusal(err):
-			runs[id] = &lockedRun{refusal: err}
-		case err != nil:
-			return nil, nil, err
-		default:
-			runs[id] = &lockedRun{rg: rg, run: run, jobs: jobs, initial: run.State, changed: make(map[int]*Job)}
-		}
+	runs, err := s.lockRunsFor(ctx, tx, ids, items)
+	if err != nil {
+		return nil, nil, err
 	}
 	var now time.Time
 	for _, it := range items {
@@ -765,24 +774,31 @@ func (s *PostgresStore) transitionsTx(ctx context.Context, tx pgx.Tx, ids []stri
 			errs[k] = r.refusal
 			continue
 		}
-		w, err := newWrite(r.rg.g, r.jobs, it.runID, it.job, it.ev)
+		w, a, refused, err := s.applyLocked(ctx, tx, r, it, now)
 		if err != nil {
-			errs[k] = err
-			continue
+			return nil, nil, err
 		}
-		w.reason = it.reason
-		a, err := w.apply(r.rg.g, r.jobs, now)
-		if err != nil {
-			errs[k] = err
+		if refused != nil {
+			errs[k] = refused
 			continue
 		}
 		for _, j := range a.changed {
 			i, _ := r.rg.g.Index(j.ID())
 			r.changed[i] = j
+			if !r.full && Satisfied(j.State, j.Spec.AllowFailure) {
+				r.satisfied = append(r.satisfied, i)
+			}
+		}
+		if w.repairs && Satisfied(r.jobs[w.ev.Job].State, r.rg.specs[w.ev.Job].AllowFailure) {
+			r.satisfied = append(r.satisfied, w.ev.Job) // the count-down the first delivery may not have made
 		}
 		r.ended = append(r.ended, a.ended...)
 		wasTerminal := r.run.State.Terminal()
-		if state := RunStatus(r.rg.g, statesOf(r.jobs)); state != r.run.State {
+		state, err := s.lockedStatus(ctx, tx, it.runID, r)
+		if err != nil {
+			return nil, nil, err
+		}
+		if state != r.run.State {
 			r.run.State = state
 			switch {
 			case !state.Terminal():
@@ -802,11 +818,7 @@ func (s *PostgresStore) transitionsTx(ctx context.Context, tx pgx.Tx, ids []stri
 		if !r.applied {
 			continue
 		}
-		changed := make([]*Job, 0, len(r.changed))
-		for _, i := range slices.Sorted(maps.Keys(r.changed)) {
-			changed = append(changed, r.changed[i])
-		}
-		queueJobUpdates(b, id, changed)
+		queueJobUpdates(b, id, r.unwritten())
 		if r.run.State != r.initial {
 			b.Queue(`UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1`, id, r.run.State, nullTime(r.run.FinishedAt))
 		}
@@ -830,15 +842,269 @@ func (s *PostgresStore) transitionsTx(ctx context.Context, tx pgx.Tx, ids []stri
 	if err := s.step("slow:written"); err != nil {
 		return nil, nil, err
 	}
+	var satisfied []edge
 	for _, id := range ids {
-		// Even a write that changed nothing (a redelivered
-		// completion) rebuilds: the counters the first delivery
-		// left undone are made right.
-		if r := runs[id]; r.applied {
+		r := runs[id]
+		switch {
+		case !r.applied:
+		case r.full:
+			// Even a write that changed nothing (a redelivered
+			// completion) rebuilds: the counters the first delivery
+			// left undone are made right.
 			s.rebuildCounters(ctx, id, r.rg.g, statesOf(r.jobs))
+		default:
+			for _, p := range r.satisfied {
+				for _, c := range r.rg.g.Children(p) {
+					satisfied = append(satisfied, edge{Run: id, Child: r.rg.g.Node(c).ID, Parent: r.rg.g.Node(p).ID})
+				}
+			}
 		}
 	}
+	if s.counters != nil && len(satisfied) > 0 {
+		// A count that stays too high would hold a job PENDING; one too
+		// low only makes a later write check PostgreSQL.
+		s.counters.countDown(ctx, satisfied)
+	}
 	return results, errs, nil
+}
+
+// unwritten returns the jobs r changed that are not written yet, in plan
+// order, and forgets them.
+func (r *lockedRun) unwritten() []*Job {
+	changed := make([]*Job, 0, len(r.changed))
+	for _, i := range slices.Sorted(maps.Keys(r.changed)) {
+		changed = append(changed, r.changed[i])
+	}
+	clear(r.changed)
+	return changed
+}
+
+// lockRunsFor locks the runs ids of items and reads what their events
+// need: every job of a run with a run event, the jobs scopeOf names for
+// the others.
+func (s *PostgresStore) lockRunsFor(ctx context.Context, tx pgx.Tx, ids []string, items []lockedEvent) (map[string]*lockedRun, error) {
+	runs := make(map[string]*lockedRun, len(ids))
+	full := make(map[string]bool)
+	for _, it := range items {
+		if it.job == nil {
+			full[it.runID] = true
+		}
+	}
+	for _, id := range ids {
+		var r *lockedRun
+		if full[id] {
+			rg, run, jobs, err := s.jobs(ctx, tx, id, true)
+			if err == nil {
+				r = &lockedRun{rg: rg, run: run, jobs: jobs, full: true}
+			} else if !refusal(err) {
+				return nil, err
+			} else {
+				runs[id] = &lockedRun{refusal: err}
+				continue
+			}
+		} else {
+			rg, err := s.graph(ctx, tx, id)
+			if err == nil {
+				var scope []int
+				for _, it := range items {
+					if it.runID == id {
+						scope = append(scope, scopeOf(rg, it.job)...)
+					}
+				}
+				r = &lockedRun{rg: rg, jobs: make([]*Job, rg.g.Len())}
+				r.run, err = s.readJobs(ctx, tx, id, r, scope, true)
+			}
+			if err != nil {
+				if !refusal(err) {
+					return nil, err
+				}
+				runs[id] = &lockedRun{refusal: err}
+				continue
+			}
+		}
+		r.initial, r.changed = r.run.State, make(map[int]*Job)
+		runs[id] = r
+	}
+	return runs, nil
+}
+
+// applyLocked works out and records item's write on r, reading the jobs
+// below the event's job first when the jobs read do not suffice. refused
+// is the rules' answer to an event they refuse; err is for the store
+// failing.
+func (s *PostgresStore) applyLocked(ctx context.Context, tx pgx.Tx, r *lockedRun, it lockedEvent, now time.Time) (w *write, a *applied, refused, err error) {
+	for round := 0; ; round++ {
+		w, err := newWrite(r.rg.g, r.jobs, it.runID, it.job, it.ev)
+		if err == nil {
+			w.reason = it.reason
+			if a, err = w.apply(r.rg.g, r.jobs, now); err == nil {
+				return w, a, nil, nil
+			}
+		}
+		var ue *unreadError
+		if !errors.As(err, &ue) {
+			return nil, nil, err, nil
+		}
+		if round > 0 || r.full {
+			return nil, nil, nil, fmt.Errorf("dag: run %q: the write of %s of job %q needs jobs its scope lacks", it.runID, it.job.Kind, it.job.JobID)
+		}
+		i, _ := r.rg.g.Index(it.job.JobID)
+		if _, err := s.readJobs(ctx, tx, it.runID, r, belowScope(r.rg.g, i), false); err != nil {
+			return nil, nil, nil, err
+		}
+	}
+}
+
+// scopeOf lists, by graph index, the jobs the write of job event je is
+// expected to need: the event's job; for a completion that satisfies the
+// jobs needing it, those jobs and the jobs they need; for an end that
+// does not (a failure not retried, a cancellation, an expiry), everything
+// below it (belowScope). An event whose job the run lacks needs nothing.
+func scopeOf(rg *runGraph, je *JobEvent) []int {
+	i, ok := rg.g.Index(je.JobID)
+	if !ok {
+		return nil
+	}
+	spec := rg.specs[i]
+	switch je.Kind {
+	case EventComplete, EventExpire:
+		if je.Outcome == cikit.JobFailed && RetryOnFailure(spec, je.FailureClass, je.Attempt) {
+			return []int{i} // a retry changes only the job
+		}
+		if je.Kind == EventComplete && Satisfied(je.Outcome, spec.AllowFailure) {
+			scope := []int{i}
+			for _, c := range rg.g.Children(i) {
+				scope = append(scope, c)
+				scope = append(scope, rg.g.Parents(c)...)
+			}
+			return scope
+		}
+		return belowScope(rg.g, i)
+	case EventCancelJob:
+		return belowScope(rg.g, i)
+	}
+	return []int{i}
+}
+
+// belowScope is job i, the jobs below it and the jobs those need: all
+// that the rules read for any event about i (see nextJob and
+// settleBelow).
+func belowScope(g *Graph, i int) []int {
+	scope := []int{i}
+	for _, d := range g.descendants(i) {
+		scope = append(scope, d)
+		scope = append(scope, g.Parents(d)...)
+	}
+	return scope
+}
+
+// readJobs reads into r the jobs of scope it has not read, in one round
+// trip, taking the run's exclusive lock first when lock is set; it also
+// reads the run's row then, and returns it.
+func (s *PostgresStore) readJobs(ctx context.Context, tx pgx.Tx, runID string, r *lockedRun, scope []int, lock bool) (*Run, error) {
+	var positions []int32
+	for _, i := range scope {
+		if r.jobs[i] == nil && !slices.Contains(positions, int32(i)) {
+			positions = append(positions, int32(i))
+		}
+	}
+	b := &pgx.Batch{}
+	if lock {
+		b.Queue(lockRun, runID)
+		b.Queue(`SELECT `+runColumns+` FROM pipeline_runs WHERE id = $1`, runID)
+	}
+	b.Queue(`SELECT position, state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at
+		FROM jobs WHERE run_id = $1 AND position = ANY($2)`, runID, positions)
+	br := tx.SendBatch(ctx, b)
+	defer br.Close()
+	var run *Run
+	if lock {
+		if _, err := br.Exec(); err != nil {
+			return nil, interpretError(err)
+		}
+		var err error
+		if run, err = scanRun(runID, br.QueryRow()); err != nil {
+			return nil, fmt.Errorf("dag: run %q: %w", runID, err)
+		}
+	}
+	rows, err := br.Query()
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	defer rows.Close()
+	read := 0
+	for rows.Next() {
+		var pos int
+		j := &Job{RunID: runID}
+		var ready, queued, started, finished *time.Time
+		if err := rows.Scan(&pos, &j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished); err != nil {
+			return nil, interpretError(err)
+		}
+		if pos < 0 || pos >= len(r.jobs) {
+			return nil, fmt.Errorf("dag: run %q has a job at position %d, its graph %d jobs", runID, pos, len(r.jobs))
+		}
+		j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
+		j.Spec = r.rg.specs[pos]
+		r.jobs[pos] = j
+		r.read = append(r.read, pos)
+		read++
+	}
+	if err := rows.Err(); err != nil {
+		return nil, interpretError(err)
+	}
+	if read != len(positions) {
+		return nil, fmt.Errorf("dag: run %q: read %d of its jobs, wanted %d", runID, read, len(positions))
+	}
+	return run, br.Close()
+}
+
+// runProbe tells, after a write, which kinds of job states a run's jobs
+// are in (see runSummary): one index probe each on jobs_run_state. A
+// PENDING job is open unless the run has a manual job: then every PENDING
+// job waits for a job that is open (and the first probe answers) or for
+// a MANUAL one, as the rules leave no PENDING job whose needs have all
+// ended.
+const runProbe = `SELECT
+	EXISTS (SELECT 1 FROM jobs WHERE run_id = $1 AND state IN ('ready', 'delayed', 'queued', 'running', 'cancel_requested')),
+	EXISTS (SELECT 1 FROM jobs WHERE run_id = $1 AND state = 'pending'),
+	EXISTS (SELECT 1 FROM jobs WHERE run_id = $1 AND state IN ('queued', 'running', 'cancel_requested', 'succeeded', 'failed', 'cancelled')),
+	EXISTS (SELECT 1 FROM jobs WHERE run_id = $1 AND state = 'cancelled'),
+	EXISTS (SELECT 1 FROM jobs WHERE run_id = $1 AND state = 'failed' AND NOT allow_failure),
+	EXISTS (SELECT 1 FROM jobs WHERE run_id = $1 AND state = 'manual' AND NOT allow_failure)`
+
+// lockedStatus is the state of run r after a write. A run read whole is decided by RunStatus. Otherwise, when one
+// of the jobs read is open and one started, or the run is PENDING and a
+// job read is open (a job that started would have made it RUNNING), the
+// run is RUNNING or PENDING as they say; else the jobs changed are written
+// now and PostgreSQL tells about the others (runProbe).
+func (s *PostgresStore) lockedStatus(ctx context.Context, tx pgx.Tx, runID string, r *lockedRun) (cikit.RunState, error) {
+	if r.full {
+		return RunStatus(r.rg.g, statesOf(r.jobs)), nil
+	}
+	var known runSummary
+	for _, i := range r.read {
+		j := r.jobs[i]
+		known.add(j.State, j.Spec.AllowFailure)
+		known.open = known.open || j.State == cikit.JobPending && !r.rg.manual
+	}
+	switch {
+	case known.open && known.started:
+		return cikit.RunRunning, nil
+	case known.open && r.run.State == cikit.RunPending:
+		return cikit.RunPending, nil
+	}
+	b := &pgx.Batch{}
+	queueJobUpdates(b, runID, r.unwritten())
+	var sum runSummary
+	var pending bool
+	b.Queue(runProbe, runID).QueryRow(func(row pgx.Row) error {
+		return row.Scan(&sum.open, &pending, &sum.started, &sum.cancelled, &sum.failed, &sum.held)
+	})
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return "", interpretError(err)
+	}
+	sum.open = sum.open || pending && !r.rg.manual
+	return sum.state(), nil
 }
 
 func statesOf(jobs []*Job) []cikit.JobState {

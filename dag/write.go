@@ -16,6 +16,9 @@ type write struct {
 	ev       Event
 	job      *JobEvent // the job event, nil for run events
 	retrying bool      // a failure retried on its own: the event's job gets a new attempt
+	// repairs is set for a redelivered completion, which settles the
+	// jobs below its job (ev.Job).
+	repairs bool
 	// reason is why a cancel event cancels; "run cancelled" when empty.
 	reason string
 }
@@ -33,15 +36,18 @@ func newWrite(g *Graph, jobs []*Job, runID string, je *JobEvent, ev Event) (*wri
 		return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, je.JobID, cikit.ErrNotFound)
 	}
 	j := jobs[i]
+	if j == nil {
+		return nil, &unreadError{jobs: []int{i}}
+	}
 	if j.Attempt != je.Attempt {
 		return nil, &cikit.TransitionError{Job: je.JobID, Attempt: je.Attempt, From: j.State,
 			Reason: fmt.Sprintf("stale attempt: the current attempt is %d", j.Attempt)}
 	}
 	if je.Kind == EventComplete && j.State == je.Outcome {
 		// Redelivered: applied before. Whatever the first delivery
-		// left undone (a scheduler stopped between its steps) is done
-		// now; usually nothing is.
-		w.ev = Event{Kind: EventRepair}
+		// left undone below the job (a scheduler stopped between its
+		// steps) is done now; usually nothing is.
+		w.ev, w.repairs = Event{Kind: EventRepair, Job: i}, true
 		return w, nil
 	}
 	w.ev.Job = i
@@ -60,20 +66,70 @@ type applied struct {
 	ended   []*Job
 }
 
-// apply computes the changes with Next and records them on jobs: states,
-// attempts, times, runners and reasons.
-func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
-	states := make([]cikit.JobState, len(jobs))
-	for i, j := range jobs {
-		states[i] = j.State
+// unreadError reports that a write needed jobs its store did not read:
+// a store that reads part of a run reads them and writes again.
+type unreadError struct{ jobs []int }
+
+func (e *unreadError) Error() string {
+	return fmt.Sprintf("dag: the write needs %d jobs that were not read", len(e.jobs))
+}
+
+// view gives the rules the states of a run's jobs, of which a store may
+// have read only some (nil in jobs): it records the jobs asked for that
+// were not read.
+type view struct {
+	jobs   []*Job
+	unread []int
+}
+
+func (v *view) state(i int) cikit.JobState {
+	if j := v.jobs[i]; j != nil {
+		return j.State
 	}
-	changes, err := Next(g, states, w.ev)
+	v.unread = append(v.unread, i)
+	return cikit.JobPending
+}
+
+// changes are the changes of the write, or an *unreadError naming the
+// jobs it needs that jobs does not hold (nil there). A run event needs
+// every job; a job event its job, the jobs below it and the jobs those
+// need (see nextJob).
+func (w *write) changes(g *Graph, jobs []*Job) ([]Change, error) {
+	v := &view{jobs: jobs}
+	var changes []Change
+	var err error
+	switch {
+	case w.repairs:
+		changes = settleBelow(g, v.state, w.ev.Job)
+	case w.job != nil:
+		changes, err = nextJob(g, v.state, w.ev)
+	default:
+		states := make([]cikit.JobState, len(jobs))
+		for i := range jobs {
+			states[i] = v.state(i)
+		}
+		if len(v.unread) == 0 {
+			changes, err = Next(g, states, w.ev)
+		}
+	}
+	if len(v.unread) > 0 {
+		return nil, &unreadError{jobs: v.unread}
+	}
+	return changes, err
+}
+
+// apply computes the changes with Next and records them on jobs: states,
+// attempts, times, runners and reasons. Jobs that the write does not need
+// may be nil (see changes).
+func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
+	changes, err := w.changes(g, jobs)
 	if err != nil {
 		if te, ok := err.(*cikit.TransitionError); ok && w.job != nil {
 			te.Attempt = w.job.Attempt
 		}
 		return nil, err
 	}
+	v := &view{jobs: jobs}
 	out := &applied{changed: make([]*Job, 0, len(changes))}
 	for k, c := range changes {
 		j := jobs[c.Job]
@@ -87,7 +143,6 @@ func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
 			j.newAttempt()
 		}
 		j.State = c.To
-		states[c.Job] = c.To
 		switch {
 		case c.To == cikit.JobReady:
 			j.ReadyAt = now
@@ -110,13 +165,18 @@ func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
 			case own:
 				j.ExitCode, j.Reason = w.job.ExitCode, w.job.Reason
 			default:
-				j.Reason = ConsequenceReason(g, states, c.Job)
+				j.Reason = consequenceReason(g, v.state, c.Job)
 			}
 		}
 		out.changed = append(out.changed, j.clone())
 		if c.To.Terminal() {
 			out.ended = append(out.ended, j.clone())
 		}
+	}
+	if len(v.unread) > 0 {
+		// The reasons read what the changes did not: a rule that
+		// changed without changes changing too.
+		return nil, fmt.Errorf("dag: recording the changes needed %d jobs that were not read", len(v.unread))
 	}
 	return out, nil
 }
