@@ -1,6 +1,7 @@
 package cikit
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 	"time"
@@ -88,8 +89,17 @@ type JobSpec struct {
 	// Matrix holds the values of this job's matrix variant, rendered as
 	// strings (non-string values as JSON); nil for a job without matrix.
 	Matrix map[string]string `json:"matrix,omitempty"`
+	// MatrixJSON holds each matrix value of Matrix in its JSON form, so
+	// that objects and arrays stay such in the matrix context at run
+	// time; nil when no value is an object or an array.
+	MatrixJSON map[string]json.RawMessage `json:"matrix_json,omitempty"`
 	// MatrixOf is the ID of the job as written, for a matrix variant.
 	MatrixOf string `json:"matrix_of,omitempty"`
+	// Checkout, when set, is how the runner puts the run's commit into
+	// the workspace before the first step: native pipelines and GitLab
+	// jobs have one. Nil for a job that checks out in a step (GitHub's
+	// actions/checkout) or whose workspace starts as the runner's source.
+	Checkout *Checkout `json:"checkout,omitempty"`
 	// Uses is a reusable workflow the job calls and that could not be
 	// expanded in place (it lives in another repository).
 	Uses string `json:"uses,omitempty"`
@@ -259,6 +269,8 @@ func (j *JobSpec) Clone() *JobSpec {
 	c.Outputs = maps.Clone(j.Outputs)
 	c.Permissions = maps.Clone(j.Permissions)
 	c.Matrix = maps.Clone(j.Matrix)
+	c.MatrixJSON = maps.Clone(j.MatrixJSON)
+	c.Checkout = clonePtr(j.Checkout)
 	return &c
 }
 
