@@ -103,6 +103,14 @@ type JobSpec struct {
 	// Uses is a reusable workflow the job calls and that could not be
 	// expanded in place (it lives in another repository).
 	Uses string `json:"uses,omitempty"`
+	// Format is the pipeline format the job was compiled from: "github",
+	// "gitlab" or "native". It decides the job's run-time semantics: its
+	// expressions, predefined variables and default shell.
+	Format string `json:"format,omitempty"`
+	// Warnings name what the job asks for that the platform accepts but
+	// does not honour yet; the runner prints them at the top of the job's
+	// log, and `cikit lint` reports them.
+	Warnings []string `json:"warnings,omitempty"`
 }
 
 // Step is one command of a job.
@@ -271,6 +279,7 @@ func (j *JobSpec) Clone() *JobSpec {
 	c.Matrix = maps.Clone(j.Matrix)
 	c.MatrixJSON = maps.Clone(j.MatrixJSON)
 	c.Checkout = clonePtr(j.Checkout)
+	c.Warnings = slices.Clone(j.Warnings)
 	return &c
 }
 

@@ -276,6 +276,40 @@ type Result struct {
 	FailureClass cikit.FailureClass
 	// Steps has one entry per step that was started.
 	Steps []StepResult
+	// Outputs are the job's outputs (JobSpec.Outputs), evaluated when its
+	// steps ended.
+	Outputs map[string]string
+	// Annotations are what its steps attached with workflow commands
+	// (::error, ::warning, ::notice), at most cikit.MaxAnnotations.
+	Annotations []cikit.Annotation
+	// Commit is the commit checked out into the workspace, and
+	// CheckoutDuration how long the checkout took; empty and zero for a
+	// job that checked out nothing.
+	Commit           string
+	CheckoutDuration time.Duration
+	// EnvNames are the names, never the values, of the variables of the
+	// job's environment, sorted.
+	EnvNames []string
+}
+
+// Job is one job for RunJob: its spec, what it knows of its run, and
+// where its output goes.
+type Job struct {
+	// Spec is the job. Required.
+	Spec *cikit.JobSpec
+	// Context is the job's run context, the results of its needs and the
+	// source of its commit; nil for a job that knows no run (a runner
+	// given a fixed directory).
+	Context *cikit.JobContext
+	// Output receives the job's combined output and the step headers;
+	// nil: Config.Output.
+	Output io.Writer
+	// OnStep, when set, is called with a step's index (into Steps, then
+	// AfterSteps) as it starts.
+	OnStep func(int)
+	// Lease, when set, is the job's lease: its supervisor kills the job
+	// when it passes without a renewal (see RunLeased).
+	Lease *LeaseDeadline
 }
 
 // StepResult is how one step ended.

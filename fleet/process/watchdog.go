@@ -79,6 +79,16 @@ func (e *Executor) RunLeased(ctx context.Context, spec *cikit.JobSpec, out io.Wr
 	return e.run(ctx, spec, out, onStep, lease)
 }
 
+// RunJob runs job as RunLeased does, in the world of its run: its
+// context, the results of its needs, its commit.
+func (e *Executor) RunJob(ctx context.Context, job Job) Result {
+	out := job.Output
+	if out == nil {
+		out = e.cfg.Output(job.Spec)
+	}
+	return e.run(ctx, job.Spec, out, job.OnStep, job.Lease)
+}
+
 // errLeaseExpired is how a step ends when the supervisor killed the job.
 var errLeaseExpired = errors.New("the job's lease was not renewed in time: its supervisor killed every process of the job")
 
