@@ -253,6 +253,23 @@ func (d *Dispatcher) offerLocked(o *Offer) {
 	d.queued[ak] = true
 }
 
+// Waiting returns the offers waiting in the queue of the label set
+// labels (a Queue's Labels), oldest first.
+func (d *Dispatcher) Waiting(labels []string) []Offer {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	key, _ := labelKey(labels)
+	q := d.queues[key]
+	if q == nil {
+		return nil
+	}
+	out := make([]Offer, len(q.offers))
+	for i, o := range q.offers {
+		out[i] = *o.Offer
+	}
+	return out
+}
+
 func matches(have map[string]bool, need []string) bool {
 	for _, l := range need {
 		if !have[l] {

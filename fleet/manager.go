@@ -58,6 +58,12 @@ type ManagerConfig struct {
 	// Interval is how often Run looks at the pools.
 	// Default: DefaultManagerInterval.
 	Interval time.Duration
+	// OnUnmatched, when set, is told about the jobs that wait with labels
+	// no pool and no runner has, each attempt once: the platform says so
+	// in the jobs' commit statuses instead of leaving them waiting
+	// silently. It is called from the Manager's loop and must not block
+	// for long.
+	OnUnmatched func(offers []Offer, labels []string)
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 	// Logger receives the Manager's diagnostics. Default: slog.Default().
@@ -78,6 +84,10 @@ type Manager struct {
 	mu        sync.Mutex
 	status    map[string]*PoolStatus // by pool name, from the last tick
 	unmatched map[string]bool        // label sets reported unservable
+	// told are the attempts OnUnmatched was told about and that still
+	// waited at the last look; tellMu serialises the looks.
+	tellMu sync.Mutex
+	told   map[attemptKey]bool
 }
 
 // pool is a pool and what the Manager keeps of it between ticks.
@@ -122,7 +132,7 @@ func NewManager(ctx context.Context, cfg ManagerConfig) (*Manager, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	m := &Manager{cfg: cfg, log: cfg.Logger, status: map[string]*PoolStatus{}, unmatched: map[string]bool{}}
+	m := &Manager{cfg: cfg, log: cfg.Logger, status: map[string]*PoolStatus{}, unmatched: map[string]bool{}, told: map[attemptKey]bool{}}
 	seen := map[string]bool{}
 	for i, pc := range cfg.Pools {
 		if err := validPoolName(pc.Name); err != nil {
@@ -308,7 +318,10 @@ func (m *Manager) provision(ctx context.Context, p *pool) error {
 // pool that can run them, and reports once each label set no pool and no
 // runner can serve.
 func (m *Manager) assignQueued() map[string]int {
+	m.tellMu.Lock()
+	defer m.tellMu.Unlock()
 	out := map[string]int{}
+	still := map[attemptKey]bool{}
 	for _, q := range m.cfg.Server.Dispatcher().Queues() {
 		p := m.poolFor(q.Labels)
 		if p != nil {
@@ -321,10 +334,28 @@ func (m *Manager) assignQueued() map[string]int {
 		first := !m.unmatched[key]
 		m.unmatched[key] = true
 		m.mu.Unlock()
-		if first && !m.runnerMatches(q.Labels) {
+		if m.runnerMatches(q.Labels) {
+			continue
+		}
+		if first {
 			m.log.Warn("fleet: jobs wait that no runner matches", "labels", q.Labels, "jobs", q.Len)
 		}
+		if m.cfg.OnUnmatched == nil {
+			continue
+		}
+		var tell []Offer
+		for _, o := range m.cfg.Server.Dispatcher().Waiting(q.Labels) {
+			k := attemptKey{o.RunID, o.JobID, o.Attempt}
+			still[k] = true
+			if !m.told[k] {
+				tell = append(tell, o)
+			}
+		}
+		if len(tell) > 0 {
+			m.cfg.OnUnmatched(tell, slices.Clone(q.Labels))
+		}
 	}
+	m.told = still
 	return out
 }
 

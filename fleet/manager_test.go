@@ -460,3 +460,30 @@ func TestNewManagerValidates(t *testing.T) {
 		require.Error(t, err, name)
 	}
 }
+
+// TestManagerTellsOfUnmatchedJobsOnce: OnUnmatched hears of each attempt
+// waiting with labels no pool and no runner has once, however many ticks
+// see it waiting, and not of jobs that a pool serves.
+func TestManagerTellsOfUnmatchedJobsOnce(t *testing.T) {
+	t.Parallel()
+	e := newFleet(t)
+	var told []string
+	m, err := fleet.NewManager(context.Background(), fleet.ManagerConfig{Server: e.server, ServerURL: "http://127.0.0.1:1",
+		RegistrationToken: regToken, Pools: []fleet.PoolConfig{{Name: "linux", Labels: []string{"linux"}, Backend: e.backend,
+			Policy: autoscale.Policy{Max: 1}}},
+		OnUnmatched: func(offers []fleet.Offer, labels []string) {
+			for _, o := range offers {
+				told = append(told, fmt.Sprintf("%s %v", o.JobID, labels))
+			}
+		}})
+	require.NoError(t, err)
+	e.run(t, onLabels("train", "true", "gpu", "large"))
+	e.run(t, onLabels("build", "true", "linux"))
+	for range 3 {
+		require.NoError(t, m.Tick(context.Background()))
+	}
+	require.Equal(t, []string{"train [gpu large]"}, told)
+	e.run(t, onLabels("infer", "true", "large", "gpu"))
+	require.NoError(t, m.Tick(context.Background()))
+	require.Equal(t, []string{"train [gpu large]", "infer [gpu large]"}, told)
+}

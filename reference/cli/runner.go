@@ -15,6 +15,7 @@ import (
 
 	"github.com/cikit/cikit/fleet/agent"
 	"github.com/cikit/cikit/fleet/process"
+	"github.com/cikit/cikit/reference/config"
 )
 
 func runnerCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
@@ -22,7 +23,7 @@ func runnerCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 	server := fs.String("server", "", "the server's base URL")
 	token := fs.String("registration-token", os.Getenv("CIKIT_REGISTRATION_TOKEN"), "the registration token")
 	name := fs.String("name", hostname(), "the runner's name")
-	labels := fs.String("labels", "", "comma-separated labels, such as linux,x64")
+	labels := fs.String("labels", strings.Join(config.DefaultLabels(), ","), "comma-separated labels, such as linux,x64")
 	source := fs.String("source", "", "the directory copied into each job's workspace (default: an empty one)")
 	workRoot := fs.String("work-root", "", "where workspaces are created (default: the temporary directory)")
 	grace := fs.Duration("grace", process.DefaultGrace, "how long a cancelled step gets between SIGTERM and SIGKILL")

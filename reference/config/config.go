@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 
@@ -207,8 +208,11 @@ type Runners struct {
 	// embedded platform defaults to 2; with PostgreSQL the default is 0
 	// and runners are `cikit runner` processes.
 	Local int `yaml:"local" usage:"how many local runners this process starts (-1: the default: 2 embedded, 0 with PostgreSQL)"`
-	// Labels are the local runners' labels.
-	Labels []string `yaml:"labels" usage:"labels of the local runners"`
+	// Labels are the local runners' labels; none means DefaultLabels
+	// (see RunnerLabels), the labels of GitHub's hosted Linux runners
+	// among them, so that a workflow with runs-on: ubuntu-latest runs
+	// without configuration.
+	Labels []string `yaml:"labels" usage:"labels of the local runners (default: self-hosted, the OS and architecture, and on Linux ubuntu-latest, ubuntu-24.04 and ubuntu-22.04)"`
 	// Sandbox is the local runners' isolation: "auto" and "require" run
 	// every job in a bubblewrap sandbox and make the server refuse to
 	// start without one; "off" runs jobs as plain processes of the
@@ -316,6 +320,38 @@ func Default() *Config {
 		Runners: Runners{Local: -1, Sandbox: "auto", LeaseTTL: 30 * time.Second, Limits: defaultJobLimits()},
 		Log:     Log{Level: "info", Format: "text"},
 	}
+}
+
+// DefaultLabels are the labels a runner offers unless told otherwise:
+// "self-hosted", its OS and architecture as GitHub names them ("linux",
+// "x64"), and on Linux the labels of GitHub's hosted Ubuntu runners
+// ("ubuntu-latest", "ubuntu-24.04", "ubuntu-22.04"). A job asking for one
+// of those runs on this host's system as it is; it is not an Ubuntu
+// image. Jobs asking for labels no runner has (windows-latest, say) wait,
+// and the API and the commit status say that no runner matches.
+func DefaultLabels() []string {
+	arch := map[string]string{"amd64": "x64", "arm64": "arm64", "386": "x86", "arm": "arm"}[runtime.GOARCH]
+	if arch == "" {
+		arch = runtime.GOARCH
+	}
+	osName := map[string]string{"darwin": "macos"}[runtime.GOOS]
+	if osName == "" {
+		osName = runtime.GOOS
+	}
+	labels := []string{"self-hosted", osName, arch}
+	if runtime.GOOS == "linux" {
+		labels = append(labels, "ubuntu-latest", "ubuntu-24.04", "ubuntu-22.04")
+	}
+	return labels
+}
+
+// RunnerLabels are the local runners' labels: Runners.Labels, or
+// DefaultLabels when it names none.
+func (c *Config) RunnerLabels() []string {
+	if len(c.Runners.Labels) == 0 {
+		return DefaultLabels()
+	}
+	return c.Runners.Labels
 }
 
 // Embedded reports whether c runs on memory stores (no PostgreSQL).

@@ -91,6 +91,7 @@ func newWorld(t *testing.T, files map[string]string) *world {
 	}
 	git("init", "-q", "-b", "main")
 	for name, data := range files {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(repo, name)), 0o755))
 		require.NoError(t, os.WriteFile(filepath.Join(repo, name), []byte(data), 0o644))
 	}
 	git("add", "-A")

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
@@ -14,6 +16,7 @@ import (
 	"github.com/cikit/cikit/fleet/process"
 	"github.com/cikit/cikit/lease"
 	"github.com/cikit/cikit/logs"
+	"github.com/cikit/cikit/vcs/status"
 )
 
 // buildFleet makes the runner protocol's server, the reaper of expired
@@ -45,11 +48,12 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	mc := fleet.ManagerConfig{Server: p.fleet, ServerURL: p.url, RegistrationToken: p.cfg.Runners.RegistrationTokens[0], Now: p.now, Logger: p.log.With("component", "pools")}
+	mc := fleet.ManagerConfig{Server: p.fleet, ServerURL: p.url, RegistrationToken: p.cfg.Runners.RegistrationTokens[0], Now: p.now,
+		OnUnmatched: p.unmatched, Logger: p.log.With("component", "pools")}
 	if n := p.cfg.LocalRunners(); n > 0 {
 		// Jobs get nothing of the server's environment, where its
 		// secrets are, but process.AllowedEnv and what pass-env names.
-		lc := local.Config{Labels: p.cfg.Runners.Labels, MaxRunners: n, Logger: p.log.With("component", "runner"),
+		lc := local.Config{Labels: p.cfg.RunnerLabels(), MaxRunners: n, Logger: p.log.With("component", "runner"),
 			Process: process.Config{PassEnv: p.cfg.Runners.PassEnv}}
 		switch p.cfg.Runners.Sandbox {
 		case "auto", "require":
@@ -68,10 +72,39 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 		}
 		p.runners = b
 		p.onClose(func() { b.Close() })
-		mc.Pools = []fleet.PoolConfig{{Name: "local", Labels: p.cfg.Runners.Labels, Backend: b, Policy: autoscale.Policy{Min: n, Max: n, Warm: n}}}
+		mc.Pools = []fleet.PoolConfig{{Name: "local", Labels: p.cfg.RunnerLabels(), Backend: b, Policy: autoscale.Policy{Min: n, Max: n, Warm: n}}}
 	}
 	p.manager, err = fleet.NewManager(ctx, mc)
 	return err
+}
+
+// unmatched says in the commit status of each job of offers that no
+// runner has its labels, instead of leaving it "queued for a runner" with
+// nothing to take it. A runner that registers with the labels later takes
+// it, and its next status replaces this one.
+func (p *Platform) unmatched(offers []fleet.Offer, labels []string) {
+	if p.reporter == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, o := range offers {
+		run, err := p.jobs.RunGet(ctx, o.RunID)
+		if err != nil {
+			p.log.Warn("platform: the run of a job no runner matches", "run", o.RunID, "job", o.JobID, "err", err)
+			continue
+		}
+		now := p.now()
+		ev := &dag.OutboxEvent{ID: "unmatched-" + o.RunID + "-" + o.JobID + "-" + strconv.Itoa(o.Attempt), Type: dag.EventJobQueued,
+			RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt, Pipeline: run.Pipeline, SHA: run.SHA,
+			State: string(cikit.JobQueued), CreatedAt: now}
+		c, ok := status.FromEvent(ev, p.targetURL)
+		if !ok {
+			continue
+		}
+		c.Status.Description = truncate(fmt.Sprintf("no runner matches labels [%s]; it waits for one", strings.Join(labels, " ")), 140)
+		_ = p.reporter.ReportOrdered(c.Repo, c.SHA, c.Status, status.EventOrder(ev))
+	}
 }
 
 // tenantOf names whom a run's jobs run for: the owner of its repository
