@@ -136,3 +136,15 @@ func gitCommand(dir string, args ...string) *exec.Cmd {
 func cleanEnv(home string) []string {
 	return []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "LC_ALL=C"}
 }
+
+// Borrow makes r read the objects of from too (git's alternates), as a
+// fork shares its source's history without copying it. A nil from is
+// nothing to borrow.
+func (r *Repo) Borrow(from *Repo) error {
+	if from == nil {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return writeAtomic(filepath.Join(r.dir, "objects", "info", "alternates"), []byte(filepath.Join(from.dir, "objects")+"\n"))
+}
