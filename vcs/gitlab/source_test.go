@@ -98,7 +98,7 @@ func TestMintSource(t *testing.T) {
 
 	// Another project is not the token's; nor the API.
 	_, err = fetch(t, src, b.url+"/group/secret.git", secret)
-	require.ErrorContains(t, err, "not found")
+	require.ErrorContains(t, err, "could not be found")
 	_, err = b.provider(t, src.Token).DefaultBranch(ctx, "group/sub/api")
 	require.ErrorIs(t, err, gitlab.ErrUnauthorized)
 	// The user name is part of a deploy token's credential.

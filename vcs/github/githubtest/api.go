@@ -87,8 +87,8 @@ func (s *Server) routes() {
 // ServeHTTP answers req as GitHub's REST API would, and git's smart HTTP
 // requests (/{owner}/{repo}.git/...) as github.com's git does.
 func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if gr, ok := gitrepo.ParsePath(req.URL.Path); ok {
-		s.serveGit(w, req, gr)
+	if gitrepo.IsGitPath(req.URL.Path) {
+		s.serveGit(w, req)
 		return
 	}
 	s.mux.ServeHTTP(w, req)

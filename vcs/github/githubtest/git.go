@@ -1,69 +1,65 @@
 package githubtest
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
-	"github.com/cikit/cikit/vcs/internal/gitrepo"
+	"github.com/cikit/cikit/vcs/gitserve"
 )
 
 // serveGit answers a request of git's smart HTTP protocol for a
-// repository, read-only, as github.com does for a private repository:
-// HTTP basic credentials whose password is a personal access token or an
-// installation token that can read the repository's contents.
-func (s *Server) serveGit(w http.ResponseWriter, req *http.Request, gr gitrepo.Request) {
-	g, code, msg := s.gitAccess(req, gr)
-	if code != 0 {
-		switch code {
-		case http.StatusUnauthorized:
-			gitrepo.Unauthorized(w, "GitHub", msg)
-		default:
-			http.Error(w, msg, code)
-		}
-		return
+// repository, read-only, with vcs/gitserve.
+func (s *Server) serveGit(w http.ResponseWriter, req *http.Request) {
+	s.mu.Lock()
+	h, err := s.git, s.gitErr
+	s.mu.Unlock()
+	switch {
+	case s.gitDir == "":
+		http.Error(w, "githubtest serves no git: Config.GitDir is empty", http.StatusNotFound)
+	case err != nil:
+		http.Error(w, "githubtest cannot serve git: "+err.Error(), http.StatusInternalServerError)
+	default:
+		h.ServeHTTP(w, req)
 	}
-	gitrepo.Serve(w, req, gr, g)
 }
 
-// gitAccess checks the request's credential against what it asks for and
-// returns the repository to serve, or the status and message of the
-// refusal.
-func (s *Server) gitAccess(req *http.Request, gr gitrepo.Request) (*gitrepo.Repo, int, string) {
+// authorizeGit lets a request for repository name through as github.com
+// does for a private repository: HTTP basic credentials whose password
+// is a personal access token, or an installation token that can read
+// the repository's contents (any user name; git's is x-access-token).
+func (s *Server) authorizeGit(req *http.Request, name string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stats.GitRequests++
-	g, code, msg := s.gitCheck(req, gr)
-	if code != 0 {
+	err := s.gitCheck(req, name)
+	if err != nil {
 		s.stats.GitRefused++
 	}
-	return g, code, msg
+	return err
 }
 
-func (s *Server) gitCheck(req *http.Request, gr gitrepo.Request) (*gitrepo.Repo, int, string) {
-	if s.gitDir == "" {
-		return nil, http.StatusNotFound, "githubtest serves no git: Config.GitDir is empty"
-	}
+func (s *Server) gitCheck(req *http.Request, name string) error {
 	_, password, ok := req.BasicAuth()
 	if !ok || password == "" {
-		return nil, http.StatusUnauthorized, "Authentication required: give a token as the password"
+		return fmt.Errorf("%w: give a token as the password", gitserve.ErrUnauthenticated)
 	}
-	r := s.repos[strings.ToLower(gr.Repo)]
 	c := caller{pat: s.pats[password]}
 	if !c.pat {
 		t, ok := s.tokens[password]
 		if !ok || !s.now().Before(t.expires) || s.installs[t.installation] == nil {
-			return nil, http.StatusUnauthorized, "Invalid username or token. Password authentication is not supported for Git operations."
+			return fmt.Errorf("%w: invalid username or token", gitserve.ErrUnauthenticated)
 		}
 		c.installation, c.token = t.installation, &t
 	}
+	r := s.repos[strings.ToLower(name)]
 	if r == nil || !s.visible(c, r) {
-		return nil, http.StatusNotFound, "Repository not found."
-	}
-	if gr.Push(req) {
-		return nil, http.StatusForbidden, "Permission to " + r.fullName() + ".git denied: githubtest serves git read-only"
+		// GitHub answers 404 for a repository one cannot see; gitserve's
+		// refusals are 403, with this message.
+		return fmt.Errorf("repository %s not found", name)
 	}
 	if !c.may("contents", "read") {
-		return nil, http.StatusForbidden, "Permission to " + r.fullName() + ".git denied: the token cannot read contents"
+		return fmt.Errorf("permission to %s denied: the token cannot read contents", r.fullName())
 	}
-	return r.git, 0, ""
+	return nil
 }

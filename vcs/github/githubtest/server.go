@@ -15,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cikit/cikit/vcs/gitserve"
 	"github.com/cikit/cikit/vcs/internal/gitrepo"
 )
 
@@ -46,6 +47,8 @@ type Server struct {
 	tokenTTL time.Duration
 	capFiles bool
 	gitDir   string
+	git      *gitserve.Handler // nil without gitDir or after gitErr
+	gitErr   error             // why git cannot be served
 	mux      *http.ServeMux
 
 	mu       sync.Mutex
@@ -154,6 +157,9 @@ func NewServer(cfg Config) *Server {
 		tokens:   map[string]issuedToken{},
 	}
 	s.routes()
+	if s.gitDir != "" {
+		s.git, s.gitErr = gitserve.New(gitserve.Config{Root: s.gitDir, Authorize: s.authorizeGit, Realm: "GitHub"})
+	}
 	return s
 }
 
@@ -230,8 +236,11 @@ func (s *Server) CreateRepo(fullName, defaultBranch string) error {
 		commits: map[string]*commit{}, blobs: map[string][]byte{}, branches: map[string]string{}, trees: map[string]treeRef{},
 		tags: map[string]string{}, tagObjects: map[string]*tagObject{}, statuses: map[string][]*status{},
 	}
+	if s.gitErr != nil {
+		return fmt.Errorf("githubtest: Config.GitDir: %w", s.gitErr)
+	}
 	if s.gitDir != "" {
-		g, err := gitrepo.Create(filepath.Join(s.gitDir, filepath.FromSlash(key)))
+		g, err := gitrepo.Create(filepath.Join(s.gitDir, owner, name))
 		if err != nil {
 			return fmt.Errorf("githubtest: repository %s: %w", fullName, err)
 		}
@@ -515,8 +524,9 @@ type Stats struct {
 	// TokensIssued counts installation tokens issued; TokensRevoked
 	// those revoked (DELETE /installation/token).
 	TokensIssued, TokensRevoked int
-	// GitRequests counts git's smart HTTP requests; GitRefused those
-	// refused (no or a bad credential, no access, a push).
+	// GitRequests counts git's smart HTTP requests that reached
+	// authorization; GitRefused those it refused (no or a bad
+	// credential, no access). Pushes are refused after it.
 	GitRequests, GitRefused int
 	// InstallationLookups counts answers to GET .../installation.
 	InstallationLookups int

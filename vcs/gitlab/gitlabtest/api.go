@@ -25,8 +25,8 @@ const apiPrefix = "/api/v4/"
 // ServeHTTP answers a request to GitLab's REST API v4, or one of git's
 // smart HTTP protocol at a project's http_url_to_repo.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if gr, ok := gitrepo.ParsePath(r.URL.Path); ok {
-		s.serveGit(w, r, gr)
+	if gitrepo.IsGitPath(r.URL.Path) {
+		s.serveGit(w, r)
 		return
 	}
 	s.mu.Lock()

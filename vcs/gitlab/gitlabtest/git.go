@@ -4,13 +4,14 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
 	"time"
 
-	"github.com/cikit/cikit/vcs/internal/gitrepo"
+	"github.com/cikit/cikit/vcs/gitserve"
 )
 
 // deployTokenScopes are the scopes GitLab knows for a deploy token.
@@ -128,43 +129,40 @@ func (s *Server) DeployTokens(projectPath string) ([]string, error) {
 }
 
 // serveGit answers a request of git's smart HTTP protocol for a project,
-// read-only, as GitLab does for a private project: HTTP basic
-// credentials that are the server's access token (any user name) or a
-// live deploy token of the project with read_repository and its user
-// name.
-func (s *Server) serveGit(w http.ResponseWriter, r *http.Request, gr gitrepo.Request) {
-	repo, code, msg := s.gitAccess(r, gr)
-	switch code {
-	case 0:
-		gitrepo.Serve(w, r, gr, repo)
-	case http.StatusUnauthorized:
-		gitrepo.Unauthorized(w, "GitLab", msg)
+// read-only, with vcs/gitserve.
+func (s *Server) serveGit(w http.ResponseWriter, r *http.Request) {
+	switch {
+	case s.cfg.GitDir == "":
+		http.Error(w, "gitlabtest serves no git: Config.GitDir is empty", http.StatusNotFound)
+	case s.gitErr != nil:
+		http.Error(w, "gitlabtest cannot serve git: "+s.gitErr.Error(), http.StatusInternalServerError)
 	default:
-		http.Error(w, msg, code)
+		s.gitHandler.ServeHTTP(w, r)
 	}
 }
 
-func (s *Server) gitAccess(r *http.Request, gr gitrepo.Request) (*gitrepo.Repo, int, string) {
+// authorizeGit lets a request for project path through as GitLab does
+// for a private project: HTTP basic credentials that are the server's
+// access token (any user name) or a live deploy token of the project
+// with read_repository, with its user name.
+func (s *Server) authorizeGit(r *http.Request, path string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.git.Requests++
-	repo, code, msg := s.gitCheck(r, gr)
-	if code != 0 {
+	err := s.gitCheck(r, path)
+	if err != nil {
 		s.git.Refused++
 	}
-	return repo, code, msg
+	return err
 }
 
-func (s *Server) gitCheck(r *http.Request, gr gitrepo.Request) (*gitrepo.Repo, int, string) {
-	const denied, hidden = "HTTP Basic: Access denied", "The project you were looking for could not be found or you don't have permission to view it."
-	if s.cfg.GitDir == "" {
-		return nil, http.StatusNotFound, "gitlabtest serves no git: Config.GitDir is empty"
-	}
+func (s *Server) gitCheck(r *http.Request, path string) error {
+	const hidden = "the project you were looking for could not be found or you don't have permission to view it"
 	user, password, ok := r.BasicAuth()
 	if !ok || password == "" {
-		return nil, http.StatusUnauthorized, denied
+		return fmt.Errorf("%w: HTTP Basic: Access denied", gitserve.ErrUnauthenticated)
 	}
-	p := s.projects[gr.Repo]
+	p := s.projects[path]
 	if password != s.cfg.Token {
 		now := s.cfg.Now()
 		var own, known bool
@@ -177,17 +175,14 @@ func (s *Server) gitCheck(r *http.Request, gr gitrepo.Request) (*gitrepo.Repo, i
 			}
 		}
 		if !known {
-			return nil, http.StatusUnauthorized, denied
+			return fmt.Errorf("%w: HTTP Basic: Access denied", gitserve.ErrUnauthenticated)
 		}
 		if !own {
-			return nil, http.StatusNotFound, hidden
+			return errors.New(hidden)
 		}
 	}
 	if p == nil {
-		return nil, http.StatusNotFound, hidden
+		return errors.New(hidden)
 	}
-	if gr.Push(r) {
-		return nil, http.StatusForbidden, fmt.Sprintf("You are not allowed to push code to %s: gitlabtest serves git read-only.", p.path)
-	}
-	return p.repo, 0, ""
+	return nil
 }

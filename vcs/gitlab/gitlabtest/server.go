@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cikit/cikit/vcs/gitserve"
 	"github.com/cikit/cikit/vcs/internal/gitrepo"
 )
 
@@ -58,12 +59,15 @@ type Server struct {
 	windowStart time.Time
 	windowCount int
 	git         GitStats
+	gitHandler  *gitserve.Handler // nil without Config.GitDir or after gitErr
+	gitErr      error             // why git cannot be served
 }
 
 // GitStats counts the git requests a Server saw.
 type GitStats struct {
-	// Requests counts git's smart HTTP requests; Refused those refused
-	// (no or a bad credential, no access, a push).
+	// Requests counts git's smart HTTP requests that reached
+	// authorization; Refused those it refused (no or a bad credential,
+	// no access). Pushes are refused after it.
 	Requests, Refused int
 	// DeployTokensCreated and DeployTokensDeleted count the deploy
 	// tokens made and deleted through the API.
@@ -157,7 +161,11 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Server{cfg: cfg, projects: map[string]*project{}, byID: map[int]*project{}}
+	s := &Server{cfg: cfg, projects: map[string]*project{}, byID: map[int]*project{}}
+	if cfg.GitDir != "" {
+		s.gitHandler, s.gitErr = gitserve.New(gitserve.Config{Root: cfg.GitDir, Authorize: s.authorizeGit, Realm: "GitLab"})
+	}
+	return s
 }
 
 // Token returns the access token the server accepts.
@@ -187,6 +195,9 @@ func (s *Server) CreateProject(path, defaultBranch string) (int, error) {
 	}
 	p := &project{path: path, defaultBranch: defaultBranch, createdAt: s.cfg.Now(),
 		commits: map[string]*commit{}, branches: map[string]string{}, tags: map[string]string{}, annotated: map[string]string{}}
+	if s.gitErr != nil {
+		return 0, fmt.Errorf("gitlabtest: Config.GitDir: %w", s.gitErr)
+	}
 	if s.cfg.GitDir != "" {
 		repo, err := gitrepo.Create(filepath.Join(s.cfg.GitDir, filepath.FromSlash(path)))
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit/internal/testenv"
+	"github.com/cikit/cikit/vcs/gitserve"
 	"github.com/cikit/cikit/vcs/internal/gitrepo"
 )
 
@@ -94,64 +95,38 @@ func TestTreesRefuses(t *testing.T) {
 	}
 }
 
-// TestParsePath: git requests are told from API paths, and repository
-// paths that climb out are no git requests.
-func TestParsePath(t *testing.T) {
-	for p, want := range map[string]gitrepo.Request{
-		"/acme/api.git/info/refs":              {Repo: "acme/api", Part: "info/refs"},
-		"/acme/api.git/git-upload-pack":        {Repo: "acme/api", Part: "git-upload-pack"},
-		"/group/sub/p.git/git-receive-pack":    {Repo: "group/sub/p", Part: "git-receive-pack"},
-		"/repos/acme/api":                      {},
-		"/acme/api.git/objects/info/packs":     {},
-		"/../etc.git/info/refs":                {},
-		"/acme/../api.git/info/refs":           {},
-		"/acme//api.git/info/refs":             {},
-		"/.git/info/refs":                      {},
-		"acme/api.git/info/refs":               {},
-		"/acme/api.git/info/refs/../../x":      {},
-		"/api/v4/projects/1/repository/.git/x": {},
+// TestIsGitPath: git requests are told from API calls.
+func TestIsGitPath(t *testing.T) {
+	for p, want := range map[string]bool{
+		"/acme/api.git/info/refs":            true,
+		"/acme/api.git/git-upload-pack":      true,
+		"/group/sub/p.git/git-receive-pack":  true,
+		"/acme/api/info/refs":                false,
+		"/repos/acme/api":                    false,
+		"/repos/acme/api.git/info/refs":      false,
+		"/acme/api.git/objects/info/packs":   false,
+		"/api/v4/projects/1/x.git/info/refs": false,
+		"/acme/api.git/info/refs/../../x":    false,
 	} {
-		got, ok := gitrepo.ParsePath(p)
-		require.Equal(t, want, got, p)
-		require.Equal(t, want != gitrepo.Request{}, ok, p)
+		require.Equal(t, want, gitrepo.IsGitPath(p), p)
 	}
 }
 
-// FuzzParsePath: no path makes ParsePath panic, and what it accepts is a
-// clean relative repository path.
-func FuzzParsePath(f *testing.F) {
-	for _, p := range []string{"/acme/api.git/info/refs", "/a/b/c.git/git-upload-pack", "/../x.git/info/refs", "/a.git/.git/info/refs"} {
-		f.Add(p)
-	}
-	f.Fuzz(func(t *testing.T, p string) {
-		r, ok := gitrepo.ParsePath(p)
-		if !ok {
-			return
-		}
-		if filepath.IsAbs(r.Repo) || filepath.Clean(r.Repo) != r.Repo || strings.HasPrefix(r.Repo, "..") {
-			t.Fatalf("ParsePath(%q) accepted repository %q", p, r.Repo)
-		}
-	})
-}
-
-// TestServe: a real git client clones and fetches exact SHAs over smart
-// HTTP, shallow and full; pushing and the dumb protocol are refused.
+// TestServe: served by gitserve, a repository written here is cloned and
+// fetched by exact SHAs, shallow and full, by a real git client; a push
+// changes nothing.
 func TestServe(t *testing.T) {
 	needGit(t)
-	r, err := gitrepo.Create(filepath.Join(t.TempDir(), "acme", "api"))
+	root := t.TempDir()
+	r, err := gitrepo.Create(filepath.Join(root, "acme", "api"))
 	require.NoError(t, err)
 	first := build(t, r, map[string]string{"go.mod": "module x\n"})
 	second := build(t, r, map[string]string{"go.mod": "module x\n", "x.go": "package x\n"}, first)
 	require.NoError(t, r.SetRefs("main", map[string]string{"refs/heads/main": second}))
 
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		gr, ok := gitrepo.ParsePath(req.URL.Path)
-		if !ok || gr.Repo != "acme/api" {
-			http.NotFound(w, req)
-			return
-		}
-		gitrepo.Serve(w, req, gr, r)
-	}))
+	h, err := gitserve.New(gitserve.Config{Root: root, Authorize: func(*http.Request, string) error { return nil }})
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	url := srv.URL + "/acme/api.git"
 
@@ -177,26 +152,4 @@ func TestServe(t *testing.T) {
 	require.Contains(t, string(out), "403")
 	require.Equal(t, second, git(t, r.Dir(), "rev-parse", "main"), "the push changed nothing")
 
-	for _, c := range []struct {
-		method, path string
-		code         int
-	}{
-		{"GET", "/acme/api.git/info/refs", http.StatusBadRequest},
-		{"GET", "/acme/api.git/info/refs?service=git-receive-pack", http.StatusForbidden},
-		{"POST", "/acme/api.git/git-receive-pack", http.StatusForbidden},
-		{"GET", "/acme/api.git/git-upload-pack", http.StatusMethodNotAllowed},
-		{"POST", "/acme/api.git/info/refs?service=git-upload-pack", http.StatusMethodNotAllowed},
-	} {
-		req, err := http.NewRequest(c.method, srv.URL+c.path, nil)
-		require.NoError(t, err)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, c.code, resp.StatusCode, "%s %s", c.method, c.path)
-	}
-	big := strings.NewReader(strings.Repeat("0", gitrepo.MaxRequestBytes+1))
-	resp, err := http.Post(srv.URL+"/acme/api.git/git-upload-pack", "application/x-git-upload-pack-request", big)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 }

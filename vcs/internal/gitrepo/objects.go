@@ -1,9 +1,9 @@
 // Package gitrepo gives the repositories of the test forges (githubtest,
 // gitlabtest) real git history: it builds git's blob, tree, commit and
-// tag objects from a forge's files, writes them and the refs into a bare
-// repository on disk, and serves that repository read-only over git's
-// smart HTTP protocol with the git http-backend, so a real git client can
-// clone and fetch what the fake API describes.
+// tag objects from a forge's files and writes them and the refs into a
+// bare repository on disk, which the forge serves read-only with
+// vcs/gitserve, so a real git client clones and fetches what the fake
+// API describes.
 package gitrepo
 
 import (
