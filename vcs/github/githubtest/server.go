@@ -264,7 +264,7 @@ func (s *Server) Commit(repoName, branch string, files map[string]string, delete
 // commit's SHA find it. The SHA must be 40 hex digits and new to repo.
 // Its files are the server's, but its commit object is not: with
 // Config.GitDir, git fetches of it fail unless the test also puts the
-// real commit's objects into the repository (ImportGit does both).
+// real commit's objects into the repository.
 func (s *Server) CommitAs(repoName, branch, sha string, files map[string]string) error {
 	if len(sha) != 40 || strings.Trim(sha, "0123456789abcdef") != "" {
 		return fmt.Errorf("githubtest: %q is not a commit SHA", sha)
