@@ -219,3 +219,58 @@ func TestMintSourceReinstalled(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 2, b.srv.Stats().InstallationLookups)
 }
+
+// localRepo makes a git repository of the test's own with two commits
+// and returns it and its commits.
+func localRepo(t *testing.T) (dir, first, second string) {
+	t.Helper()
+	dir = t.TempDir()
+	run := func(args ...string) string {
+		out, err := gitWith(t, dir, nil, args...)
+		require.NoError(t, err, "git %v: %s", args, out)
+		return out
+	}
+	run("init", "-q", "-b", "main")
+	require.NoError(t, os.WriteFile(dir+"/go.mod", []byte("module example.com/x\n"), 0o644))
+	run("add", "-A")
+	run("commit", "-q", "-m", "first")
+	first = run("rev-parse", "HEAD")
+	require.NoError(t, os.MkdirAll(dir+"/cmd/x", 0o755))
+	require.NoError(t, os.WriteFile(dir+"/cmd/x/main.go", []byte("package main\n"), 0o755))
+	run("add", "-A")
+	run("commit", "-q", "-m", "second")
+	second = run("rev-parse", "HEAD")
+	return dir, first, second
+}
+
+// TestMintSourceImported: a commit of a test's own git repository,
+// imported, keeps its SHA, serves its files through the API and is
+// fetched whole with its history.
+func TestMintSourceImported(t *testing.T) {
+	t.Parallel()
+	b := setupServer(t, githubtest.Config{GitDir: t.TempDir()})
+	ctx := context.Background()
+	require.NoError(t, b.srv.CreateRepo("acme/api", "main"))
+	_, err := b.srv.Install(appID, "acme/api")
+	require.NoError(t, err)
+	local, first, second := localRepo(t)
+	sha, err := b.srv.ImportGit("acme/api", "main", local, "main")
+	require.NoError(t, err)
+	require.Equal(t, second, sha)
+	_, err = b.srv.ImportGit("acme/api", "main", local, "no-such-branch")
+	require.ErrorContains(t, err, "no-such-branch")
+
+	p := b.app(t)
+	data, err := p.ReadFile(ctx, "acme/api", sha, "cmd/x/main.go")
+	require.NoError(t, err)
+	require.Equal(t, "package main\n", string(data))
+	src, err := p.MintSource(ctx, "acme/api", time.Minute)
+	require.NoError(t, err)
+	dir, err := fetch(t, src, src.URL, sha)
+	require.NoError(t, err)
+	got, err := os.ReadFile(dir + "/go.mod")
+	require.NoError(t, err)
+	require.Equal(t, "module example.com/x\n", string(got))
+	_, err = fetch(t, src, src.URL, first)
+	require.NoError(t, err, "the real commit's parent came along")
+}

@@ -192,3 +192,38 @@ func TestMintSourceErrors(t *testing.T) {
 	_, err = fetch(t, src, src.URL, strings.Repeat("a", 40))
 	require.ErrorContains(t, err, "serves no git: Config.GitDir is empty")
 }
+
+// TestMintSourceImported: a commit of a test's own git repository,
+// imported, keeps its SHA, serves its files through the API and is
+// fetched by a deploy token.
+func TestMintSourceImported(t *testing.T) {
+	t.Parallel()
+	b := setup(t, gitlabtest.Config{GitDir: t.TempDir()})
+	ctx := context.Background()
+	b.project(t, "group/api", "main")
+	local := t.TempDir()
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "first"}} {
+		if args[0] == "add" {
+			require.NoError(t, os.WriteFile(local+"/go.mod", []byte("module example.com/x\n"), 0o644))
+		}
+		out, err := gitWith(t, local, nil, args...)
+		require.NoError(t, err, "%s", out)
+	}
+	want, _ := gitWith(t, local, nil, "rev-parse", "HEAD")
+	sha, err := b.srv.ImportGit("group/api", "main", local, "HEAD")
+	require.NoError(t, err)
+	require.Equal(t, want, sha)
+	_, err = b.srv.ImportGit("group/api", "main", local, "HEAD")
+	require.ErrorContains(t, err, "exists")
+
+	data, err := b.p.ReadFile(ctx, "group/api", sha, "go.mod")
+	require.NoError(t, err)
+	require.Equal(t, "module example.com/x\n", string(data))
+	src, err := b.p.MintSource(ctx, "group/api", time.Minute)
+	require.NoError(t, err)
+	dir, err := fetch(t, src, src.URL, sha)
+	require.NoError(t, err)
+	got, err := os.ReadFile(dir + "/go.mod")
+	require.NoError(t, err)
+	require.Equal(t, "module example.com/x\n", string(got))
+}

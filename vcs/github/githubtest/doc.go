@@ -43,7 +43,8 @@
 // repository the token does not see or may not read is 403 (GitHub
 // answers 404); every push is 403, whatever the token. CommitAs commits
 // have the server's files but not the mirrored commit's object, so git
-// cannot fetch them.
+// cannot fetch them; ImportGit mirrors a commit of a test's own git
+// repository with its objects, which git then fetches.
 //
 // # Events
 //

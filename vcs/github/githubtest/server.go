@@ -263,8 +263,8 @@ func (s *Server) Commit(repoName, branch string, files map[string]string, delete
 // commit of a real git repository, so that statuses posted for the git
 // commit's SHA find it. The SHA must be 40 hex digits and new to repo.
 // Its files are the server's, but its commit object is not: with
-// Config.GitDir, git fetches of it fail unless the test also puts the
-// real commit's objects into the repository.
+// Config.GitDir, git fetches of it fail; ImportGit mirrors a commit with
+// its objects.
 func (s *Server) CommitAs(repoName, branch, sha string, files map[string]string) error {
 	if len(sha) != 40 || strings.Trim(sha, "0123456789abcdef") != "" {
 		return fmt.Errorf("githubtest: %q is not a commit SHA", sha)
@@ -273,7 +273,43 @@ func (s *Server) CommitAs(repoName, branch, sha string, files map[string]string)
 	return err
 }
 
+// ImportGit mirrors commit rev (a SHA, branch or tag) of the git
+// repository at dir, a test's own, onto branch of repo, like CommitAs
+// with the commit's SHA and its files (its whole tree), and, with
+// Config.GitDir, copies the commit's objects into the server's git
+// repository so that git fetches it. The branch moves to it; the
+// server's history of the branch is its parent, whatever the real
+// commit's parents are. It returns the SHA.
+func (s *Server) ImportGit(repoName, branch, dir, rev string) (string, error) {
+	sha, data, err := gitrepo.ReadCommit(dir, rev)
+	if err != nil {
+		return "", fmt.Errorf("githubtest: %w", err)
+	}
+	s.mu.Lock()
+	r, err := s.repo(repoName)
+	s.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	if r.git != nil {
+		if err := r.git.FetchFrom(dir, sha); err != nil {
+			return "", fmt.Errorf("githubtest: repository %s: %w", repoName, err)
+		}
+	}
+	files := make(map[string]string, len(data))
+	for p, b := range data {
+		files[p] = string(b)
+	}
+	return s.commitTree(repoName, branch, sha, files, nil, true)
+}
+
 func (s *Server) commit(repoName, branch, sha string, files map[string]string, deleted []string) (string, error) {
+	return s.commitTree(repoName, branch, sha, files, deleted, false)
+}
+
+// commitTree commits files on branch: on top of the files of its head,
+// or, with whole, as all the commit's files.
+func (s *Server) commitTree(repoName, branch, sha string, files map[string]string, deleted []string, whole bool) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, err := s.repo(repoName)
@@ -284,8 +320,10 @@ func (s *Server) commit(repoName, branch, sha string, files map[string]string, d
 	var parents []string
 	if head, ok := r.branches[branch]; ok {
 		parents = []string{head}
-		for p, b := range r.commits[head].files {
-			tree[p] = b
+		if !whole {
+			for p, b := range r.commits[head].files {
+				tree[p] = b
+			}
 		}
 	}
 	for _, p := range deleted {

@@ -66,7 +66,8 @@
 // with a challenge; a deploy token of another project is 403 (GitLab
 // answers 404); every push is 403. Deploy tokens are refused by the API
 // (401), as on GitLab; DeployTokens and GitStats read back what clients
-// did.
+// did. ImportGit mirrors a commit of a test's own git repository, its
+// SHA, files and objects.
 //
 // # Seeding
 //

@@ -279,6 +279,41 @@ func (s *Server) ForkRelation(fork, source string) error {
 // branch's head; a new branch starts from the default branch's head, or
 // with a root commit when the project has no commits yet.
 func (s *Server) Commit(projectPath, branch string, files map[string]string, deleted ...string) (string, error) {
+	return s.commit(projectPath, branch, "", files, deleted)
+}
+
+// ImportGit mirrors commit rev (a SHA, branch or tag) of the git
+// repository at dir, a test's own, onto branch of project: a commit with
+// that SHA and its files (its whole tree) whose parent is the branch's
+// head, as Commit makes it, whatever the real commit's parents are; with
+// Config.GitDir its objects are copied into the project's git repository
+// so that git fetches it. It returns the SHA.
+func (s *Server) ImportGit(projectPath, branch, dir, rev string) (string, error) {
+	sha, data, err := gitrepo.ReadCommit(dir, rev)
+	if err != nil {
+		return "", fmt.Errorf("gitlabtest: %w", err)
+	}
+	s.mu.Lock()
+	p, err := s.project(projectPath)
+	s.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	if p.repo != nil {
+		if err := p.repo.FetchFrom(dir, sha); err != nil {
+			return "", fmt.Errorf("gitlabtest: project %s: %w", projectPath, err)
+		}
+	}
+	files := make(map[string]string, len(data))
+	for path, b := range data {
+		files[path] = string(b)
+	}
+	return s.commit(projectPath, branch, sha, files, nil)
+}
+
+// commit makes a commit on branch; with sha set, one of that SHA (an
+// imported commit) whose files are all of files.
+func (s *Server) commit(projectPath, branch, sha string, files map[string]string, deleted []string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, err := s.project(projectPath)
@@ -295,7 +330,9 @@ func (s *Server) Commit(projectPath, branch string, files map[string]string, del
 	tree := map[string]string{}
 	var parents []string
 	if head != "" {
-		tree = maps.Clone(p.commits[head].files)
+		if sha == "" {
+			tree = maps.Clone(p.commits[head].files)
+		}
 		parents = []string{head}
 	}
 	for path, data := range files {
@@ -327,9 +364,15 @@ func (s *Server) Commit(projectPath, branch string, files map[string]string, del
 	// made in one second apart.
 	c := &commit{parents: parents, files: tree, createdAt: s.cfg.Now(),
 		message: fmt.Sprintf("Commit %d on %s", s.commitCount+1, branch)}
-	obj := gitrepo.Commit(dirs[""], parents, c.message, ident, c.createdAt)
-	c.sha = obj.SHA()
-	if err := p.writeGit(append(append(objs, trees...), obj)...); err != nil {
+	c.sha = sha
+	if sha == "" {
+		obj := gitrepo.Commit(dirs[""], parents, c.message, ident, c.createdAt)
+		c.sha = obj.SHA()
+		objs = append(objs, obj)
+	} else if _, ok := p.commits[sha]; ok {
+		return "", fmt.Errorf("gitlabtest: commit %s exists in %s", sha, projectPath)
+	}
+	if err := p.writeGit(append(objs, trees...)...); err != nil {
 		return "", err
 	}
 	s.commitCount++

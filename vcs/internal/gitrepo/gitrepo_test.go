@@ -153,3 +153,37 @@ func TestServe(t *testing.T) {
 	require.Equal(t, second, git(t, r.Dir(), "rev-parse", "main"), "the push changed nothing")
 
 }
+
+// TestReadCommit: a commit's files come back byte for byte, odd names
+// and shared blobs included, and FetchFrom copies its objects.
+func TestReadCommit(t *testing.T) {
+	needGit(t)
+	files := map[string]string{"bin": "\x00\n\xff\n", "same-1": "x", "dir/same-2": "x", "tab\tname": "t", "empty": ""}
+	work := t.TempDir()
+	git(t, work, "init", "-q")
+	for p, data := range files {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(work, p)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(work, p), []byte(data), 0o644))
+	}
+	git(t, work, "add", "-A")
+	git(t, work, "-c", "user.name=x", "-c", "user.email=x@example.com", "commit", "-q", "-m", "c")
+	want := git(t, work, "rev-parse", "HEAD")
+
+	sha, got, err := gitrepo.ReadCommit(work, "HEAD")
+	require.NoError(t, err)
+	require.Equal(t, want, sha)
+	require.Len(t, got, len(files))
+	for p, data := range files {
+		require.Equal(t, data, string(got[p]), p)
+	}
+	_, _, err = gitrepo.ReadCommit(work, "nope")
+	require.ErrorContains(t, err, "nope")
+	_, _, err = gitrepo.ReadCommit(work, "--upload-pack=x")
+	require.Error(t, err, "a revision is never an option")
+
+	r, err := gitrepo.Create(filepath.Join(t.TempDir(), "a", "b"))
+	require.NoError(t, err)
+	require.NoError(t, r.FetchFrom(work, sha))
+	require.Equal(t, "commit", git(t, r.Dir(), "cat-file", "-t", sha))
+	require.Error(t, r.FetchFrom(work, strings.Repeat("0", 40)))
+}

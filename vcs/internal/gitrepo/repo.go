@@ -148,3 +148,94 @@ func (r *Repo) Borrow(from *Repo) error {
 	defer r.mu.Unlock()
 	return writeAtomic(filepath.Join(r.dir, "objects", "info", "alternates"), []byte(filepath.Join(from.dir, "objects")+"\n"))
 }
+
+// MaxImportBytes bounds the files ReadCommit reads of one commit.
+const MaxImportBytes = 256 << 20
+
+// ReadCommit reads commit rev (a SHA, branch or tag) of the git
+// repository at dir: its SHA and its files, every blob of its tree by
+// path (executables and symbolic links read as their content;
+// submodules left out). Files over MaxImportBytes in all are an error.
+func ReadCommit(dir, rev string) (sha string, files map[string][]byte, err error) {
+	out, err := gitCommand(dir, "rev-parse", "--verify", "--end-of-options", rev+"^{commit}").Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("gitrepo: commit %q of %s: %w", rev, dir, gitError(err))
+	}
+	sha = strings.TrimSpace(string(out))
+	out, err = gitCommand(dir, "ls-tree", "-r", "-z", "--end-of-options", sha).Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("gitrepo: tree of %s in %s: %w", sha, dir, gitError(err))
+	}
+	seen := map[string]bool{}
+	var order []string // the blobs, each once, for the batch below
+	byPath := map[string]string{}
+	for _, entry := range strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		if entry == "" {
+			continue
+		}
+		meta, path, ok := strings.Cut(entry, "\t")
+		fields := strings.Fields(meta)
+		if !ok || len(fields) != 3 {
+			return "", nil, fmt.Errorf("gitrepo: ls-tree of %s printed %q", sha, entry)
+		}
+		if fields[1] != "blob" {
+			continue
+		}
+		byPath[path] = fields[2]
+		if !seen[fields[2]] {
+			seen[fields[2]] = true
+			order = append(order, fields[2])
+		}
+	}
+	cmd := gitCommand(dir, "cat-file", "--batch")
+	cmd.Stdin = strings.NewReader(strings.Join(order, "\n") + "\n")
+	out, err = cmd.Output()
+	if err != nil {
+		return "", nil, fmt.Errorf("gitrepo: blobs of %s in %s: %w", sha, dir, gitError(err))
+	}
+	blobs := make(map[string][]byte, len(order))
+	total := 0
+	for _, want := range order {
+		header, rest, ok := bytes.Cut(out, []byte("\n"))
+		var got, kind string
+		var size int
+		if ok {
+			_, err = fmt.Sscanf(string(header), "%s %s %d", &got, &kind, &size)
+		}
+		if !ok || err != nil || got != want || kind != "blob" || size < 0 || size+1 > len(rest) {
+			return "", nil, fmt.Errorf("gitrepo: cat-file of %s in %s printed %q", want, dir, header)
+		}
+		if total += size; total > MaxImportBytes {
+			return "", nil, fmt.Errorf("gitrepo: the files of %s in %s are over %d bytes", sha, dir, MaxImportBytes)
+		}
+		blobs[want] = rest[:size]
+		out = rest[size+1:]
+	}
+	files = make(map[string][]byte, len(byPath))
+	for p, b := range byPath {
+		files[p] = blobs[b]
+	}
+	return sha, files, nil
+}
+
+// FetchFrom copies into r the objects of commit sha of the git
+// repository at dir, its history included, without changing r's refs.
+func (r *Repo) FetchFrom(dir, sha string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out, err := gitCommand(r.dir, "--git-dir", r.dir, "fetch", "--quiet", "--no-tags", "--no-write-fetch-head",
+		"--upload-pack", "git -c uploadpack.allowAnySHA1InWant=true upload-pack", dir, sha).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("gitrepo: fetching %s from %s: %w: %s", sha, dir, err, out)
+	}
+	return nil
+}
+
+// gitError adds what git said on standard error to err.
+func gitError(err error) error {
+	var ee *exec.ExitError
+	if errors.As(err, &ee) && len(ee.Stderr) > 0 {
+		return fmt.Errorf("%w: %s", err, strings.TrimSpace(string(ee.Stderr)))
+	}
+	return err
+}
