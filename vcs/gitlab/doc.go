@@ -27,7 +27,7 @@
 //     every page, from the day before since (after is a date and exclusive),
 //     then filtered by created_at; ref deletions are skipped, and a new
 //     ref's Before is all zeros
-////   - MintSource: GET /projects/:id (http_url_to_repo), then POST
+//   - MintSource: GET /projects/:id (http_url_to_repo), then POST
 //     /projects/:id/deploy_tokens with scopes [read_repository] and
 //     expires_at
 //   - RevokeSource: DELETE /projects/:id/deploy_tokens/:token_id
