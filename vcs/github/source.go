@@ -18,10 +18,11 @@ import (
 // token, as GitHub documents for cloning with one.
 const SourceUsername = "x-access-token"
 
-// MaxSourceTTL is the longest a minted source can be asked to work:
+// MaxSourceTTL is the longest a minted source can be asked to work.
 // GitHub's installation tokens last an hour from their creation and
-// cannot be made to last longer.
-const MaxSourceTTL = time.Hour
+// cannot be made to last longer; the ten minutes less leave room for
+// the time the request takes and for a clock here ahead of GitHub's.
+const MaxSourceTTL = 50 * time.Minute
 
 // ErrCannotMint is matched by the error of MintSource on a Provider that
 // authenticates with a personal access token: such a token cannot be
@@ -54,7 +55,7 @@ func (p *Provider) MintSource(ctx context.Context, repo string, ttl time.Duratio
 		return nil, err
 	}
 	if ttl <= 0 || ttl > MaxSourceTTL {
-		return nil, fmt.Errorf("github: checkout credential of %s: ttl %s must be more than 0 and at most %s, the life of an installation token", repo, ttl, MaxSourceTTL)
+		return nil, fmt.Errorf("github: checkout credential of %s: ttl %s must be more than 0 and at most %s, within the hour an installation token lives", repo, ttl, MaxSourceTTL)
 	}
 	if p.app == nil {
 		return nil, ErrCannotMint

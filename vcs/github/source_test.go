@@ -274,3 +274,18 @@ func TestMintSourceImported(t *testing.T) {
 	_, err = fetch(t, src, src.URL, first)
 	require.NoError(t, err, "the real commit's parent came along")
 }
+
+// TestMintSourceLongest: the longest ttl is met by GitHub's hour even
+// when the clock here runs ahead of GitHub's (less than the minute the
+// App's JWT allows) and the answer takes time.
+func TestMintSourceLongest(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	b.repo(t, "acme/api", map[string]string{"a": "1"})
+	p, err := github.New(github.Config{BaseURL: b.ts.URL, HTTPClient: b.ts.Client(), AppID: appID, PrivateKey: keyPEM(appKey()),
+		Now: func() time.Time { return b.clock.Now().Add(50*time.Second + 700*time.Millisecond) }})
+	require.NoError(t, err)
+	src, err := p.MintSource(context.Background(), "acme/api", github.MaxSourceTTL)
+	require.NoError(t, err)
+	require.Equal(t, b.clock.Now().Add(time.Hour), src.ExpiresAt)
+}
