@@ -29,6 +29,23 @@
 //	                then PATCH /repos/{owner}/{repo}/check-runs/{id}, or POST /repos/{owner}/{repo}/check-runs
 //	Pushes          GET  /repos/{owner}/{repo}/events, pages until one goes back past since,
 //	                GET  /repos/{owner}/{repo}/git/tags/{sha} to peel a pushed tag (404: a commit)
+//	MintSource      POST /app/installations/{id}/access_tokens {repositories, permissions},
+//	                GET  /repos/{owner}/{repo} only when the answer lists no clone_url
+//	RevokeSource    DELETE /installation/token, with the token revoked
+//
+// # Checkout credentials
+//
+// MintSource gives a runner what it needs to fetch one job's commit and
+// no more: the repository's clone URL and a fresh installation token
+// narrowed to that one repository with the permission contents: read
+// (GitHub adds metadata: read to every token), used with the user name
+// x-access-token. Such a token cannot push, cannot read the App's other
+// repositories and cannot write statuses or check runs. GitHub's tokens
+// live an hour and cannot be made shorter: MintSource refuses a ttl over
+// MaxSourceTTL and a token that would expire before ttl, and RevokeSource
+// ends a token when its job is done. Minting needs App authentication; a
+// Provider of a personal access token answers ErrCannotMint, as such a
+// token can be neither narrowed nor made read-only.
 //
 // # Pushes
 //

@@ -27,10 +27,28 @@
 //     every page, from the day before since (after is a date and exclusive),
 //     then filtered by created_at; ref deletions are skipped, and a new
 //     ref's Before is all zeros
+//   - MintSource: GET /projects/:id (http_url_to_repo), then POST
+//     /projects/:id/deploy_tokens with scopes [read_repository] and
+//     expires_at
+//   - RevokeSource: DELETE /projects/:id/deploy_tokens/:token_id
 //
 // GitLab's commit status states are pending, running, success, failed,
 // canceled and skipped; vcs.StateFailure is failed and vcs.StateCancelled is
 // canceled, the others keep their names.
+//
+// # Checkout credentials
+//
+// MintSource gives a runner what it needs to fetch one job's commit and
+// no more: the project's HTTP clone URL and a new project deploy token
+// whose one scope is read_repository, expiring when the job's ttl is
+// over, with the deploy token's user name. A deploy token can clone and
+// fetch its project only: it cannot push, call the API or read another
+// project. Each call creates one, named "cikit-checkout-…"; RevokeSource
+// deletes it when its job is done, as GitLab otherwise keeps expired
+// deploy tokens listed in the project's settings. Creating deploy tokens
+// needs the Maintainer role (and the api scope) for the Provider's token;
+// GitLab's 403 is then an error saying so. GitLab's CI job tokens are not
+// used: GitLab issues them to its own runners only.
 //
 // # Errors and rate limits
 //

@@ -52,6 +52,7 @@ type Config struct {
 type Provider struct {
 	client *glapi.Client
 	now    func() time.Time
+	minted mintedTokens
 }
 
 var (

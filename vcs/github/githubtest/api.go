@@ -16,6 +16,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/golang-jwt/jwt/v5"
+
+	"github.com/cikit/cikit/vcs/internal/gitrepo"
 )
 
 // maxContentSize is the largest file the contents API returns inline;
@@ -34,48 +36,84 @@ type caller struct {
 	pat          bool
 	installation int64
 	app          int64
+	token        *issuedToken // the installation token's, with installation
 }
 
 func (s *Server) routes() {
 	s.mux = http.NewServeMux()
-	callerRoute := func(pattern string, fn func(w http.ResponseWriter, req *http.Request, r *repo, c caller)) {
+	// perm is the permission an installation token needs, as
+	// "name:level".
+	callerRoute := func(pattern, perm string, fn func(w http.ResponseWriter, req *http.Request, r *repo, c caller)) {
+		name, level, _ := strings.Cut(perm, ":")
 		s.mux.HandleFunc(pattern, s.authed(false, func(w http.ResponseWriter, req *http.Request, c caller) {
 			r := s.repos[strings.ToLower(req.PathValue("owner")+"/"+req.PathValue("repo"))]
 			if r == nil || !s.visible(c, r) {
 				notFound(w)
 				return
 			}
+			if !c.may(name, level) {
+				writeError(w, http.StatusForbidden, "Resource not accessible by integration")
+				return
+			}
 			fn(w, req, r, c)
 		}))
 	}
-	repoRoute := func(pattern string, fn func(w http.ResponseWriter, req *http.Request, r *repo)) {
-		callerRoute(pattern, func(w http.ResponseWriter, req *http.Request, r *repo, _ caller) { fn(w, req, r) })
+	repoRoute := func(pattern, perm string, fn func(w http.ResponseWriter, req *http.Request, r *repo)) {
+		callerRoute(pattern, perm, func(w http.ResponseWriter, req *http.Request, r *repo, _ caller) { fn(w, req, r) })
 	}
-	repoRoute("GET /repos/{owner}/{repo}", func(w http.ResponseWriter, req *http.Request, r *repo) {
+	repoRoute("GET /repos/{owner}/{repo}", "metadata:read", func(w http.ResponseWriter, req *http.Request, r *repo) {
 		writeJSON(w, http.StatusOK, repoJSON(r, req))
 	})
-	repoRoute("GET /repos/{owner}/{repo}/contents/{path...}", s.contents)
-	repoRoute("GET /repos/{owner}/{repo}/git/blobs/{sha}", s.blob)
-	repoRoute("GET /repos/{owner}/{repo}/git/ref/{ref...}", s.ref)
-	repoRoute("GET /repos/{owner}/{repo}/git/tags/{sha}", s.tagObject)
-	repoRoute("GET /repos/{owner}/{repo}/git/trees/{sha...}", s.tree)
-	repoRoute("GET /repos/{owner}/{repo}/compare/{basehead...}", s.compare)
-	repoRoute("GET /repos/{owner}/{repo}/pulls", s.pulls)
-	repoRoute("GET /repos/{owner}/{repo}/pulls/{number}", s.pull)
-	repoRoute("POST /repos/{owner}/{repo}/statuses/{sha}", s.createStatus)
-	repoRoute("GET /repos/{owner}/{repo}/commits/{ref}/statuses", s.listStatuses)
-	repoRoute("GET /repos/{owner}/{repo}/events", s.listEvents)
-	callerRoute("POST /repos/{owner}/{repo}/check-runs", s.createCheckRun)
-	callerRoute("PATCH /repos/{owner}/{repo}/check-runs/{id}", s.updateCheckRun)
-	repoRoute("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", s.listCheckRuns)
+	repoRoute("GET /repos/{owner}/{repo}/contents/{path...}", "contents:read", s.contents)
+	repoRoute("GET /repos/{owner}/{repo}/git/blobs/{sha}", "contents:read", s.blob)
+	repoRoute("GET /repos/{owner}/{repo}/git/ref/{ref...}", "contents:read", s.ref)
+	repoRoute("GET /repos/{owner}/{repo}/git/tags/{sha}", "contents:read", s.tagObject)
+	repoRoute("GET /repos/{owner}/{repo}/git/trees/{sha...}", "contents:read", s.tree)
+	repoRoute("GET /repos/{owner}/{repo}/compare/{basehead...}", "contents:read", s.compare)
+	repoRoute("GET /repos/{owner}/{repo}/pulls", "pull_requests:read", s.pulls)
+	repoRoute("GET /repos/{owner}/{repo}/pulls/{number}", "pull_requests:read", s.pull)
+	repoRoute("POST /repos/{owner}/{repo}/statuses/{sha}", "statuses:write", s.createStatus)
+	repoRoute("GET /repos/{owner}/{repo}/commits/{ref}/statuses", "statuses:read", s.listStatuses)
+	repoRoute("GET /repos/{owner}/{repo}/events", "metadata:read", s.listEvents)
+	callerRoute("POST /repos/{owner}/{repo}/check-runs", "checks:write", s.createCheckRun)
+	callerRoute("PATCH /repos/{owner}/{repo}/check-runs/{id}", "checks:write", s.updateCheckRun)
+	repoRoute("GET /repos/{owner}/{repo}/commits/{ref}/check-runs", "checks:read", s.listCheckRuns)
 	s.mux.HandleFunc("GET /repos/{owner}/{repo}/installation", s.authed(true, s.installation))
 	s.mux.HandleFunc("POST /app/installations/{id}/access_tokens", s.authed(true, s.accessToken))
+	s.mux.HandleFunc("DELETE /installation/token", s.authed(false, s.revokeToken))
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, _ *http.Request) { notFound(w) })
 }
 
-// ServeHTTP answers req as GitHub's REST API would.
+// ServeHTTP answers req as GitHub's REST API would, and git's smart HTTP
+// requests (/{owner}/{repo}.git/...) as github.com's git does.
 func (s *Server) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	if gitrepo.IsGitPath(req.URL.Path) {
+		s.serveGit(w, req)
+		return
+	}
 	s.mux.ServeHTTP(w, req)
+}
+
+// may reports whether c has permission name at level ("read" or
+// "write"): a personal token has every one, an installation token those
+// it was issued with.
+func (c caller) may(name, level string) bool {
+	if c.pat {
+		return true
+	}
+	if c.installation == 0 || c.token == nil {
+		return false
+	}
+	perms := c.token.perms
+	if perms == nil {
+		perms = permissions
+	}
+	return covers(perms[name], level)
+}
+
+// covers reports whether permission level have includes level want.
+func covers(have, want string) bool {
+	return have == "write" || have == "admin" || have == "read" && want == "read"
 }
 
 // authed counts the request, applies the rate limit, checks the caller
@@ -111,7 +149,7 @@ func (s *Server) authed(app bool, fn func(http.ResponseWriter, *http.Request, ca
 				writeError(w, http.StatusUnauthorized, "Bad credentials")
 				return
 			}
-			c.installation = t.installation
+			c.installation, c.token = t.installation, &t
 		}
 		fn(w, req, c)
 	}
@@ -175,7 +213,8 @@ func (s *Server) visible(c caller, r *repo) bool {
 		return true
 	case c.installation != 0:
 		in := s.installs[c.installation]
-		return in != nil && in.repos[strings.ToLower(r.fullName())]
+		key := strings.ToLower(r.fullName())
+		return in != nil && in.repos[key] && (c.token == nil || c.token.repos == nil || c.token.repos[key])
 	}
 	return false
 }
@@ -256,16 +295,81 @@ func (s *Server) accessToken(w http.ResponseWriter, req *http.Request, c caller)
 		notFound(w)
 		return
 	}
-	tok := newToken()
-	expires := s.now().Add(s.tokenTTL).UTC().Truncate(time.Second)
-	s.tokens[tok] = issuedToken{installation: id, expires: expires}
+	var ask struct {
+		Repositories  []string          `json:"repositories"`
+		RepositoryIDs []int64           `json:"repository_ids"`
+		Permissions   map[string]string `json:"permissions"`
+	}
+	if req.ContentLength != 0 {
+		if err := json.NewDecoder(http.MaxBytesReader(w, req.Body, maxBody)).Decode(&ask); err != nil {
+			writeError(w, http.StatusBadRequest, "Problems parsing JSON")
+			return
+		}
+	}
+	tok := issuedToken{installation: id, expires: s.now().Add(s.tokenTTL).UTC().Truncate(time.Second)}
+	var listed []*repo
+	if len(ask.Repositories)+len(ask.RepositoryIDs) > 0 {
+		tok.repos = map[string]bool{}
+		for _, key := range slices.Sorted(maps.Keys(in.repos)) {
+			r := s.repos[key]
+			if r == nil {
+				continue
+			}
+			if slices.ContainsFunc(ask.Repositories, func(n string) bool { return strings.EqualFold(n, r.name) }) || slices.Contains(ask.RepositoryIDs, r.id) {
+				tok.repos[key] = true
+				listed = append(listed, r)
+			}
+		}
+		if len(listed) != len(ask.Repositories)+len(ask.RepositoryIDs) {
+			writeError(w, http.StatusUnprocessableEntity, "There is at least one repository that does not exist or is not accessible to the parent installation.")
+			return
+		}
+	}
+	granted := permissions
+	if len(ask.Permissions) > 0 {
+		// GitHub grants metadata: read to every token.
+		granted = map[string]string{"metadata": "read"}
+		for name, level := range ask.Permissions {
+			if (level != "read" && level != "write") || !covers(permissions[name], level) {
+				writeError(w, http.StatusUnprocessableEntity, "The permissions requested are not granted to this installation.")
+				return
+			}
+			granted[name] = level
+		}
+		tok.perms = granted
+	}
+	value := newToken()
+	s.tokens[value] = tok
 	s.stats.TokensIssued++
-	writeJSON(w, http.StatusCreated, map[string]any{
-		"token":                tok,
-		"expires_at":           expires.Format(time.RFC3339),
-		"permissions":          permissions,
+	answer := map[string]any{
+		"token":                value,
+		"expires_at":           tok.expires.Format(time.RFC3339),
+		"permissions":          granted,
 		"repository_selection": "selected",
-	})
+	}
+	if listed != nil {
+		list := make([]map[string]any, len(listed))
+		for i, r := range listed {
+			list[i] = repoJSON(r, req)
+		}
+		answer["repositories"] = list
+	}
+	writeJSON(w, http.StatusCreated, answer)
+}
+
+// maxBody is the largest request body the server reads.
+const maxBody = 1 << 20
+
+// revokeToken ends the installation token the request carries.
+func (s *Server) revokeToken(w http.ResponseWriter, req *http.Request, c caller) {
+	if c.installation == 0 {
+		writeError(w, http.StatusForbidden, "Only an installation token can be revoked.")
+		return
+	}
+	cred, _ := credential(req)
+	delete(s.tokens, cred)
+	s.stats.TokensRevoked++
+	w.WriteHeader(http.StatusNoContent)
 }
 
 func (s *Server) contents(w http.ResponseWriter, req *http.Request, r *repo) {
@@ -718,6 +822,7 @@ func repoJSON(r *repo, req *http.Request) map[string]any {
 		"private":        true,
 		"fork":           false,
 		"html_url":       "https://github.com/" + r.fullName(),
+		"clone_url":      apiURL(req, "/"+r.fullName()+".git"),
 		"url":            apiURL(req, "/repos/"+r.fullName()),
 		"default_branch": r.defaultBranch,
 	}

@@ -22,7 +22,29 @@
 //	PATCH /repos/{owner}/{repo}/check-runs/{id}        check run update (App installations only)
 //	GET  /repos/{owner}/{repo}/commits/{ref}/check-runs check runs by check_name, status, app_id, filter; newest first, paginated
 //	GET  /repos/{owner}/{repo}/installation            the App's installation (App JWT)
-//	POST /app/installations/{id}/access_tokens         installation token (App JWT)
+//	POST /app/installations/{id}/access_tokens         installation token (App JWT), narrowed by repositories,
+//	                                                   repository_ids and permissions
+//	DELETE /installation/token                         revokes the installation token it carries
+//	GET  /{owner}/{repo}.git/info/refs, POST .../git-upload-pack   git's smart HTTP, read-only (Config.GitDir)
+//
+// # Git
+//
+// Every commit is a real git commit: Commit builds the blob, tree and
+// commit objects of its files (author githubtest, the server's clock), so
+// the SHAs, tree SHAs and blob SHAs the API answers are git's. With
+// Config.GitDir the server also writes them, and its branches and tags
+// (annotated ones as tag objects), into a bare repository per repository
+// under GitDir/{owner}/{repo}, and serves it with vcs/gitserve at the
+// repository's clone_url, {server}/{owner}/{repo}.git: a real git client
+// clones and fetches any commit by its SHA. The credential is HTTP basic,
+// the password a personal token or an installation token that sees the
+// repository and has contents: read (any user name; git's is
+// x-access-token). No or an unknown token is 401 with a challenge; a
+// repository the token does not see or may not read is 403 (GitHub
+// answers 404); every push is 403, whatever the token. CommitAs commits
+// have the server's files but not the mirrored commit's object, so git
+// cannot fetch them; ImportGit mirrors a commit of a test's own git
+// repository with its objects, which git then fetches.
 //
 // # Events
 //
@@ -37,8 +59,16 @@
 // Every request needs an Authorization header. Repository endpoints take
 // a personal access token added with AddToken (it sees every repository)
 // or an installation token the server issued (it sees the installation's
-// repositories until it expires; others answer 404, as GitHub does for
-// a private repository one cannot see). App endpoints take an RS256 JWT
+// repositories until it expires or is revoked; others answer 404, as
+// GitHub does for a private repository one cannot see). A token asked
+// for with repositories or repository_ids sees only those; one asked for
+// with permissions has only those, plus metadata: read, and each route
+// needs its permission (contents: read for contents, blobs, refs, trees
+// and comparisons, pull_requests: read, statuses and checks read or
+// write), answering 403 "Resource not accessible by integration"
+// otherwise. Asking for a repository outside the installation or a
+// permission beyond its own (contents, pull_requests and metadata read,
+// statuses and checks write) is 422, as on GitHub. App endpoints take an RS256 JWT
 // whose iss is an App added with AddApp, checked with its public key,
 // with iat not in the future and exp no more than ten minutes ahead.
 //

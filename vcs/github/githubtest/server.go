@@ -4,17 +4,19 @@ import (
 	"cmp"
 	"crypto/rand"
 	"crypto/rsa"
-	"crypto/sha1"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
 	"net/http"
-	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cikit/cikit/vcs/gitserve"
+	"github.com/cikit/cikit/vcs/internal/gitrepo"
 )
 
 // DefaultTokenTTL is how long an installation token lasts, as on GitHub.
@@ -31,6 +33,11 @@ type Config struct {
 	// documents it: on the first page only, at most 300 in all. Without
 	// it they list 300 a page, on as many pages as it takes.
 	CapCompareFiles bool
+	// GitDir is where the server keeps a bare git repository of each
+	// repository, which it serves over git's smart HTTP protocol at the
+	// repository's clone URL (see the package documentation). Empty:
+	// the server keeps no git repositories and answers git requests 404.
+	GitDir string
 }
 
 // Server is a fake GitHub API. It is safe for concurrent use: seed it
@@ -39,6 +46,9 @@ type Server struct {
 	now      func() time.Time
 	tokenTTL time.Duration
 	capFiles bool
+	gitDir   string
+	git      *gitserve.Handler // nil without gitDir or after gitErr
+	gitErr   error             // why git cannot be served
 	mux      *http.ServeMux
 
 	mu       sync.Mutex
@@ -62,6 +72,11 @@ type installation struct {
 type issuedToken struct {
 	installation int64
 	expires      time.Time
+	// repos narrows the token to some of the installation's
+	// repositories (lower-cased full names); nil: all of them.
+	repos map[string]bool
+	// perms are the token's permissions; nil: the installation's.
+	perms map[string]string
 }
 
 type repo struct {
@@ -78,6 +93,7 @@ type repo struct {
 	statuses      map[string][]*status // commit sha -> statuses, oldest first
 	events        []*Event             // oldest first
 	checkRuns     []*checkRun          // oldest first
+	git           *gitrepo.Repo        // nil without Config.GitDir
 }
 
 func (r *repo) fullName() string { return r.owner + "/" + r.name }
@@ -87,6 +103,7 @@ type commit struct {
 	seq     int64
 	parents []string
 	files   map[string]string // path -> blob sha
+	trees   map[string]string // directory ("" for the root) -> tree sha
 	message string
 	time    time.Time
 }
@@ -132,6 +149,7 @@ func NewServer(cfg Config) *Server {
 		now:      cfg.Now,
 		tokenTTL: cmp.Or(cfg.TokenTTL, DefaultTokenTTL),
 		capFiles: cfg.CapCompareFiles,
+		gitDir:   cfg.GitDir,
 		repos:    map[string]*repo{},
 		pats:     map[string]bool{},
 		apps:     map[int64]*rsa.PublicKey{},
@@ -139,6 +157,9 @@ func NewServer(cfg Config) *Server {
 		tokens:   map[string]issuedToken{},
 	}
 	s.routes()
+	if s.gitDir != "" {
+		s.git, s.gitErr = gitserve.New(gitserve.Config{Root: s.gitDir, Authorize: s.authorizeGit, Realm: "GitHub"})
+	}
 	return s
 }
 
@@ -210,12 +231,24 @@ func (s *Server) CreateRepo(fullName, defaultBranch string) error {
 	if s.repos[key] != nil {
 		return fmt.Errorf("repository %s: %w", fullName, ErrExists)
 	}
-	s.seq++
-	s.repos[key] = &repo{
-		id: s.seq, owner: owner, name: name, defaultBranch: cmp.Or(defaultBranch, "main"),
+	r := &repo{
+		owner: owner, name: name, defaultBranch: cmp.Or(defaultBranch, "main"),
 		commits: map[string]*commit{}, blobs: map[string][]byte{}, branches: map[string]string{}, trees: map[string]treeRef{},
 		tags: map[string]string{}, tagObjects: map[string]*tagObject{}, statuses: map[string][]*status{},
 	}
+	if s.gitErr != nil {
+		return fmt.Errorf("githubtest: Config.GitDir: %w", s.gitErr)
+	}
+	if s.gitDir != "" {
+		g, err := gitrepo.Create(filepath.Join(s.gitDir, owner, name))
+		if err != nil {
+			return fmt.Errorf("githubtest: repository %s: %w", fullName, err)
+		}
+		r.git = g
+	}
+	s.seq++
+	r.id = s.seq
+	s.repos[key] = r
 	return nil
 }
 
@@ -229,6 +262,9 @@ func (s *Server) Commit(repoName, branch string, files map[string]string, delete
 // CommitAs is Commit with the commit's SHA given: how a test mirrors a
 // commit of a real git repository, so that statuses posted for the git
 // commit's SHA find it. The SHA must be 40 hex digits and new to repo.
+// Its files are the server's, but its commit object is not: with
+// Config.GitDir, git fetches of it fail; ImportGit mirrors a commit with
+// its objects.
 func (s *Server) CommitAs(repoName, branch, sha string, files map[string]string) error {
 	if len(sha) != 40 || strings.Trim(sha, "0123456789abcdef") != "" {
 		return fmt.Errorf("githubtest: %q is not a commit SHA", sha)
@@ -237,7 +273,43 @@ func (s *Server) CommitAs(repoName, branch, sha string, files map[string]string)
 	return err
 }
 
+// ImportGit mirrors commit rev (a SHA, branch or tag) of the git
+// repository at dir, a test's own, onto branch of repo, like CommitAs
+// with the commit's SHA and its files (its whole tree), and, with
+// Config.GitDir, copies the commit's objects into the server's git
+// repository so that git fetches it. The branch moves to it; the
+// server's history of the branch is its parent, whatever the real
+// commit's parents are. It returns the SHA.
+func (s *Server) ImportGit(repoName, branch, dir, rev string) (string, error) {
+	sha, data, err := gitrepo.ReadCommit(dir, rev)
+	if err != nil {
+		return "", fmt.Errorf("githubtest: %w", err)
+	}
+	s.mu.Lock()
+	r, err := s.repo(repoName)
+	s.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	if r.git != nil {
+		if err := r.git.FetchFrom(dir, sha); err != nil {
+			return "", fmt.Errorf("githubtest: repository %s: %w", repoName, err)
+		}
+	}
+	files := make(map[string]string, len(data))
+	for p, b := range data {
+		files[p] = string(b)
+	}
+	return s.commitTree(repoName, branch, sha, files, nil, true)
+}
+
 func (s *Server) commit(repoName, branch, sha string, files map[string]string, deleted []string) (string, error) {
+	return s.commitTree(repoName, branch, sha, files, deleted, false)
+}
+
+// commitTree commits files on branch: on top of the files of its head,
+// or, with whole, as all the commit's files.
+func (s *Server) commitTree(repoName, branch, sha string, files map[string]string, deleted []string, whole bool) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r, err := s.repo(repoName)
@@ -248,45 +320,85 @@ func (s *Server) commit(repoName, branch, sha string, files map[string]string, d
 	var parents []string
 	if head, ok := r.branches[branch]; ok {
 		parents = []string{head}
-		for p, b := range r.commits[head].files {
-			tree[p] = b
+		if !whole {
+			for p, b := range r.commits[head].files {
+				tree[p] = b
+			}
 		}
 	}
 	for _, p := range deleted {
 		delete(tree, p)
 	}
+	objs := make([]gitrepo.Object, 0, len(files)+2)
 	for p, data := range files {
-		b := gitHash("blob", []byte(data))
+		o := gitrepo.Blob([]byte(data))
+		b := o.SHA()
 		r.blobs[b] = []byte(data)
 		tree[p] = b
+		objs = append(objs, o)
 	}
-	s.seq++
-	paths := slices.Sorted(maps.Keys(tree))
-	h := sha1.New()
-	fmt.Fprintf(h, "commit %d\n", s.seq)
-	for _, p := range parents {
-		fmt.Fprintf(h, "parent %s\n", p)
+	dirs, trees, err := gitrepo.Trees(tree)
+	if err != nil {
+		return "", fmt.Errorf("githubtest: commit on %s of %s: %w", branch, repoName, err)
 	}
-	for _, p := range paths {
-		fmt.Fprintf(h, "%s %s\n", tree[p], p)
-	}
+	objs = append(objs, trees...)
+	seq := s.seq + 1
+	c := &commit{seq: seq, parents: parents, files: tree, trees: dirs,
+		message: fmt.Sprintf("commit %d", seq), time: s.now().UTC().Truncate(time.Second)}
+	// The message's sequence number keeps two commits of one tree and
+	// parent made in one second apart.
+	obj := gitrepo.Commit(dirs[""], parents, c.message, ident, c.time)
 	if sha == "" {
-		sha = hex.EncodeToString(h.Sum(nil))
+		sha = obj.SHA()
+		objs = append(objs, obj)
 	} else if r.commits[sha] != nil {
 		return "", fmt.Errorf("githubtest: commit %s exists in %s", sha, repoName)
 	}
-	c := &commit{sha: sha, seq: s.seq, parents: parents, files: tree,
-		message: fmt.Sprintf("commit %d", s.seq), time: s.now().UTC()}
+	c.sha = sha
+	if err := r.writeGit(objs...); err != nil {
+		return "", err
+	}
+	s.seq = seq
 	r.commits[c.sha] = c
 	s.moveRef(r, "refs/heads/"+branch, r.branches[branch], c.sha, []*commit{c})
 	r.branches[branch] = c.sha
-	r.trees[treeHash(c, "")] = treeRef{c, ""}
-	for p := range tree {
-		for d := path.Dir(p); d != "."; d = path.Dir(d) {
-			r.trees[treeHash(c, d)] = treeRef{c, d}
-		}
+	for d, t := range dirs {
+		r.trees[t] = treeRef{c, d}
 	}
-	return c.sha, nil
+	return c.sha, r.syncRefs()
+}
+
+// ident is the author, committer and tagger of what the server makes.
+var ident = gitrepo.Ident{Name: "githubtest", Email: "githubtest@example.com"}
+
+// writeGit stores objs in r's git repository, if it has one.
+func (r *repo) writeGit(objs ...gitrepo.Object) error {
+	if r.git == nil {
+		return nil
+	}
+	if err := r.git.Write(objs...); err != nil {
+		return fmt.Errorf("githubtest: repository %s: %w", r.fullName(), err)
+	}
+	return nil
+}
+
+// syncRefs makes the refs of r's git repository, if it has one, its
+// branches and tags.
+func (r *repo) syncRefs() error {
+	if r.git == nil {
+		return nil
+	}
+	refs := make(map[string]string, len(r.branches)+len(r.tags))
+	for b, sha := range r.branches {
+		refs["refs/heads/"+b] = sha
+	}
+	for t, sha := range r.tags {
+		refs["refs/tags/"+t] = sha
+	}
+	if err := r.git.SetRefs(r.defaultBranch, refs); err != nil {
+		return fmt.Errorf("githubtest: repository %s: %w", r.fullName(), err)
+	}
+	return nil
 }
 
 // Branch points branch of repo at commit sha, creating or moving it.
@@ -303,7 +415,7 @@ func (s *Server) Branch(repoName, branch, sha string) error {
 	old := r.branches[branch]
 	s.moveRef(r, "refs/heads/"+branch, old, sha, r.newCommits(old, sha))
 	r.branches[branch] = sha
-	return nil
+	return r.syncRefs()
 }
 
 // Tag points the lightweight tag of repo at commit sha.
@@ -329,15 +441,18 @@ func (s *Server) tag(repoName, tag, sha, message string) error {
 	}
 	target := sha
 	if message != "" {
-		o := &tagObject{name: tag, message: message, target: sha}
-		o.sha = gitHash("tag", []byte("object "+sha+"\ntag "+tag+"\n\n"+message))
+		obj := gitrepo.Tag(sha, tag, message, ident, s.now().UTC())
+		if err := r.writeGit(obj); err != nil {
+			return err
+		}
+		o := &tagObject{sha: obj.SHA(), name: tag, message: message, target: sha}
 		r.tagObjects[o.sha] = o
 		target = o.sha
 	}
 	old := r.tags[tag]
 	s.moveRef(r, "refs/tags/"+tag, old, target, r.newCommits(r.peel(old), sha))
 	r.tags[tag] = target
-	return nil
+	return r.syncRefs()
 }
 
 // OpenPullRequest opens a pull request of repo that merges headBranch of
@@ -444,8 +559,13 @@ type Stats struct {
 	Requests int
 	// Limited counts the requests refused for the rate limit.
 	Limited int
-	// TokensIssued counts installation tokens issued.
-	TokensIssued int
+	// TokensIssued counts installation tokens issued; TokensRevoked
+	// those revoked (DELETE /installation/token).
+	TokensIssued, TokensRevoked int
+	// GitRequests counts git's smart HTTP requests that reached
+	// authorization; GitRefused those it refused (no or a bad
+	// credential, no access). Pushes are refused after it.
+	GitRequests, GitRefused int
 	// InstallationLookups counts answers to GET .../installation.
 	InstallationLookups int
 	// StatusesCreated counts commit statuses created.
@@ -536,19 +656,9 @@ func (r *repo) ancestors(c *commit) map[string]bool {
 	return seen
 }
 
-// gitHash is the SHA-1 git names an object of kind with data by.
-func gitHash(kind string, data []byte) string {
-	h := sha1.New()
-	fmt.Fprintf(h, "%s %d\x00", kind, len(data))
-	h.Write(data)
-	return hex.EncodeToString(h.Sum(nil))
-}
-
-// treeHash names a directory of a commit; the server keeps no tree
-// objects, so it only has to be stable.
-func treeHash(c *commit, dir string) string {
-	return gitHash("tree", []byte(c.sha+"\x00"+dir))
-}
+// treeHash is the SHA of the tree of directory dir ("" for the root) of
+// commit c.
+func treeHash(c *commit, dir string) string { return c.trees[dir] }
 
 func newToken() string {
 	b := make([]byte, 18)

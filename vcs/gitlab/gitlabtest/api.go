@@ -16,12 +16,19 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cikit/cikit/vcs/internal/gitrepo"
 )
 
 const apiPrefix = "/api/v4/"
 
-// ServeHTTP answers a request to GitLab's REST API v4.
+// ServeHTTP answers a request to GitLab's REST API v4, or one of git's
+// smart HTTP protocol at a project's http_url_to_repo.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if gitrepo.IsGitPath(r.URL.Path) {
+		s.serveGit(w, r)
+		return
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests++
@@ -86,6 +93,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.listEvents(w, r, p)
 	case route == "statuses" && len(seg) == 4 && r.Method == http.MethodPost:
 		s.setStatus(w, r, p, seg[3])
+	case route == "deploy_tokens" && len(seg) == 3 && r.Method == http.MethodPost:
+		s.createDeployToken(w, r, p)
+	case route == "deploy_tokens" && len(seg) == 3 && get:
+		s.listDeployTokens(w, p)
+	case route == "deploy_tokens" && len(seg) == 4 && r.Method == http.MethodDelete:
+		s.deleteDeployToken(w, p, seg[3])
 	default:
 		writeMessage(w, http.StatusNotFound, "404 Not Found")
 	}

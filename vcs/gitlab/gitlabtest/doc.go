@@ -21,6 +21,12 @@
 //	GET  /projects/:id/merge_requests/:iid
 //	GET  /projects/:id/events?action=&target_type=&after=&before=&sort=
 //	POST /projects/:id/statuses/:sha
+//	POST /projects/:id/deploy_tokens   (name, scopes, expires_at, username)
+//	GET  /projects/:id/deploy_tokens
+//	DELETE /projects/:id/deploy_tokens/:token_id
+//
+// and, with Config.GitDir, git's smart HTTP protocol at a project's
+// http_url_to_repo ({server}/{path}.git/info/refs and .../git-upload-pack).
 //
 // Lists are paginated the way GitLab does it: page and per_page (20 by
 // default, at most 100) in, X-Page, X-Per-Page, X-Total, X-Total-Pages,
@@ -44,6 +50,24 @@
 // reads them. With Config.RateLimit set, requests beyond the limit in a
 // window are answered 429 "Retry later" with Retry-After and RateLimit-*
 // headers, like GitLab's throttles.
+//
+// # Git
+//
+// Every commit is a real git commit: Commit builds the blob, tree and
+// commit objects of its files (author gitlabtest, the server's clock), so
+// the SHAs the API answers are git's, and AnnotatedTag makes a tag object.
+// With Config.GitDir the server writes them, with the branches and tags,
+// into a bare repository per project under GitDir/{path}, a fork's
+// borrowing its source's objects, and serves it read-only with
+// vcs/gitserve. The credential is HTTP basic: the server's access token
+// with any user name, or a deploy token of the project with the scope
+// read_repository, not expired or deleted, with its user name (GitLab's
+// default gitlab+deploy-token-{id}). No or an unknown credential is 401
+// with a challenge; a deploy token of another project is 403 (GitLab
+// answers 404); every push is 403. Deploy tokens are refused by the API
+// (401), as on GitLab; DeployTokens and GitStats read back what clients
+// did. ImportGit mirrors a commit of a test's own git repository, its
+// SHA, files and objects.
 //
 // # Seeding
 //

@@ -2,15 +2,17 @@ package gitlabtest
 
 import (
 	"cmp"
-	"crypto/sha1"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cikit/cikit/vcs/gitserve"
+	"github.com/cikit/cikit/vcs/internal/gitrepo"
 )
 
 // DefaultToken is the access token a Server accepts when Config.Token is
@@ -32,9 +34,15 @@ type Config struct {
 	// RateWindow is the length of a rate limit window; a window starts
 	// with the first request after the previous one ended.
 	RateWindow time.Duration
-	// Now is the server's clock, for rate limit windows and timestamps;
-	// time.Now when nil.
+	// Now is the server's clock, for rate limit windows, timestamps and
+	// the expiry of deploy tokens; time.Now when nil.
 	Now func() time.Time
+	// GitDir is where the server keeps a bare git repository of each
+	// project, which it serves over git's smart HTTP protocol at the
+	// project's http_url_to_repo (see the package documentation).
+	// Empty: the server keeps no git repositories and answers git
+	// requests 404.
+	GitDir string
 }
 
 // Server is an in-process GitLab. Create it with New and serve it with
@@ -50,6 +58,27 @@ type Server struct {
 	requests    int
 	windowStart time.Time
 	windowCount int
+	git         GitStats
+	gitHandler  *gitserve.Handler // nil without Config.GitDir or after gitErr
+	gitErr      error             // why git cannot be served
+}
+
+// GitStats counts the git requests a Server saw.
+type GitStats struct {
+	// Requests counts git's smart HTTP requests that reached
+	// authorization; Refused those it refused (no or a bad credential,
+	// no access). Pushes are refused after it.
+	Requests, Refused int
+	// DeployTokensCreated and DeployTokensDeleted count the deploy
+	// tokens made and deleted through the API.
+	DeployTokensCreated, DeployTokensDeleted int
+}
+
+// GitStats returns the counts so far.
+func (s *Server) GitStats() GitStats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.git
 }
 
 // CommitStatus is a commit status as the server keeps it.
@@ -73,9 +102,22 @@ type project struct {
 	commits       map[string]*commit // immutable once made; forks share them
 	branches      map[string]string
 	tags          map[string]string
-	mergeRequests []*mergeRequest // by iid
-	statuses      []*CommitStatus // latest per name, ref and sha
-	events        []*pushEvent    // oldest first
+	mergeRequests []*mergeRequest   // by iid
+	statuses      []*CommitStatus   // latest per name, ref and sha
+	events        []*pushEvent      // oldest first
+	annotated     map[string]string // tag -> its tag object, for the git refs
+	deployTokens  []*deployToken
+	repo          *gitrepo.Repo // nil without Config.GitDir
+}
+
+// deployToken is a project deploy token, as GitLab keeps it.
+type deployToken struct {
+	id             int
+	name, username string
+	token          string
+	scopes         []string
+	expires        time.Time // zero: never
+	revoked        bool
 }
 
 // pushEvent is a push to one ref, as GitLab records it in a project's
@@ -119,7 +161,11 @@ func New(cfg Config) *Server {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Server{cfg: cfg, projects: map[string]*project{}, byID: map[int]*project{}}
+	s := &Server{cfg: cfg, projects: map[string]*project{}, byID: map[int]*project{}}
+	if cfg.GitDir != "" {
+		s.gitHandler, s.gitErr = gitserve.New(gitserve.Config{Root: cfg.GitDir, Authorize: s.authorizeGit, Realm: "GitLab"})
+	}
+	return s
 }
 
 // Token returns the access token the server accepts.
@@ -147,9 +193,20 @@ func (s *Server) CreateProject(path, defaultBranch string) (int, error) {
 	if _, ok := s.projects[path]; ok {
 		return 0, fmt.Errorf("gitlabtest: project %s exists", path)
 	}
+	p := &project{path: path, defaultBranch: defaultBranch, createdAt: s.cfg.Now(),
+		commits: map[string]*commit{}, branches: map[string]string{}, tags: map[string]string{}, annotated: map[string]string{}}
+	if s.gitErr != nil {
+		return 0, fmt.Errorf("gitlabtest: Config.GitDir: %w", s.gitErr)
+	}
+	if s.cfg.GitDir != "" {
+		repo, err := gitrepo.Create(filepath.Join(s.cfg.GitDir, filepath.FromSlash(path)))
+		if err != nil {
+			return 0, fmt.Errorf("gitlabtest: project %s: %w", path, err)
+		}
+		p.repo = repo
+	}
 	s.nextID++
-	p := &project{id: s.nextID, path: path, defaultBranch: defaultBranch, createdAt: s.cfg.Now(),
-		commits: map[string]*commit{}, branches: map[string]string{}, tags: map[string]string{}}
+	p.id = s.nextID
 	s.projects[path] = p
 	s.byID[p.id] = p
 	return p.id, nil
@@ -179,6 +236,17 @@ func (s *Server) ForkProject(source, path string) (int, error) {
 	maps.Copy(fork.commits, src.commits)
 	maps.Copy(fork.branches, src.branches)
 	maps.Copy(fork.tags, src.tags)
+	maps.Copy(fork.annotated, src.annotated)
+	if fork.repo != nil {
+		// The fork's git repository borrows the source's objects, as
+		// GitLab's object pools do.
+		if err := fork.repo.Borrow(src.repo); err != nil {
+			return 0, fmt.Errorf("gitlabtest: fork %s: %w", path, err)
+		}
+		if err := fork.syncRefs(); err != nil {
+			return 0, err
+		}
+	}
 	return id, nil
 }
 
@@ -211,6 +279,41 @@ func (s *Server) ForkRelation(fork, source string) error {
 // branch's head; a new branch starts from the default branch's head, or
 // with a root commit when the project has no commits yet.
 func (s *Server) Commit(projectPath, branch string, files map[string]string, deleted ...string) (string, error) {
+	return s.commit(projectPath, branch, "", files, deleted)
+}
+
+// ImportGit mirrors commit rev (a SHA, branch or tag) of the git
+// repository at dir, a test's own, onto branch of project: a commit with
+// that SHA and its files (its whole tree) whose parent is the branch's
+// head, as Commit makes it, whatever the real commit's parents are; with
+// Config.GitDir its objects are copied into the project's git repository
+// so that git fetches it. It returns the SHA.
+func (s *Server) ImportGit(projectPath, branch, dir, rev string) (string, error) {
+	sha, data, err := gitrepo.ReadCommit(dir, rev)
+	if err != nil {
+		return "", fmt.Errorf("gitlabtest: %w", err)
+	}
+	s.mu.Lock()
+	p, err := s.project(projectPath)
+	s.mu.Unlock()
+	if err != nil {
+		return "", err
+	}
+	if p.repo != nil {
+		if err := p.repo.FetchFrom(dir, sha); err != nil {
+			return "", fmt.Errorf("gitlabtest: project %s: %w", projectPath, err)
+		}
+	}
+	files := make(map[string]string, len(data))
+	for path, b := range data {
+		files[path] = string(b)
+	}
+	return s.commit(projectPath, branch, sha, files, nil)
+}
+
+// commit makes a commit on branch; with sha set, one of that SHA (an
+// imported commit) whose files are all of files.
+func (s *Server) commit(projectPath, branch, sha string, files map[string]string, deleted []string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p, err := s.project(projectPath)
@@ -227,7 +330,9 @@ func (s *Server) Commit(projectPath, branch string, files map[string]string, del
 	tree := map[string]string{}
 	var parents []string
 	if head != "" {
-		tree = maps.Clone(p.commits[head].files)
+		if sha == "" {
+			tree = maps.Clone(p.commits[head].files)
+		}
 		parents = []string{head}
 	}
 	for path, data := range files {
@@ -242,18 +347,71 @@ func (s *Server) Commit(projectPath, branch string, files map[string]string, del
 		}
 		delete(tree, path)
 	}
-	s.commitCount++
-	c := &commit{parents: parents, files: tree, createdAt: s.cfg.Now(),
-		message: fmt.Sprintf("Commit %d on %s", s.commitCount, branch)}
-	h := sha1.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%d\x00", strings.Join(parents, ","), p.path, s.commitCount)
-	for _, path := range slices.Sorted(maps.Keys(tree)) {
-		fmt.Fprintf(h, "%s\x00%s\x00", path, tree[path])
+	blobs := make(map[string]string, len(tree))
+	objs := make([]gitrepo.Object, 0, len(files)+2)
+	for path, data := range tree {
+		o := gitrepo.Blob([]byte(data))
+		blobs[path] = o.SHA()
+		if _, ok := files[path]; ok {
+			objs = append(objs, o)
+		}
 	}
-	c.sha = hex.EncodeToString(h.Sum(nil))
+	dirs, trees, err := gitrepo.Trees(blobs)
+	if err != nil {
+		return "", fmt.Errorf("gitlabtest: commit on %s of %s: %w", branch, projectPath, err)
+	}
+	// The message's number keeps two commits of one tree and parent
+	// made in one second apart.
+	c := &commit{parents: parents, files: tree, createdAt: s.cfg.Now(),
+		message: fmt.Sprintf("Commit %d on %s", s.commitCount+1, branch)}
+	c.sha = sha
+	if sha == "" {
+		obj := gitrepo.Commit(dirs[""], parents, c.message, ident, c.createdAt)
+		c.sha = obj.SHA()
+		objs = append(objs, obj)
+	} else if _, ok := p.commits[sha]; ok {
+		return "", fmt.Errorf("gitlabtest: commit %s exists in %s", sha, projectPath)
+	}
+	if err := p.writeGit(append(objs, trees...)...); err != nil {
+		return "", err
+	}
+	s.commitCount++
 	p.commits[c.sha] = c
 	s.push(p, branch, false, c.sha)
-	return c.sha, nil
+	return c.sha, p.syncRefs()
+}
+
+// ident is the author, committer and tagger of what the server makes.
+var ident = gitrepo.Ident{Name: "gitlabtest", Email: "gitlabtest@example.com"}
+
+// writeGit stores objs in p's git repository, if it has one.
+func (p *project) writeGit(objs ...gitrepo.Object) error {
+	if p.repo == nil {
+		return nil
+	}
+	if err := p.repo.Write(objs...); err != nil {
+		return fmt.Errorf("gitlabtest: project %s: %w", p.path, err)
+	}
+	return nil
+}
+
+// syncRefs makes the refs of p's git repository, if it has one, its
+// branches and tags.
+func (p *project) syncRefs() error {
+	if p.repo == nil {
+		return nil
+	}
+	refs := make(map[string]string, len(p.branches)+len(p.tags))
+	for b, sha := range p.branches {
+		refs["refs/heads/"+b] = sha
+	}
+	for t, sha := range p.tags {
+		refs["refs/tags/"+t] = cmp.Or(p.annotated[t], sha)
+	}
+	if err := p.repo.SetRefs(p.defaultBranch, refs); err != nil {
+		return fmt.Errorf("gitlabtest: project %s: %w", p.path, err)
+	}
+	return nil
 }
 
 // Branch points branch of project at commit sha, creating it if needed.
@@ -279,10 +437,14 @@ func (s *Server) AnnotatedTag(projectPath, tag, sha string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	sum := sha1.Sum([]byte("tag " + tag + " " + sha))
-	object := hex.EncodeToString(sum[:])
+	obj := gitrepo.Tag(sha, tag, tag, ident, s.cfg.Now())
+	if err := p.writeGit(obj); err != nil {
+		return "", err
+	}
+	object := obj.SHA()
+	p.annotated[tag] = object
 	p.events[len(p.events)-1].to = object
-	return object, nil
+	return object, p.syncRefs()
 }
 
 func (s *Server) setRef(projectPath, name, sha string, tag bool) error {
@@ -299,7 +461,7 @@ func (s *Server) setRef(projectPath, name, sha string, tag bool) error {
 		return fmt.Errorf("gitlabtest: commit %s is not in %s", sha, projectPath)
 	}
 	s.push(p, name, tag, sha)
-	return nil
+	return p.syncRefs()
 }
 
 // DeleteBranch deletes branch of project, which must not be the default
@@ -331,7 +493,7 @@ func (s *Server) deleteRef(projectPath, name string, tag bool) error {
 		return fmt.Errorf("gitlabtest: %s is the default branch of %s", name, projectPath)
 	}
 	s.push(p, name, tag, "")
-	return nil
+	return p.syncRefs()
 }
 
 // push points a branch or tag of p at sha, or deletes it when sha is "",
@@ -344,6 +506,9 @@ func (s *Server) push(p *project, ref string, tag bool, sha string) {
 	old := refs[ref]
 	if old == sha {
 		return
+	}
+	if tag {
+		delete(p.annotated, ref) // a tag set again is lightweight
 	}
 	if sha == "" {
 		delete(refs, ref)
