@@ -78,7 +78,7 @@ func lines(data []byte) []string {
 //     final newline; a delimiter that never closes is an error;
 //   - lines end with "\n" or "\r\n".
 //
-// A name is not empty and holds no NUL, "=" or space; a value holds no
+// A name is not empty and holds no "=", space or control character; a value holds no
 // NUL (no process environment could carry it). The variables come in the
 // order written; a name written twice appears twice, the last one wins
 // where they are applied. Errors are *FileError naming the line, or wrap
@@ -143,8 +143,8 @@ func checkName(name string, line int) error {
 	switch {
 	case name == "":
 		return &FileError{Line: line, Msg: "the name is empty"}
-	case strings.ContainsAny(name, "\x00= \t"):
-		return &FileError{Line: line, Msg: fmt.Sprintf("the name %q holds a NUL, \"=\" or a space", clip(name))}
+	case strings.ContainsFunc(name, func(r rune) bool { return r == '=' || r == ' ' || r < 0x20 || r == 0x7f }):
+		return &FileError{Line: line, Msg: fmt.Sprintf("the name %q holds \"=\", a space or a control character", clip(name))}
 	}
 	return nil
 }

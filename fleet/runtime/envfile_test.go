@@ -58,7 +58,8 @@ func TestParseEnvFileErrors(t *testing.T) {
 		{"empty name", "=1\n", 1, "the name is empty"},
 		{"empty heredoc name", "<<EOF\nEOF\n", 1, "the name is empty"},
 		{"neither form", "A=1\njust text\n", 2, `"just text" is neither NAME=value nor NAME<<DELIMITER`},
-		{"space in name", "MY VAR=1\n", 1, "holds a NUL"},
+		{"space in name", "MY VAR=1\n", 1, "holds \"=\", a space or a control character"},
+		{"control in name", "A\rB=1\n", 1, "control character"},
 		{"nul in value", "A=a\x00b\n", 1, "NUL byte"},
 		{"nul in heredoc", "A<<E\n\x00\nE\n", 1, "NUL byte"},
 	} {
@@ -106,8 +107,8 @@ func TestParsePathFile(t *testing.T) {
 // Invariant: ParseEnvFile never panics and fails only with a *FileError
 // whose line is within the file, or ErrFileTooLarge past the limit. Each
 // variable it returns has a valid name and a value without NUL, and
-// writing them back in the heredoc form with a delimiter absent from the
-// values parses to the same variables. ParsePathFile never panics and
+// writing them back (NAME=value, or the heredoc form with a delimiter
+// absent from the value for a multi-line one) parses to the same variables. ParsePathFile never panics and
 // returns trimmed, non-empty directories.
 func FuzzParseEnvFile(f *testing.F) {
 	for _, tt := range envFiles {
@@ -136,8 +137,12 @@ func FuzzParseEnvFile(f *testing.F) {
 		}
 		var b strings.Builder
 		for _, kv := range kvs {
-			if kv.Name == "" || strings.ContainsAny(kv.Name, "\x00= \t\n\r") || strings.Contains(kv.Value, "\x00") {
+			if kv.Name == "" || strings.ContainsFunc(kv.Name, func(r rune) bool { return r == '=' || r == ' ' || r < 0x20 || r == 0x7f }) || strings.Contains(kv.Value, "\x00") {
 				t.Fatalf("bad variable %q", kv)
+			}
+			if !strings.Contains(kv.Value, "\n") {
+				b.WriteString(kv.Name + "=" + kv.Value + "\n")
+				continue
 			}
 			delim := "D"
 			for strings.Contains(kv.Value, delim) {
