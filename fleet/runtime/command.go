@@ -319,7 +319,12 @@ func (w *CommandWriter) Write(p []byte) (int, error) {
 			break
 		}
 		p = p[i+1:]
-		w.line(string(w.buf))
+		if w.long || !mayBeCommand(w.buf) {
+			w.long = false
+			w.plain()
+		} else {
+			w.line(string(w.buf))
+		}
 		w.buf = w.buf[:0]
 	}
 	if w.err != nil {
@@ -333,9 +338,14 @@ func (w *CommandWriter) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err == nil && len(w.buf) > 0 {
-		w.line(string(w.buf))
+		if w.long || !mayBeCommand(w.buf) {
+			w.plain()
+		} else {
+			w.line(string(w.buf))
+		}
 		w.buf = w.buf[:0]
 	}
+	w.long = false
 	return w.err
 }
 
@@ -351,12 +361,28 @@ func (w *CommandWriter) writeLine(s string) {
 	w.emit(w.mask(s) + "\n")
 }
 
-func (w *CommandWriter) line(raw string) {
-	if w.long {
-		w.long = false
-		w.writeLine(raw)
-		return
+// mayBeCommand reports whether a line could be a workflow command: it
+// starts with "::" after spaces. Other lines skip ParseCommand.
+func mayBeCommand(line []byte) bool {
+	return bytes.HasPrefix(bytes.TrimLeft(line, " \t"), []byte("::"))
+}
+
+// plain writes w.buf, a line that is no command, with its newline: as it
+// is, without a copy, unless a mask matches.
+func (w *CommandWriter) plain() {
+	for _, m := range w.masks {
+		if bytes.Contains(w.buf, []byte(m)) {
+			w.writeLine(string(w.buf))
+			return
+		}
 	}
+	w.buf = append(w.buf, '\n')
+	if w.err == nil {
+		_, w.err = w.out.Write(w.buf)
+	}
+}
+
+func (w *CommandWriter) line(raw string) {
 	c, ok := ParseCommand(raw)
 	if w.stopToken != "" {
 		if ok && c.Name == w.stopToken {
