@@ -227,3 +227,28 @@ func TestGitHubHashFiles(t *testing.T) {
 	_, err = g.Expand("${{ hashFiles('[') }}")
 	require.ErrorContains(t, err, "bad pattern")
 }
+
+func TestGitHubMatrixNeeds(t *testing.T) {
+	t.Parallel()
+	jc := pushContext()
+	jc.Needs = map[string]cikit.NeedResult{
+		"test (linux, 20)": {Result: cikit.JobSucceeded, Outputs: map[string]string{"os": "linux", "a": "1"}},
+		"test (mac, 20)":   {Result: cikit.JobFailed, Outputs: map[string]string{"os": "mac"}},
+		"lint (x)":         {Result: cikit.JobSucceeded},
+		"lint (y)":         {Result: cikit.JobSkipped},
+		"doc (a)":          {Result: cikit.JobCancelled},
+		"doc (b)":          {Result: cikit.JobSucceeded},
+		"pkg (a)":          {Result: cikit.JobSkipped},
+	}
+	g := newGitHub(t, &cikit.JobSpec{}, jc)
+	for src, want := range map[string]string{
+		"${{ needs.test.result }}":                                 "failure",
+		"${{ needs.test.outputs.os }}/${{ needs.test.outputs.a }}": "mac/1",
+		"${{ needs.lint.result }}":                                 "success",
+		"${{ needs.doc.result }}":                                  "cancelled",
+		"${{ needs.pkg.result }}":                                  "skipped",
+		"${{ needs['test (linux, 20)'].outputs.os }}":              "linux",
+	} {
+		require.Equal(t, want, expand(t, g, src), src)
+	}
+}
