@@ -252,3 +252,19 @@ func TestGitHubMatrixNeeds(t *testing.T) {
 		require.Equal(t, want, expand(t, g, src), src)
 	}
 }
+
+func TestGitHubHashFilesPatterns(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	for _, name := range []string{"src/a.go", "src/deep/b.go", "other/c.go"} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(ws, name), []byte(name), 0o644))
+	}
+	g, err := runtime.NewGitHub(runtime.Params{Spec: &cikit.JobSpec{}, Workspace: ws})
+	require.NoError(t, err)
+	one := expand(t, g, "${{ hashFiles('src/*.go') }}")
+	require.NotEmpty(t, one)
+	require.NotEqual(t, one, expand(t, g, "${{ hashFiles('src/**/*.go') }}"))
+	require.Equal(t, expand(t, g, "${{ hashFiles('src/**') }}"), expand(t, g, "${{ hashFiles('src/**/*.go') }}"))
+	require.Equal(t, expand(t, g, "${{ hashFiles('src/deep/b.go') }}"), expand(t, g, "${{ hashFiles('*/deep/*.go') }}"))
+}
