@@ -268,3 +268,37 @@ func TestGitHubHashFilesPatterns(t *testing.T) {
 	require.Equal(t, expand(t, g, "${{ hashFiles('src/**') }}"), expand(t, g, "${{ hashFiles('src/**/*.go') }}"))
 	require.Equal(t, expand(t, g, "${{ hashFiles('src/deep/b.go') }}"), expand(t, g, "${{ hashFiles('*/deep/*.go') }}"))
 }
+
+// FuzzGitHubExpand evaluates arbitrary templates against a job whose
+// event payload and matrix values are arbitrary too.
+//
+// Invariant: NewGitHub, Expand and StepRuns never panic; a payload that is
+// not a JSON object reads as an empty event; a template without "${{"
+// expands to itself.
+func FuzzGitHubExpand(f *testing.F) {
+	f.Add(`{"a":{"b":[1,2]}}`, `${{ github.event.a.b[1] }} ${{ toJSON(matrix) }}`, `{"x":1}`)
+	f.Add(`[`, `${{ fromJSON(github.event) }}`, `[1`)
+	f.Add(`null`, `plain`, `null`)
+	f.Fuzz(func(t *testing.T, payload, tmpl, matrix string) {
+		spec := &cikit.JobSpec{Format: "github", MatrixJSON: map[string]json.RawMessage{"m": json.RawMessage(matrix)}}
+		jc := &cikit.JobContext{RunContext: cikit.RunContext{Payload: json.RawMessage(payload)}}
+		g, err := runtime.NewGitHub(runtime.Params{Spec: spec, Context: jc})
+		if err != nil {
+			if json.Valid([]byte(matrix)) {
+				t.Fatalf("valid matrix JSON refused: %v", err)
+			}
+			return
+		}
+		got, err := g.Expand(tmpl)
+		if !strings.Contains(tmpl, "${{") && (err != nil || got != tmpl) {
+			t.Fatalf("%q expanded to %q, %v", tmpl, got, err)
+		}
+		_, _ = g.StepRuns(&cikit.Step{If: &cikit.Condition{Lang: cikit.LangGitHub, Expr: tmpl}}, expr.Status{})
+		var obj map[string]any
+		if json.Unmarshal([]byte(payload), &obj) != nil || obj == nil {
+			if ev, err := g.Expand("${{ toJSON(github.event) }}"); err != nil || ev != "{}" {
+				t.Fatalf("payload %q reads as %q, %v", payload, ev, err)
+			}
+		}
+	})
+}
