@@ -61,4 +61,13 @@ func TestRealPayloads(t *testing.T) {
 	require.Equal(t, "diaspora", env["CI_PROJECT_NAME"])
 	require.Equal(t, "mike", env["CI_PROJECT_NAMESPACE"])
 	require.Equal(t, "master", env["CI_COMMIT_BRANCH"])
+	require.Equal(t, "fixed readme\n", env["CI_COMMIT_MESSAGE"])
+	require.Equal(t, "fixed readme", env["CI_COMMIT_TITLE"])
+	require.Equal(t, "", env["CI_COMMIT_DESCRIPTION"])
+	require.Equal(t, "GitLab dev user <gitlabdev@dv6700.(none)>", env["CI_COMMIT_AUTHOR"])
+	require.Equal(t, "2012-01-03T23:36:29+02:00", env["CI_COMMIT_TIMESTAMP"])
+
+	jc.Event, jc.Payload = "merge_request_event", load("gitlab__merge_request.json")
+	env = runtime.Env(runtime.Params{Spec: &cikit.JobSpec{Format: "gitlab"}, Context: jc})
+	require.Equal(t, "fixed readme", env["CI_COMMIT_TITLE"], "a merge request's last commit")
 }
