@@ -233,7 +233,8 @@ func TestCommandWriterOutputError(t *testing.T) {
 // FuzzCommandWriter feeds arbitrary output, in arbitrary pieces, through a
 // CommandWriter, and arbitrary lines to ParseCommand.
 //
-// Invariant: neither panics; a value registered with ::add-mask:: (not
+// Invariant: neither panics; the log and the annotations do not depend on
+// how the output is cut into writes; a value registered with ::add-mask:: (not
 // blank) never appears in the log after the line that registered it,
 // unless stop-commands was on or the line was longer than the limit; the
 // annotations never pass the limit; ParseCommand's message never holds
@@ -263,9 +264,22 @@ func FuzzCommandWriter(f *testing.F) {
 		if err := w.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		anns, _ := w.Annotations()
+		anns, dropped := w.Annotations()
 		if len(anns) > 5 {
 			t.Fatalf("%d annotations", len(anns))
+		}
+		var whole strings.Builder
+		w2 := runtime.NewCommandWriter(&whole, runtime.CommandOptions{MaxLineBytes: maxLine, MaxAnnotations: 5})
+		w2.BeginStep("s")
+		if _, err := w2.Write([]byte(out)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w2.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		anns2, dropped2 := w2.Annotations()
+		if whole.String() != log.String() || !cmp.Equal(anns, anns2) || dropped != dropped2 {
+			t.Fatalf("pieces of %d bytes give another log than one write:\n%q\n%q", size, log.String(), whole.String())
 		}
 		if strings.Contains(out, "stop-commands") || len(out) > maxLine {
 			return
