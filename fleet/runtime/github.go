@@ -18,7 +18,8 @@ import (
 //   - github: the run (sha, ref, ref_name, ref_type, repository,
 //     repository_owner, actor, triggering_actor, event_name, event — the
 //     payload —, head_ref, base_ref, run_id, run_attempt, job, workspace,
-//     server_url, api_url, graphql_url, action_path, token);
+//     server_url, api_url, graphql_url, event_path, repositoryUrl,
+//     action_path, token);
 //   - env: the job's env expanded, the variables earlier steps wrote to
 //     GITHUB_ENV (AddEnv), and in a step's own values its env (StepEnv);
 //   - matrix: the variant's values, objects and arrays as such
@@ -92,6 +93,7 @@ func NewGitHub(p Params) (*GitHub, error) {
 				"head_ref": rc.HeadRef, "base_ref": rc.BaseRef, "run_id": runID, "run_attempt": strconv.Itoa(attempt),
 				"job": jobKey(p.Spec), "workspace": p.Workspace, "server_url": server,
 				"api_url": apiURL(server), "graphql_url": graphqlURL(server), "action_path": "", "token": "",
+				"event_path": p.eventPath(), "repositoryUrl": repositoryGitURL(server, rc.Repository),
 			},
 			"matrix":  matrix,
 			"needs":   needs,
@@ -161,6 +163,19 @@ func needsContext(needs map[string]cikit.NeedResult) map[string]any {
 		out[key] = map[string]any{"result": result(res), "outputs": anyMap(g.outputs)}
 	}
 	return out
+}
+
+// repositoryGitURL is github.repositoryUrl: the repository's git://
+// URL on its server.
+func repositoryGitURL(server, repo string) string {
+	host, ok := strings.CutPrefix(server, "https://")
+	if !ok {
+		host, ok = strings.CutPrefix(server, "http://")
+	}
+	if !ok || host == "" || repo == "" {
+		return ""
+	}
+	return "git://" + host + "/" + repo + ".git"
 }
 
 // result names a job's end as needs.<job>.result does.

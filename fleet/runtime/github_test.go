@@ -59,6 +59,8 @@ func TestGitHubContexts(t *testing.T) {
 		"${{ github.job }}":                                  "test",
 		"${{ github.workspace }}":                            "/ws",
 		"${{ github.server_url }}":                           "https://github.com",
+		"${{ github.repositoryUrl }}":                        "git://github.com/acme/api.git",
+		"${{ github.event_path }}":                           "/tmp/j/event.json",
 		"${{ github.head_ref }}":                             "",
 		"${{ matrix.os }}":                                   "linux",
 		"${{ matrix.cfg.go }}":                               "1.26",
