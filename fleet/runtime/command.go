@@ -139,6 +139,15 @@ const DefaultMaxLineBytes = 256 << 10
 // MaskReplacement is what a masked value is replaced with in the log.
 const MaskReplacement = "***"
 
+// MaxStepMasks and MaxStepMaskBytes bound the values a job's steps
+// register with ::add-mask::, which every later line is searched for and
+// the writer keeps: 1,000 values, 1 MiB together. Values the executor
+// registers (CommandWriter.AddMask, the job's secrets) do not count.
+const (
+	MaxStepMasks     = 1000
+	MaxStepMaskBytes = 1 << 20
+)
+
 // CommandOptions configure a CommandWriter.
 type CommandOptions struct {
 	// MaxLineBytes bounds a line; zero means DefaultMaxLineBytes.
@@ -153,7 +162,9 @@ type CommandOptions struct {
 //
 //   - ::add-mask::value masks value (and each of its lines) with
 //     MaskReplacement in every later line, of this step and the later
-//     ones, and in annotations; the command's own line is not written;
+//     ones, and in annotations; the command's own line is not written.
+//     Steps register at most MaxStepMasks values, MaxStepMaskBytes, this
+//     way; past it the log says the value is not masked;
 //   - ::error, ::warning and ::notice (properties file, line, endLine,
 //     col, endColumn, title) record a cikit.Annotation, at most
 //     CommandOptions.MaxAnnotations of them, counting those dropped, and
@@ -169,9 +180,9 @@ type CommandOptions struct {
 //     too, until a line ::TOKEN::;
 //   - ::echo::on and ::echo::off make command lines also be written as
 //     they are;
-//   - ::set-env and ::add-path, disabled on GitHub, and ::add-matcher /
-//     ::remove-matcher and ::save-state, not supported, leave an error or a warning line
-//     that says so;
+//   - ::set-env and ::add-path, disabled on GitHub, and ::add-matcher,
+//     ::remove-matcher and ::save-state, not supported, leave an error or
+//     a warning line that says so;
 //   - any other line, unknown commands included, is written as it is,
 //     masked.
 //
@@ -185,6 +196,8 @@ type CommandWriter struct {
 	maxAnn    int
 	buf       []byte
 	masks     []string
+	stepMasks int // masks registered by ::add-mask::, and their bytes
+	maskBytes int
 	anns      []cikit.Annotation
 	dropped   int
 	step      string
@@ -401,6 +414,12 @@ func (w *CommandWriter) line(raw string) {
 	}
 	switch c.Name {
 	case "add-mask":
+		if w.stepMasks >= MaxStepMasks || w.maskBytes+len(c.Message) > MaxStepMaskBytes {
+			w.writeLine(WarningMarker + fmt.Sprintf("::add-mask:: past %d values or %s: this value is not masked", MaxStepMasks, cikit.FormatBytes(MaxStepMaskBytes)))
+			return
+		}
+		w.stepMasks++
+		w.maskBytes += len(c.Message)
 		w.addMask(c.Message)
 	case "error", "warning", "notice":
 		w.annotate(c)

@@ -95,6 +95,33 @@ func TestCommandWriterAddMask(t *testing.T) {
 	require.Equal(t, "the *** is set; *** *** ***\n", log.String())
 }
 
+func TestCommandWriterMaskLimit(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	for i := range runtime.MaxStepMasks + 1 {
+		fmt.Fprintf(&out, "::add-mask::value-%05d\n", i)
+	}
+	out.WriteString("value-00000 value-01000\n")
+	var log strings.Builder
+	w := runtime.NewCommandWriter(&log, runtime.CommandOptions{})
+	w.AddMask("executor-secret")
+	w.BeginStep("s")
+	_, err := w.Write([]byte(out.String()))
+	require.NoError(t, err)
+	w.AddMask("another-secret")
+	_, err = w.Write([]byte("executor-secret another-secret\n"))
+	require.NoError(t, err)
+	require.Equal(t, "##[warning]::add-mask:: past 1000 values or 1 MiB: this value is not masked\n*** value-01000\n*** ***\n", log.String())
+
+	log.Reset()
+	w = runtime.NewCommandWriter(&log, runtime.CommandOptions{MaxLineBytes: 2 << 20})
+	w.BeginStep("s")
+	big := strings.Repeat("x", runtime.MaxStepMaskBytes/2)
+	_, err = w.Write([]byte("::add-mask::" + big + "\n::add-mask::" + big + "\n::add-mask::y" + big + "\n"))
+	require.NoError(t, err)
+	require.Equal(t, "##[warning]::add-mask:: past 1000 values or 1 MiB: this value is not masked\n", log.String())
+}
+
 func TestCommandWriterMaskOverlaps(t *testing.T) {
 	t.Parallel()
 	log, _ := run(t, runtime.CommandOptions{}, "::add-mask::abc\n::add-mask::abcdef\n::add-mask::efgh\n::add-mask::*\nabcdef abc abcdefgh a*c\n")
