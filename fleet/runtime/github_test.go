@@ -304,3 +304,18 @@ func FuzzGitHubExpand(f *testing.F) {
 		}
 	})
 }
+
+func TestGitHubMatrixScalarsFromJSON(t *testing.T) {
+	t.Parallel()
+	spec := &cikit.JobSpec{
+		Matrix:     map[string]string{"experimental": "false", "node": "20", "os": "linux"},
+		MatrixJSON: map[string]json.RawMessage{"experimental": json.RawMessage(`false`), "node": json.RawMessage(`20`)},
+	}
+	g := newGitHub(t, spec, nil)
+	require.Equal(t, "true", expand(t, g, "${{ !matrix.experimental }}"), "a boolean in MatrixJSON stays a boolean")
+	require.Equal(t, "true", expand(t, g, "${{ matrix.node > 18 }}"))
+	require.Equal(t, "linux", expand(t, g, "${{ matrix.os }}"))
+
+	text := newGitHub(t, &cikit.JobSpec{Matrix: map[string]string{"experimental": "false"}}, nil)
+	require.Equal(t, "false", expand(t, text, "${{ !matrix.experimental }}"), "without MatrixJSON the value is the string \"false\", which is truthy")
+}
