@@ -144,6 +144,7 @@ type Result struct {
 // target is a validated request.
 type target struct {
 	url, repo string
+	expires   time.Time // when the credential stops working; zero if unknown
 	own       bool   // the run's own repository
 	want      string // the SHA or ref name to fetch
 	isSHA     bool
@@ -218,6 +219,11 @@ func prepare(req Request) (target, error) {
 	if err := checkDir(req.Dir, o.Path); err != nil {
 		return t, err
 	}
+	if req.Repository != "" {
+		if err := checkRepo(req.Repository); err != nil {
+			return t, err
+		}
+	}
 	t.dir = filepath.Join(req.Dir, filepath.FromSlash(o.Path))
 	if req.Source == nil || req.Source.URL == "" {
 		return t, errors.New("the job has no source to fetch its commit from")
@@ -233,7 +239,7 @@ func prepare(req Request) (target, error) {
 	case u.RawQuery != "" || u.Fragment != "":
 		return t, fmt.Errorf("source URL %s has a query or fragment", req.Source)
 	}
-	t.url = u.String()
+	t.url, t.expires = u.String(), req.Source.ExpiresAt
 	if o.Repository != "" && o.Repository != req.Repository {
 		if err := checkRepo(o.Repository); err != nil {
 			return t, err
@@ -477,6 +483,16 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "; ")
 }
 
+// expired refuses to contact the remote with a credential that has
+// expired: the remote would refuse it, less clearly.
+func (c *Checkouter) expired(t target, op string) error {
+	if t.expires.IsZero() || c.now().Before(t.expires) {
+		return nil
+	}
+	return &Error{Class: classOf(ErrAccessDenied, t.own), Op: op, Err: ErrAccessDenied,
+		Detail: "the job's credential expired at " + t.expires.UTC().Format(time.RFC3339)}
+}
+
 // fetch brings the target's commit into the mirror, under its lock, and
 // returns how many objects arrived and the commit.
 func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mirror string, t target) (int64, string, error) {
@@ -495,12 +511,18 @@ func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mir
 		if !t.own {
 			// The cache holds what other jobs fetched: this job's
 			// credential must be good for the repository too.
+			if err := c.expired(t, op); err != nil {
+				return 0, "", err
+			}
 			if _, err := c.run(ctx, mirror, env, log, "ls-remote", "--quiet", "--", t.url, "HEAD"); err != nil {
 				return 0, "", fail(ctx, op, t.own, true, err)
 			}
 		}
 		fmt.Fprintf(log, "Commit %s is in the runner's cache\n", t.want)
 		return 0, t.want, nil
+	}
+	if err := c.expired(t, op); err != nil {
+		return 0, "", err
 	}
 	before, err := c.countObjects(ctx, mirror)
 	if err != nil {

@@ -89,6 +89,7 @@ func TestCheckout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	req := b.request(t, b.sha)
+	req.Source.ExpiresAt = time.Now().Add(time.Hour)
 	var log bytes.Buffer
 	req.Log = &log
 	res, err := b.c.Checkout(b.ctx, req)
@@ -308,6 +309,8 @@ func TestOtherRepository(t *testing.T) {
 func TestErrors(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	b.repos.Create(t, "acme/tools", "main")
+	b.repos.Commit(t, "acme/tools", "main", map[string]string{"x": "x"})
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
 	missing := strings.Repeat("ab", 20)
@@ -341,6 +344,14 @@ func TestErrors(t *testing.T) {
 		}, checkout.ErrInvalidRequest, cikit.FailureConfig},
 		{"file URL", func(r *checkout.Request) { r.Source.URL = "file://" + b.repos.Dir(repo) }, checkout.ErrInvalidRequest, cikit.FailureConfig},
 		{"no source", func(r *checkout.Request) { r.Source = nil }, checkout.ErrInvalidRequest, cikit.FailureConfig},
+		{"bad run repository", func(r *checkout.Request) { r.Repository = "api" }, checkout.ErrInvalidRequest, cikit.FailureConfig},
+		{"expired credential", func(r *checkout.Request) {
+			r.Source.ExpiresAt = time.Now().Add(-time.Minute)
+		}, checkout.ErrAccessDenied, cikit.FailureInfrastructure},
+		{"expired credential, other repository", func(r *checkout.Request) {
+			r.Source.ExpiresAt = time.Now().Add(-time.Minute)
+			r.Options.Repository = "acme/tools"
+		}, checkout.ErrAccessDenied, cikit.FailureConfig},
 	} {
 		req := b.request(t, b.sha)
 		var log bytes.Buffer

@@ -56,7 +56,9 @@
 // already holds a commit of another repository (Options.Repository), the
 // remote is asked whether the job's credential may read it before it is
 // checked out, so a job cannot read through the cache what its token may
-// not.
+// not. A credential past its Source.ExpiresAt is not sent: the checkout
+// fails with ErrAccessDenied at once, unless the cache holds the run's
+// commit and the remote need not be asked.
 //
 // # Failures
 //
