@@ -145,8 +145,8 @@ type Result struct {
 type target struct {
 	url, repo string
 	expires   time.Time // when the credential stops working; zero if unknown
-	own       bool   // the run's own repository
-	want      string // the SHA or ref name to fetch
+	own       bool      // the run's own repository
+	want      string    // the SHA or ref name to fetch
 	isSHA     bool
 	branch    string // the local branch to create, "" for detached
 	depth     int    // 0 full history, else how many commits
