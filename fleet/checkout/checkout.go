@@ -228,16 +228,19 @@ func prepare(req Request) (target, error) {
 	if req.Source == nil || req.Source.URL == "" {
 		return t, errors.New("the job has no source to fetch its commit from")
 	}
+	// No message repeats the URL as given: it might hold a secret.
 	u, err := url.Parse(req.Source.URL)
 	switch {
 	case err != nil:
-		return t, fmt.Errorf("source URL: %v", err)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return t, fmt.Errorf("source URL %s is not http or https", req.Source)
+		return t, errors.New("the source URL is not a valid URL")
 	case u.User != nil:
 		return t, errors.New("the source URL holds credentials; they belong in Source.Username and Source.Token")
-	case u.RawQuery != "" || u.Fragment != "":
-		return t, fmt.Errorf("source URL %s has a query or fragment", req.Source)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return t, errors.New("the source URL has a query or fragment")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return t, fmt.Errorf("the source URL's scheme %q is not http or https", u.Scheme)
+	case u.Host == "":
+		return t, errors.New("the source URL has no host")
 	}
 	t.url, t.expires = u.String(), req.Source.ExpiresAt
 	if o.Repository != "" && o.Repository != req.Repository {

@@ -342,6 +342,9 @@ func TestErrors(t *testing.T) {
 		{"credentials in URL", func(r *checkout.Request) {
 			r.Source.URL = strings.Replace(r.Source.URL, "http://", "http://job:"+token+"@", 1)
 		}, checkout.ErrInvalidRequest, cikit.FailureConfig},
+		{"credentials in a file URL", func(r *checkout.Request) { r.Source.URL = "file://job:" + token + "@h/x" }, checkout.ErrInvalidRequest, cikit.FailureConfig},
+		{"token in the query", func(r *checkout.Request) { r.Source.URL += "?private_token=" + token }, checkout.ErrInvalidRequest, cikit.FailureConfig},
+		{"unparsable URL with a token", func(r *checkout.Request) { r.Source.URL = "http://job:" + token + "@h/%zz" }, checkout.ErrInvalidRequest, cikit.FailureConfig},
 		{"file URL", func(r *checkout.Request) { r.Source.URL = "file://" + b.repos.Dir(repo) }, checkout.ErrInvalidRequest, cikit.FailureConfig},
 		{"no source", func(r *checkout.Request) { r.Source = nil }, checkout.ErrInvalidRequest, cikit.FailureConfig},
 		{"bad run repository", func(r *checkout.Request) { r.Repository = "api" }, checkout.ErrInvalidRequest, cikit.FailureConfig},
@@ -387,6 +390,30 @@ func TestTimeout(t *testing.T) {
 	require.ErrorIs(t, err, checkout.ErrUnreachable)
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Contains(t, err.Error(), "timed out after 500ms")
+	require.Equal(t, cikit.FailureInfrastructure, checkout.Class(err))
+}
+
+// A transfer that stops moving is given up on after the stall timeout,
+// long before the checkout's own.
+func TestStall(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(hang.Close)
+	t.Cleanup(func() { close(release) })
+	c, err := checkout.New(checkout.Config{CacheDir: t.TempDir(), StallTimeout: time.Second, Timeout: time.Hour})
+	require.NoError(t, err)
+	_, err = c.Checkout(context.Background(), checkout.Request{
+		Source: &cikit.CheckoutSource{URL: hang.URL + "/acme/api.git"}, Repository: repo,
+		SHA: strings.Repeat("1", 40), Dir: t.TempDir(),
+	})
+	require.ErrorIs(t, err, checkout.ErrUnreachable)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "git gave up, not the checkout's timeout")
 	require.Equal(t, cikit.FailureInfrastructure, checkout.Class(err))
 }
 
