@@ -48,6 +48,12 @@ type Config struct {
 	// StallTimeout ends a transfer that moved less than 1 KiB/s for
 	// that long (default DefaultStallTimeout).
 	StallTimeout time.Duration
+	// Dissociate gives each work tree its own copy of the objects it
+	// needs (git repack -a -d, as git clone --dissociate), so that it
+	// works without the cache: for executors that cannot show the
+	// cache to the job (see Result.Alternates). It costs a copy of the
+	// checked-out history on every checkout.
+	Dissociate bool
 	// Now is the clock durations are measured with (default time.Now).
 	Now func() time.Time
 }
@@ -55,12 +61,13 @@ type Config struct {
 // Checkouter puts commits into workspaces, fetching them through a cache
 // of mirrors. It is safe for concurrent use.
 type Checkouter struct {
-	cache   string
-	git     string
-	timeout time.Duration
-	stall   time.Duration
-	now     func() time.Time
-	env     []string
+	cache      string
+	git        string
+	dissociate bool
+	timeout    time.Duration
+	stall      time.Duration
+	now        func() time.Time
+	env        []string
 }
 
 // New returns a Checkouter caching under cfg.CacheDir.
@@ -87,11 +94,12 @@ func New(cfg Config) (*Checkouter, error) {
 		now = time.Now
 	}
 	return &Checkouter{
-		cache:   cache,
-		git:     git,
-		timeout: cmp.Or(cfg.Timeout, DefaultTimeout),
-		stall:   cmp.Or(cfg.StallTimeout, DefaultStallTimeout),
-		now:     now,
+		cache:      cache,
+		git:        git,
+		dissociate: cfg.Dissociate,
+		timeout:    cmp.Or(cfg.Timeout, DefaultTimeout),
+		stall:      cmp.Or(cfg.StallTimeout, DefaultStallTimeout),
+		now:        now,
 		// Nothing of the runner's environment or configuration but
 		// PATH, which git's shell-script commands need.
 		env: []string{
@@ -139,6 +147,12 @@ type Result struct {
 	// Fetched is how many objects the cache received from the remote:
 	// 0 when the cache already held the commit.
 	Fetched int64
+	// Alternates are the object directories of the cache the work tree
+	// borrows (git's objects/info/alternates), unless
+	// Config.Dissociate: git commands of the job's steps need them, so
+	// a sandbox must show them to the job read-only, at the same path —
+	// never writable, since other jobs' work trees borrow them too.
+	Alternates []string
 }
 
 // target is a validated request.
@@ -150,7 +164,7 @@ type target struct {
 	isSHA     bool
 	branch    string // the local branch to create, "" for detached
 	depth     int    // 0 full history, else how many commits
-	dir       string
+	root, dir string // the workspace, and the work tree in it
 }
 
 // Checkout puts the commit req asks for into req.Dir/Options.Path, through
@@ -189,6 +203,9 @@ func (c *Checkouter) Checkout(ctx context.Context, req Request) (Result, error) 
 		return Result{}, err
 	}
 	res := Result{Commit: commit, Duration: c.now().Sub(start), Fetched: fetched}
+	if !c.dissociate {
+		res.Alternates = []string{filepath.Join(mirror, "objects")}
+	}
 	fmt.Fprintf(log, "Checked out %s into %s in %s (%d objects fetched)\n", commit, cmp.Or(req.Options.Path, "the workspace"),
 		res.Duration.Round(time.Millisecond), fetched)
 	return res, nil
@@ -224,7 +241,7 @@ func prepare(req Request) (target, error) {
 			return t, err
 		}
 	}
-	t.dir = filepath.Join(req.Dir, filepath.FromSlash(o.Path))
+	t.root, t.dir = filepath.Clean(req.Dir), filepath.Join(req.Dir, filepath.FromSlash(o.Path))
 	if req.Source == nil || req.Source.URL == "" {
 		return t, errors.New("the job has no source to fetch its commit from")
 	}
@@ -686,8 +703,16 @@ func (c *Checkouter) workTree(ctx context.Context, log io.Writer, env []string, 
 	if o.Clean {
 		steps = append(steps, []string{"clean", "-ffdxq"})
 	}
+	if c.dissociate {
+		steps = append(steps, []string{"repack", "-a", "-d", "-q"})
+	}
 	for _, args := range steps {
 		if err := local(args...); err != nil {
+			return fail(ctx, op, t.own, false, err)
+		}
+	}
+	if c.dissociate {
+		if err := os.Remove(filepath.Join(gitDir, "objects", "info", "alternates")); err != nil {
 			return fail(ctx, op, t.own, false, err)
 		}
 	}
@@ -704,18 +729,14 @@ func (c *Checkouter) workTree(ctx context.Context, log io.Writer, env []string, 
 	return nil
 }
 
-// initWorkTree makes t.dir an empty repository borrowing the mirror's
-// objects, or keeps the one an earlier checkout of the same repository
-// left there (strategy fetch). fresh (strategy clone) empties it first.
+// initWorkTree makes t.dir a new repository borrowing the mirror's
+// objects. An earlier job's git directory there is never reused, even of
+// the same repository (strategy fetch): its configuration, hooks and
+// index were the job's to change, and git must not run what a job wrote
+// outside that job's sandbox. Its files stay (checkout --force rewrites
+// the tracked ones) unless fresh (strategy clone) empties the directory.
 func (c *Checkouter) initWorkTree(ctx context.Context, mirror string, t target, fresh bool) error {
-	alternates := filepath.Join(t.dir, ".git", "objects", "info", "alternates")
-	want := filepath.Join(mirror, "objects") + "\n"
-	if !fresh {
-		if got, err := os.ReadFile(alternates); err == nil && string(got) == want {
-			return nil
-		}
-	}
-	if err := os.MkdirAll(t.dir, 0o755); err != nil {
+	if err := mkdirInside(t.root, t.dir); err != nil {
 		return err
 	}
 	entries, err := os.ReadDir(t.dir)
@@ -723,8 +744,6 @@ func (c *Checkouter) initWorkTree(ctx context.Context, mirror string, t target, 
 		return err
 	}
 	for _, e := range entries {
-		// Another repository's git directory goes in any case; its
-		// files only for a fresh copy.
 		if fresh || e.Name() == ".git" {
 			if err := os.RemoveAll(filepath.Join(t.dir, e.Name())); err != nil {
 				return err
@@ -734,10 +753,44 @@ func (c *Checkouter) initWorkTree(ctx context.Context, mirror string, t target, 
 	if _, err := c.run(ctx, t.dir, c.env, nil, "init", "--quiet", "--template=", t.dir); err != nil {
 		return err
 	}
+	alternates := filepath.Join(t.dir, ".git", "objects", "info", "alternates")
 	if err := os.MkdirAll(filepath.Dir(alternates), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(alternates, []byte(want), 0o644)
+	return os.WriteFile(alternates, []byte(filepath.Join(mirror, "objects")+"\n"), 0o644)
+}
+
+// mkdirInside makes dir, which is root or below it, replacing whatever
+// is not a directory on the way — a symbolic link an earlier job left
+// would otherwise lead the checkout, which runs outside the sandbox, to
+// write elsewhere on the runner.
+func mkdirInside(root, dir string) error {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(root, dir)
+	if err != nil || rel == "." {
+		return err
+	}
+	p := root
+	for part := range strings.SplitSeq(rel, string(filepath.Separator)) {
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		switch {
+		case err == nil && fi.IsDir():
+			continue
+		case err == nil:
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+		case !errors.Is(err, os.ErrNotExist):
+			return err
+		}
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // submodules checks out the submodules at the commits the work tree

@@ -417,6 +417,82 @@ func TestStall(t *testing.T) {
 	require.Equal(t, cikit.FailureInfrastructure, checkout.Class(err))
 }
 
+// By default the work tree borrows the cache's objects, which the result
+// names for the sandbox to show; dissociated, it works without the cache.
+func TestAlternatesAndDissociate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	req := b.request(t, b.sha)
+	res, err := b.c.Checkout(b.ctx, req)
+	require.NoError(t, err)
+	require.Len(t, res.Alternates, 1)
+	require.True(t, strings.HasPrefix(res.Alternates[0], b.cache+string(filepath.Separator)), res.Alternates)
+	require.Equal(t, res.Alternates[0]+"\n", read(t, filepath.Join(req.Dir, ".git", "objects", "info", "alternates")))
+
+	for _, depth := range []int{0, -1} {
+		cache := t.TempDir()
+		c, err := checkout.New(checkout.Config{CacheDir: cache, Dissociate: true})
+		require.NoError(t, err)
+		req := b.request(t, b.sha)
+		req.Options.Depth = depth
+		res, err = c.Checkout(b.ctx, req)
+		require.NoError(t, err)
+		require.Empty(t, res.Alternates)
+		require.NoFileExists(t, filepath.Join(req.Dir, ".git", "objects", "info", "alternates"))
+		require.NoError(t, os.RemoveAll(cache))
+		git(t, req.Dir, "fsck", "--no-dangling")
+		require.Equal(t, "", git(t, req.Dir, "status", "--porcelain"))
+		require.Equal(t, "hello\n", git(t, req.Dir, "show", "HEAD:README.md")+"\n")
+	}
+}
+
+// Nothing a job leaves in its workspace runs, or is written through, when
+// the next checkout (outside the sandbox) reuses the directory: not its
+// git configuration, not its hooks, not a symbolic link on the path.
+func TestEarlierJobCannotRunCode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	req := b.request(t, b.sha)
+	req.Options.Path = "sub/api"
+	_, err := b.c.Checkout(b.ctx, req)
+	require.NoError(t, err)
+
+	// What a malicious step would leave behind.
+	marker := filepath.Join(t.TempDir(), "ran")
+	tree := filepath.Join(req.Dir, "sub", "api")
+	evil := "#!/bin/sh\ntouch " + marker + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(tree, "evil.sh"), []byte(evil), 0o755))
+	f, err := os.OpenFile(filepath.Join(tree, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(f, "[core]\n\tfsmonitor = %s\n\thooksPath = %s\n", filepath.Join(tree, "evil.sh"), filepath.Join(tree, "hooks"))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, os.MkdirAll(filepath.Join(tree, "hooks"), 0o755))
+	for _, hook := range []string{"post-checkout", "reference-transaction"} {
+		require.NoError(t, os.WriteFile(filepath.Join(tree, "hooks", hook), []byte(evil), 0o755))
+	}
+	// They would run, were the git directory reused.
+	git(t, tree, "status")
+	require.FileExists(t, marker)
+	require.NoError(t, os.Remove(marker))
+
+	_, err = b.c.Checkout(b.ctx, req)
+	require.NoError(t, err)
+	require.NoFileExists(t, marker, "the earlier job's configuration and hooks did not run")
+	require.Equal(t, b.sha, git(t, tree, "rev-parse", "HEAD"))
+
+	// A link where the work tree's directory was leads nowhere.
+	outside := t.TempDir()
+	require.NoError(t, os.RemoveAll(filepath.Join(req.Dir, "sub")))
+	require.NoError(t, os.Symlink(outside, filepath.Join(req.Dir, "sub")))
+	_, err = b.c.Checkout(b.ctx, req)
+	require.NoError(t, err)
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing was written through the link")
+	require.Equal(t, "hello\n", read(t, filepath.Join(tree, "README.md")))
+}
+
 // Jobs checking out the same repository at once share one fetch: the
 // mirror's lock lets one fetch while the others wait and then find the
 // commit in the cache.

@@ -37,13 +37,25 @@
 //
 // # Strategies
 //
-// Options.Strategy "fetch" (the default) reuses the work tree an earlier
-// checkout of the same repository left in the directory: tracked files
-// are reset, untracked ones stay unless Options.Clean (git clean -ffdx).
-// "clone" empties the directory first. "none" only makes sure the
-// directory exists. The work tree gets "origin" pointing at the remote's
-// URL, without credentials, and a branch of the run's name when the run's
-// ref is a branch; anything else is checked out detached.
+// Options.Strategy "fetch" (the default) keeps the files an earlier job
+// left in the directory: tracked ones are rewritten, untracked ones stay
+// unless Options.Clean (git clean -ffdx). Its git directory is never
+// reused — the checkout runs outside the sandbox, and git must not run
+// hooks or configuration a job wrote — and a symbolic link on the way to
+// Options.Path is replaced, not followed. "clone" empties the directory
+// first. "none" only makes sure the directory exists. The work tree gets
+// "origin" pointing at the remote's URL, without credentials, and a
+// branch of the run's name when the run's ref is a branch; anything else
+// is checked out detached.
+//
+// # The job's view of the cache
+//
+// A work tree borrows the mirror's objects, so git commands of the
+// job's steps read them: Result.Alternates names the directories, which
+// a sandbox must show to the job read-only at the same path (never
+// writable: other jobs borrow them too). An executor that cannot sets
+// Config.Dissociate, and each work tree gets its own copy of the objects
+// it needs, at the cost of copying them on every checkout.
 //
 // # The credential
 //
