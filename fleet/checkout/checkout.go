@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"os/exec"
@@ -433,7 +434,14 @@ type gitError struct {
 }
 
 func (e *gitError) Error() string {
-	return fmt.Sprintf("git %s: %v: %s", e.args[0], e.err, e.stderr)
+	cmd := e.args[0]
+	for _, a := range e.args {
+		if !strings.HasPrefix(a, "-") {
+			cmd = a
+			break
+		}
+	}
+	return fmt.Sprintf("git %s: %v: %s", cmd, e.err, e.stderr)
 }
 
 // run runs git in dir with env, copying its standard error to log (when
@@ -523,6 +531,9 @@ func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mir
 	}
 	defer lk.unlock()
 	if err := c.ensureMirror(ctx, mirror); err != nil {
+		return 0, "", fail(ctx, op, t.own, false, err)
+	}
+	if err := clearStaleLocks(mirror); err != nil {
 		return 0, "", fail(ctx, op, t.own, false, err)
 	}
 	shallow := fileExists(filepath.Join(mirror, "shallow"))
@@ -620,6 +631,24 @@ func (c *Checkouter) ensureMirror(ctx context.Context, mirror string) error {
 		}
 	}
 	return os.Rename(tmp, mirror)
+}
+
+// clearStaleLocks removes the lock files of git a runner killed halfway
+// through a fetch left in the mirror: every git that writes it runs under
+// the mirror's exclusive lock, which the caller holds, so any there is
+// stale, and would fail every later fetch.
+func clearStaleLocks(mirror string) error {
+	for _, name := range []string{"shallow.lock", "packed-refs.lock", "config.lock", "index.lock", "HEAD.lock", "gc.pid"} {
+		if err := os.Remove(filepath.Join(mirror, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return filepath.WalkDir(filepath.Join(mirror, "refs"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".lock") {
+			return err
+		}
+		return os.Remove(p)
+	})
 }
 
 func (c *Checkouter) hasCommit(ctx context.Context, gitDir, sha string) bool {

@@ -493,6 +493,25 @@ func TestEarlierJobCannotRunCode(t *testing.T) {
 	require.Equal(t, "hello\n", read(t, filepath.Join(tree, "README.md")))
 }
 
+// A runner killed in the middle of a fetch leaves git's lock files in the
+// mirror; the next checkout does not stumble on them.
+func TestStaleLocks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.c.Checkout(b.ctx, b.request(t, b.sha))
+	require.NoError(t, err)
+	mirrors, err := filepath.Glob(filepath.Join(b.cache, "*.git"))
+	require.NoError(t, err)
+	require.Len(t, mirrors, 1)
+	for _, p := range []string{"shallow.lock", "packed-refs.lock", "refs/cikit/heads/main.lock"} {
+		require.NoError(t, os.WriteFile(filepath.Join(mirrors[0], p), nil, 0o644))
+	}
+	next := b.repos.Commit(t, repo, "main", map[string]string{"n": "1"})
+	res, err := b.c.Checkout(b.ctx, b.request(t, next))
+	require.NoError(t, err)
+	require.Equal(t, next, res.Commit)
+}
+
 // Jobs checking out the same repository at once share one fetch: the
 // mirror's lock lets one fetch while the others wait and then find the
 // commit in the cache.
