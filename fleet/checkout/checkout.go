@@ -68,7 +68,8 @@ type Checkouter struct {
 	timeout    time.Duration
 	stall      time.Duration
 	now        func() time.Time
-	env        []string
+	base       []string // the environment of every git: nothing of the runner's
+	env        []string // base, and the configuration of git on this machine only
 }
 
 // New returns a Checkouter caching under cfg.CacheDir.
@@ -94,6 +95,18 @@ func New(cfg Config) (*Checkouter, error) {
 	if now == nil {
 		now = time.Now
 	}
+	// Nothing of the runner's environment or configuration but PATH,
+	// which git's shell-script commands need.
+	base := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=" + os.DevNull,
+		"HOME=" + os.DevNull,
+		"XDG_CONFIG_HOME=" + os.DevNull,
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_NO_REPLACE_OBJECTS=1",
+		"LC_ALL=C",
+	}
 	return &Checkouter{
 		cache:      cache,
 		git:        git,
@@ -101,18 +114,9 @@ func New(cfg Config) (*Checkouter, error) {
 		timeout:    cmp.Or(cfg.Timeout, DefaultTimeout),
 		stall:      cmp.Or(cfg.StallTimeout, DefaultStallTimeout),
 		now:        now,
-		// Nothing of the runner's environment or configuration but
-		// PATH, which git's shell-script commands need.
-		env: []string{
-			"PATH=" + os.Getenv("PATH"),
-			"GIT_CONFIG_NOSYSTEM=1",
-			"GIT_CONFIG_GLOBAL=" + os.DevNull,
-			"HOME=" + os.DevNull,
-			"XDG_CONFIG_HOME=" + os.DevNull,
-			"GIT_TERMINAL_PROMPT=0",
-			"GIT_NO_REPLACE_OBJECTS=1",
-			"LC_ALL=C",
-		},
+		base:       base,
+		env: append(base[:len(base):len(base)], "GIT_CONFIG_COUNT=1",
+			"GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*"),
 	}, nil
 }
 
@@ -134,9 +138,19 @@ type Request struct {
 	Options cikit.Checkout
 	// Dir is the job's workspace; the commit goes to Dir/Options.Path.
 	Dir string
+	// Owner, when set, is who the work tree is given to after the
+	// checkout: the user the job's steps run as, when it is not the
+	// runner's (git refuses a repository another user owns, and the
+	// steps must be able to write their files).
+	Owner *Owner
 	// Log receives progress lines (default: discarded). Nothing written
 	// to it holds the credential.
 	Log io.Writer
+}
+
+// Owner is a user and group of the runner's host.
+type Owner struct {
+	UID, GID int
 }
 
 // Result is what a checkout did.
@@ -166,6 +180,7 @@ type target struct {
 	branch    string // the local branch to create, "" for detached
 	depth     int    // 0 full history, else how many commits
 	root, dir string // the workspace, and the work tree in it
+	owner     *Owner
 }
 
 // Checkout puts the commit req asks for into req.Dir/Options.Path, through
@@ -242,7 +257,7 @@ func prepare(req Request) (target, error) {
 			return t, err
 		}
 	}
-	t.root, t.dir = filepath.Clean(req.Dir), filepath.Join(req.Dir, filepath.FromSlash(o.Path))
+	t.root, t.dir, t.owner = filepath.Clean(req.Dir), filepath.Join(req.Dir, filepath.FromSlash(o.Path)), req.Owner
 	if req.Source == nil || req.Source.URL == "" {
 		return t, errors.New("the job has no source to fetch its commit from")
 	}
@@ -399,6 +414,11 @@ func mirrorName(rawURL string) string {
 // see — never the remote URL, a config file or the job's environment.
 func (c *Checkouter) remoteEnv(src *cikit.CheckoutSource, rawURL string) []string {
 	cfg := [][2]string{
+		// Work trees belong to the job's user (Request.Owner), whose
+		// workspace the runner writes: git's ownership check guards
+		// against running a repository's configuration, and every git
+		// directory the checkout touches is its own, never a job's.
+		{"safe.directory", "*"},
 		{"protocol.version", "2"},
 		// Submodule URLs come from the repository: only HTTP(S), never
 		// file:// (which could read the runner's other mirrors) or ssh.
@@ -419,7 +439,7 @@ func (c *Checkouter) remoteEnv(src *cikit.CheckoutSource, rawURL string) []strin
 		cred := base64.StdEncoding.EncodeToString([]byte(src.Username + ":" + src.Token))
 		cfg = append(cfg, [2]string{"http." + origin + ".extraHeader", "Authorization: Basic " + cred})
 	}
-	env := append(c.env[:len(c.env):len(c.env)], "GIT_CONFIG_COUNT="+strconv.Itoa(len(cfg)))
+	env := append(c.base[:len(c.base):len(c.base)], "GIT_CONFIG_COUNT="+strconv.Itoa(len(cfg)))
 	for i, kv := range cfg {
 		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, kv[1]))
 	}
@@ -618,6 +638,10 @@ func (c *Checkouter) ensureMirror(ctx context.Context, mirror string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	// Readable by the jobs' user, whose work trees borrow its objects.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
 	if _, err := c.run(ctx, tmp, c.env, nil, "init", "--quiet", "--bare", "--template=", tmp); err != nil {
 		return err
 	}
@@ -648,6 +672,22 @@ func clearStaleLocks(mirror string) error {
 			return err
 		}
 		return os.Remove(p)
+	})
+}
+
+// chownTree gives dir, everything in it and the directories between root
+// and it to o, without following symbolic links.
+func chownTree(root, dir string, o Owner) error {
+	for p := dir; p != root && strings.HasPrefix(p, root); p = filepath.Dir(p) {
+		if err := os.Lchown(p, o.UID, o.GID); err != nil {
+			return err
+		}
+	}
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, o.UID, o.GID)
 	})
 }
 
@@ -748,6 +788,11 @@ func (c *Checkouter) workTree(ctx context.Context, log io.Writer, env []string, 
 	if o.Submodules != "" {
 		if err := c.submodules(ctx, log, env, t, o.Submodules == "recursive"); err != nil {
 			return err
+		}
+	}
+	if t.owner != nil {
+		if err := chownTree(t.root, t.dir, *t.owner); err != nil {
+			return fail(ctx, op, t.own, false, err)
 		}
 	}
 	subject, err := c.run(ctx, t.dir, c.env, nil, "log", "-1", "--format=%s", commit)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -510,6 +511,47 @@ func TestStaleLocks(t *testing.T) {
 	res, err := b.c.Checkout(b.ctx, b.request(t, next))
 	require.NoError(t, err)
 	require.Equal(t, next, res.Commit)
+}
+
+// The work tree is given to the user the job runs as: run as root, the
+// test gives it to nobody.
+func TestOwner(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	owner := checkout.Owner{UID: os.Geteuid(), GID: os.Getegid()}
+	if owner.UID == 0 {
+		owner = checkout.Owner{UID: 65534, GID: 65534}
+	}
+	req := b.request(t, b.sha)
+	req.Options.Path = "a/b"
+	req.Owner = &owner
+	// The executor gives the workspace to the job's user before.
+	require.NoError(t, os.Lchown(req.Dir, owner.UID, owner.GID))
+	_, err := b.c.Checkout(b.ctx, req)
+	require.NoError(t, err)
+	// A second checkout into the work tree the job's user owns.
+	req.SHA = b.repos.Commit(t, repo, "main", map[string]string{"n": "2"})
+	_, err = b.c.Checkout(b.ctx, req)
+	require.NoError(t, err)
+	n := 0
+	require.NoError(t, filepath.WalkDir(filepath.Join(req.Dir, "a"), func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		require.NoError(t, err)
+		st := fi.Sys().(*syscall.Stat_t)
+		require.Equal(t, owner, checkout.Owner{UID: int(st.Uid), GID: int(st.Gid)}, p)
+		n++
+		return nil
+	}))
+	require.Greater(t, n, 5)
+	// The mirror is readable by that user: work trees borrow from it.
+	mirrors, err := filepath.Glob(filepath.Join(b.cache, "*.git"))
+	require.NoError(t, err)
+	fi, err := os.Stat(mirrors[0])
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o755), fi.Mode().Perm())
 }
 
 // Jobs checking out the same repository at once share one fetch: the
