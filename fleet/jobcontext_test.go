@@ -71,7 +71,7 @@ func TestClaimCarriesTheJobContext(t *testing.T) {
 				require.Equal(t, c.Token, jc.Source.Token, "the minter is given the job's token")
 				body := map[string]any{"result": "succeeded", "outputs": map[string]string{"from": c.JobID},
 					"annotations": []cikit.Annotation{{Level: "warning", Message: "careful", File: "a.go", Line: 1}},
-					"commit": strings.ToUpper(rc.SHA), "checkout_duration_ms": 250, "env_names": []string{"CI", "CI_COMMIT_SHA"}}
+					"commit":      strings.ToUpper(rc.SHA), "checkout_duration_ms": 250, "env_names": []string{"CI", "CI_COMMIT_SHA"}}
 				if c.JobID == "lint" {
 					body["result"], body["exit_code"] = "failed", 1
 				}

@@ -599,8 +599,8 @@ func TestAgentPassesTheJobContextAndReportsTheResult(t *testing.T) {
 	require.ErrorIs(t, err, fleet.ErrFetchRefused)
 
 	report := agent.Result{State: cikit.JobSucceeded, Outputs: map[string]string{"x": "42", "multi": "a\nb"},
-		Annotations:      []cikit.Annotation{{Level: "error", Message: "broken", File: "main.go", Line: 7, Step: "test"}},
-		Commit:           rc.SHA, CheckoutDuration: 1500 * time.Millisecond, EnvNames: []string{"CI", "GITHUB_SHA"}}
+		Annotations: []cikit.Annotation{{Level: "error", Message: "broken", File: "main.go", Line: 7, Step: "test"}},
+		Commit:      rc.SHA, CheckoutDuration: 1500 * time.Millisecond, EnvNames: []string{"CI", "GITHUB_SHA"}}
 	e.exec.release <- report
 	jc = <-e.exec.contexts
 	<-e.exec.started
