@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"container/list"
 	"context"
 	"encoding/hex"
 	"encoding/json"
@@ -8,6 +9,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -66,13 +68,18 @@ func (f *claimFailure) Error() string { return f.err.Error() }
 // the jobs it needs, read in one JobGetMany. The source is minted later,
 // with the job token, which names the run's repository.
 func (s *Server) jobContext(ctx context.Context, o *Offer) (*cikit.JobContext, error) {
-	run, err := s.cfg.Jobs.RunGet(ctx, o.RunID)
-	if err != nil {
-		return nil, &claimFailure{class: cikit.FailureInfrastructure, err: fmt.Errorf("reading the job's run: %w", err)}
+	rc, ok := s.contexts.get(o.RunID)
+	if !ok {
+		run, err := s.cfg.Jobs.RunGet(ctx, o.RunID)
+		if err != nil {
+			return nil, &claimFailure{class: cikit.FailureInfrastructure, err: fmt.Errorf("reading the job's run: %w", err)}
+		}
+		rc = run.Context
+		s.contexts.put(o.RunID, rc)
 	}
 	jc := &cikit.JobContext{RunID: o.RunID, Attempt: o.Attempt}
-	if run.Context != nil {
-		jc.RunContext = *run.Context
+	if rc != nil {
+		jc.RunContext = *rc // shared with the cache, and never modified
 	}
 	if s.cfg.RunURL != nil {
 		jc.RunURL = s.cfg.RunURL(o.RunID)
@@ -100,6 +107,65 @@ func (s *Server) jobContext(ctx context.Context, o *Offer) (*cikit.JobContext, e
 		jc.Needs[keys[i].JobID] = nr
 	}
 	return jc, nil
+}
+
+// runContextCacheBytes bounds the run contexts a Server keeps.
+const runContextCacheBytes = 32 << 20
+
+// contextCache keeps the contexts of the runs whose jobs were claimed
+// last, which never change once a run is created: the jobs of a run are
+// claimed with one read of it, not one each. It holds at most
+// runContextCacheBytes of them, roughly counted, and forgets the oldest
+// first.
+type contextCache struct {
+	mu    sync.Mutex
+	runs  map[string]*list.Element // of *cachedContext
+	order list.List                // oldest first
+	bytes int
+}
+
+type cachedContext struct {
+	runID string
+	rc    *cikit.RunContext // nil for a run without one
+	size  int
+}
+
+func (c *contextCache) get(runID string) (*cikit.RunContext, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.runs[runID]
+	if !ok {
+		return nil, false
+	}
+	return e.Value.(*cachedContext).rc, true
+}
+
+func (c *contextCache) put(runID string, rc *cikit.RunContext) {
+	size := len(runID) + 256
+	if rc != nil {
+		size += len(rc.Payload) + 1024
+		for k, v := range rc.Inputs {
+			size += len(k) + len(v)
+		}
+	}
+	if size > runContextCacheBytes {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.runs == nil {
+		c.runs = make(map[string]*list.Element)
+	}
+	if _, ok := c.runs[runID]; ok {
+		return
+	}
+	for c.bytes+size > runContextCacheBytes {
+		old := c.order.Remove(c.order.Front()).(*cachedContext)
+		delete(c.runs, old.runID)
+		c.bytes -= old.size
+	}
+	c.runs[runID] = c.order.PushBack(&cachedContext{runID: runID, rc: rc, size: size})
+	c.bytes += size
 }
 
 // encodeContext encodes a job's context for its claim, refusing one

@@ -127,6 +127,8 @@ type Server struct {
 	// batches.
 	claims    *groupcommit.Batcher[lease.ClaimRequest, lease.ClaimResult]
 	completes *groupcommit.Batcher[lease.CompleteRequest, lease.CompleteResult]
+	// contexts are the contexts of runs whose jobs were claimed.
+	contexts contextCache
 }
 
 // NewServer validates cfg and returns a Server.
