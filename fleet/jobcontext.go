@@ -35,7 +35,8 @@ type JobRef struct {
 // the job (a GitHub installation token narrowed to the repository, a
 // GitLab job token, or the job token itself for the platform's own git
 // server). The Server calls it once per claim, with the run's context
-// (nil for a run created without one), after the attempt's lease is
+// (nil for a run whose context names neither a repository nor a commit,
+// such as one created without a context), after the attempt's lease is
 // taken.
 //
 // It returns nil and no error for a job that has nothing to fetch. An
