@@ -20,10 +20,16 @@ const (
 	// (identifiers, the job token, times): a few hundred bytes, with a
 	// wide margin for fields added later.
 	ClaimOverheadBytes = 64 << 10
+	// MaxJobContextBytes bounds the JSON form of the JobContext a claim's
+	// answer carries: the run's payload (at most MaxPayloadBytes) and
+	// the outputs of the jobs it needs (at most MaxOutputsBytes each).
+	// The server fails a job whose context is larger (FailureConfig,
+	// never retried) rather than hand out what no runner reads.
+	MaxJobContextBytes = 4 << 20
 	// MaxClaimBytes is the most a runner reads of a claim's answer:
-	// derived from MaxJobSpecBytes, so that every spec the server hands
-	// out can be decoded.
-	MaxClaimBytes = MaxJobSpecBytes + ClaimOverheadBytes
+	// derived from MaxJobSpecBytes and MaxJobContextBytes, so that every
+	// spec and context the server hands out can be decoded.
+	MaxClaimBytes = MaxJobSpecBytes + MaxJobContextBytes + ClaimOverheadBytes
 
 	// MaxOutputValueBytes bounds one output of a job (JobSpec.Outputs):
 	// 128 KiB, Linux's MAX_ARG_STRLEN, the most one environment variable

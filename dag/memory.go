@@ -51,6 +51,10 @@ type memRun struct {
 	jobs  []Job // indexed like graph nodes
 	// attempts holds each job's ended attempts, oldest first.
 	attempts map[string][]*Job
+	// context is the run's RunContext as JSON, nil without one: what
+	// PostgreSQL stores, so both refuse the same contexts and answer
+	// copies.
+	context []byte
 }
 
 // memJob is a job of a run.
@@ -104,7 +108,11 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 		return nil, err
 	}
 	now := s.now()
-	r := &memRun{graph: g, jobs: make([]Job, len(p.Jobs)), attempts: make(map[string][]*Job)}
+	rc, err := encodeContext(p.Context)
+	if err != nil {
+		return nil, err
+	}
+	r := &memRun{graph: g, jobs: make([]Job, len(p.Jobs)), attempts: make(map[string][]*Job), context: rc}
 	states := Initial(g)
 	for i, spec := range p.Jobs {
 		r.jobs[i] = Job{Spec: spec.Clone(), State: states[i], Attempt: 1}
@@ -168,6 +176,9 @@ func (s *MemoryStore) RunGet(ctx context.Context, runID string) (*Run, error) {
 		return nil, err
 	}
 	run := r.run
+	if run.Context, err = decodeContext(r.context); err != nil {
+		return nil, err
+	}
 	return &run, nil
 }
 
@@ -399,6 +410,7 @@ func (r *memRun) updateRun(now time.Time) {
 func (j *Job) clone() *Job {
 	c := *j
 	c.Spec = j.Spec.Clone()
+	c.Result = j.Result.Clone()
 	return &c
 }
 

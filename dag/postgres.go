@@ -286,6 +286,7 @@ func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newR
 	}
 	var (
 		runIDs, runStates, runKeys, runPipelines, runBranches, runSHAs []string
+		runContexts                                                    []*string
 		runFinished                                                    []*time.Time
 		jRuns, jIDs, jSpecs, jStates, jReasons                         []string
 		jPositions                                                     []int
@@ -300,6 +301,11 @@ func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newR
 		runIDs, runStates, runKeys = append(runIDs, run.ID), append(runStates, string(run.State)), append(runKeys, p.IdempotencyKey)
 		runPipelines, runBranches, runFinished = append(runPipelines, p.Pipeline), append(runBranches, p.Branch), append(runFinished, nullTime(run.FinishedAt))
 		runSHAs = append(runSHAs, p.SHA)
+		rc, err := encodeContext(p.Context)
+		if err != nil {
+			return err
+		}
+		runContexts = append(runContexts, jsonText(rc))
 		var initial []*Job
 		for i, spec := range p.Jobs {
 			data, err := json.Marshal(spec)
@@ -331,10 +337,11 @@ func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newR
 		evs = append(evs, events(newEventID, now, run, false, initial)...)
 	}
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key, pipeline, branch, sha)
-		SELECT id, st, $3, fin, nullif(k, ''), pl, br, sha
-		FROM unnest($1::text[], $2::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[]) AS t(id, st, fin, k, pl, br, sha)`,
-		runIDs, runStates, now, runFinished, runKeys, runPipelines, runBranches, runSHAs)
+	b.Queue(`INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key, pipeline, branch, sha, context)
+		SELECT id, st, $3, fin, nullif(k, ''), pl, br, sha, ctx::json
+		FROM unnest($1::text[], $2::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+			AS t(id, st, fin, k, pl, br, sha, ctx)`,
+		runIDs, runStates, now, runFinished, runKeys, runPipelines, runBranches, runSHAs, runContexts)
 	b.Queue(`INSERT INTO jobs (run_id, position, job_id, spec, state, reason, ready_at, finished_at, allow_failure)
 		SELECT r, pos, j, sp::jsonb, st, rs, rd, fn, af
 		FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::timestamptz[], $9::bool[])
@@ -344,18 +351,33 @@ func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newR
 		b.Queue(`INSERT INTO job_deps (run_id, job_id, needs_job_id) SELECT * FROM unnest($1::text[], $2::text[], $3::text[])`,
 			dRuns, dJobs, dNeeds)
 	}
-	queueAttempts(b, ended)
+	if err := queueAttempts(b, ended); err != nil {
+		return err
+	}
 	queueOutbox(b, evs)
 	return interpretError(tx.SendBatch(ctx, b).Close())
 }
 
 func (s *PostgresStore) RunGet(ctx context.Context, runID string) (*Run, error) {
-	run, err := s.runTx(ctx, s.pool, runID)
+	var rc []byte
+	run, err := scanRun(runID, contextRow{s.pool.QueryRow(ctx, `SELECT `+runColumns+`, context FROM pipeline_runs WHERE id = $1`, runID), &rc})
 	if err != nil {
+		return nil, fmt.Errorf("dag: run %q: %w", runID, err)
+	}
+	if run.Context, err = decodeContext(rc); err != nil {
 		return nil, fmt.Errorf("dag: run %q: %w", runID, err)
 	}
 	return run, nil
 }
+
+// contextRow is a row of runColumns + ", context", read by scanRun: it
+// scans the context into rc last.
+type contextRow struct {
+	pgx.Row
+	rc *[]byte
+}
+
+func (r contextRow) Scan(dest ...any) error { return r.Row.Scan(append(dest, r.rc)...) }
 
 func (s *PostgresStore) RunList(ctx context.Context, p *RunListParams) ([]*Run, error) {
 	if err := p.Validate(); err != nil {
@@ -434,10 +456,14 @@ func (s *PostgresStore) JobGet(ctx context.Context, runID, jobID string) (*Job, 
 	}
 	j := &Job{RunID: runID}
 	var ready, queued, started, finished *time.Time
-	if err := s.pool.QueryRow(ctx, `SELECT state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at
+	var result []byte
+	if err := s.pool.QueryRow(ctx, `SELECT state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result
 		FROM jobs WHERE run_id = $1 AND job_id = $2`, runID, jobID).
-		Scan(&j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished); err != nil {
+		Scan(&j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished, &result); err != nil {
 		return nil, fmt.Errorf("dag: run %q job %q: %w", runID, jobID, interpretError(err))
+	}
+	if j.Result, err = decodeResult(result); err != nil {
+		return nil, fmt.Errorf("dag: run %q job %q: %w", runID, jobID, err)
 	}
 	j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
 	j.Spec = rg.specs[i].Clone()
@@ -463,7 +489,7 @@ func (s *PostgresStore) JobGetMany(ctx context.Context, keys []JobKey) ([]*Job, 
 	}
 	// A lateral subquery with a LIMIT is one index probe per key: a
 	// plain join may hash the whole jobs table (see nestedLoops).
-	rows, err := s.pool.Query(ctx, `SELECT t.i, j.state, j.attempt, j.exit_code, j.reason, j.runner, j.ready_at, j.queued_at, j.started_at, j.finished_at
+	rows, err := s.pool.Query(ctx, `SELECT t.i, j.state, j.attempt, j.exit_code, j.reason, j.runner, j.ready_at, j.queued_at, j.started_at, j.finished_at, j.result
 		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(r, jid, i)
 		CROSS JOIN LATERAL (SELECT * FROM jobs WHERE run_id = t.r AND job_id = t.jid LIMIT 1) j`, runIDs, jobIDs)
 	if err != nil {
@@ -474,8 +500,12 @@ func (s *PostgresStore) JobGetMany(ctx context.Context, keys []JobKey) ([]*Job, 
 		var i int
 		j := &Job{}
 		var ready, queued, started, finished *time.Time
-		if err := rows.Scan(&i, &j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished); err != nil {
+		var result []byte
+		if err := rows.Scan(&i, &j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished, &result); err != nil {
 			return nil, interpretError(err)
+		}
+		if j.Result, err = decodeResult(result); err != nil {
+			return nil, err
 		}
 		k := keys[i-1]
 		rg := graphs[k.RunID]
@@ -503,7 +533,7 @@ func (s *PostgresStore) JobAttempts(ctx context.Context, runID, jobID string) ([
 	if !ok {
 		return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, jobID, cikit.ErrNotFound)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT attempt, state, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at
+	rows, err := s.pool.Query(ctx, `SELECT attempt, state, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result
 		FROM job_attempts WHERE run_id = $1 AND job_id = $2 ORDER BY attempt`, runID, jobID)
 	if err != nil {
 		return nil, interpretError(err)
@@ -513,8 +543,12 @@ func (s *PostgresStore) JobAttempts(ctx context.Context, runID, jobID string) ([
 	for rows.Next() {
 		j := &Job{RunID: runID, Spec: rg.specs[i].Clone()}
 		var ready, queued, started, finished *time.Time
-		if err := rows.Scan(&j.Attempt, &j.State, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished); err != nil {
+		var result []byte
+		if err := rows.Scan(&j.Attempt, &j.State, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished, &result); err != nil {
 			return nil, interpretError(err)
+		}
+		if j.Result, err = decodeResult(result); err != nil {
+			return nil, err
 		}
 		j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
 		out = append(out, j)
@@ -626,7 +660,7 @@ func (s *PostgresStore) jobs(ctx context.Context, tx conn, runID string, lock bo
 		b.Queue(lockRun, runID)
 	}
 	b.Queue(`SELECT `+runColumns+` FROM pipeline_runs WHERE id = $1`, runID)
-	b.Queue(`SELECT state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at
+	b.Queue(`SELECT state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result
 		FROM jobs WHERE run_id = $1 ORDER BY position`, runID)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
@@ -651,8 +685,12 @@ func (s *PostgresStore) jobs(ctx context.Context, tx conn, runID string, lock bo
 		}
 		j := &Job{RunID: runID, Spec: rg.specs[len(jobs)]}
 		var ready, queued, started, finished *time.Time
-		if err := rows.Scan(&j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished); err != nil {
+		var result []byte
+		if err := rows.Scan(&j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished, &result); err != nil {
 			return nil, nil, nil, interpretError(err)
+		}
+		if j.Result, err = decodeResult(result); err != nil {
+			return nil, nil, nil, fmt.Errorf("dag: run %q: %w", runID, err)
 		}
 		j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
 		jobs = append(jobs, j)
@@ -818,11 +856,15 @@ func (s *PostgresStore) transitionsTx(ctx context.Context, tx pgx.Tx, ids []stri
 		if !r.applied {
 			continue
 		}
-		queueJobUpdates(b, id, r.unwritten())
+		if err := queueJobUpdates(b, id, r.unwritten()); err != nil {
+			return nil, nil, err
+		}
 		if r.run.State != r.initial {
 			b.Queue(`UPDATE pipeline_runs SET state = $2, finished_at = $3 WHERE id = $1`, id, r.run.State, nullTime(r.run.FinishedAt))
 		}
-		queueAttempts(b, r.ended)
+		if err := queueAttempts(b, r.ended); err != nil {
+			return nil, nil, err
+		}
 		queueOutbox(b, r.events)
 	}
 	if with != nil {
@@ -1094,7 +1136,9 @@ func (s *PostgresStore) lockedStatus(ctx context.Context, tx pgx.Tx, runID strin
 		return cikit.RunPending, nil
 	}
 	b := &pgx.Batch{}
-	queueJobUpdates(b, runID, r.unwritten())
+	if err := queueJobUpdates(b, runID, r.unwritten()); err != nil {
+		return "", err
+	}
 	var sum runSummary
 	var pending bool
 	b.Queue(runProbe, runID).QueryRow(func(row pgx.Row) error {
@@ -1246,11 +1290,12 @@ func queueOutbox(b *pgx.Batch, evs []*OutboxEvent) {
 // jobColumns are jobs' records as one array per column, for unnest.
 type jobColumns struct {
 	runs, ids, states, reasons, runners []string
+	results                             []*string
 	attempts, exitCodes                 []int
 	ready, queued, started, finished    []*time.Time
 }
 
-func columns(js []*Job) *jobColumns {
+func columns(js []*Job) (*jobColumns, error) {
 	c := &jobColumns{}
 	for _, j := range js {
 		c.runs, c.ids, c.states = append(c.runs, j.RunID), append(c.ids, j.ID()), append(c.states, string(j.State))
@@ -1258,37 +1303,50 @@ func columns(js []*Job) *jobColumns {
 		c.attempts, c.exitCodes = append(c.attempts, j.Attempt), append(c.exitCodes, j.ExitCode)
 		c.ready, c.queued = append(c.ready, nullTime(j.ReadyAt)), append(c.queued, nullTime(j.QueuedAt))
 		c.started, c.finished = append(c.started, nullTime(j.StartedAt)), append(c.finished, nullTime(j.FinishedAt))
+		r, err := encodeResult(j.Result)
+		if err != nil {
+			return nil, err
+		}
+		c.results = append(c.results, r)
 	}
-	return c
+	return c, nil
 }
 
 // queueAttempts queues the insert of ended attempts into job_attempts. An
 // attempt already recorded is left as it is.
-func queueAttempts(b *pgx.Batch, ended []*Job) {
+func queueAttempts(b *pgx.Batch, ended []*Job) error {
 	if len(ended) == 0 {
-		return
+		return nil
 	}
-	c := columns(ended)
-	b.Queue(`INSERT INTO job_attempts (run_id, job_id, attempt, state, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at)
-		SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::text[], $7::text[],
-			$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[])
+	c, err := columns(ended)
+	if err != nil {
+		return err
+	}
+	b.Queue(`INSERT INTO job_attempts (run_id, job_id, attempt, state, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result)
+		SELECT r, j, a, st, ec, rs, rn, rd, qd, sd, fd, res::jsonb FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::text[], $7::text[],
+			$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[]) AS t(r, j, a, st, ec, rs, rn, rd, qd, sd, fd, res)
 		ON CONFLICT DO NOTHING`,
-		c.runs, c.ids, c.attempts, c.states, c.exitCodes, c.reasons, c.runners, c.ready, c.queued, c.started, c.finished)
+		c.runs, c.ids, c.attempts, c.states, c.exitCodes, c.reasons, c.runners, c.ready, c.queued, c.started, c.finished, c.results)
+	return nil
 }
 
 // queueJobUpdates queues the update of changed jobs' rows.
-func queueJobUpdates(b *pgx.Batch, runID string, changed []*Job) {
+func queueJobUpdates(b *pgx.Batch, runID string, changed []*Job) error {
 	if len(changed) == 0 {
-		return
+		return nil
 	}
-	c := columns(changed)
+	c, err := columns(changed)
+	if err != nil {
+		return err
+	}
 	b.Queue(`UPDATE jobs j SET state = v.state, attempt = v.attempt, exit_code = v.exit_code, reason = v.reason, runner = v.runner,
-			ready_at = v.ready_at, queued_at = v.queued_at, started_at = v.started_at, finished_at = v.finished_at
+			ready_at = v.ready_at, queued_at = v.queued_at, started_at = v.started_at, finished_at = v.finished_at, result = v.result::jsonb
 		FROM unnest($2::text[], $3::text[], $4::int[], $5::int[], $6::text[], $7::text[],
-			$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[])
-			AS v(job_id, state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at)
+			$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[])
+			AS v(job_id, state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result)
 		WHERE j.run_id = $1 AND j.job_id = v.job_id`,
-		runID, c.ids, c.states, c.attempts, c.exitCodes, c.reasons, c.runners, c.ready, c.queued, c.started, c.finished)
+		runID, c.ids, c.states, c.attempts, c.exitCodes, c.reasons, c.runners, c.ready, c.queued, c.started, c.finished, c.results)
+	return nil
 }
 
 func (s *PostgresStore) OutboxPending(ctx context.Context, limit int) ([]*OutboxEvent, error) {
@@ -1313,4 +1371,38 @@ func (s *PostgresStore) OutboxPending(ctx context.Context, limit int) ([]*Outbox
 func (s *PostgresStore) OutboxMarkPublished(ctx context.Context, ids []string) error {
 	_, err := s.pool.Exec(ctx, `UPDATE outbox SET published_at = $2 WHERE id = ANY($1) AND published_at IS NULL`, ids, s.now())
 	return interpretError(err)
+}
+
+// jsonText is b as a text parameter that SQL casts to jsonb: NULL for nil.
+func jsonText(b []byte) *string {
+	if b == nil {
+		return nil
+	}
+	t := string(b)
+	return &t
+}
+
+// encodeResult is the stored form of a job's result, a text parameter
+// that SQL casts to jsonb: NULL for none.
+func encodeResult(r *JobResult) (*string, error) {
+	if r == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(r)
+	if err != nil {
+		return nil, fmt.Errorf("dag: job result: %w: %v", ErrInvalidParams, err)
+	}
+	return jsonText(b), nil
+}
+
+// decodeResult reads what encodeResult wrote.
+func decodeResult(b []byte) (*JobResult, error) {
+	if b == nil {
+		return nil, nil
+	}
+	r := &JobResult{}
+	if err := json.Unmarshal(b, r); err != nil {
+		return nil, fmt.Errorf("dag: stored job result: %w", err)
+	}
+	return r, nil
 }

@@ -361,9 +361,10 @@ const fastUpdate = `UPDATE jobs j SET state = v.to_state,
 		runner = CASE WHEN v.kind = 2 THEN v.runner ELSE j.runner END,
 		finished_at = CASE WHEN v.kind = 3 THEN $10::timestamptz ELSE j.finished_at END,
 		exit_code = CASE WHEN v.kind = 3 THEN v.exit_code ELSE j.exit_code END,
-		reason = CASE WHEN v.kind = 3 THEN v.reason ELSE j.reason END
-	FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::int[], $9::text[], $11::bool[])
-		AS v(run_id, job_id, attempt, kind, from_state, to_state, runner, exit_code, reason, leaf)
+		reason = CASE WHEN v.kind = 3 THEN v.reason ELSE j.reason END,
+		result = CASE WHEN v.kind = 3 THEN v.result::jsonb ELSE j.result END
+	FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::text[], $7::text[], $8::int[], $9::text[], $11::bool[], $13::text[])
+		AS v(run_id, job_id, attempt, kind, from_state, to_state, runner, exit_code, reason, leaf, result)
 	WHERE j.run_id = v.run_id AND j.job_id = v.job_id AND j.attempt = v.attempt AND j.state = v.from_state
 		AND (v.kind <> 3
 			OR NOT v.leaf AND EXISTS (SELECT 1 FROM job_deps d JOIN jobs c ON c.run_id = d.run_id AND c.job_id = d.job_id
@@ -467,6 +468,7 @@ func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobE
 			case EventQueue:
 				queuedRuns = append(queuedRuns, f.e.RunID)
 			case EventComplete:
+				j.Result = f.e.Result.Clone()
 				ended = append(ended, j)
 				for _, c := range f.rg.g.Children(f.job) {
 					edges = append(edges, edge{Run: f.e.RunID, Child: f.rg.g.Node(c).ID, Parent: f.e.JobID})
@@ -485,7 +487,9 @@ func (s *PostgresStore) fast(ctx context.Context, fast []*fastEvent, out []*JobE
 				runs[id].State = cikit.RunRunning
 			}
 		}
-		queueAttempts(b, ended)
+		if err := queueAttempts(b, ended); err != nil {
+			return err
+		}
 		var changed []*Job
 		var applied []*fastEvent
 		for _, f := range fast {
@@ -594,7 +598,13 @@ func (s *PostgresStore) fastUpdate(ctx context.Context, tx batchSender, fast []*
 	leafKeys := []string{} // never NULL, which <> ALL would answer with NULL
 	var attempts, kinds, exitCodes []int
 	var leaves []bool
+	var results []*string
 	for _, f := range fast {
+		r, err := encodeResult(f.e.Result)
+		if err != nil {
+			return nil, nil, err
+		}
+		results = append(results, r)
 		leaf := leafCompletion(f.rg, f.job, f.e)
 		leaves = append(leaves, leaf)
 		if leaf {
@@ -620,7 +630,7 @@ func (s *PostgresStore) fastUpdate(ctx context.Context, tx batchSender, fast []*
 	b.Queue(nestedLoops)
 	b.Queue(lockRuns, runIDs)
 	b.Queue(readRuns, runIDs)
-	b.Queue(fastUpdate, runIDsPerEvent, jobIDs, attempts, kinds, from, to, runners, exitCodes, reasons, now, leaves, leafKeys)
+	b.Queue(fastUpdate, runIDsPerEvent, jobIDs, attempts, kinds, from, to, runners, exitCodes, reasons, now, leaves, leafKeys, results)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	for range 2 { // nestedLoops, lockRuns

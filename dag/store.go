@@ -2,7 +2,10 @@ package dag
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/cikit/cikit"
@@ -271,6 +274,9 @@ type RunCreateParams struct {
 	// the same Pipeline and Branch. The zero value supersedes on every
 	// branch but the default branch.
 	Supersede SupersedePolicy
+	// Context, when set, is recorded with the run for its jobs to read
+	// (see Run.Context). Its Payload must be JSON.
+	Context *cikit.RunContext
 }
 
 // JobKey names one job of a run.
@@ -305,6 +311,9 @@ type JobEvent struct {
 	ExitCode     int
 	Reason       string
 	FailureClass cikit.FailureClass
+	// Result is what the executor reported beyond the outcome
+	// (EventComplete); see JobCompleteParams.
+	Result *JobResult
 	// seen, when set, is the state the job was in when the event was
 	// decided on (EventExpire): it applies only if the job still is.
 	seen cikit.JobState
@@ -316,7 +325,7 @@ func (p *JobTransitionParams) event(kind EventKind) *JobEvent {
 
 func (p *JobCompleteParams) event() *JobEvent {
 	return &JobEvent{Kind: EventComplete, RunID: p.RunID, JobID: p.JobID, Attempt: p.Attempt,
-		Outcome: p.Outcome, ExitCode: p.ExitCode, Reason: p.Reason, FailureClass: p.FailureClass}
+		Outcome: p.Outcome, ExitCode: p.ExitCode, Reason: p.Reason, FailureClass: p.FailureClass, Result: p.Result}
 }
 
 // validate refuses an event no store could apply.
@@ -351,6 +360,49 @@ type JobCompleteParams struct {
 	// policy it decides whether the failure is final or the job gets a
 	// new attempt (see RetryOnFailure).
 	FailureClass cikit.FailureClass
+	// Result, when set, is what the executor reported beyond the
+	// outcome: the job's outputs, annotations, the commit it checked
+	// out. It is recorded with the attempt it ends (Job.Result, and in
+	// JobAttempts). A failure the retry policy covers records it on the
+	// ended attempt only: the new attempt starts without one. A
+	// redelivered completion changes nothing, its result included.
+	// Stores do not bound it: the caller that accepts it from a runner
+	// does (see JobResult).
+	Result *JobResult
+}
+
+// JobResult is what an executor reported about a job's attempt beyond how
+// it ended: what the dependent jobs read (outputs), what people read
+// (annotations, the commit, the names of the environment variables the
+// steps saw) and how long the checkout took. It is stored as given;
+// whoever accepts it from a runner bounds it (cikit.MaxOutputsBytes,
+// cikit.MaxAnnotations).
+type JobResult struct {
+	// Outputs are the job's outputs (JobSpec.Outputs, evaluated at the
+	// job's end), which the jobs that need it read.
+	Outputs map[string]string `json:"outputs,omitempty"`
+	// Annotations are the messages its steps attached to the run.
+	Annotations []cikit.Annotation `json:"annotations,omitempty"`
+	// Commit is the SHA the runner checked out, "" when it checked out
+	// nothing.
+	Commit string `json:"commit,omitempty"`
+	// CheckoutDuration is how long the checkout took.
+	CheckoutDuration time.Duration `json:"checkout_duration_ns,omitempty"`
+	// EnvNames are the names, never the values, of the environment
+	// variables the job's steps were given, sorted.
+	EnvNames []string `json:"env_names,omitempty"`
+}
+
+// Clone returns a deep copy of r; nil for nil.
+func (r *JobResult) Clone() *JobResult {
+	if r == nil {
+		return nil
+	}
+	c := *r
+	c.Outputs = maps.Clone(r.Outputs)
+	c.Annotations = slices.Clone(r.Annotations)
+	c.EnvNames = slices.Clone(r.EnvNames)
+	return &c
 }
 
 // DefaultInfrastructureRetries is how often a job whose runner or
@@ -391,6 +443,12 @@ type Run struct {
 	Pipeline string
 	Branch   string
 	SHA      string
+	// Context is what the run knows of the event that started it, as
+	// RunCreateParams.Context gave it; nil when it was not given. Only
+	// RunGet reads it (it may hold a payload of up to
+	// cikit.MaxPayloadBytes): in the runs of RunCreate, RunList and
+	// TransitionResult it is nil.
+	Context *cikit.RunContext
 }
 
 // Job is one job of a run and its current state.
@@ -413,6 +471,12 @@ type Job struct {
 	QueuedAt   time.Time
 	StartedAt  time.Time
 	FinishedAt time.Time
+	// Result is what the executor reported with the completion that
+	// ended the attempt (JobCompleteParams.Result); nil before, and for
+	// an attempt that ended without one. JobGet, JobGetMany, JobList and
+	// JobAttempts read it; the jobs of a TransitionResult hold it only
+	// for the completion the write applied.
+	Result *JobResult
 }
 
 // ID returns the job's ID within its run.
@@ -431,11 +495,36 @@ func (j *Job) Duration() time.Duration {
 // recorded is cleared.
 func (j *Job) newAttempt() {
 	j.Attempt++
-	j.ExitCode, j.Reason, j.Runner = 0, "", ""
+	j.ExitCode, j.Reason, j.Runner, j.Result = 0, "", "", nil
 	j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 }
 
 // retryReason records why a job is on a new attempt.
 func retryReason(failed int, c *JobEvent) string {
 	return fmt.Sprintf("attempt %d failed (%s): %s; retrying", failed, c.FailureClass, c.Reason)
+}
+
+// encodeContext is the stored form of a run's context: JSON, nil for none.
+// A payload that is not JSON is invalid params.
+func encodeContext(rc *cikit.RunContext) ([]byte, error) {
+	if rc == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(rc)
+	if err != nil {
+		return nil, fmt.Errorf("dag: run context: %w: %v", ErrInvalidParams, err)
+	}
+	return b, nil
+}
+
+// decodeContext reads what encodeContext wrote.
+func decodeContext(b []byte) (*cikit.RunContext, error) {
+	if b == nil {
+		return nil, nil
+	}
+	rc := &cikit.RunContext{}
+	if err := json.Unmarshal(b, rc); err != nil {
+		return nil, fmt.Errorf("dag: stored run context: %w", err)
+	}
+	return rc, nil
 }

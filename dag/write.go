@@ -137,6 +137,7 @@ func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
 		if own && w.retrying {
 			last := j.clone()
 			last.State, last.FinishedAt, last.ExitCode, last.Reason = cikit.JobFailed, now, w.job.ExitCode, w.job.Reason
+			last.Result = w.job.Result.Clone()
 			out.ended = append(out.ended, last)
 		}
 		if c.From.Terminal() || own && w.retrying {
@@ -163,7 +164,7 @@ func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
 			case w.ev.Kind == EventCancel || own && w.ev.Kind == EventCancelJob:
 				j.Reason = w.cancelReason()
 			case own:
-				j.ExitCode, j.Reason = w.job.ExitCode, w.job.Reason
+				j.ExitCode, j.Reason, j.Result = w.job.ExitCode, w.job.Reason, w.job.Result.Clone()
 			default:
 				j.Reason = consequenceReason(g, v.state, c.Job)
 			}

@@ -37,6 +37,23 @@
 // that lost its lease — it was paused, partitioned, or presumed dead and
 // replaced — is refused with 409 and must stop.
 //
+// # The job's world
+//
+// A claim's answer carries, besides the spec, the job's cikit.JobContext:
+// the run's context (the event that started it, recorded with the run),
+// the attempt, the final states and outputs of the jobs it needs (read in
+// one dag.Store.JobGetMany), and the source its runner fetches the commit
+// from, minted per claim by ServerConfig.Source with a credential scoped
+// to the job. A context larger than cikit.MaxJobContextBytes fails the
+// job at the claim as a configuration error; a source that cannot be
+// minted fails the attempt as an infrastructure one. The completion
+// carries the attempt's report — outputs, annotations, the commit checked
+// out, the checkout's duration, the names of its environment variables —
+// each bounded, refused with 413 or 400 naming the field, and stored with
+// the attempt (dag.JobResult). The job token names the run's repository:
+// Server.AuthorizeFetch tells the platform's git server whether a token
+// may fetch a repository, for as long as its attempt's lease holds.
+//
 // # Dispatch
 //
 // Server.Dispatch takes the results of the store's transitions and queues

@@ -98,6 +98,13 @@ type ServerConfig struct {
 	// it waits, and other tenants' jobs behind it go first
 	// (Dispatcher.LimitTenants); Manager.Why says so.
 	TenantLimit func(tenant string) int
+	// Source, when set, mints where each claimed job's runner fetches
+	// its commit (cikit.JobContext.Source). Default: none; runners are
+	// told no source and check out nothing.
+	Source SourceMinter
+	// RunURL, when set, is the page of run runID on the platform, for
+	// cikit.JobContext.RunURL. Default: none.
+	RunURL func(runID string) string
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 	// Logger receives the server's diagnostics. Default: slog.Default().
@@ -120,6 +127,8 @@ type Server struct {
 	// batches.
 	claims    *groupcommit.Batcher[lease.ClaimRequest, lease.ClaimResult]
 	completes *groupcommit.Batcher[lease.CompleteRequest, lease.CompleteResult]
+	// contexts are the contexts of runs whose jobs were claimed.
+	contexts contextCache
 }
 
 // NewServer validates cfg and returns a Server.
@@ -280,6 +289,9 @@ type claimResponse struct {
 	// MaxLogBytes is where the runner cuts the job's log (see
 	// cikit.LogTruncatedLine); 0 when the server keeps no logs.
 	MaxLogBytes int64 `json:"max_log_bytes,omitempty"`
+	// Context is the job's cikit.JobContext, encoded once to be
+	// measured.
+	Context json.RawMessage `json:"context"`
 }
 
 func (s *Server) runner(w http.ResponseWriter, r *http.Request) (*runnerClaims, bool) {
@@ -356,20 +368,30 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 				len(spec), cikit.FormatBytes(cikit.MaxJobSpecBytes))
 		}
 		if err != nil {
-			s.refuse(r.Context(), rc, o, l, err)
+			s.refuse(r.Context(), rc, o, l, cikit.FailureConfig, err)
 			continue
 		}
 		timeout := cmp.Or(o.Spec.Timeout, s.cfg.DefaultJobTimeout)
 		deadline := s.cfg.Now().Add(timeout).UTC()
-		jt, err := s.signer.sign(&jobClaims{Kind: kindJob, RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt,
-			Lease: l.Token, RunnerID: rc.RunnerID, Expires: deadline.Add(s.cfg.HeartbeatInterval * 3)})
+		// Not the request's context: a runner gone meanwhile must not
+		// fail the job (its lease expires, and the reaper offers it
+		// again).
+		hctx, cancelHandOut := context.WithTimeout(context.WithoutCancel(r.Context()), handOutTimeout)
+		jt, jcb, err := s.handOut(hctx, rc, o, l, deadline)
+		cancelHandOut()
 		if err != nil {
+			var cf *claimFailure
+			if errors.As(err, &cf) {
+				s.refuse(r.Context(), rc, o, l, cf.class, err)
+				continue
+			}
 			writeError(w, http.StatusInternalServerError, err.Error())
 			return
 		}
 		got = &l.Attempt
 		resp := claimResponse{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt, JobToken: jt,
-			LeaseExpiresAt: l.Expires.UTC(), LeaseRemainingMS: remainingMS(s.cfg.Leases, l.Expires), HeartbeatInterval: s.cfg.HeartbeatInterval.String(), Deadline: deadline, Spec: spec}
+			LeaseExpiresAt: l.Expires.UTC(), LeaseRemainingMS: remainingMS(s.cfg.Leases, l.Expires), HeartbeatInterval: s.cfg.HeartbeatInterval.String(), Deadline: deadline, Spec: spec,
+			Context: jcb}
 		if s.cfg.Logs != nil {
 			resp.MaxLogBytes = s.cfg.Logs.MaxLogBytes()
 		}
@@ -378,14 +400,50 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// refuse fails a claimed attempt that cannot be handed to a runner, as a
-// configuration failure (cikit.FailureConfig), which is never retried.
-func (s *Server) refuse(ctx context.Context, rc *runnerClaims, o *Offer, l *lease.Lease, why error) {
+// handOutTimeout bounds the reads and the minting of handOut.
+const handOutTimeout = 30 * time.Second
+
+// handOut builds what the runner of a claimed attempt is given besides
+// its spec: the job's context, with its source minted, and the job token
+// (which names the run's repository). A *claimFailure says why the
+// attempt cannot be handed out.
+func (s *Server) handOut(ctx context.Context, rc *runnerClaims, o *Offer, l *lease.Lease, deadline time.Time) (string, json.RawMessage, error) {
+	jc, err := s.jobContext(ctx, o)
+	if err != nil {
+		return "", nil, err
+	}
+	jt, err := s.signer.sign(&jobClaims{Kind: kindJob, RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt,
+		Lease: l.Token, RunnerID: rc.RunnerID, Expires: deadline.Add(s.cfg.HeartbeatInterval * 3), Repository: jc.Repository})
+	if err != nil {
+		return "", nil, err
+	}
+	if s.cfg.Source != nil {
+		var rcx *cikit.RunContext
+		if jc.Repository != "" || jc.SHA != "" {
+			rcx = &jc.RunContext
+		}
+		src, err := s.cfg.Source.MintSource(ctx, rcx, JobRef{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt, Token: jt})
+		if err != nil {
+			return "", nil, &claimFailure{class: cikit.FailureInfrastructure, err: fmt.Errorf("minting the job's checkout credential: %w", err)}
+		}
+		jc.Source = src
+	}
+	b, err := encodeContext(jc)
+	if err != nil {
+		return "", nil, err
+	}
+	return jt, b, nil
+}
+
+// refuse fails a claimed attempt that cannot be handed to a runner, with
+// class: a configuration failure (cikit.FailureConfig) is never retried,
+// an infrastructure one by the job's policy.
+func (s *Server) refuse(ctx context.Context, rc *runnerClaims, o *Offer, l *lease.Lease, class cikit.FailureClass, why error) {
 	ctx = context.WithoutCancel(ctx)
 	a := l.Attempt
 	s.log.Warn("fleet: job refused at claim", "run", a.RunID, "job", a.JobID, "attempt", a.Attempt, "error", why)
 	cr, _ := s.completes.Do(ctx, lease.CompleteRequest{Attempt: a, Token: l.Token, Params: &dag.JobCompleteParams{
-		Outcome: cikit.JobFailed, ExitCode: -1, Reason: why.Error(), FailureClass: cikit.FailureConfig}})
+		Outcome: cikit.JobFailed, ExitCode: -1, Reason: why.Error(), FailureClass: class}})
 	s.runners.waiting(rc, s.cfg.Now(), 0) // idle again
 	s.dispatch.Release(o.RunID, o.JobID, o.Attempt)
 	if cr.Err != nil {
@@ -488,6 +546,12 @@ type completeRequest struct {
 		TotalBytes int64  `json:"total_bytes"`
 		SHA256     string `json:"sha256"`
 	} `json:"log"`
+	// The job's report (see dag.JobResult), each bounded (see result).
+	Outputs            map[string]string  `json:"outputs"`
+	Annotations        []cikit.Annotation `json:"annotations"`
+	Commit             string             `json:"commit"`
+	CheckoutDurationMS int64              `json:"checkout_duration_ms"`
+	EnvNames           []string           `json:"env_names"`
 }
 
 type stateResponse struct {
@@ -500,7 +564,7 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req completeRequest
-	if !decodeBody(w, r, &req) {
+	if !decodeBodyMax(w, r, &req, maxCompleteBodyBytes) {
 		return
 	}
 	switch req.Result {
@@ -518,12 +582,17 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusBadRequest, fmt.Sprintf("result %q is not succeeded, failed or cancelled", req.Result))
 		return
 	}
+	result, ferr := req.result()
+	if ferr != nil {
+		writeJSON(w, ferr.status, errorBody{Error: ferr.Error(), Field: ferr.field})
+		return
+	}
 	s.failTruncated(a, &req)
 	// The completion joins those of other requests in one lease call.
 	// Made even when the runner has gone meanwhile, so that what the
 	// completion made READY is dispatched and its tenant's place freed.
 	cr, _ := s.completes.Do(context.WithoutCancel(r.Context()), lease.CompleteRequest{Attempt: a, Token: c.Lease, Params: &dag.JobCompleteParams{
-		Outcome: req.Result, ExitCode: req.ExitCode, Reason: req.Reason, FailureClass: req.FailureClass}})
+		Outcome: req.Result, ExitCode: req.ExitCode, Reason: req.Reason, FailureClass: req.FailureClass, Result: result}})
 	res, err := cr.Result, cr.Err
 	s.ended(c, a, err == nil || stale(err))
 	if err != nil {
@@ -829,6 +898,8 @@ func (s *Server) queueJobs(ctx context.Context, jobs []*dag.Job, tn tenants) err
 type errorBody struct {
 	Error string `json:"error"`
 	Stale bool   `json:"stale,omitempty"`
+	// Field names the field of the request refused, when one was.
+	Field string `json:"field,omitempty"`
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {
@@ -846,10 +917,15 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // cannot, or 408 or 503 when the server's body guard cut the body (see
 // internal/httpguard), which the runner sends again.
 func decodeBody(w http.ResponseWriter, r *http.Request, v any) bool {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxBodyBytes))
+	return decodeBodyMax(w, r, v, maxBodyBytes)
+}
+
+// decodeBodyMax is decodeBody for a body of at most limit bytes.
+func decodeBodyMax(w http.ResponseWriter, r *http.Request, v any, limit int64) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	if err != nil {
 		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", maxBodyBytes))
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("the body is larger than %d bytes", limit))
 		} else if status, retryAfter := httpguard.Status(err); status != 0 {
 			if retryAfter != "" {
 				w.Header().Set("Retry-After", retryAfter)

@@ -40,6 +40,10 @@ type jobClaims struct {
 	Lease    string    `json:"l"`
 	RunnerID string    `json:"n"`
 	Expires  time.Time `json:"exp"`
+	// Repository is the repository of the job's run
+	// (cikit.RunContext.Repository), "" when its run has none: what
+	// Server.AuthorizeFetch lets the token fetch.
+	Repository string `json:"repo,omitempty"`
 }
 
 const (

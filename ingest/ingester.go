@@ -394,9 +394,14 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 			why = append(why, f+": no job runs for this event")
 			continue
 		}
+		format, _ := compiler.Detect(f)
+		rc, note := RunContext(ev, format)
+		if note != "" {
+			in.log.WarnContext(ctx, "ingest: "+note, "repo", repo, "sha", ev.SHA, "file", f, "delivery", ev.DeliveryID)
+		}
 		runs = append(runs, &dag.RunCreateParams{
 			Jobs: plan.Jobs, Pipeline: repo + ":" + f, Branch: branchOf(ev), SHA: ev.SHA,
-			DefaultBranch: ev.RefType == RefBranch && ev.RefName == ev.DefaultBranch,
+			DefaultBranch: ev.RefType == RefBranch && ev.RefName == ev.DefaultBranch, Context: rc,
 		})
 	}
 	if len(runs) > 0 {

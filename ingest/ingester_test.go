@@ -390,3 +390,26 @@ func TestIngestBoundsPipelineReads(t *testing.T) {
 	defer p.mu.Unlock()
 	require.Empty(t, p.unbounded, "no unbounded read of a file over the limit")
 }
+
+// TestIngestRecordsTheRunContext: each run the Ingester creates records
+// the event's context, the event named as the run's pipeline format names
+// it, and the payload as received.
+func TestIngestRecordsTheRunContext(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t, 0)
+	ev := ingesttest.Push("d1", "main", "c0", "c1", 0)
+	ev.Actor, ev.Raw = "octocat", []byte(`{"ref":"refs/heads/main","after":"c1"}`)
+	d, _, err := f.in.Ingest(ctx, ev)
+	require.NoError(t, err)
+	require.Len(t, d.RunIDs, 2)
+	for _, id := range d.RunIDs {
+		run, err := f.dag.RunGet(ctx, id)
+		require.NoError(t, err)
+		require.NotNil(t, run.Context, run.Pipeline)
+		require.JSONEq(t, string(ev.Raw), string(run.Context.Payload))
+		run.Context.Payload = nil
+		require.Equal(t, &cikit.RunContext{Provider: "github", Repository: "acme/api", Event: "push", Ref: "refs/heads/main",
+			RefName: "main", RefType: "branch", SHA: "c1", DefaultBranch: "main", Actor: "octocat"}, run.Context, run.Pipeline)
+	}
+}

@@ -639,7 +639,7 @@ func (m *Manager) completeHeld(ctx context.Context, reqs []CompleteRequest, todo
 		c := *reqs[i].Params
 		c.RunID, c.JobID, c.Attempt = a.RunID, a.JobID, a.Attempt
 		evs = append(evs, &dag.JobEvent{Kind: dag.EventComplete, RunID: c.RunID, JobID: c.JobID, Attempt: c.Attempt,
-			Outcome: c.Outcome, ExitCode: c.ExitCode, Reason: c.Reason, FailureClass: c.FailureClass})
+			Outcome: c.Outcome, ExitCode: c.ExitCode, Reason: c.Reason, FailureClass: c.FailureClass, Result: c.Result})
 		idx = append(idx, i)
 	}
 	if len(evs) == 0 {

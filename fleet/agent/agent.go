@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -25,10 +24,14 @@ const (
 )
 
 // Executor runs one job's steps. Run returns when the job has ended and no
-// process of it is left; cancelling ctx cancels the job. out receives the
-// job's output; step is called as each step starts, with its index.
+// process of it is left; cancelling ctx cancels the job. The agent fills
+// job with what the server handed out: the Spec; the Context (the run's
+// context, the results and outputs of the jobs it needs, the source to
+// fetch its commit from, as the claim carried it); Output, which
+// receives the job's output; OnStep, to call as each step starts, with
+// its index; and Lease.
 //
-// lease is the end of the job's lease, renewed by the agent with each
+// job.Lease is the end of the job's lease, renewed by the agent with each
 // heartbeat the server confirmed. The executor must see to it that the
 // job's processes are gone by then even if the agent's own process is
 // stopped or frozen, by a process of its own that is not the agent's
@@ -36,15 +39,37 @@ const (
 // server gives the job to another runner once the lease has ended, and
 // at most one attempt of a job may execute at any moment.
 type Executor interface {
-	Run(ctx context.Context, spec *cikit.JobSpec, out io.Writer, step func(int), lease *process.LeaseDeadline) Result
+	Run(ctx context.Context, job process.Job) Result
 }
 
-// Result is how a job's execution ended.
+// ExecutorFunc is an Executor as a function.
+type ExecutorFunc func(ctx context.Context, job process.Job) Result
+
+// Run calls f.
+func (f ExecutorFunc) Run(ctx context.Context, job process.Job) Result { return f(ctx, job) }
+
+// Result is how a job's execution ended, and what it reported: the agent
+// sends it all with the job's completion.
 type Result struct {
 	State        cikit.JobState // JobSucceeded, JobFailed or JobCancelled
 	ExitCode     int
 	Reason       string
 	FailureClass cikit.FailureClass
+	// Outputs are the job's outputs (JobSpec.Outputs), at most
+	// cikit.MaxOutputValueBytes each and cikit.MaxOutputsBytes together:
+	// the server refuses a report past them, and the agent then reports
+	// the job failed, saying why.
+	Outputs map[string]string
+	// Annotations are what its steps attached, at most
+	// cikit.MaxAnnotations.
+	Annotations []cikit.Annotation
+	// Commit is the commit checked out, CheckoutDuration how long that
+	// took; empty and zero when the job checked out nothing.
+	Commit           string
+	CheckoutDuration time.Duration
+	// EnvNames are the names, never the values, of the variables of the
+	// job's environment.
+	EnvNames []string
 }
 
 // Config configures an Agent. Server, Executor and either
@@ -282,7 +307,7 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 	}()
 
 	deadlineCtx, cancelDeadline := context.WithDeadline(jobCtx, j.Deadline)
-	res := a.cfg.Executor.Run(deadlineCtx, j.Spec, stream, stream.setStep, deadline)
+	res := a.cfg.Executor.Run(deadlineCtx, process.Job{Spec: j.Spec, Context: j.Context, Output: stream, OnStep: stream.setStep, Lease: deadline})
 	cancelDeadline()
 	cause := context.Cause(jobCtx)
 	cancelJob(nil)
@@ -317,7 +342,9 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 		}
 		return
 	}
-	comp := &completion{Result: res.State, ExitCode: res.ExitCode, FailureClass: res.FailureClass, Reason: res.Reason, Log: totals}
+	comp := &completion{Result: res.State, ExitCode: res.ExitCode, FailureClass: res.FailureClass, Reason: res.Reason, Log: totals,
+		Outputs: res.Outputs, Annotations: res.Annotations, Commit: res.Commit, CheckoutDurationMS: res.CheckoutDuration.Milliseconds(),
+		EnvNames: res.EnvNames}
 	if errors.Is(cause, errCancelRequested) {
 		comp.Result, comp.FailureClass, comp.Reason = cikit.JobCancelled, "", "cancelled on request"
 	}
@@ -329,6 +356,15 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 				log.Warn("agent: completion refused as stale", "error", err)
 			}
 			return
+		}
+		if errors.As(err, &ae) && (ae.Status == http.StatusBadRequest || ae.Status == http.StatusRequestEntityTooLarge) && comp.reports() {
+			// The server refused the job's report (an output past its
+			// limit, say): the job fails, saying why, rather than end
+			// as a lost runner retried with the same report.
+			log.Warn("agent: the server refused the job's report; reporting the job failed", "error", err)
+			*comp = completion{Result: cikit.JobFailed, ExitCode: comp.ExitCode, FailureClass: cikit.FailureScript, Log: totals,
+				Reason: "the server refused the job's report: " + ae.Msg}
+			continue
 		}
 		if errors.As(err, &ae) && !ae.transient() || attempt == 10 {
 			log.Error("agent: completion failed", "error", err)

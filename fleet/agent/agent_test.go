@@ -33,16 +33,20 @@ type fakeExecutor struct {
 	release   chan agent.Result
 	cancelled atomic.Int32
 	leases    chan *process.LeaseDeadline // each job's, as it starts
+	contexts  chan *cikit.JobContext      // each job's, as it starts
 }
 
 func newFakeExecutor() *fakeExecutor {
-	return &fakeExecutor{started: make(chan *cikit.JobSpec, 10), release: make(chan agent.Result, 10), leases: make(chan *process.LeaseDeadline, 10)}
+	return &fakeExecutor{started: make(chan *cikit.JobSpec, 10), release: make(chan agent.Result, 10), leases: make(chan *process.LeaseDeadline, 10),
+		contexts: make(chan *cikit.JobContext, 10)}
 }
 
-func (e *fakeExecutor) Run(ctx context.Context, spec *cikit.JobSpec, out io.Writer, step func(int), lease *process.LeaseDeadline) agent.Result {
-	e.leases <- lease
-	step(0)
-	_, _ = io.WriteString(out, "hello from "+spec.ID+"\n")
+func (e *fakeExecutor) Run(ctx context.Context, job process.Job) agent.Result {
+	spec := job.Spec
+	e.leases <- job.Lease
+	e.contexts <- job.Context
+	job.OnStep(0)
+	_, _ = io.WriteString(job.Output, "hello from "+spec.ID+"\n")
 	e.started <- spec
 	select {
 	case r := <-e.release:
@@ -454,7 +458,8 @@ func TestAgentOversizedSpecFailsAsConfig(t *testing.T) {
 // chattyExecutor writes n bytes of output in lines, over two steps.
 type chattyExecutor struct{ n int }
 
-func (c chattyExecutor) Run(ctx context.Context, spec *cikit.JobSpec, out io.Writer, step func(int), _ *process.LeaseDeadline) agent.Result {
+func (c chattyExecutor) Run(ctx context.Context, job process.Job) agent.Result {
+	step, out := job.OnStep, job.Output
 	for i := 0; i < c.n; {
 		if i == 0 || i == c.n/2 {
 			step(i / max(c.n/2, 1))
@@ -542,4 +547,97 @@ func TestAgentFailsATruncatedLog(t *testing.T) {
 	e.startWith(t, chattyExecutor{n: 1 << 10})
 	short := e.newRun(t)
 	waitState(t, e, short, cikit.JobSucceeded)
+}
+
+// TestAgentPassesTheJobContextAndReportsTheResult: the executor is given
+// the run's context, the source the server minted and the outputs of the
+// jobs needed; what it reports (outputs, annotations, commit, checkout
+// duration, env names) is stored with the job and reaches the job that
+// needs it. The job token fetches the run's repository while its attempt
+// runs, and nothing else.
+func TestAgentPassesTheJobContextAndReportsTheResult(t *testing.T) {
+	t.Parallel()
+	minted := make(chan fleet.JobRef, 10)
+	e := setup(t, longTTL, func(_ *logs.Config, sc *fleet.ServerConfig) {
+		sc.Source = fleet.SourceMinterFunc(func(_ context.Context, run *cikit.RunContext, job fleet.JobRef) (*cikit.CheckoutSource, error) {
+			minted <- job
+			return &cikit.CheckoutSource{URL: "https://git.example/" + run.Repository + ".git", Username: "cikit", Token: job.Token}, nil
+		})
+		sc.RunURL = func(runID string) string { return "https://ci.example/runs/" + runID }
+	})
+	ctx := context.Background()
+	rc := &cikit.RunContext{Provider: "github", Repository: "acme/api", Event: "push", Ref: "refs/heads/main", RefName: "main",
+		RefType: "branch", SHA: "0123456789abcdef0123456789abcdef01234567", Actor: "octocat", Payload: []byte(`{"ref":"refs/heads/main"}`)}
+	step := []cikit.Step{{Run: "make"}}
+	run, err := e.jobs.RunCreate(ctx, &dag.RunCreateParams{Context: rc, Jobs: []*cikit.JobSpec{
+		{ID: "a", Steps: step, Outputs: map[string]string{"x": "${{ steps.s.outputs.x }}"}},
+		{ID: "b", Needs: []string{"a"}, Steps: step}}})
+	require.NoError(t, err)
+	require.NoError(t, e.server.DispatchRun(ctx, run.ID))
+	e.start(t, time.Second)
+
+	jc := <-e.exec.contexts
+	<-e.exec.started
+	require.Equal(t, run.ID, jc.RunID)
+	require.Equal(t, 1, jc.Attempt)
+	require.Equal(t, "https://ci.example/runs/"+run.ID, jc.RunURL)
+	require.Equal(t, rc.Repository, jc.Repository)
+	require.Equal(t, rc.SHA, jc.SHA)
+	require.JSONEq(t, string(rc.Payload), string(jc.Payload))
+	require.Empty(t, jc.Needs)
+	ref := <-minted
+	require.Equal(t, fleet.JobRef{RunID: run.ID, JobID: "a", Attempt: 1, Token: ref.Token}, ref)
+	require.Equal(t, "https://git.example/acme/api.git", jc.Source.URL)
+	require.Equal(t, ref.Token, jc.Source.Token)
+
+	got, err := e.server.AuthorizeFetch(ctx, jc.Source.Token, "acme/api")
+	require.NoError(t, err, "the job token fetches its run's repository while the job runs")
+	require.Equal(t, "a", got.JobID)
+	_, err = e.server.AuthorizeFetch(ctx, jc.Source.Token, "acme/other")
+	require.ErrorIs(t, err, fleet.ErrFetchRefused, "another repository")
+	_, err = e.server.AuthorizeFetch(ctx, "not-a-token", "acme/api")
+	require.ErrorIs(t, err, fleet.ErrFetchRefused)
+
+	report := agent.Result{State: cikit.JobSucceeded, Outputs: map[string]string{"x": "42", "multi": "a\nb"},
+		Annotations: []cikit.Annotation{{Level: "error", Message: "broken", File: "main.go", Line: 7, Step: "test"}},
+		Commit:      rc.SHA, CheckoutDuration: 1500 * time.Millisecond, EnvNames: []string{"CI", "GITHUB_SHA"}}
+	e.exec.release <- report
+	jc = <-e.exec.contexts
+	<-e.exec.started
+	require.Equal(t, map[string]cikit.NeedResult{"a": {Result: cikit.JobSucceeded, Outputs: report.Outputs}}, jc.Needs,
+		"b sees a's result and outputs")
+	a, err := e.jobs.JobGet(ctx, run.ID, "a")
+	require.NoError(t, err)
+	require.Equal(t, &dag.JobResult{Outputs: report.Outputs, Annotations: report.Annotations, Commit: rc.SHA,
+		CheckoutDuration: report.CheckoutDuration, EnvNames: report.EnvNames}, a.Result)
+	_, err = e.server.AuthorizeFetch(ctx, ref.Token, "acme/api")
+	require.ErrorIs(t, err, fleet.ErrFetchRefused, "a's attempt has ended: its token fetches no more")
+
+	e.exec.release <- agent.Result{State: cikit.JobSucceeded}
+	require.Eventually(t, func() bool {
+		r, err := e.jobs.RunGet(ctx, run.ID)
+		return err == nil && r.State == cikit.RunSucceeded
+	}, time.Minute, 5*time.Millisecond)
+	b, err := e.jobs.JobGet(ctx, run.ID, "b")
+	require.NoError(t, err)
+	require.Nil(t, b.Result, "a completion without a report records none")
+}
+
+// TestAgentReportsARefusedReportAsAFailure: an output past
+// cikit.MaxOutputValueBytes is refused by the server, and the agent then
+// reports the job failed, naming the field, instead of leaving it to be
+// retried as a lost runner.
+func TestAgentReportsARefusedReportAsAFailure(t *testing.T) {
+	t.Parallel()
+	e := setup(t, longTTL)
+	e.start(t, time.Second)
+	runID := e.newRun(t)
+	<-e.exec.contexts
+	<-e.exec.started
+	e.exec.release <- agent.Result{State: cikit.JobSucceeded, Outputs: map[string]string{"big": strings.Repeat("x", cikit.MaxOutputValueBytes+1)}}
+	waitState(t, e, runID, cikit.JobFailed)
+	j := e.job(t, runID)
+	require.Contains(t, j.Reason, "the server refused the job's report")
+	require.Contains(t, j.Reason, "outputs.big")
+	require.Nil(t, j.Result)
 }

@@ -62,6 +62,9 @@ type job struct {
 	Spec              *cikit.JobSpec `json:"spec"`
 	// MaxLogBytes is where the job's log is cut; 0: nowhere.
 	MaxLogBytes int64 `json:"max_log_bytes"`
+	// Context is the job's run context, its needs and its source; nil
+	// from a server older than the field.
+	Context *cikit.JobContext `json:"context"`
 }
 
 type heartbeat struct {
@@ -92,6 +95,17 @@ type completion struct {
 	FailureClass cikit.FailureClass `json:"failure_class,omitempty"`
 	Reason       string             `json:"reason,omitempty"`
 	Log          *logTotals         `json:"log,omitempty"`
+	// The job's report.
+	Outputs            map[string]string  `json:"outputs,omitempty"`
+	Annotations        []cikit.Annotation `json:"annotations,omitempty"`
+	Commit             string             `json:"commit,omitempty"`
+	CheckoutDurationMS int64              `json:"checkout_duration_ms,omitempty"`
+	EnvNames           []string           `json:"env_names,omitempty"`
+}
+
+// reports reports whether c carries a report beyond how the job ended.
+func (c *completion) reports() bool {
+	return len(c.Outputs) > 0 || len(c.Annotations) > 0 || c.Commit != "" || c.CheckoutDurationMS != 0 || len(c.EnvNames) > 0
 }
 
 type logTotals struct {

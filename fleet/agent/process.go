@@ -2,9 +2,7 @@ package agent
 
 import (
 	"context"
-	"io"
 
-	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/fleet/process"
 )
 
@@ -13,9 +11,10 @@ type ProcessExecutor struct {
 	Executor *process.Executor
 }
 
-// Run runs spec with the process executor, whose job supervisor kills
-// the job when lease passes without a renewal.
-func (p ProcessExecutor) Run(ctx context.Context, spec *cikit.JobSpec, out io.Writer, step func(int), lease *process.LeaseDeadline) Result {
-	r := p.Executor.RunLeased(ctx, spec, out, step, lease)
-	return Result{State: r.State, ExitCode: r.ExitCode, Reason: r.Reason, FailureClass: r.FailureClass}
+// Run runs job with the process executor (process.Executor.RunJob), whose
+// job supervisor kills the job when job.Lease passes without a renewal.
+func (p ProcessExecutor) Run(ctx context.Context, job process.Job) Result {
+	r := p.Executor.RunJob(ctx, job)
+	return Result{State: r.State, ExitCode: r.ExitCode, Reason: r.Reason, FailureClass: r.FailureClass,
+		Outputs: r.Outputs, Annotations: r.Annotations, Commit: r.Commit, CheckoutDuration: r.CheckoutDuration, EnvNames: r.EnvNames}
 }

@@ -494,3 +494,48 @@ func TestManualMounted(t *testing.T) {
 	require.Equal(t, []string{"acme/api"}, got, "the trigger reads org and repo from the path")
 	requireError(t, f.do(t, "GET", "/api/v1/repos/acme/api/pipelines"), http.StatusMethodNotAllowed, "use POST")
 }
+
+// TestRunContextAndJobResults: a run shows its context without the
+// event's payload, and a job that ended with a report its commit,
+// checkout duration, annotations, outputs and env names; a job without
+// one shows none of them.
+func TestRunContextAndJobResults(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, api.Config{})
+	ctx := context.Background()
+	rc := &cikit.RunContext{Provider: "github", Repository: "acme/api", Event: "push", Ref: "refs/heads/main", RefName: "main",
+		RefType: "branch", SHA: "0123456789abcdef0123456789abcdef01234567", Actor: "octocat", Payload: []byte(`{"secret":"payload"}`)}
+	run, err := f.store.RunCreate(ctx, &dag.RunCreateParams{Jobs: fanOut(), Pipeline: "acme/api:.cikit.yml", Branch: "main", Context: rc})
+	require.NoError(t, err)
+	f.start(t, run, "build", "runner-7", 0, 1)
+	j, err := f.store.JobGet(ctx, run.ID, "build")
+	require.NoError(t, err)
+	_, err = f.store.JobComplete(ctx, &dag.JobCompleteParams{RunID: run.ID, JobID: "build", Attempt: j.Attempt, Outcome: cikit.JobSucceeded,
+		Result: &dag.JobResult{Outputs: map[string]string{"version": "1.2.3"}, Commit: rc.SHA, CheckoutDuration: 1500 * time.Millisecond,
+			Annotations: []cikit.Annotation{{Level: "warning", Message: "deprecated call", File: "main.go", Line: 12, Step: "vet"}},
+			EnvNames:    []string{"CI", "GITHUB_SHA"}}})
+	require.NoError(t, err)
+
+	rec := f.do(t, "GET", "/api/v1/runs/"+run.ID)
+	require.NotContains(t, rec.Body.String(), "payload", "the payload is not shown")
+	d := decode[api.RunDetail](t, rec, http.StatusOK)
+	want := *rc
+	want.Payload = nil
+	require.Equal(t, &want, d.Context)
+	build := d.Jobs[0]
+	require.Equal(t, "build", build.ID)
+	require.Equal(t, rc.SHA, build.Commit)
+	require.Equal(t, 1500*time.Millisecond, build.CheckoutDuration)
+	require.Equal(t, map[string]string{"version": "1.2.3"}, build.Outputs)
+	require.Equal(t, []cikit.Annotation{{Level: "warning", Message: "deprecated call", File: "main.go", Line: 12, Step: "vet"}}, build.Annotations)
+	require.Equal(t, []string{"CI", "GITHUB_SHA"}, build.EnvNames)
+
+	h := decode[api.JobHistory](t, f.do(t, "GET", "/api/v1/runs/"+run.ID+"/jobs/build"), http.StatusOK)
+	require.Equal(t, build, h.JobDetail, "the job's own page shows the same")
+
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(f.do(t, "GET", "/api/v1/runs/"+run.ID+"/jobs/unit").Body.Bytes(), &raw))
+	for _, k := range []string{"commit", "checkout_duration_ns", "annotations", "outputs", "env_names"} {
+		require.NotContains(t, raw, k, "a job that has not ended shows no %s", k)
+	}
+}

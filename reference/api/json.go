@@ -49,6 +49,11 @@ type RunDetail struct {
 	Counts map[cikit.JobState]int `json:"counts"`
 	// Jobs are the run's jobs in plan order.
 	Jobs []JobDetail `json:"jobs"`
+	// Context is what the run knows of the event that started it
+	// (provider, repository, event, ref, commit, pull request, actor,
+	// inputs), without the event's payload; absent for a run created
+	// without one.
+	Context *cikit.RunContext `json:"context,omitempty"`
 }
 
 // JobDetail is one job of a run as its current attempt stands.
@@ -93,6 +98,21 @@ type JobDetail struct {
 	Cache []JobCache `json:"cache"`
 	// Critical says that the job is on the run's critical path.
 	Critical bool `json:"critical"`
+	// Commit is the commit the attempt checked out, and
+	// CheckoutDuration how long that took; absent when it checked out
+	// nothing or has not ended.
+	Commit           string        `json:"commit,omitempty"`
+	CheckoutDuration time.Duration `json:"checkout_duration_ns,omitempty"`
+	// Annotations are the messages the attempt's steps attached
+	// (::error, ::warning, ::notice), in the order they were written;
+	// absent when there are none.
+	Annotations []cikit.Annotation `json:"annotations,omitempty"`
+	// Outputs are the attempt's job outputs, which the jobs needing it
+	// read; absent until it has ended with some.
+	Outputs map[string]string `json:"outputs,omitempty"`
+	// EnvNames are the names, never the values, of the variables of the
+	// attempt's environment; absent until it has ended with them.
+	EnvNames []string `json:"env_names,omitempty"`
 }
 
 // JobCache is one cache of a job's spec.
@@ -172,6 +192,11 @@ func detail(run *dag.Run, jobs []*dag.Job, now time.Time) (*RunDetail, error) {
 		Counts:               rep.Counts,
 		Jobs:                 make([]JobDetail, len(jobs)),
 	}
+	if run.Context != nil {
+		c := *run.Context
+		c.Payload = nil
+		d.Context = &c
+	}
 	d.Duration = rep.Duration
 	byID := make(map[string]*dag.Job, len(jobs))
 	for _, j := range jobs {
@@ -192,6 +217,10 @@ func jobDetail(j *dag.Job, r *dag.JobReport, run map[string]*dag.Job, critical b
 		State: j.State, Attempt: j.Attempt, QueueDuration: r.QueueDuration, RunDuration: r.RunDuration,
 		Reason: j.Reason, Runner: j.Runner, StartedAt: utc(j.StartedAt), FinishedAt: utc(j.FinishedAt),
 		WaitingOn: waitingOn(j, run), Cache: make([]JobCache, len(s.Caches)), Critical: critical,
+	}
+	if res := j.Result; res != nil {
+		d.Commit, d.CheckoutDuration, d.Outputs = res.Commit, res.CheckoutDuration, res.Outputs
+		d.Annotations, d.EnvNames = res.Annotations, res.EnvNames
 	}
 	if d.Name == "" {
 		d.Name = j.ID()

@@ -28,5 +28,7 @@
 // webtest, which reads them): "dag", "dag-node" (with data-job,
 // data-state and data-critical), "dag-edge" (with data-from, data-to and
 // data-critical), "run-state", "cancel", "retry", "error", "log" and
-// "log-line" (with id "L<n>").
+// "log-line" (with id "L<n>"); on a job's page "job-commit",
+// "job-outputs", "job-env-names" and "annotations" (whose items carry
+// data-level) show what its attempt reported.
 package web

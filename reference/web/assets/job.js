@@ -20,10 +20,11 @@ export function mountJob(root, runID, jobID, query) {
   const start = h('button', { type: 'button', class: 'start', 'data-testid': 'start', hidden: true }, 'Start');
   const startErr = errorBox('start-error');
   const attempts = h('nav', { class: 'attempts', 'data-testid': 'attempts' });
+  const annotations = h('ul', { class: 'annotations', 'data-testid': 'annotations', hidden: true });
   const logSlot = h('div');
   root.append(
     h('p', { class: 'crumbs' }, h('a', { href: pagePath(runID), 'data-testid': 'run-link' }, `Run ${runID}`)),
-    title, err.el, startErr.el, facts, why, attempts, logSlot,
+    title, err.el, startErr.el, facts, why, annotations, attempts, logSlot,
   );
 
   let job = null;
@@ -53,7 +54,19 @@ export function mountJob(root, runID, jobID, query) {
       ...fact('Exit code', j.exit_code === undefined ? null : String(j.exit_code)),
       ...fact('Reason', j.reason),
       ...fact('Allowed to fail', j.allow_failure ? 'yes' : null),
+      ...fact('Commit', j.commit, { 'data-testid': 'job-commit' }),
+      ...fact('Checkout took', j.commit ? duration(j.checkout_duration_ns || 0) : null),
+      ...fact('Outputs', j.outputs ? Object.keys(j.outputs).sort().map((k) => h('div', {}, `${k} = ${j.outputs[k]}`)) : null,
+        { 'data-testid': 'job-outputs' }),
+      ...fact('Environment', (j.env_names || []).join(', '), { 'data-testid': 'job-env-names' }),
     );
+    // Annotations: what the steps attached with ::error, ::warning and ::notice.
+    annotations.replaceChildren(...(j.annotations || []).map((a) => {
+      const where = a.file ? `${a.file}${a.line ? ':' + a.line : ''}: ` : '';
+      return h('li', { class: `annotation ${a.level}`, 'data-level': a.level },
+        `${a.level}${a.step ? ' in ' + a.step : ''}: ${where}${a.title ? a.title + ' — ' : ''}${a.message}`);
+    }));
+    annotations.hidden = !(j.annotations || []).length;
     start.hidden = j.state !== 'manual';
     start.disabled = false;
     const past = (j.attempts || []).map((a) => a.attempt).filter((n) => n !== j.attempt);
