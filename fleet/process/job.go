@@ -1,0 +1,576 @@
+package process
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/fleet/runtime"
+)
+
+// RunJob runs job's steps in a fresh workspace, in the world of its run:
+// its commit checked out, its context in its environment and
+// expressions, the results and outputs of its needs. It returns when every
+// process it started has ended. Cancelling ctx cancels the job (the result
+// is JobCancelled); exceeding the job's timeout fails it. Run, RunOutput
+// and RunLeased are RunJob with a nil Context.
+//
+// The workspace is a checkout of the job's commit when the job's context
+// has a source (Job.Context.Source) and the job asks for one
+// (JobSpec.Checkout, or a GitHub step using actions/checkout), through
+// Config.Checkout, and otherwise a copy of Config.Source, the runner's
+// fixed directory; the log says which.
+func (e *Executor) RunJob(ctx context.Context, job Job) Result {
+	if job.Output == nil {
+		job.Output = e.cfg.Output(job.Spec)
+	}
+	j := &jobRun{e: e, job: job, spec: job.Spec, github: job.Spec.Format == formatGitHub}
+	return j.run(ctx)
+}
+
+const (
+	formatGitHub = "github"
+	formatGitLab = "gitlab"
+)
+
+// jobRun is one job being run.
+type jobRun struct {
+	e      *Executor
+	job    Job
+	spec   *cikit.JobSpec
+	github bool // a GitHub workflow's job: GitHub's run-time semantics
+
+	// root is the directory the job owns (and its sandbox sees): ws, the
+	// workspace its steps run in, and temp, its RUNNER_TEMP, where the
+	// environment files and script files of its steps are.
+	root, ws, temp string
+	out            *jobOutput
+	pw             *os.File // out's pipe, where steps and headers write
+	procs          jobProcs
+	timeout        time.Duration
+
+	// eval evaluates the job's run-time expressions; nil when the job has
+	// none.
+	eval evaluator
+	// env is the job's environment before its steps' own: the base, the
+	// predefined variables, GITHUB_ENV's, the job's env.
+	base    map[string]string // the base and the predefined variables
+	fileEnv map[string]string // what steps wrote to GITHUB_ENV
+	jobEnv  map[string]string
+	paths   []string // what steps wrote to GITHUB_PATH, in order
+	names   map[string]bool
+	nstep   int // the steps started, for their files' names
+
+	res Result
+}
+
+// evaluator evaluates a job's run-time expressions and step conditions.
+type evaluator interface {
+	// Expand returns s with its expressions evaluated.
+	Expand(s string) (string, error)
+	// StepRuns reports whether step runs, given whether the job has
+	// failed so far.
+	StepRuns(step *cikit.Step, failed bool) (bool, error)
+}
+
+// expanderEval is a Config.Expander for one job.
+type expanderEval struct {
+	x    Expander
+	spec *cikit.JobSpec
+}
+
+func (x expanderEval) Expand(s string) (string, error) { return x.x.Expand(x.spec, s) }
+func (x expanderEval) StepRuns(step *cikit.Step, failed bool) (bool, error) {
+	return x.x.StepRuns(x.spec, step, failed)
+}
+
+// fail returns the result of a job that failed before or between its
+// steps, with class, and says why in its log once it has one.
+func (j *jobRun) fail(class cikit.FailureClass, format string, args ...any) Result {
+	r := j.res
+	r.State, r.ExitCode, r.Reason, r.FailureClass = cikit.JobFailed, -1, fmt.Sprintf(format, args...), class
+	if j.pw != nil {
+		fmt.Fprintf(j.pw, "--- %s\n", r.Reason)
+	}
+	return r
+}
+
+func (j *jobRun) run(ctx context.Context) Result {
+	e, spec := j.e, j.spec
+	j.res = Result{State: cikit.JobSucceeded, ExitCode: -1}
+	j.timeout = spec.Timeout
+	if j.timeout <= 0 {
+		j.timeout = e.cfg.Timeout
+	}
+	jobCtx, cancel := context.WithTimeoutCause(ctx, j.timeout, errTimeout)
+	defer cancel()
+
+	root, err := e.newWorkspace(spec.ID)
+	if err != nil {
+		return j.fail(cikit.FailureInfrastructure, "workspace: %v", err)
+	}
+	if e.cfg.KeepWorkspaces {
+		defer e.unlockWorkspace(root)
+	} else {
+		defer e.removeWorkspace(root)
+	}
+	j.root, j.ws, j.temp = root, filepath.Join(root, "workspace"), filepath.Join(root, "temp")
+	for _, dir := range []string{j.ws, j.temp} {
+		if err := errors.Join(os.Mkdir(dir, 0o755), e.own(dir)); err != nil {
+			return j.fail(cikit.FailureInfrastructure, "workspace: %v", err)
+		}
+	}
+
+	// All steps write into one pipe whose reader copies to the job's
+	// output. Children get the pipe's file itself, so Wait returns when a
+	// step's shell exits even if a background process it started still
+	// holds the pipe; the copy ends once those are killed at job end.
+	if j.out, err = newJobOutput(j.job.Output, nil); err != nil {
+		return j.fail(cikit.FailureInfrastructure, "output pipe: %v", err)
+	}
+	j.pw = j.out.pw
+	defer func() {
+		if !j.out.close(2 * time.Second) {
+			// A process that left its group still holds the pipe.
+			e.cfg.Logger.Warn("a process of the job outlived it and keeps its output open", "job", spec.ID)
+		}
+	}()
+
+	if e.sandbox != nil {
+		io.WriteString(j.pw, e.sandbox.limits.header(e.sandbox.cgroup != ""))
+	}
+	if e.unsandboxed != "" {
+		fmt.Fprintf(j.pw, "--- warning: this job is NOT SANDBOXED (%s); it runs as plain processes with the runner's user, file system and network\n", e.unsandboxed)
+	}
+	for _, w := range spec.Warnings {
+		fmt.Fprintf(j.pw, "--- warning: %s\n", w)
+	}
+	if err := j.prepareWorkspace(jobCtx); err != nil {
+		return j.checkoutFailed(jobCtx, err)
+	}
+
+	if j.procs, err = e.startProcs(jobCtx, root, j.pw, j.job.Lease); err != nil {
+		res := j.fail(cikit.FailureInfrastructure, "sandbox: %v", err)
+		if jobCtx.Err() != nil && context.Cause(jobCtx) == errTimeout {
+			res.Reason, res.FailureClass = fmt.Sprintf("timed out after %s while the sandbox started", j.timeout), cikit.FailureTimeout
+		} else if jobCtx.Err() != nil {
+			res.State, res.Reason, res.FailureClass = cikit.JobCancelled, "cancelled while the sandbox started", ""
+		}
+		return res
+	}
+	// Whatever the steps left running dies with the job, before RunJob
+	// returns.
+	defer j.procs.end(e.cfg.Logger.Warn)
+
+	if err := j.setUpEnv(); err != nil {
+		return j.fail(cikit.FailureConfig, "%v", err)
+	}
+	return j.runSteps(jobCtx)
+}
+
+// prepareWorkspace fills the workspace before the first step: the job's
+// commit, or a copy of the runner's fixed directory.
+func (j *jobRun) prepareWorkspace(ctx context.Context) error {
+	e, jc, co := j.e, j.job.Context, j.spec.Checkout
+	switch {
+	case jc == nil || jc.Source == nil:
+		fmt.Fprintf(j.pw, "--- workspace: a copy of the runner's fixed directory %s (the job has no commit to check out)\n", e.cfg.Source)
+		if err := copyTree(e.cfg.Source, j.ws, e.cfg.WorkRoot, e.own); err != nil {
+			return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("copying %s: %w", e.cfg.Source, err)}
+		}
+		return nil
+	case co == nil:
+		return nil // a GitHub job checks out in a step
+	case co.Strategy == "none":
+		fmt.Fprintf(j.pw, "--- checkout: none (strategy none): the workspace starts empty\n")
+		return nil
+	}
+	return j.checkout(ctx, *co)
+}
+
+// checkoutFailed returns the result of a job whose checkout failed.
+func (j *jobRun) checkoutFailed(ctx context.Context, err error) Result {
+	if ctx.Err() != nil {
+		if context.Cause(ctx) == errTimeout {
+			return j.fail(cikit.FailureTimeout, "timed out after %s during the checkout", j.timeout)
+		}
+		r := j.fail("", "cancelled during the checkout")
+		r.State = cikit.JobCancelled
+		return r
+	}
+	var ce *checkoutError
+	if errors.As(err, &ce) {
+		return j.fail(ce.class, "%v", ce)
+	}
+	return j.fail(cikit.FailureInfrastructure, "%v", err)
+}
+
+// setUpEnv builds the job's environment and expression evaluator.
+func (j *jobRun) setUpEnv() error {
+	e, spec := j.e, j.spec
+	j.names = map[string]bool{}
+	j.base = map[string]string{}
+	for _, kv := range e.cfg.Env {
+		k, v, _ := strings.Cut(kv, "=")
+		j.base[k] = v
+	}
+	maps.Copy(j.base, map[string]string{
+		"CI": "true", "CIKIT": "true", "CIKIT_JOB_ID": spec.ID, "CIKIT_JOB_NAME": spec.DisplayName(), "CIKIT_WORKSPACE": j.ws,
+	})
+	if e.sandbox != nil {
+		for _, kv := range sandboxEnv() {
+			k, v, _ := strings.Cut(kv, "=")
+			j.base[k] = v
+		}
+	}
+	switch {
+	case e.cfg.Expander != nil && !j.github:
+		j.eval = expanderEval{e.cfg.Expander, spec}
+	}
+	j.fileEnv = map[string]string{}
+	j.jobEnv = spec.Env
+	if j.eval != nil && len(spec.Env) > 0 {
+		j.jobEnv = make(map[string]string, len(spec.Env))
+		for _, k := range slices.Sorted(maps.Keys(spec.Env)) {
+			x, err := j.eval.Expand(spec.Env[k])
+			if err != nil {
+				return fmt.Errorf("env %s: %v", k, err)
+			}
+			j.jobEnv[k] = x
+		}
+	}
+	return nil
+}
+
+// stepEnv returns the environment of a step: the base, GITHUB_ENV's
+// variables, the job's env, the step's env (GitHub's order: a job's env
+// wins over GITHUB_ENV), PATH with GITHUB_PATH's directories in front,
+// and extra.
+func (j *jobRun) stepEnv(stepEnv map[string]string, extra map[string]string) []string {
+	env := maps.Clone(j.base)
+	maps.Copy(env, j.fileEnv)
+	maps.Copy(env, j.jobEnv)
+	maps.Copy(env, stepEnv)
+	if len(j.paths) > 0 {
+		env["PATH"] = runtime.PrependPath(env["PATH"], j.paths, string(os.PathListSeparator))
+	}
+	maps.Copy(env, extra)
+	out := make([]string, 0, len(env))
+	for _, k := range slices.Sorted(maps.Keys(env)) {
+		j.names[k] = true
+		out = append(out, k+"="+env[k])
+	}
+	return out
+}
+
+// runSteps runs the job's steps and after-steps and returns its result.
+func (j *jobRun) runSteps(ctx context.Context) Result {
+	spec := j.spec
+	steps := append(append([]cikit.Step(nil), spec.Steps...), spec.AfterSteps...)
+	for i, step := range steps {
+		after := i >= len(spec.Steps)
+		name := step.Name
+		if name == "" {
+			name = fmt.Sprintf("step %d", i+1)
+		}
+		runs, err := j.stepRuns(&step, after)
+		if err != nil {
+			return j.fail(cikit.FailureConfig, "step %q: %v", name, err)
+		}
+		if !runs {
+			continue
+		}
+		if err := j.expandStep(&step); err != nil {
+			return j.fail(cikit.FailureConfig, "step %q: %v", name, err)
+		}
+		if j.job.OnStep != nil {
+			j.job.OnStep(i)
+		}
+		if stop := j.runStep(ctx, step, name, after); stop {
+			break
+		}
+	}
+	j.res.EnvNames = slices.Sorted(maps.Keys(j.names))
+	return j.res
+}
+
+// runStep runs one step and records how it ended; it reports whether
+// nothing more of the job runs (cancelled, timed out, its processes
+// gone).
+func (j *jobRun) runStep(ctx context.Context, step cikit.Step, name string, after bool) bool {
+	e := j.e
+	started := time.Now()
+	var x stepExit
+	var err error
+	var class cikit.FailureClass = cikit.FailureScript
+	switch {
+	case step.Uses != "" && isCheckoutAction(step.Uses):
+		fmt.Fprintf(j.pw, "--- %s (%s)\n", name, step.Uses)
+		x, err, class = j.checkoutStep(ctx, step)
+	case step.Uses != "":
+		fmt.Fprintf(j.pw, "--- %s (%s)\n", name, step.Uses)
+		x, err, class = stepExit{code: -1}, fmt.Errorf("uses %s: this runner runs only actions/checkout and local composite actions (uses: ./path) today; JavaScript, Docker and remote actions are not run yet", step.Uses), cikit.FailureConfig
+	default:
+		fmt.Fprintf(j.pw, "--- %s\n", name)
+		var extra map[string]string
+		if after && j.spec.Format == formatGitLab {
+			extra = map[string]string{"CI_JOB_STATUS": gitlabStatus(j.res.State)}
+		}
+		sj, _ := j.procs.(*sandboxJob)
+		oomBefore := sj.oomKills()
+		x, err = j.runCommand(ctx, step, extra)
+		if err == nil && x.code != 0 && sj.oomKills() > oomBefore {
+			err = errOOM
+		}
+	}
+	code := x.code
+	j.res.Steps = append(j.res.Steps, StepResult{Name: name, ExitCode: code, Duration: time.Since(started)})
+	var reason string
+	switch {
+	case ctx.Err() != nil && context.Cause(ctx) == errTimeout:
+		j.res.State, j.res.ExitCode, j.res.FailureClass = cikit.JobFailed, code, cikit.FailureTimeout
+		j.res.Reason = fmt.Sprintf("timed out after %s in step %q", j.timeout, name)
+	case ctx.Err() != nil:
+		j.res.State, j.res.ExitCode = cikit.JobCancelled, code
+		j.res.Reason = fmt.Sprintf("cancelled in step %q", name)
+	case errors.Is(err, errOOM):
+		reason = fmt.Sprintf("step %q exited with code %d; the job reached its memory limit of %s (Sandbox.Limits.JobMemory, cgroup memory.max)", name, code, bytesString(e.sandbox.limits.JobMemory))
+	case err != nil:
+		reason = fmt.Sprintf("step %q: %v", name, err)
+	case x.signal != 0:
+		reason = fmt.Sprintf("step %q was killed by signal %d (%v)", name, int(x.signal), x.signal)
+	case code != 0:
+		reason = fmt.Sprintf("step %q exited with code %d", name, code)
+	}
+	if reason != "" && err == nil && e.sandbox != nil {
+		if cause := e.sandbox.limits.cause(x); cause != "" {
+			reason += "; " + cause
+		}
+	}
+	if errors.Is(err, errLeaseExpired) {
+		// The job's processes are gone: nothing more runs.
+		j.res.State, j.res.ExitCode, j.res.FailureClass = cikit.JobFailed, code, cikit.FailureInfrastructure
+		j.res.Reason = fmt.Sprintf("step %q: %v", name, err)
+		fmt.Fprintf(j.pw, "--- %s\n", j.res.Reason)
+		return true
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(j.pw, "--- %s\n", j.res.Reason)
+		return true // cancelled or timed out: nothing more runs
+	}
+	switch {
+	case reason == "":
+		if !after {
+			j.res.ExitCode = code
+		}
+	case step.ContinueOnError:
+		fmt.Fprintf(j.pw, "--- %s; continuing (continue on error)\n", reason)
+	case after:
+		// An after-step's failure is reported but changes nothing: the
+		// job's outcome is its steps'.
+		fmt.Fprintf(j.pw, "--- %s (after-step; the job's outcome stands)\n", reason)
+	default:
+		j.res.State, j.res.ExitCode, j.res.Reason, j.res.FailureClass = cikit.JobFailed, code, reason, class
+		fmt.Fprintf(j.pw, "--- %s\n", reason)
+	}
+	return false
+}
+
+// errOOM marks a step that failed when the job reached its memory limit.
+var errOOM = errors.New("the job reached its memory limit")
+
+// gitlabStatus is CI_JOB_STATUS for a job's after-steps.
+func gitlabStatus(s cikit.JobState) string {
+	switch s {
+	case cikit.JobSucceeded:
+		return "success"
+	case cikit.JobCancelled:
+		return "canceled"
+	}
+	return "failed"
+}
+
+// checkoutStep runs actions/checkout: the job's checkout with the step's
+// inputs.
+func (j *jobRun) checkoutStep(ctx context.Context, step cikit.Step) (stepExit, error, cikit.FailureClass) {
+	jc := j.job.Context
+	if jc == nil || jc.Source == nil {
+		fmt.Fprintf(j.pw, "--- the workspace is the runner's fixed directory %s: nothing to check out\n", j.e.cfg.Source)
+		return stepExit{code: 0}, nil, ""
+	}
+	opts, ignored, err := checkoutInputs(step.With, jc.Repository)
+	if err != nil {
+		return stepExit{code: -1}, err, cikit.FailureConfig
+	}
+	for _, k := range slices.Sorted(slices.Values(ignored)) {
+		fmt.Fprintf(j.pw, "--- warning: actions/checkout input %q is not honoured: the runner checks out with the job's read-only credential, shallow or with the history fetch-depth asks for\n", k)
+	}
+	if err := j.checkout(ctx, opts); err != nil {
+		var ce *checkoutError
+		if errors.As(err, &ce) {
+			return stepExit{code: -1}, ce.err, ce.class
+		}
+		return stepExit{code: -1}, err, cikit.FailureInfrastructure
+	}
+	return stepExit{code: 0}, nil, ""
+}
+
+// stepRuns decides whether a step runs: by the job's evaluator when it
+// has one, else every step until one fails and every after-step.
+func (j *jobRun) stepRuns(step *cikit.Step, after bool) (bool, error) {
+	failed := j.res.State != cikit.JobSucceeded
+	if j.eval == nil || after {
+		return after || !failed, nil
+	}
+	return j.eval.StepRuns(step, failed)
+}
+
+// expandStep evaluates the expressions of a step's script, shell,
+// working directory, env and inputs.
+func (j *jobRun) expandStep(step *cikit.Step) error {
+	x := j.eval
+	if x == nil {
+		return nil
+	}
+	var err error
+	if step.Run, err = x.Expand(step.Run); err != nil {
+		return err
+	}
+	if step.Shell, err = x.Expand(step.Shell); err != nil {
+		return fmt.Errorf("shell: %w", err)
+	}
+	if step.WorkingDirectory, err = x.Expand(step.WorkingDirectory); err != nil {
+		return fmt.Errorf("working-directory: %w", err)
+	}
+	for _, m := range []struct {
+		what string
+		vars *map[string]string
+	}{{"env", &step.Env}, {"with", &step.With}} {
+		if len(*m.vars) == 0 {
+			continue
+		}
+		out := make(map[string]string, len(*m.vars))
+		for _, k := range slices.Sorted(maps.Keys(*m.vars)) {
+			if out[k], err = x.Expand((*m.vars)[k]); err != nil {
+				return fmt.Errorf("%s %s: %w", m.what, k, err)
+			}
+		}
+		*m.vars = out
+	}
+	return nil
+}
+
+// runCommand runs a step's script with procs.
+func (j *jobRun) runCommand(ctx context.Context, step cikit.Step, extra map[string]string) (stepExit, error) {
+	if err := ctx.Err(); err != nil {
+		return stepExit{code: -1}, nil
+	}
+	if step.Timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, step.Timeout)
+		defer cancel()
+	}
+	dir, err := j.workingDirectory(step.WorkingDirectory)
+	if err != nil {
+		return stepExit{code: -1}, err
+	}
+	argv, err := j.shellCommand(step)
+	if err != nil {
+		return stepExit{code: -1}, err
+	}
+	x, err := j.procs.run(ctx, argv, dir, j.stepEnv(step.Env, extra))
+	if step.Timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) != errTimeout {
+		return stepExit{code: -1}, fmt.Errorf("timed out after %s", step.Timeout)
+	}
+	return x, err
+}
+
+// workingDirectory resolves a step's working directory: an absolute one
+// as it is, a relative one under the workspace, which it must not leave.
+// One in the workspace must exist.
+func (j *jobRun) workingDirectory(wd string) (string, error) {
+	dir := j.ws
+	switch {
+	case wd == "":
+		return dir, nil
+	case filepath.IsAbs(wd):
+		dir = filepath.Clean(wd)
+	default:
+		var err error
+		if dir, err = inside(j.ws, wd); err != nil {
+			return "", fmt.Errorf("working directory %w", err)
+		}
+	}
+	if j.e.sandbox == nil || within(dir, j.ws) {
+		if fi, err := os.Stat(dir); err != nil || !fi.IsDir() {
+			return "", fmt.Errorf("working directory %q does not exist", wd)
+		}
+	}
+	return dir, nil
+}
+
+// shellCommand returns the command line that runs a step's script.
+//
+// A GitHub job's step runs as on GitHub: from a file, by default with
+// `bash -e {0}` where bash is installed (else `sh -e {0}`); `bash` is
+// `bash --noprofile --norc -eo pipefail {0}`, `sh` is `sh -e {0}`, and a
+// shell holding {0} gets the file's path there.
+//
+// Other jobs' steps run with the executor's shell and -e -c by default;
+// for a named shell with the flags GitHub uses (bash gets pipefail); a
+// shell with {0} runs the script from a file, as GitHub's custom shells
+// do.
+func (j *jobRun) shellCommand(step cikit.Step) ([]string, error) {
+	shell := strings.TrimSpace(step.Shell)
+	if j.github {
+		switch shell {
+		case "":
+			if j.e.bash {
+				shell = "bash -e {0}"
+			} else {
+				shell = "sh -e {0}"
+			}
+		case "bash":
+			shell = "bash --noprofile --norc -eo pipefail {0}"
+		case "sh":
+			shell = "sh -e {0}"
+		case "python":
+			shell = "python {0}"
+		}
+	}
+	switch {
+	case shell == "":
+		return []string{j.e.cfg.Shell, "-e", "-c", step.Run}, nil
+	case shell == "sh":
+		return []string{"sh", "-e", "-c", step.Run}, nil
+	case shell == "bash":
+		return []string{"bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step.Run}, nil
+	case strings.Contains(shell, "{0}"):
+		f, err := os.CreateTemp(j.temp, ".cikit-step-*")
+		if err != nil {
+			return nil, err
+		}
+		_, werr := f.WriteString(step.Run)
+		if err := errors.Join(werr, f.Close(), j.e.own(f.Name())); err != nil {
+			return nil, err
+		}
+		return strings.Fields(strings.ReplaceAll(shell, "{0}", f.Name())), nil
+	default:
+		return append(strings.Fields(shell), "-c", step.Run), nil
+	}
+}
+
+// hasBash reports whether bash is installed, for GitHub's default shell.
+func hasBash() bool {
+	_, err := exec.LookPath("bash")
+	return err == nil
+}
