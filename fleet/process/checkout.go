@@ -81,7 +81,7 @@ func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) error {
 		}
 		opts.Path = ""
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := e.checkoutDir(j.ws, dir); err != nil {
 		return &checkoutError{cikit.FailureInfrastructure, err}
 	}
 	repo := jc.Repository
@@ -118,6 +118,39 @@ func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) error {
 	j.res.CheckoutDuration += res.Duration
 	fmt.Fprintf(j.pw, "--- checkout %s (%s)\n", res.Commit, res.Duration.Round(time.Millisecond))
 	return nil
+}
+
+// checkoutDir makes dir, in ws, ready for a checkout by the executor's
+// user: it exists, is the executor's (git refuses a work tree of another
+// user's), and no directory on the way from ws is a symbolic link, which
+// a job's step could have left to make the executor write elsewhere.
+func (e *Executor) checkoutDir(ws, dir string) error {
+	rel, err := filepath.Rel(ws, dir)
+	if err != nil {
+		return err
+	}
+	p := ws
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		if part == "." {
+			continue
+		}
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if err := os.Mkdir(p, 0o755); err != nil {
+				return err
+			}
+		case err != nil:
+			return err
+		case !fi.IsDir():
+			return fmt.Errorf("%s is not a directory", p)
+		}
+	}
+	if e.sandbox == nil || e.sandbox.uid < 0 {
+		return nil
+	}
+	return os.Lchown(dir, os.Getuid(), os.Getgid())
 }
 
 // ownTree gives everything below dir to the sandbox's user, when that is

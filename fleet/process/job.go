@@ -54,6 +54,9 @@ type jobRun struct {
 	// environment files and script files of its steps are.
 	root, ws, temp string
 	out            *jobOutput
+	// cmds is a GitHub job's workflow-command writer, which its output
+	// goes through; nil for other jobs.
+	cmds *runtime.CommandWriter
 	pw             *os.File // out's pipe, where steps and headers write
 	procs          jobProcs
 	timeout        time.Duration
@@ -134,7 +137,14 @@ func (j *jobRun) run(ctx context.Context) Result {
 	// output. Children get the pipe's file itself, so Wait returns when a
 	// step's shell exits even if a background process it started still
 	// holds the pipe; the copy ends once those are killed at job end.
-	if j.out, err = newJobOutput(j.job.Output, nil); err != nil {
+	dst, flush := j.job.Output, func() {}
+	if j.github {
+		// GitHub's workflow commands in the output: masks, annotations,
+		// groups, outputs.
+		j.cmds = runtime.NewCommandWriter(j.job.Output, runtime.CommandOptions{})
+		dst, flush = j.cmds, func() { _ = j.cmds.Flush() }
+	}
+	if j.out, err = newJobOutput(dst, flush); err != nil {
 		return j.fail(cikit.FailureInfrastructure, "output pipe: %v", err)
 	}
 	j.pw = j.out.pw
@@ -300,6 +310,14 @@ func (j *jobRun) runSteps(ctx context.Context) Result {
 		}
 	}
 	j.res.EnvNames = slices.Sorted(maps.Keys(j.names))
+	if j.cmds != nil {
+		j.endStep()
+		var dropped int
+		j.res.Annotations, dropped = j.cmds.Annotations()
+		if dropped > 0 {
+			fmt.Fprintf(j.pw, "--- warning: the job's steps attached %d annotations more than the %d kept\n", dropped, cikit.MaxAnnotations)
+		}
+	}
 	return j.res
 }
 
@@ -312,6 +330,10 @@ func (j *jobRun) runStep(ctx context.Context, step cikit.Step, name string, afte
 	var x stepExit
 	var err error
 	var class cikit.FailureClass = cikit.FailureScript
+	var outputs map[string]string
+	if j.cmds != nil {
+		j.cmds.BeginStep(name)
+	}
 	switch {
 	case step.Uses != "" && isCheckoutAction(step.Uses):
 		fmt.Fprintf(j.pw, "--- %s (%s)\n", name, step.Uses)
@@ -325,11 +347,24 @@ func (j *jobRun) runStep(ctx context.Context, step cikit.Step, name string, afte
 		if after && j.spec.Format == formatGitLab {
 			extra = map[string]string{"CI_JOB_STATUS": gitlabStatus(j.res.State)}
 		}
+		var files *stepFiles
+		if j.github {
+			if files, err = j.newStepFiles(); err != nil {
+				return j.stopInfra(name, err)
+			}
+			extra = files.vars()
+		}
 		sj, _ := j.procs.(*sandboxJob)
 		oomBefore := sj.oomKills()
 		x, err = j.runCommand(ctx, step, extra)
 		if err == nil && x.code != 0 && sj.oomKills() > oomBefore {
 			err = errOOM
+		}
+		if files != nil {
+			j.endStep()
+			if ferr := j.applyFiles(files, name, &outputs); ferr != nil && err == nil && x.code == 0 {
+				err, class = ferr, cikit.FailureScript
+			}
 		}
 	}
 	code := x.code
@@ -573,4 +608,20 @@ func (j *jobRun) shellCommand(step cikit.Step) ([]string, error) {
 func hasBash() bool {
 	_, err := exec.LookPath("bash")
 	return err == nil
+}
+
+// stopInfra ends a job whose step could not be started for a reason of
+// the runner's; it reports that nothing more runs.
+func (j *jobRun) stopInfra(name string, err error) bool {
+	r := j.fail(cikit.FailureInfrastructure, "step %q: %v", name, err)
+	j.res = r
+	return true
+}
+
+// endStep waits until the job's output has passed everything the step's
+// processes wrote, so that the workflow commands in it are the step's.
+func (j *jobRun) endStep() {
+	if !j.out.step(killWait) {
+		j.e.cfg.Logger.Warn("the job's output did not keep up: a step's workflow commands may count as the next step's", "job", j.spec.ID)
+	}
 }
