@@ -56,10 +56,10 @@ type jobRun struct {
 	out            *jobOutput
 	// cmds is a GitHub job's workflow-command writer, which its output
 	// goes through; nil for other jobs.
-	cmds *runtime.CommandWriter
-	pw             *os.File // out's pipe, where steps and headers write
-	procs          jobProcs
-	timeout        time.Duration
+	cmds    *runtime.CommandWriter
+	pw      *os.File // out's pipe, where steps and headers write
+	procs   jobProcs
+	timeout time.Duration
 
 	// eval evaluates the job's run-time expressions; nil when the job has
 	// none.
