@@ -184,7 +184,7 @@ type CommandWriter struct {
 	maxLine   int
 	maxAnn    int
 	buf       []byte
-	masks     []string // longest first
+	masks     []string
 	anns      []cikit.Annotation
 	dropped   int
 	step      string
@@ -243,7 +243,6 @@ func (w *CommandWriter) addMask(value string) {
 		}
 		w.masks = append(w.masks, c)
 	}
-	slices.SortStableFunc(w.masks, func(a, b string) int { return len(b) - len(a) })
 }
 
 // Mask returns s with every masked value replaced by MaskReplacement.
@@ -253,13 +252,41 @@ func (w *CommandWriter) Mask(s string) string {
 	return w.mask(s)
 }
 
+// mask replaces, in one pass over s, every run of bytes covered by some
+// occurrence of a masked value, so that a mask never matches the
+// replacement of another and overlapping values are hidden whole.
 func (w *CommandWriter) mask(s string) string {
+	var covered []bool
 	for _, m := range w.masks {
-		if strings.Contains(s, m) {
-			s = strings.ReplaceAll(s, m, MaskReplacement)
+		for i := 0; i+len(m) <= len(s); {
+			j := strings.Index(s[i:], m)
+			if j < 0 {
+				break
+			}
+			if covered == nil {
+				covered = make([]bool, len(s))
+			}
+			for k := i + j; k < i+j+len(m); k++ {
+				covered[k] = true
+			}
+			i += j + 1
 		}
 	}
-	return s
+	if covered == nil {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if !covered[i] {
+			b.WriteByte(s[i])
+			continue
+		}
+		b.WriteString(MaskReplacement)
+		for i+1 < len(s) && covered[i+1] {
+			i++
+		}
+	}
+	return b.String()
 }
 
 // Write passes p on, line by line. It fails only when out failed; from

@@ -95,10 +95,10 @@ func TestCommandWriterAddMask(t *testing.T) {
 	require.Equal(t, "the *** is set; *** *** ***\n", log.String())
 }
 
-func TestCommandWriterMaskLongestFirst(t *testing.T) {
+func TestCommandWriterMaskOverlaps(t *testing.T) {
 	t.Parallel()
-	log, _ := run(t, runtime.CommandOptions{}, "::add-mask::abc\n::add-mask::abcdef\nabcdef abc\n")
-	require.Equal(t, "*** ***\n", log)
+	log, _ := run(t, runtime.CommandOptions{}, "::add-mask::abc\n::add-mask::abcdef\n::add-mask::efgh\n::add-mask::*\nabcdef abc abcdefgh a*c\n")
+	require.Equal(t, "*** *** *** a***c\n", log, "values are hidden whole, and a mask never matches another's replacement")
 }
 
 func TestCommandWriterAnnotations(t *testing.T) {
