@@ -6,8 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strconv"
-
+	
 	"github.com/cikit/cikit/fleet/runtime"
 )
 
@@ -15,35 +14,23 @@ import (
 // log shows.
 const maxSummaryLogBytes = 64 << 10
 
-// stepFiles are the environment files of one step of a GitHub job, fresh
-// for each step, in the job's temp directory.
-type stepFiles struct {
-	env, path, output, summary string
-}
-
-// newStepFiles creates the next step's files, empty, writable by the
-// job's user.
-func (j *jobRun) newStepFiles() (*stepFiles, error) {
+// newStepFiles creates the next step's environment files, empty and
+// writable by the job's user, in the job's temp directory.
+func (j *jobRun) newStepFiles() (runtime.Files, error) {
 	j.nstep++
-	dir := filepath.Join(j.temp, "_step"+strconv.Itoa(j.nstep))
-	if err := errors.Join(os.Mkdir(dir, 0o755), j.e.own(dir)); err != nil {
-		return nil, err
+	dir := filepath.Join(j.temp, "_runner_file_commands")
+	if j.nstep == 1 {
+		if err := errors.Join(os.Mkdir(dir, 0o755), j.e.own(dir)); err != nil {
+			return runtime.Files{}, err
+		}
 	}
-	f := &stepFiles{
-		env: filepath.Join(dir, "env"), path: filepath.Join(dir, "path"),
-		output: filepath.Join(dir, "output"), summary: filepath.Join(dir, "step_summary"),
-	}
-	for _, p := range []string{f.env, f.path, f.output, f.summary} {
+	f := runtime.GitHubFiles(dir, j.nstep)
+	for _, p := range []string{f.Env, f.Path, f.Output, f.StepSummary, f.State} {
 		if err := errors.Join(os.WriteFile(p, nil, 0o644), j.e.own(p)); err != nil {
-			return nil, err
+			return runtime.Files{}, err
 		}
 	}
 	return f, nil
-}
-
-// env returns the variables that point at the files.
-func (f *stepFiles) vars() map[string]string {
-	return map[string]string{"GITHUB_ENV": f.env, "GITHUB_PATH": f.path, "GITHUB_OUTPUT": f.output, "GITHUB_STEP_SUMMARY": f.summary}
 }
 
 // applyFiles reads what the step wrote to its files and applies it with
@@ -52,25 +39,25 @@ func (f *stepFiles) vars() map[string]string {
 // the step's outputs (over those ::set-output set, into *outputs); the
 // summary is shown in the log. A malformed or too large file is an error
 // naming it.
-func (j *jobRun) applyFiles(f *stepFiles, step string, outputs *map[string]string) error {
+func (j *jobRun) applyFiles(f runtime.Files, step string, outputs *map[string]string) error {
 	out := j.cmds.StepOutputs()
 	if out == nil {
 		out = map[string]string{}
 	}
 	var errs []error
-	if kvs, err := readEnvFile(f.env, runtime.ParseEnvFile); err != nil {
+	if kvs, err := readEnvFile(f.Env, runtime.ParseEnvFile); err != nil {
 		errs = append(errs, fmt.Errorf("GITHUB_ENV: %w", err))
 	} else {
 		for _, kv := range kvs {
 			j.fileEnv[kv.Name] = kv.Value
 		}
 	}
-	if dirs, err := readEnvFile(f.path, runtime.ParsePathFile); err != nil {
+	if dirs, err := readEnvFile(f.Path, runtime.ParsePathFile); err != nil {
 		errs = append(errs, fmt.Errorf("GITHUB_PATH: %w", err))
 	} else {
 		j.paths = append(j.paths, dirs...)
 	}
-	if kvs, err := readEnvFile(f.output, runtime.ParseEnvFile); err != nil {
+	if kvs, err := readEnvFile(f.Output, runtime.ParseEnvFile); err != nil {
 		errs = append(errs, fmt.Errorf("GITHUB_OUTPUT: %w", err))
 	} else {
 		for _, kv := range kvs {
@@ -78,8 +65,11 @@ func (j *jobRun) applyFiles(f *stepFiles, step string, outputs *map[string]strin
 		}
 	}
 	*outputs = out
-	if err := j.showSummary(f.summary, step); err != nil {
+	if err := j.showSummary(f.StepSummary, step); err != nil {
 		errs = append(errs, fmt.Errorf("GITHUB_STEP_SUMMARY: %w", err))
+	}
+	if fi, err := os.Stat(f.State); err == nil && fi.Size() > 0 {
+		fmt.Fprintf(j.pw, "--- warning: step %q wrote to GITHUB_STATE, which only the post steps of JavaScript actions read; they do not run here\n", step)
 	}
 	return errors.Join(errs...)
 }

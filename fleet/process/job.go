@@ -69,6 +69,10 @@ type jobRun struct {
 	base    map[string]string // the base and the predefined variables
 	fileEnv map[string]string // what steps wrote to GITHUB_ENV
 	jobEnv  map[string]string
+	// overrides rank above the job's env: a GitLab manual trigger's
+	// variables.
+	overrides map[string]string
+	params    runtime.Params
 	paths   []string // what steps wrote to GITHUB_PATH, in order
 	names   map[string]bool
 	nstep   int // the steps started, for their files' names
@@ -233,9 +237,16 @@ func (j *jobRun) setUpEnv() error {
 		k, v, _ := strings.Cut(kv, "=")
 		j.base[k] = v
 	}
-	maps.Copy(j.base, map[string]string{
-		"CI": "true", "CIKIT": "true", "CIKIT_JOB_ID": spec.ID, "CIKIT_JOB_NAME": spec.DisplayName(), "CIKIT_WORKSPACE": j.ws,
-	})
+	j.params = runtime.Params{Spec: spec, Context: j.job.Context, Workspace: j.ws, Temp: j.temp}
+	maps.Copy(j.base, runtime.Env(j.params))
+	j.base["CIKIT"] = "true"
+	j.overrides = runtime.Overrides(j.params)
+	if j.github {
+		p := filepath.Join(j.temp, runtime.EventFile)
+		if err := errors.Join(os.WriteFile(p, runtime.EventJSON(j.job.Context), 0o644), e.own(p)); err != nil {
+			return fmt.Errorf("event payload: %w", err)
+		}
+	}
 	if e.sandbox != nil {
 		for _, kv := range sandboxEnv() {
 			k, v, _ := strings.Cut(kv, "=")
@@ -261,14 +272,16 @@ func (j *jobRun) setUpEnv() error {
 	return nil
 }
 
-// stepEnv returns the environment of a step: the base, GITHUB_ENV's
-// variables, the job's env, the step's env (GitHub's order: a job's env
-// wins over GITHUB_ENV), PATH with GITHUB_PATH's directories in front,
-// and extra.
+// stepEnv returns the environment of a step: the base (the executor's
+// and the predefined variables), GITHUB_ENV's variables, the job's env, a
+// manual trigger's GitLab variables, the step's env (GitHub's order: a
+// job's env wins over GITHUB_ENV), PATH with GITHUB_PATH's directories in
+// front, and extra.
 func (j *jobRun) stepEnv(stepEnv map[string]string, extra map[string]string) []string {
 	env := maps.Clone(j.base)
 	maps.Copy(env, j.fileEnv)
 	maps.Copy(env, j.jobEnv)
+	maps.Copy(env, j.overrides)
 	maps.Copy(env, stepEnv)
 	if len(j.paths) > 0 {
 		env["PATH"] = runtime.PrependPath(env["PATH"], j.paths, string(os.PathListSeparator))
@@ -347,12 +360,12 @@ func (j *jobRun) runStep(ctx context.Context, step cikit.Step, name string, afte
 		if after && j.spec.Format == formatGitLab {
 			extra = map[string]string{"CI_JOB_STATUS": gitlabStatus(j.res.State)}
 		}
-		var files *stepFiles
+		var files runtime.Files
 		if j.github {
 			if files, err = j.newStepFiles(); err != nil {
 				return j.stopInfra(name, err)
 			}
-			extra = files.vars()
+			extra = files.Vars()
 		}
 		sj, _ := j.procs.(*sandboxJob)
 		oomBefore := sj.oomKills()
@@ -360,7 +373,7 @@ func (j *jobRun) runStep(ctx context.Context, step cikit.Step, name string, afte
 		if err == nil && x.code != 0 && sj.oomKills() > oomBefore {
 			err = errOOM
 		}
-		if files != nil {
+		if j.github {
 			j.endStep()
 			if ferr := j.applyFiles(files, name, &outputs); ferr != nil && err == nil && x.code == 0 {
 				err, class = ferr, cikit.FailureScript

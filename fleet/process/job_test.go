@@ -284,3 +284,60 @@ func TestRunJobGitLabAfterStepsSeeTheStatus(t *testing.T) {
 		require.Equal(t, "status "+tc.status+"\n", printed(b.out.String()))
 	}
 }
+
+// TestRunJobGitHubEnvironmentFiles: GITHUB_ENV (one-line and multi-line
+// forms) and GITHUB_PATH reach the later steps, with the job's env
+// winning over GITHUB_ENV as on GitHub; a step summary is shown;
+// GITHUB_EVENT_PATH holds the payload; a malformed file fails its step,
+// naming the line.
+func TestRunJobGitHubEnvironmentFiles(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		b := setup(t, mode)
+		jc := jobContext("", "abc")
+		jc.Source = nil
+		jc.Payload = []byte(`{"pusher":{"name":"ada"}}`)
+		res := b.exec.RunJob(context.Background(), process.Job{Context: jc, Spec: &cikit.JobSpec{ID: "env", Format: "github", Env: map[string]string{"FIXED": "job"}, Steps: []cikit.Step{
+			{Name: "write", Run: `mkdir -p "$RUNNER_TEMP/bin" && printf '#!/bin/sh\necho tool ran\n' > "$RUNNER_TEMP/bin/mytool" && chmod +x "$RUNNER_TEMP/bin/mytool"
+echo "ONE=1" >> "$GITHUB_ENV"
+printf 'MULTI<<EOF\nline a\nline b\nEOF\n' >> "$GITHUB_ENV"
+echo "FIXED=from-file" >> "$GITHUB_ENV"
+echo "$RUNNER_TEMP/bin" >> "$GITHUB_PATH"
+echo "### done" >> "$GITHUB_STEP_SUMMARY"`},
+			{Name: "read", Run: `echo "one=$ONE fixed=$FIXED"; echo "$MULTI"; mytool; cat "$GITHUB_EVENT_PATH"; echo; echo "sha=$GITHUB_SHA actor=$GITHUB_ACTOR ws=$([ "$GITHUB_WORKSPACE" = "$(pwd)" ] && echo ok)"`},
+			{Name: "bad", Run: `echo "NOT A LINE" >> "$GITHUB_ENV"`},
+		}}})
+		out := b.out.String()
+		require.Equal(t, cikit.JobFailed, res.State, out)
+		require.Contains(t, res.Reason, `step "bad": GITHUB_ENV: line 1`)
+		require.Contains(t, out, "--- summary of step \"write\" (GITHUB_STEP_SUMMARY, 9 bytes; the run page does not show summaries yet):\n### done\n")
+		require.Contains(t, out, "--- read\none=1 fixed=job\nline a\nline b\ntool ran\n"+`{"pusher":{"name":"ada"}}`+"\nsha=abc actor=ada ws=ok\n")
+		require.Contains(t, res.EnvNames, "GITHUB_ENV")
+		require.Contains(t, res.EnvNames, "ONE")
+	})
+}
+
+// TestRunJobWorkflowCommands: a GitHub job's workflow commands act: a
+// masked value is *** from then on, annotations are the result's with
+// their step, groups stay in the log.
+func TestRunJobWorkflowCommands(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		b := setup(t, mode)
+		res := b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{ID: "cmd", Format: "github", Steps: []cikit.Step{
+			{Name: "mask", Run: `echo "::add-mask::hunter2"; echo "the secret is hunter2"`},
+			{Name: "lint", Run: `echo "::group::Lint"; echo "::error file=main.go,line=3,col=7::unused variable x"; echo "::endgroup::"; printf 'no newline hunter2'`},
+			{Name: "later", Run: `echo "still hunter2"; echo "::warning::deprecated"`},
+		}}})
+		out := b.out.String()
+		require.Equal(t, cikit.JobSucceeded, res.State, out)
+		require.NotContains(t, out, "hunter2")
+		require.Contains(t, out, "the secret is ***\n")
+		require.Contains(t, out, "no newline ***\n--- later\nstill ***\n")
+		require.Contains(t, out, "Lint")
+		require.Equal(t, []cikit.Annotation{
+			{Level: "error", Message: "unused variable x", File: "main.go", Line: 3, Col: 7, Step: "lint"},
+			{Level: "warning", Message: "deprecated", Step: "later"},
+		}, res.Annotations)
+	})
+}
