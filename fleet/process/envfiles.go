@@ -6,7 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	
+
 	"github.com/cikit/cikit/fleet/runtime"
 )
 

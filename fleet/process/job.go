@@ -73,9 +73,9 @@ type jobRun struct {
 	// variables.
 	overrides map[string]string
 	params    runtime.Params
-	paths   []string // what steps wrote to GITHUB_PATH, in order
-	names   map[string]bool
-	nstep   int // the steps started, for their files' names
+	paths     []string // what steps wrote to GITHUB_PATH, in order
+	names     map[string]bool
+	nstep     int // the steps started, for their files' names
 
 	res Result
 }
