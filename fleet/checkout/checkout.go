@@ -1,0 +1,740 @@
+package checkout
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cikit/cikit"
+)
+
+// Defaults of Config.
+const (
+	// DefaultGit is the git binary looked up in PATH.
+	DefaultGit = "git"
+	// DefaultTimeout bounds one checkout, fetch and work tree included:
+	// 10 minutes.
+	DefaultTimeout = 10 * time.Minute
+	// DefaultStallTimeout is how long a transfer may move less than
+	// 1 KiB/s before git gives up on it: 1 minute.
+	DefaultStallTimeout = time.Minute
+)
+
+// Config configures a Checkouter.
+type Config struct {
+	// CacheDir holds the runner's object cache: a bare mirror per
+	// repository (required; created when missing). Several Checkouters,
+	// in one process or several, may share it.
+	CacheDir string
+	// Git is the git binary (default DefaultGit, looked up in PATH).
+	Git string
+	// Timeout bounds one Checkout call (default DefaultTimeout).
+	Timeout time.Duration
+	// StallTimeout ends a transfer that moved less than 1 KiB/s for
+	// that long (default DefaultStallTimeout).
+	StallTimeout time.Duration
+	// Now is the clock durations are measured with (default time.Now).
+	Now func() time.Time
+}
+
+// Checkouter puts commits into workspaces, fetching them through a cache
+// of mirrors. It is safe for concurrent use.
+type Checkouter struct {
+	cache   string
+	git     string
+	timeout time.Duration
+	stall   time.Duration
+	now     func() time.Time
+	env     []string
+}
+
+// New returns a Checkouter caching under cfg.CacheDir.
+func New(cfg Config) (*Checkouter, error) {
+	if cfg.CacheDir == "" {
+		return nil, errors.New("checkout: Config.CacheDir must name the directory of the runner's git cache")
+	}
+	if cfg.Timeout < 0 || cfg.StallTimeout < 0 {
+		return nil, errors.New("checkout: Config.Timeout and Config.StallTimeout must not be negative")
+	}
+	cache, err := filepath.Abs(cfg.CacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("checkout: Config.CacheDir: %w", err)
+	}
+	if err := os.MkdirAll(cache, 0o755); err != nil {
+		return nil, fmt.Errorf("checkout: Config.CacheDir: %w", err)
+	}
+	git, err := exec.LookPath(cmp.Or(cfg.Git, DefaultGit))
+	if err != nil {
+		return nil, fmt.Errorf("checkout: Config.Git: %w", err)
+	}
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	return &Checkouter{
+		cache:   cache,
+		git:     git,
+		timeout: cmp.Or(cfg.Timeout, DefaultTimeout),
+		stall:   cmp.Or(cfg.StallTimeout, DefaultStallTimeout),
+		now:     now,
+		// Nothing of the runner's environment or configuration but
+		// PATH, which git's shell-script commands need.
+		env: []string{
+			"PATH=" + os.Getenv("PATH"),
+			"GIT_CONFIG_NOSYSTEM=1",
+			"GIT_CONFIG_GLOBAL=" + os.DevNull,
+			"HOME=" + os.DevNull,
+			"XDG_CONFIG_HOME=" + os.DevNull,
+			"GIT_TERMINAL_PROMPT=0",
+			"GIT_NO_REPLACE_OBJECTS=1",
+			"LC_ALL=C",
+		},
+	}, nil
+}
+
+// Request is one checkout.
+type Request struct {
+	// Source is where to fetch from, with the job's credential
+	// (required unless Options.Strategy is "none").
+	Source *cikit.CheckoutSource
+	// Repository is the run's repository ("org/name"), which
+	// Source.URL serves.
+	Repository string
+	// SHA is the run's commit, a full hexadecimal SHA (required unless
+	// Options.Ref names what to check out).
+	SHA string
+	// Ref is the run's ref ("refs/heads/main"): a branch is checked out
+	// as a local branch of that name at SHA, anything else detached.
+	Ref string
+	// Options are the job's checkout options.
+	Options cikit.Checkout
+	// Dir is the job's workspace; the commit goes to Dir/Options.Path.
+	Dir string
+	// Log receives progress lines (default: discarded). Nothing written
+	// to it holds the credential.
+	Log io.Writer
+}
+
+// Result is what a checkout did.
+type Result struct {
+	// Commit is the SHA checked out; "" for strategy "none".
+	Commit string
+	// Duration is how long the checkout took.
+	Duration time.Duration
+	// Fetched is how many objects the cache received from the remote:
+	// 0 when the cache already held the commit.
+	Fetched int64
+}
+
+// target is a validated request.
+type target struct {
+	url, repo string
+	own       bool   // the run's own repository
+	want      string // the SHA or ref name to fetch
+	isSHA     bool
+	branch    string // the local branch to create, "" for detached
+	depth     int    // 0 full history, else how many commits
+	dir       string
+}
+
+// Checkout puts the commit req asks for into req.Dir/Options.Path, through
+// the cache. Errors are *Error values; see Class for how to report them.
+func (c *Checkouter) Checkout(ctx context.Context, req Request) (Result, error) {
+	start := c.now()
+	log := req.Log
+	if log == nil {
+		log = io.Discard
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, c.timeout,
+		fmt.Errorf("checkout: timed out after %s", c.timeout))
+	defer cancel()
+	if req.Options.Strategy == "none" {
+		if err := checkDir(req.Dir, req.Options.Path); err != nil {
+			return Result{}, &Error{Class: cikit.FailureConfig, Op: "checkout", Err: fmt.Errorf("%w: %v", ErrInvalidRequest, err)}
+		}
+		if err := os.MkdirAll(filepath.Join(req.Dir, req.Options.Path), 0o755); err != nil {
+			return Result{}, &Error{Class: cikit.FailureInfrastructure, Op: "checkout", Err: fmt.Errorf("%w: %v", ErrWorkspace, err)}
+		}
+		fmt.Fprintln(log, "Checkout skipped: strategy none, the workspace starts empty")
+		return Result{Duration: c.now().Sub(start)}, nil
+	}
+	t, err := prepare(req)
+	if err != nil {
+		return Result{}, &Error{Class: cikit.FailureConfig, Op: "checkout", Err: fmt.Errorf("%w: %v", ErrInvalidRequest, err)}
+	}
+	env := c.remoteEnv(req.Source, t.url)
+	mirror := filepath.Join(c.cache, mirrorName(t.url))
+
+	fetched, commit, err := c.fetch(ctx, log, env, mirror, t)
+	if err != nil {
+		return Result{}, err
+	}
+	if err := c.workTree(ctx, log, env, mirror, t, commit, req.Options); err != nil {
+		return Result{}, err
+	}
+	res := Result{Commit: commit, Duration: c.now().Sub(start), Fetched: fetched}
+	fmt.Fprintf(log, "Checked out %s into %s in %s (%d objects fetched)\n", commit, cmp.Or(req.Options.Path, "the workspace"),
+		res.Duration.Round(time.Millisecond), fetched)
+	return res, nil
+}
+
+// prepare validates req and works out what to fetch.
+func prepare(req Request) (target, error) {
+	o := req.Options
+	t := target{repo: req.Repository, own: true}
+	switch o.Strategy {
+	case "", "fetch", "clone":
+	default:
+		return t, fmt.Errorf("strategy %q is not fetch, clone or none", o.Strategy)
+	}
+	switch o.Submodules {
+	case "", "normal", "recursive":
+	default:
+		return t, fmt.Errorf("submodules %q is not normal or recursive", o.Submodules)
+	}
+	switch {
+	case o.Depth < -1:
+		return t, fmt.Errorf("depth %d is not -1 (all history), 0 (the default, 1) or a number of commits", o.Depth)
+	case o.Depth == -1:
+		t.depth = 0
+	default:
+		t.depth = max(o.Depth, 1)
+	}
+	if err := checkDir(req.Dir, o.Path); err != nil {
+		return t, err
+	}
+	t.dir = filepath.Join(req.Dir, filepath.FromSlash(o.Path))
+	if req.Source == nil || req.Source.URL == "" {
+		return t, errors.New("the job has no source to fetch its commit from")
+	}
+	u, err := url.Parse(req.Source.URL)
+	switch {
+	case err != nil:
+		return t, fmt.Errorf("source URL: %v", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return t, fmt.Errorf("source URL %s is not http or https", req.Source)
+	case u.User != nil:
+		return t, errors.New("the source URL holds credentials; they belong in Source.Username and Source.Token")
+	case u.RawQuery != "" || u.Fragment != "":
+		return t, fmt.Errorf("source URL %s has a query or fragment", req.Source)
+	}
+	t.url = u.String()
+	if o.Repository != "" && o.Repository != req.Repository {
+		if err := checkRepo(o.Repository); err != nil {
+			return t, err
+		}
+		base, ok := repoBase(u.Path, req.Repository)
+		if !ok {
+			return t, fmt.Errorf("cannot tell the URL of %s from the run's %s", o.Repository, req.Source)
+		}
+		u.Path = base + o.Repository + ".git"
+		t.url, t.repo, t.own = u.String(), o.Repository, false
+	}
+	switch {
+	case o.Ref != "":
+		if isSHA(o.Ref) {
+			t.want, t.isSHA = o.Ref, true
+			break
+		}
+		if err := checkRef(o.Ref); err != nil {
+			return t, err
+		}
+		// A short name is resolved by the remote, a tag before a
+		// branch as git does; which one it was is not known here, so
+		// only a full branch ref becomes a local branch.
+		t.want, t.branch = o.Ref, branchOf(o.Ref)
+	case !t.own:
+		// Another repository without a ref: its default branch.
+		t.want = "HEAD"
+	case isSHA(req.SHA):
+		t.want, t.isSHA = req.SHA, true
+		if checkRef(req.Ref) == nil {
+			t.branch = branchOf(req.Ref)
+		}
+	default:
+		return t, fmt.Errorf("SHA %q is not a full hexadecimal commit SHA", req.SHA)
+	}
+	return t, nil
+}
+
+// branchOf returns the branch a full ref names ("main" of
+// "refs/heads/main"), or "" when it names none or one git would not take
+// as a branch name.
+func branchOf(ref string) string {
+	b, ok := strings.CutPrefix(ref, "refs/heads/")
+	if !ok || b == "" || b[0] == '-' {
+		return ""
+	}
+	return b
+}
+
+// repoBase returns the part of a URL path before repository repo
+// ("/git/" of "/git/acme/api.git").
+func repoBase(p, repo string) (string, bool) {
+	p = strings.TrimSuffix(strings.TrimSuffix(p, "/"), ".git")
+	base, ok := strings.CutSuffix(p, "/"+repo)
+	return base + "/", ok && repo != ""
+}
+
+// checkDir accepts an absolute workspace and a clean relative path in it.
+func checkDir(dir, p string) error {
+	if dir == "" || !filepath.IsAbs(dir) {
+		return fmt.Errorf("workspace %q is not an absolute directory", dir)
+	}
+	if p == "" {
+		return nil
+	}
+	if path.IsAbs(p) || path.Clean(p) != p || p == "." || p == ".." || strings.HasPrefix(p, "../") {
+		return fmt.Errorf("path %q is not a clean relative path in the workspace", p)
+	}
+	if strings.ContainsFunc(p, func(r rune) bool { return r < ' ' || r == 0x7f || r == '\\' }) {
+		return fmt.Errorf("path %q has a control character or backslash", p)
+	}
+	return nil
+}
+
+// checkRepo accepts "org/name" and deeper, each part letters, digits,
+// '.', '_' and '-', not starting with '.' or '-'.
+func checkRepo(repo string) error {
+	parts := strings.Split(repo, "/")
+	if len(parts) < 2 {
+		return fmt.Errorf("repository %q is not org/name", repo)
+	}
+	for _, part := range parts {
+		if part == "" || part[0] == '.' || part[0] == '-' || strings.ContainsFunc(part, func(r rune) bool {
+			return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._-", r))
+		}) {
+			return fmt.Errorf("repository %q is not org/name of letters, digits, '.', '_' and '-'", repo)
+		}
+	}
+	return nil
+}
+
+// checkRef accepts a branch, tag or full ref name as git check-ref-format
+// does, and refuses revision syntax and what git would read as an option.
+func checkRef(ref string) error {
+	bad := ref == "" || ref == "@" || ref[0] == '-' || ref[0] == '/' || ref[0] == '.' || strings.HasSuffix(ref, "/") ||
+		strings.HasSuffix(ref, ".") || strings.HasSuffix(ref, ".lock") || strings.Contains(ref, "..") ||
+		strings.Contains(ref, "//") || strings.Contains(ref, "@{") || strings.Contains(ref, "/.") ||
+		strings.Contains(ref, ".lock/") || strings.ContainsAny(ref, " ~^:?*[\\") ||
+		strings.ContainsFunc(ref, func(r rune) bool { return r < ' ' || r == 0x7f })
+	if bad {
+		return fmt.Errorf("ref %q is not a valid branch, tag or ref name", ref)
+	}
+	return nil
+}
+
+// isSHA reports whether s is a full SHA-1 or SHA-256 in lowercase hex.
+func isSHA(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	return !strings.ContainsFunc(s, func(r rune) bool { return (r < '0' || r > '9') && (r < 'a' || r > 'f') })
+}
+
+// mirrorName is the cache directory of the repository at rawURL: its
+// last path parts for people, and a hash of the whole URL, so that one
+// name on two forges has two mirrors.
+func mirrorName(rawURL string) string {
+	sum := sha256.Sum256([]byte(rawURL))
+	u, _ := url.Parse(rawURL)
+	p := strings.TrimSuffix(strings.Trim(u.Path, "/"), ".git")
+	if parts := strings.Split(p, "/"); len(parts) > 2 {
+		p = strings.Join(parts[len(parts)-2:], "/")
+	}
+	name := strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			return r
+		}
+		return '_'
+	}, p)
+	return fmt.Sprintf("%s-%s.git", name, hex.EncodeToString(sum[:6]))
+}
+
+// remoteEnv is the environment of git talking to the remote at rawURL:
+// the credential as an HTTP header scoped to the remote's origin, in
+// command-line configuration that only this process and its children
+// see — never the remote URL, a config file or the job's environment.
+func (c *Checkouter) remoteEnv(src *cikit.CheckoutSource, rawURL string) []string {
+	cfg := [][2]string{
+		{"protocol.version", "2"},
+		// Submodule URLs come from the repository: only HTTP(S), never
+		// file:// (which could read the runner's other mirrors) or ssh.
+		{"protocol.allow", "never"},
+		{"protocol.https.allow", "always"},
+		{"protocol.http.allow", "always"},
+		{"credential.helper", ""},
+		{"http.lowSpeedLimit", "1024"},
+		{"http.lowSpeedTime", strconv.Itoa(max(1, int(c.stall/time.Second)))},
+		// The fetch does not pack the mirror; Checkout does, after
+		// counting what arrived.
+		{"gc.auto", "0"},
+		{"maintenance.auto", "false"},
+	}
+	if src != nil && (src.Username != "" || src.Token != "") {
+		u, _ := url.Parse(rawURL)
+		origin := u.Scheme + "://" + u.Host + "/"
+		cred := base64.StdEncoding.EncodeToString([]byte(src.Username + ":" + src.Token))
+		cfg = append(cfg, [2]string{"http." + origin + ".extraHeader", "Authorization: Basic " + cred})
+	}
+	env := append(c.env[:len(c.env):len(c.env)], "GIT_CONFIG_COUNT="+strconv.Itoa(len(cfg)))
+	for i, kv := range cfg {
+		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, kv[1]))
+	}
+	return env
+}
+
+// gitError is a git command that failed.
+type gitError struct {
+	args   []string
+	err    error
+	stderr string
+}
+
+func (e *gitError) Error() string {
+	return fmt.Sprintf("git %s: %v: %s", e.args[0], e.err, e.stderr)
+}
+
+// run runs git in dir with env, copying its standard error to log (when
+// not nil), and returns its standard output.
+func (c *Checkouter) run(ctx context.Context, dir string, env []string, log io.Writer, args ...string) (string, error) {
+	cmd := exec.CommandContext(ctx, c.git, args...)
+	cmd.Dir = dir
+	cmd.Env = env
+	cmd.WaitDelay = 5 * time.Second
+	var stdout bytes.Buffer
+	stderr := &tailBuffer{max: 8 << 10}
+	cmd.Stdout = &stdout
+	if log != nil {
+		cmd.Stderr = io.MultiWriter(stderr, log)
+	} else {
+		cmd.Stderr = stderr
+	}
+	if err := cmd.Run(); err != nil {
+		return "", &gitError{args: args, err: err, stderr: strings.TrimSpace(stderr.String())}
+	}
+	return strings.TrimSpace(stdout.String()), nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	buf []byte
+	max int
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	if over := len(b.buf) - b.max; over > 0 {
+		b.buf = b.buf[over:]
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) String() string { return string(b.buf) }
+
+// fail turns a failure into an *Error: a remote git command's by what
+// git said, a context's as unreachable (the checkout's timeout) or the
+// caller's cancellation, anything else as a workspace failure.
+func fail(ctx context.Context, op string, own, remote bool, err error) *Error {
+	if ctx.Err() != nil {
+		return &Error{Class: cikit.FailureInfrastructure, Op: op, Err: errors.Join(ErrUnreachable, context.Cause(ctx), ctx.Err())}
+	}
+	var ge *gitError
+	detail := ""
+	if errors.As(err, &ge) {
+		detail = lastLines(ge.stderr, 5)
+	}
+	sentinel := ErrWorkspace
+	if remote && ge != nil {
+		sentinel = classify(ge.stderr)
+	}
+	if ge == nil {
+		detail = err.Error()
+	}
+	return &Error{Class: classOf(sentinel, own), Op: op, Err: sentinel, Detail: detail}
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimSpace(s), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "; ")
+}
+
+// fetch brings the target's commit into the mirror, under its lock, and
+// returns how many objects arrived and the commit.
+func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mirror string, t target) (int64, string, error) {
+	op := "fetch " + t.repo + " " + t.want
+	lk, err := lockFile(ctx, mirror+".lock", syscall.LOCK_EX)
+	if err != nil {
+		return 0, "", fail(ctx, op, t.own, false, err)
+	}
+	defer lk.unlock()
+	if err := c.ensureMirror(ctx, mirror); err != nil {
+		return 0, "", fail(ctx, op, t.own, false, err)
+	}
+	shallow := fileExists(filepath.Join(mirror, "shallow"))
+	hasRefs := c.hasRefs(ctx, mirror)
+	if t.isSHA && c.hasCommit(ctx, mirror, t.want) && (t.depth == 1 || !shallow) {
+		if !t.own {
+			// The cache holds what other jobs fetched: this job's
+			// credential must be good for the repository too.
+			if _, err := c.run(ctx, mirror, env, log, "ls-remote", "--quiet", "--", t.url, "HEAD"); err != nil {
+				return 0, "", fail(ctx, op, t.own, true, err)
+			}
+		}
+		fmt.Fprintf(log, "Commit %s is in the runner's cache\n", t.want)
+		return 0, t.want, nil
+	}
+	before, err := c.countObjects(ctx, mirror)
+	if err != nil {
+		return 0, "", fail(ctx, op, t.own, false, err)
+	}
+	dst := "refs/cikit/detached"
+	switch {
+	case !t.isSHA:
+		dst = "refs/cikit/" + strings.TrimPrefix(t.want, "refs/")
+	case t.branch != "":
+		dst = "refs/cikit/heads/" + t.branch
+	}
+	args := []string{"fetch", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--quiet"}
+	switch {
+	case t.depth == 0 && shallow:
+		args = append(args, "--unshallow")
+	case t.depth > 0 && (shallow || !hasRefs):
+		// A complete mirror stays complete: fetching what is new
+		// costs only the new objects anyway.
+		args = append(args, "--depth="+strconv.Itoa(t.depth))
+	}
+	args = append(args, "--", t.url, "+"+t.want+":"+dst)
+	what := "all history"
+	if t.depth > 0 {
+		what = fmt.Sprintf("depth %d", t.depth)
+	}
+	fmt.Fprintf(log, "Fetching %s from %s (%s)\n", t.want, t.url, what)
+	fetchStart := c.now()
+	if _, err := c.run(ctx, mirror, env, log, append([]string{"--git-dir=" + mirror}, args...)...); err != nil {
+		return 0, "", fail(ctx, op, t.own, true, err)
+	}
+	commit := t.want
+	if !t.isSHA {
+		if commit, err = c.run(ctx, mirror, c.env, nil, "--git-dir="+mirror, "rev-parse", "--verify", "--end-of-options", dst+"^{commit}"); err != nil {
+			return 0, "", &Error{Class: cikit.FailureConfig, Op: op, Err: ErrCommitNotFound, Detail: t.want + " is not a commit"}
+		}
+	} else if !c.hasCommit(ctx, mirror, commit) {
+		return 0, "", &Error{Class: cikit.FailureConfig, Op: op, Err: ErrCommitNotFound, Detail: commit + " is not a commit"}
+	}
+	after, err := c.countObjects(ctx, mirror)
+	if err != nil {
+		return 0, "", fail(ctx, op, t.own, false, err)
+	}
+	fmt.Fprintf(log, "Fetched %d objects in %s\n", after-before, c.now().Sub(fetchStart).Round(time.Millisecond))
+	// Unreferenced objects stay (gc.pruneExpire=never): workspaces
+	// borrow them through their alternates.
+	if _, err := c.run(ctx, mirror, c.env, nil, "--git-dir="+mirror, "gc", "--auto", "--quiet"); err != nil {
+		return 0, "", fail(ctx, op, t.own, false, err)
+	}
+	return after - before, commit, nil
+}
+
+// ensureMirror creates the bare mirror if it does not exist, atomically:
+// a runner that died halfway leaves a temporary directory, never a
+// half-made mirror.
+func (c *Checkouter) ensureMirror(ctx context.Context, mirror string) error {
+	if fileExists(filepath.Join(mirror, "HEAD")) {
+		return nil
+	}
+	tmp, err := os.MkdirTemp(c.cache, ".new-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if _, err := c.run(ctx, tmp, c.env, nil, "init", "--quiet", "--bare", "--template=", tmp); err != nil {
+		return err
+	}
+	for _, kv := range [][2]string{
+		{"gc.pruneExpire", "never"},
+		{"gc.autoDetach", "false"},
+		{"core.logAllRefUpdates", "false"},
+	} {
+		if _, err := c.run(ctx, tmp, c.env, nil, "--git-dir="+tmp, "config", kv[0], kv[1]); err != nil {
+			return err
+		}
+	}
+	return os.Rename(tmp, mirror)
+}
+
+func (c *Checkouter) hasCommit(ctx context.Context, gitDir, sha string) bool {
+	typ, err := c.run(ctx, gitDir, c.env, nil, "--git-dir="+gitDir, "cat-file", "-t", sha)
+	return err == nil && typ == "commit"
+}
+
+func (c *Checkouter) hasRefs(ctx context.Context, gitDir string) bool {
+	out, err := c.run(ctx, gitDir, c.env, nil, "--git-dir="+gitDir, "for-each-ref", "--count=1", "--format=x")
+	return err == nil && out != ""
+}
+
+// countObjects is how many objects the git directory holds, loose and
+// packed.
+func (c *Checkouter) countObjects(ctx context.Context, gitDir string) (int64, error) {
+	out, err := c.run(ctx, gitDir, c.env, nil, "--git-dir="+gitDir, "count-objects", "-v")
+	if err != nil {
+		return 0, err
+	}
+	var n int64
+	for line := range strings.SplitSeq(out, "\n") {
+		k, v, _ := strings.Cut(line, ": ")
+		if k == "count" || k == "in-pack" {
+			i, err := strconv.ParseInt(v, 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("git count-objects: %q: %w", line, err)
+			}
+			n += i
+		}
+	}
+	return n, nil
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+// workTree makes t.dir a work tree of commit borrowing the mirror's
+// objects, under a shared lock of the mirror, so that no other job packs
+// it meanwhile.
+func (c *Checkouter) workTree(ctx context.Context, log io.Writer, env []string, mirror string, t target, commit string, o cikit.Checkout) error {
+	op := "check out " + t.repo + " " + commit
+	lk, err := lockFile(ctx, mirror+".lock", syscall.LOCK_SH)
+	if err != nil {
+		return fail(ctx, op, t.own, false, err)
+	}
+	defer lk.unlock()
+	if err := c.initWorkTree(ctx, mirror, t, o.Strategy == "clone"); err != nil {
+		return fail(ctx, op, t.own, false, err)
+	}
+	gitDir := filepath.Join(t.dir, ".git")
+	shallow, err := os.ReadFile(filepath.Join(mirror, "shallow"))
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		err = os.Remove(filepath.Join(gitDir, "shallow"))
+		if errors.Is(err, os.ErrNotExist) {
+			err = nil
+		}
+	case err == nil:
+		err = os.WriteFile(filepath.Join(gitDir, "shallow"), shallow, 0o644)
+	}
+	if err != nil {
+		return fail(ctx, op, t.own, false, err)
+	}
+	local := func(args ...string) error {
+		_, err := c.run(ctx, t.dir, c.env, log, args...)
+		return err
+	}
+	steps := [][]string{
+		{"config", "remote.origin.url", t.url},
+		{"config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"},
+	}
+	if t.branch != "" {
+		steps = append(steps,
+			[]string{"update-ref", "refs/remotes/origin/" + t.branch, commit},
+			[]string{"checkout", "--quiet", "--force", "-B", t.branch, commit})
+	} else {
+		steps = append(steps, []string{"checkout", "--quiet", "--force", "--detach", commit})
+	}
+	if o.Clean {
+		steps = append(steps, []string{"clean", "-ffdxq"})
+	}
+	for _, args := range steps {
+		if err := local(args...); err != nil {
+			return fail(ctx, op, t.own, false, err)
+		}
+	}
+	if o.Submodules != "" {
+		if err := c.submodules(ctx, log, env, t, o.Submodules == "recursive"); err != nil {
+			return err
+		}
+	}
+	subject, err := c.run(ctx, t.dir, c.env, nil, "log", "-1", "--format=%s", commit)
+	if err != nil {
+		return fail(ctx, op, t.own, false, err)
+	}
+	fmt.Fprintf(log, "HEAD is now at %s %s\n", commit[:min(12, len(commit))], subject)
+	return nil
+}
+
+// initWorkTree makes t.dir an empty repository borrowing the mirror's
+// objects, or keeps the one an earlier checkout of the same repository
+// left there (strategy fetch). fresh (strategy clone) empties it first.
+func (c *Checkouter) initWorkTree(ctx context.Context, mirror string, t target, fresh bool) error {
+	alternates := filepath.Join(t.dir, ".git", "objects", "info", "alternates")
+	want := filepath.Join(mirror, "objects") + "\n"
+	if !fresh {
+		if got, err := os.ReadFile(alternates); err == nil && string(got) == want {
+			return nil
+		}
+	}
+	if err := os.MkdirAll(t.dir, 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(t.dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		// Another repository's git directory goes in any case; its
+		// files only for a fresh copy.
+		if fresh || e.Name() == ".git" {
+			if err := os.RemoveAll(filepath.Join(t.dir, e.Name())); err != nil {
+				return err
+			}
+		}
+	}
+	if _, err := c.run(ctx, t.dir, c.env, nil, "init", "--quiet", "--template=", t.dir); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(alternates), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(alternates, []byte(want), 0o644)
+}
+
+// submodules checks out the submodules at the commits the work tree
+// records, fetched from their remotes with the job's credential when on
+// the same origin. They are not cached.
+func (c *Checkouter) submodules(ctx context.Context, log io.Writer, env []string, t target, recursive bool) error {
+	op := "update submodules of " + t.repo
+	sync := []string{"submodule", "sync", "--quiet"}
+	update := []string{"submodule", "update", "--init", "--force", "--quiet"}
+	if recursive {
+		sync = append(sync, "--recursive")
+		update = append(update, "--recursive")
+	}
+	if t.depth > 0 {
+		update = append(update, "--depth="+strconv.Itoa(t.depth))
+	}
+	if _, err := c.run(ctx, t.dir, env, log, sync...); err != nil {
+		return fail(ctx, op, t.own, false, err)
+	}
+	fmt.Fprintln(log, "Updating submodules")
+	if _, err := c.run(ctx, t.dir, env, log, update...); err != nil {
+		return fail(ctx, op, t.own, true, err)
+	}
+	return nil
+}
