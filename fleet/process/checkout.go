@@ -4,58 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
+		"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/fleet/checkout"
 )
 
-// Checkouter puts one commit of a repository into a directory. The
-// executor calls it in its own process, outside the job's sandbox, before
-// the job's first step (JobSpec.Checkout) or where a GitHub workflow's
-// actions/checkout step runs; the sandbox needs no network for it, and
-// the source's credential never reaches the job.
+// Checkouter puts one commit of a repository into a job's workspace;
+// fleet/checkout's Checkouter is one. The executor calls it in its own
+// process, outside the job's sandbox, before the job's first step
+// (JobSpec.Checkout) or where a GitHub workflow's actions/checkout step
+// runs: the sandbox needs no network for it, and the source's credential
+// never reaches the job.
+//
+// An error is classed by checkout.Class: a commit, ref or repository
+// that does not exist is the job's configuration (cikit.FailureConfig,
+// not retried), anything else the forge's or the runner's
+// (cikit.FailureInfrastructure).
 type Checkouter interface {
-	// Checkout fetches req's commit into req.Dir. An error matching
-	// ErrCommitNotFound (errors.Is) says that the commit or ref does not
-	// exist: the job's configuration is wrong and no retry helps. Any
-	// other error is the forge's or the runner's (unreachable, refused
-	// credential, timeout): the job fails as an infrastructure failure.
-	Checkout(ctx context.Context, req CheckoutRequest) (CheckoutResult, error)
+	Checkout(ctx context.Context, req checkout.Request) (checkout.Result, error)
 }
-
-// CheckoutRequest is one checkout.
-type CheckoutRequest struct {
-	// Source is the remote and its credential.
-	Source *cikit.CheckoutSource
-	// Repository is the repository's full name; SHA the commit; Ref the
-	// ref it was built from (may be empty).
-	Repository, SHA, Ref string
-	// Options say how (depth, submodules, clean, another ref or
-	// repository). Options.Path is already resolved into Dir.
-	Options cikit.Checkout
-	// Dir is the directory the commit goes to, inside the workspace.
-	Dir string
-	// Log receives progress lines for the job's log.
-	Log io.Writer
-}
-
-// CheckoutResult is how a checkout ended.
-type CheckoutResult struct {
-	// Commit is the commit checked out.
-	Commit string
-	// Duration is how long it took.
-	Duration time.Duration
-}
-
-// ErrCommitNotFound is matched by a Checkouter's error when the commit or
-// ref asked for does not exist.
-var ErrCommitNotFound = errors.New("commit not found")
 
 // checkoutError is a failed checkout: its class decides whether the job
 // is retried.
@@ -64,53 +38,42 @@ type checkoutError struct {
 	err   error
 }
 
-func (e *checkoutError) Error() string { return "checkout: " + e.err.Error() }
+func (e *checkoutError) Error() string { return e.err.Error() }
 
 // checkout puts the job's commit into the workspace as opts say, through
 // Config.Checkout, and gives it to the sandbox's user.
 func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) error {
 	e, jc := j.e, j.job.Context
 	if e.cfg.Checkout == nil {
-		return &checkoutError{cikit.FailureInfrastructure, errors.New("the job asks for its commit and this runner has no checkout configured (process.Config.Checkout)")}
+		return &checkoutError{cikit.FailureInfrastructure, errors.New("checkout: the job asks for its commit and this runner has no checkout configured (process.Config.Checkout)")}
 	}
 	dir := j.ws
 	if opts.Path != "" {
 		var err error
 		if dir, err = inside(j.ws, opts.Path); err != nil {
-			return &checkoutError{cikit.FailureConfig, fmt.Errorf("path: %w", err)}
+			return &checkoutError{cikit.FailureConfig, fmt.Errorf("checkout: path: %w", err)}
 		}
-		opts.Path = ""
 	}
 	if err := e.checkoutDir(j.ws, dir); err != nil {
-		return &checkoutError{cikit.FailureInfrastructure, err}
-	}
-	repo := jc.Repository
-	if opts.Repository != "" && opts.Repository != jc.Repository {
-		repo = opts.Repository
-	}
-	sha, ref := jc.SHA, jc.Ref
-	if repo != jc.Repository {
-		sha, ref = "", ""
-	}
-	if opts.Ref != "" {
-		sha, ref = "", opts.Ref
+		return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("checkout: %w", err)}
 	}
 	started := time.Now()
-	res, err := e.cfg.Checkout.Checkout(ctx, CheckoutRequest{
-		Source: jc.Source, Repository: repo, SHA: sha, Ref: ref, Options: opts, Dir: dir, Log: j.pw,
+	res, err := e.cfg.Checkout.Checkout(ctx, checkout.Request{
+		Source: jc.Source, Repository: jc.Repository, SHA: jc.SHA, Ref: jc.Ref, Options: opts, Dir: j.ws, Log: j.pw,
 	})
 	if err != nil {
-		class := cikit.FailureInfrastructure
-		if errors.Is(err, ErrCommitNotFound) {
-			class = cikit.FailureConfig
-		}
-		return &checkoutError{class, err}
+		return &checkoutError{checkout.Class(err), err}
 	}
 	if res.Duration == 0 {
 		res.Duration = time.Since(started)
 	}
+	if e.sandbox != nil {
+		if err := dissociate(ctx, dir); err != nil {
+			return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("checkout: %w", err)}
+		}
+	}
 	if err := e.ownTree(dir); err != nil {
-		return &checkoutError{cikit.FailureInfrastructure, err}
+		return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("checkout: %w", err)}
 	}
 	if j.res.Commit == "" {
 		j.res.Commit = res.Commit
@@ -151,6 +114,23 @@ func (e *Executor) checkoutDir(ws, dir string) error {
 		return nil
 	}
 	return os.Lchown(dir, os.Getuid(), os.Getgid())
+}
+
+// dissociate gives the repository checked out in dir copies of the
+// objects it borrows from the runner's cache (git's alternates), which a
+// sandbox does not show: in it, git would find no commit.
+func dissociate(ctx context.Context, dir string) error {
+	alternates := filepath.Join(dir, ".git", "objects", "info", "alternates")
+	if _, err := os.Lstat(alternates); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	cmd := exec.CommandContext(ctx, "git", "repack", "-a", "-d", "-q")
+	cmd.Dir = dir
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull, "HOME=" + os.DevNull, "LC_ALL=C"}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("copying the cache's objects into the workspace: git repack: %v: %s", err, strings.TrimSpace(string(out)))
+	}
+	return os.Remove(alternates)
 }
 
 // ownTree gives everything below dir to the sandbox's user, when that is

@@ -2,11 +2,7 @@ package process_test
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,114 +10,82 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/fleet/checkout"
 	"github.com/cikit/cikit/fleet/process"
+	"github.com/cikit/cikit/vcs/gitserve/gitservetest"
 )
 
-// gitRepo makes a repository with one commit holding files and returns
-// its directory and the commit.
-func gitRepo(t *testing.T, files map[string]string) (string, string) {
+// forge serves a repository acme/app with one commit of files over git's
+// smart HTTP, readable with the credential job:tok-3f9c1e, and returns a
+// checkouter with a cache of its own, the context of a push of the commit
+// and the commit.
+func forge(t *testing.T, files map[string]string) (*checkout.Checkouter, *cikit.JobContext, string) {
 	t.Helper()
-	dir := t.TempDir()
-	git := func(args ...string) string {
-		t.Helper()
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir, "GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "git %v: %s", args, out)
-		return strings.TrimSpace(string(out))
-	}
-	git("init", "-q", "-b", "main")
-	for name, content := range files {
-		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
-		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
-	}
-	git("add", "-A")
-	git("commit", "-q", "-m", "first")
-	return dir, git("rev-parse", "HEAD")
-}
-
-// gitCheckouter checks out with the git client from a repository on
-// disk (Source.URL is its directory), and records the requests.
-type gitCheckouter struct {
-	mu   sync.Mutex
-	reqs []process.CheckoutRequest
-	// fail, when set, is every checkout's error: the forge is down.
-	fail error
-}
-
-func (g *gitCheckouter) Checkout(ctx context.Context, req process.CheckoutRequest) (process.CheckoutResult, error) {
-	g.mu.Lock()
-	g.reqs = append(g.reqs, req)
-	g.mu.Unlock()
-	if g.fail != nil {
-		return process.CheckoutResult{}, g.fail
-	}
-	rev := req.SHA
-	if req.Options.Ref != "" {
-		rev = req.Options.Ref
-	}
-	run := func(dir string, args ...string) error {
-		cmd := exec.CommandContext(ctx, "git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "HOME="+dir)
-		out, err := cmd.CombinedOutput()
-		fmt.Fprintf(req.Log, "%s", out)
-		return err
-	}
-	if run(req.Source.URL, "cat-file", "-e", rev+"^{commit}") != nil {
-		return process.CheckoutResult{}, fmt.Errorf("%s: %w", rev, process.ErrCommitNotFound)
-	}
-	if err := run(req.Dir, "clone", "-q", "--no-checkout", req.Source.URL, "."); err != nil {
-		return process.CheckoutResult{}, err
-	}
-	if err := run(req.Dir, "checkout", "-q", rev); err != nil {
-		return process.CheckoutResult{}, err
-	}
-	return process.CheckoutResult{Commit: rev}, nil
-}
-
-func (g *gitCheckouter) requests() []process.CheckoutRequest {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return append([]process.CheckoutRequest(nil), g.reqs...)
-}
-
-// jobContext is the context of a push of sha to repo's main branch.
-func jobContext(repo, sha string) *cikit.JobContext {
-	return &cikit.JobContext{
+	repos := gitservetest.NewRepos(t)
+	repos.Create(t, "acme/app", "main")
+	sha := repos.Commit(t, "acme/app", "main", files)
+	srv := gitservetest.Serve(t, repos.Root, gitservetest.BasicAuth("job", "tok-3f9c1e"))
+	co, err := checkout.New(checkout.Config{CacheDir: t.TempDir()})
+	require.NoError(t, err)
+	jc := &cikit.JobContext{
 		RunContext: cikit.RunContext{Provider: "local", Repository: "acme/app", Event: "push", Ref: "refs/heads/main", RefName: "main", RefType: "branch", SHA: sha, Actor: "ada"},
 		RunID:      "run-1", Attempt: 1,
-		Source: &cikit.CheckoutSource{URL: repo, Username: "job", Token: "tok-3f9c1e"},
+		Source: &cikit.CheckoutSource{URL: srv.URL + "/acme/app.git", Username: "job", Token: "tok-3f9c1e"},
 	}
+	return co, jc, sha
+}
+
+// recorder records the checkouts it passes on.
+type recorder struct {
+	process.Checkouter
+	mu   sync.Mutex
+	reqs []checkout.Request
+}
+
+func (r *recorder) Checkout(ctx context.Context, req checkout.Request) (checkout.Result, error) {
+	r.mu.Lock()
+	r.reqs = append(r.reqs, req)
+	r.mu.Unlock()
+	return r.Checkouter.Checkout(ctx, req)
+}
+
+func (r *recorder) requests() []checkout.Request {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.reqs)
+}
+
+// noRun is a job context without a commit source: a runner's fixed
+// directory.
+func noRun() *cikit.JobContext {
+	return &cikit.JobContext{RunContext: cikit.RunContext{SHA: "abc", Actor: "ada", Event: "push"}, RunID: "run-1", Attempt: 1}
 }
 
 // TestRunJobChecksOutTheCommit: a job with a Checkout and a source starts
 // in a checkout of its commit, made outside the sandbox; the log and the
 // result say which commit, and the source's token is nowhere in the job's
-// environment.
+// environment, output or git configuration.
 func TestRunJobChecksOutTheCommit(t *testing.T) {
 	t.Parallel()
-	repo, sha := gitRepo(t, map[string]string{"go.mod": "module example.com/app\n", "pkg/a.txt": "in the commit\n"})
 	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
-		co := &gitCheckouter{}
-		b := setup(t, mode, func(c *process.Config) { c.Checkout = co })
+		co, jc, sha := forge(t, map[string]string{"go.mod": "module example.com/app\n", "pkg/a.txt": "in the commit\n"})
+		rec := &recorder{Checkouter: co}
+		b := setup(t, mode, func(c *process.Config) { c.Checkout = rec })
 		res := b.exec.RunJob(context.Background(), process.Job{
-			Spec:    &cikit.JobSpec{ID: "test", Format: "native", Checkout: &cikit.Checkout{}, Steps: steps("cat pkg/a.txt; git rev-parse HEAD", "env; ls -A")},
-			Context: jobContext(repo, sha),
+			Spec:    &cikit.JobSpec{ID: "test", Format: "native", Checkout: &cikit.Checkout{}, Steps: steps("cat pkg/a.txt; git rev-parse HEAD; git status --short; echo clean", "env; ls -A; cat .git/config")},
+			Context: jc,
 		})
 		out := b.out.String()
 		require.Equal(t, cikit.JobSucceeded, res.State, out)
-		require.Contains(t, out, "in the commit\n"+sha+"\n")
+		require.Contains(t, out, "in the commit\n"+sha+"\nclean\n")
 		require.Regexp(t, `--- checkout `+sha+` \(\d+(\.\d+)?m?s\)\n`, out)
 		require.Equal(t, sha, res.Commit)
 		require.Positive(t, res.CheckoutDuration)
 		require.NotContains(t, out, "tok-3f9c1e")
 		require.NotContains(t, out, "input.txt", "the runner's fixed directory is not copied")
-		require.Contains(t, res.EnvNames, "CI")
-		require.NotContains(t, res.EnvNames, "CIKIT_JOB_TOKEN")
+		require.Contains(t, res.EnvNames, "CIKIT_SHA")
 		require.IsNonDecreasing(t, res.EnvNames)
-		reqs := co.requests()
+		reqs := rec.requests()
 		require.Len(t, reqs, 1)
 		require.Equal(t, sha, reqs[0].SHA)
 		require.Equal(t, "acme/app", reqs[0].Repository)
@@ -133,48 +97,49 @@ func TestRunJobChecksOutTheCommit(t *testing.T) {
 // reached as an infrastructure failure; no step runs.
 func TestRunJobCheckoutFailures(t *testing.T) {
 	t.Parallel()
-	repo, _ := gitRepo(t, map[string]string{"a": "a"})
+	co, jc, _ := forge(t, map[string]string{"a": "a"})
+	missing := *jc
+	missing.SHA = "0123456789abcdef0123456789abcdef01234567"
+	down := missing
+	down.Source = &cikit.CheckoutSource{URL: "http://127.0.0.1:1/acme/app.git", Username: "job", Token: "t"}
 	for _, tc := range []struct {
 		name  string
-		sha   string
-		fail  error
+		jc    *cikit.JobContext
 		class cikit.FailureClass
-		log   string
+		err   error
 	}{
-		{"commit not found", "0123456789abcdef0123456789abcdef01234567", nil, cikit.FailureConfig, "checkout: 0123456789abcdef0123456789abcdef01234567: commit not found"},
-		{"forge unreachable", "0123456789abcdef0123456789abcdef01234567", errors.New("dial tcp: connection refused"), cikit.FailureInfrastructure, "checkout: dial tcp: connection refused"},
+		{"commit not found", &missing, cikit.FailureConfig, checkout.ErrCommitNotFound},
+		{"forge unreachable", &down, cikit.FailureInfrastructure, checkout.ErrUnreachable},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			b := setup(t, func(c *process.Config) { c.Checkout = &gitCheckouter{fail: tc.fail} })
-			res := b.exec.RunJob(context.Background(), process.Job{
-				Spec:    &cikit.JobSpec{ID: "x", Checkout: &cikit.Checkout{}, Steps: steps("echo ran")},
-				Context: jobContext(repo, tc.sha),
-			})
+			b := setup(t, func(c *process.Config) { c.Checkout = co })
+			res := b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{ID: "x", Checkout: &cikit.Checkout{}, Steps: steps("echo ran")}, Context: tc.jc})
 			require.Equal(t, cikit.JobFailed, res.State)
-			require.Equal(t, tc.class, res.FailureClass)
-			require.Equal(t, tc.log, res.Reason)
-			require.Contains(t, b.out.String(), "--- "+tc.log+"\n")
-			require.NotContains(t, b.out.String(), "ran")
+			require.Equal(t, tc.class, res.FailureClass, res.Reason)
+			require.True(t, strings.HasPrefix(res.Reason, "checkout: "), res.Reason)
+			require.Contains(t, res.Reason, tc.err.Error())
+			require.Contains(t, b.out.String(), "--- "+res.Reason+"\n")
+			require.NotContains(t, printed(b.out.String()), "ran\n")
 			require.Empty(t, res.Steps)
 		})
 	}
 	t.Run("no checkouter", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		res := b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{ID: "x", Checkout: &cikit.Checkout{}, Steps: steps("true")}, Context: jobContext(repo, "abc")})
+		res := b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{ID: "x", Checkout: &cikit.Checkout{}, Steps: steps("true")}, Context: jc})
 		require.Equal(t, cikit.FailureInfrastructure, res.FailureClass)
 		require.Contains(t, res.Reason, "this runner has no checkout configured")
 	})
 	t.Run("strategy none", func(t *testing.T) {
 		t.Parallel()
-		co := &gitCheckouter{}
-		b := setup(t, func(c *process.Config) { c.Checkout = co })
-		res := b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{ID: "x", Checkout: &cikit.Checkout{Strategy: "none"}, Steps: steps("ls -A; echo listed")}, Context: jobContext(repo, "abc")})
+		rec := &recorder{Checkouter: co}
+		b := setup(t, func(c *process.Config) { c.Checkout = rec })
+		res := b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{ID: "x", Checkout: &cikit.Checkout{Strategy: "none"}, Steps: steps("ls -A; echo listed")}, Context: jc})
 		require.Equal(t, cikit.JobSucceeded, res.State)
 		require.Equal(t, "listed\n", printed(b.out.String()))
 		require.Contains(t, b.out.String(), "--- checkout: none (strategy none): the workspace starts empty\n")
-		require.Empty(t, co.requests())
+		require.Empty(t, rec.requests())
 	})
 }
 
@@ -183,29 +148,28 @@ func TestRunJobCheckoutFailures(t *testing.T) {
 // not honour are warned about.
 func TestRunJobActionsCheckout(t *testing.T) {
 	t.Parallel()
-	repo, sha := gitRepo(t, map[string]string{"README": "readme\n"})
 	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
-		co := &gitCheckouter{}
-		b := setup(t, mode, func(c *process.Config) { c.Checkout = co })
+		co, jc, sha := forge(t, map[string]string{"README": "readme\n"})
+		rec := &recorder{Checkouter: co}
+		b := setup(t, mode, func(c *process.Config) { c.Checkout = rec })
 		res := b.exec.RunJob(context.Background(), process.Job{
 			Spec: &cikit.JobSpec{ID: "gh", Format: "github", Steps: []cikit.Step{
 				{Name: "before", Run: "ls -A; echo empty"},
-				{Name: "checkout", Uses: "actions/checkout@v4", With: map[string]string{"fetch-depth": "0", "path": "src", "submodules": "recursive", "clean": "false", "lfs": "true"}},
-				{Name: "after", Run: "cat src/README"},
+				{Name: "checkout", Uses: "actions/checkout@v4", With: map[string]string{"fetch-depth": "0", "path": "src", "clean": "false", "lfs": "true"}},
+				{Name: "after", Run: "cat src/README; git -C src log --format=%H"},
 			}},
-			Context: jobContext(repo, sha),
+			Context: jc,
 		})
 		out := b.out.String()
 		require.Equal(t, cikit.JobSucceeded, res.State, out)
 		require.Contains(t, out, "--- before\nempty\n")
 		require.Contains(t, out, "--- checkout (actions/checkout@v4)\n")
 		require.Contains(t, out, `--- warning: actions/checkout input "lfs" is not honoured`)
-		require.Contains(t, out, "--- after\nreadme\n")
+		require.Contains(t, out, "--- after\nreadme\n"+sha+"\n")
 		require.Equal(t, sha, res.Commit)
-		reqs := co.requests()
+		reqs := rec.requests()
 		require.Len(t, reqs, 1)
-		require.Equal(t, cikit.Checkout{Strategy: "fetch", Depth: -1, Submodules: "recursive"}, reqs[0].Options)
-		require.Equal(t, "src", filepath.Base(reqs[0].Dir))
+		require.Equal(t, cikit.Checkout{Strategy: "fetch", Depth: -1, Path: "src"}, reqs[0].Options)
 	})
 }
 
@@ -294,8 +258,7 @@ func TestRunJobGitHubEnvironmentFiles(t *testing.T) {
 	t.Parallel()
 	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
 		b := setup(t, mode)
-		jc := jobContext("", "abc")
-		jc.Source = nil
+		jc := noRun()
 		jc.Payload = []byte(`{"pusher":{"name":"ada"}}`)
 		res := b.exec.RunJob(context.Background(), process.Job{Context: jc, Spec: &cikit.JobSpec{ID: "env", Format: "github", Env: map[string]string{"FIXED": "job"}, Steps: []cikit.Step{
 			{Name: "write", Run: `mkdir -p "$RUNNER_TEMP/bin" && printf '#!/bin/sh\necho tool ran\n' > "$RUNNER_TEMP/bin/mytool" && chmod +x "$RUNNER_TEMP/bin/mytool"
