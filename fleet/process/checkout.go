@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-		"io/fs"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
