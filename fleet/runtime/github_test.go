@@ -1,0 +1,229 @@
+package runtime_test
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/compiler/expr"
+	"github.com/cikit/cikit/fleet/runtime"
+)
+
+func newGitHub(t *testing.T, spec *cikit.JobSpec, jc *cikit.JobContext) *runtime.GitHub {
+	t.Helper()
+	spec.Format = "github"
+	g, err := runtime.NewGitHub(runtime.Params{Spec: spec, Context: jc, Workspace: "/ws", Temp: "/tmp/j",
+		Runner: runtime.Runner{Name: "r1", OS: "Linux", Arch: "X64"}, Vars: map[string]string{"REGION": "eu"}})
+	require.NoError(t, err)
+	return g
+}
+
+func expand(t *testing.T, g *runtime.GitHub, s string) string {
+	t.Helper()
+	v, err := g.Expand(s)
+	require.NoError(t, err, s)
+	return v
+}
+
+func TestGitHubContexts(t *testing.T) {
+	t.Parallel()
+	jc := pushContext()
+	jc.Payload = json.RawMessage(`{"head_commit":{"message":"fix it"},"commits":[{"id":"a"},{"id":"b"}]}`)
+	jc.Inputs = map[string]string{"level": "debug"}
+	jc.Needs = map[string]cikit.NeedResult{
+		"build": {Result: cikit.JobSucceeded, Outputs: map[string]string{"version": "1.2.3"}},
+		"lint":  {Result: cikit.JobFailed},
+	}
+	spec := &cikit.JobSpec{ID: "test (x)", MatrixOf: "test",
+		Matrix:     map[string]string{"os": "linux", "cfg": `{"go":"1.26","race":true}`},
+		MatrixJSON: map[string]json.RawMessage{"cfg": json.RawMessage(`{"go":"1.26","race":true}`)},
+		Env:        map[string]string{"GOFLAGS": "-mod=${{ matrix.os == 'linux' && 'vendor' || 'mod' }}", "PLAIN": "p"},
+	}
+	g := newGitHub(t, spec, jc)
+	for src, want := range map[string]string{
+		"${{ github.sha }}":                                  jc.SHA,
+		"${{ github.ref_name }}/${{ github.ref_type }}":      "feature/Login-Page/branch",
+		"${{ github.repository_owner }}":                     "acme",
+		"${{ github.actor }}":                                "octocat",
+		"${{ github.event_name }}":                           "push",
+		"${{ github.event.head_commit.message }}":            "fix it",
+		"${{ join(github.event.commits.*.id, ',') }}":        "a,b",
+		"${{ github.run_id }}-${{ github.run_attempt }}":     "r-42-2",
+		"${{ github.job }}":                                  "test",
+		"${{ github.workspace }}":                            "/ws",
+		"${{ github.server_url }}":                           "https://github.com",
+		"${{ github.head_ref }}":                             "",
+		"${{ matrix.os }}":                                   "linux",
+		"${{ matrix.cfg.go }}":                               "1.26",
+		"${{ matrix.cfg.race && 'race' }}":                   "race",
+		"${{ needs.build.outputs.version }}":                 "1.2.3",
+		"${{ needs.build.result }}/${{ needs.lint.result }}": "success/failure",
+		"${{ inputs.level }}":                                "debug",
+		"${{ vars.REGION }}":                                 "eu",
+		"${{ secrets.NOPE }}":                                "",
+		"${{ runner.os }}/${{ runner.temp }}":                "Linux//tmp/j",
+		"${{ job.status }}":                                  "success",
+		"${{ env.GOFLAGS }}":                                 "-mod=vendor",
+		"no expressions ${ here }":                           "no expressions ${ here }",
+	} {
+		require.Equal(t, want, expand(t, g, src), src)
+	}
+	require.Equal(t, map[string]string{"GOFLAGS": "-mod=vendor", "PLAIN": "p"}, g.JobEnv())
+
+	_, err := g.Expand("${{ strategy.job-index }}")
+	require.ErrorContains(t, err, "strategy", "a context not known at run time fails")
+	_, err = g.Expand("${{ github.sha")
+	require.Error(t, err)
+
+	v, err := g.Eval("${{ matrix.cfg }}")
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"go": "1.26", "race": true}, v, "matrix objects stay objects")
+}
+
+func TestGitHubJobEnvError(t *testing.T) {
+	t.Parallel()
+	_, err := runtime.NewGitHub(runtime.Params{Spec: &cikit.JobSpec{Env: map[string]string{"A": "${{ nope.x }}"}}})
+	require.ErrorContains(t, err, "env A:")
+	_, err = runtime.NewGitHub(runtime.Params{})
+	require.ErrorContains(t, err, "Spec is required")
+}
+
+func TestGitHubEnvAcrossSteps(t *testing.T) {
+	t.Parallel()
+	g := newGitHub(t, &cikit.JobSpec{Env: map[string]string{"A": "job", "B": "job"}}, pushContext())
+	step1 := &cikit.Step{Env: map[string]string{"B": "step ${{ env.B }}", "C": "${{ env.A }}-c"}}
+	env, err := g.StepEnv(step1)
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"A": "job", "B": "step job", "C": "job-c"}, env)
+	require.Equal(t, "step job", expand(t, g, "${{ env.B }}"), "the step's run reads its own env")
+
+	g.AddEnv([]runtime.KV{{Name: "A", Value: "file"}, {Name: "D", Value: "d"}})
+	require.Equal(t, "file d job", expand(t, g, "${{ env.A }} ${{ env.D }} ${{ env.B }}"), "GITHUB_ENV overrides the job's env; the step's env is over")
+	env, err = g.StepEnv(&cikit.Step{Env: map[string]string{"D": "own"}})
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"A": "file", "B": "job", "D": "own"}, env)
+	require.Equal(t, map[string]string{"A": "file", "D": "d"}, g.FileEnv())
+
+	_, err = g.StepEnv(&cikit.Step{Env: map[string]string{"X": "${{ fromJSON('{') }}"}})
+	require.ErrorContains(t, err, "env X:")
+}
+
+func TestGitHubStepRuns(t *testing.T) {
+	t.Parallel()
+	g := newGitHub(t, &cikit.JobSpec{Env: map[string]string{"DEPLOY": "yes"}}, pushContext())
+	ok := expr.Status{}
+	failed := expr.Status{Failed: true}
+	cancelled := expr.Status{Cancelled: true}
+	cond := func(s string) *cikit.Step {
+		return &cikit.Step{If: &cikit.Condition{Lang: cikit.LangGitHub, Expr: s}}
+	}
+	for _, tt := range []struct {
+		step *cikit.Step
+		st   expr.Status
+		want bool
+	}{
+		{&cikit.Step{}, ok, true},
+		{&cikit.Step{}, failed, false},
+		{&cikit.Step{}, cancelled, false},
+		{cond("success()"), failed, false},
+		{cond("failure()"), failed, true},
+		{cond("failure()"), ok, false},
+		{cond("always()"), cancelled, true},
+		{cond("cancelled()"), cancelled, true},
+		{cond("cancelled()"), ok, false},
+		{cond("env.DEPLOY == 'yes'"), ok, true},
+		{cond("env.DEPLOY == 'yes'"), failed, false},
+		{cond("${{ github.ref == 'refs/heads/feature/Login-Page' }}"), ok, true},
+		{cond("  ${{ github.event_name == 'pull_request' }} "), ok, false},
+		{cond("failure() && job.status == 'failure'"), failed, true},
+		{cond("${{ always() }} text"), failed, false},
+		{cond(""), failed, false},
+	} {
+		got, err := g.StepRuns(tt.step, tt.st)
+		require.NoError(t, err)
+		expr := "<none>"
+		if tt.step.If != nil {
+			expr = tt.step.If.Expr
+		}
+		require.Equal(t, tt.want, got, "%s with %+v", expr, tt.st)
+	}
+	_, err := g.StepRuns(cond("github.sha =="), ok)
+	require.ErrorContains(t, err, "if:")
+	_, err = g.StepRuns(&cikit.Step{If: &cikit.Condition{Lang: cikit.LangGitLab, Expr: "$X"}}, ok)
+	require.ErrorContains(t, err, "gitlab condition")
+}
+
+func TestGitHubSteps(t *testing.T) {
+	t.Parallel()
+	g := newGitHub(t, &cikit.JobSpec{ID: "build", Outputs: map[string]string{
+		"version": "${{ steps.v.outputs.version }}",
+		"tested":  "${{ steps.t.conclusion }}/${{ steps.t.outcome }}",
+		"none":    "${{ steps.missing.outputs.x }}",
+	}}, pushContext())
+	g.SetStep("v", runtime.Success, runtime.Success, map[string]string{"version": "2.0"})
+	g.SetStep("t", runtime.Failure, runtime.Success, nil)
+	g.SetStep("", runtime.Success, runtime.Success, map[string]string{"x": "y"})
+	require.Equal(t, "2.0", expand(t, g, "${{ steps.v.outputs.version }}"))
+	out, err := g.JobOutputs()
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{"version": "2.0", "tested": "success/failure", "none": ""}, out)
+}
+
+func TestGitHubJobOutputLimits(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", cikit.MaxOutputValueBytes)
+	g := newGitHub(t, &cikit.JobSpec{ID: "build", Outputs: map[string]string{"v": "${{ steps.s.outputs.v }}"}}, nil)
+	g.SetStep("s", runtime.Success, runtime.Success, map[string]string{"v": big})
+	_, err := g.JobOutputs()
+	require.ErrorContains(t, err, `output "v" of job "build" is 131073 bytes, more than the 128 KiB an output may hold`)
+
+	outputs := map[string]string{}
+	for i := range 9 {
+		outputs[string(rune('a'+i))] = "${{ steps.s.outputs.v }}"
+	}
+	g = newGitHub(t, &cikit.JobSpec{ID: "build", Outputs: outputs}, nil)
+	g.SetStep("s", runtime.Success, runtime.Success, map[string]string{"v": big[:cikit.MaxOutputValueBytes-1]})
+	_, err = g.JobOutputs()
+	require.ErrorContains(t, err, `the outputs of job "build" are more than the 1 MiB the outputs of a job may hold`)
+	require.ErrorContains(t, err, `up to output "i"`)
+}
+
+func TestGitHubHashFiles(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	write := func(name, data string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(ws, name), []byte(data), 0o644))
+	}
+	write("go.sum", "sum")
+	write("a/go.sum", "a")
+	write("a/b/go.sum", "b")
+	write("vendor/go.sum", "v")
+	g, err := runtime.NewGitHub(runtime.Params{Spec: &cikit.JobSpec{}, Workspace: ws})
+	require.NoError(t, err)
+
+	want := func(contents ...string) string {
+		all := sha256.New()
+		for _, c := range contents {
+			h := sha256.Sum256([]byte(c))
+			all.Write(h[:])
+		}
+		return hex.EncodeToString(all.Sum(nil))
+	}
+	require.Equal(t, want("b", "a", "sum", "v"), expand(t, g, "${{ hashFiles('**/go.sum') }}"), "walk order: a/b/go.sum before a/go.sum")
+	require.Equal(t, want("b", "a", "sum"), expand(t, g, "${{ hashFiles('**/go.sum', '!vendor/**') }}"))
+	require.Equal(t, want("sum"), expand(t, g, "${{ hashFiles('go.sum') }}"))
+	require.Equal(t, want("sum"), expand(t, g, "${{ hashFiles('"+ws+"/go.sum') }}"))
+	require.Equal(t, "", expand(t, g, "${{ hashFiles('*.lock') }}"))
+	_, err = g.Expand("${{ hashFiles('/etc/passwd') }}")
+	require.ErrorContains(t, err, "outside the workspace")
+	_, err = g.Expand("${{ hashFiles('[') }}")
+	require.ErrorContains(t, err, "bad pattern")
+}
