@@ -48,9 +48,7 @@ func (j *jobRun) applyFiles(f runtime.Files, step string, outputs *map[string]st
 	if kvs, err := readEnvFile(f.Env, runtime.ParseEnvFile); err != nil {
 		errs = append(errs, fmt.Errorf("GITHUB_ENV: %w", err))
 	} else {
-		for _, kv := range kvs {
-			j.fileEnv[kv.Name] = kv.Value
-		}
+		j.gh.AddEnv(kvs)
 	}
 	if dirs, err := readEnvFile(f.Path, runtime.ParsePathFile); err != nil {
 		errs = append(errs, fmt.Errorf("GITHUB_PATH: %w", err))

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/compiler/expr"
 	"github.com/cikit/cikit/fleet/runtime"
 )
 
@@ -66,9 +67,10 @@ type jobRun struct {
 	eval evaluator
 	// env is the job's environment before its steps' own: the base, the
 	// predefined variables, GITHUB_ENV's, the job's env.
-	base    map[string]string // the base and the predefined variables
-	fileEnv map[string]string // what steps wrote to GITHUB_ENV
-	jobEnv  map[string]string
+	base   map[string]string // the base and the predefined variables
+	jobEnv map[string]string // the job's env, expanded
+	// gh holds a GitHub job's expression contexts; nil for other jobs.
+	gh *runtime.GitHub
 	// overrides rank above the job's env: a GitLab manual trigger's
 	// variables.
 	overrides map[string]string
@@ -87,6 +89,14 @@ type evaluator interface {
 	// StepRuns reports whether step runs, given whether the job has
 	// failed so far.
 	StepRuns(step *cikit.Step, failed bool) (bool, error)
+}
+
+// ghEval is a GitHub job's evaluator.
+type ghEval struct{ g *runtime.GitHub }
+
+func (x ghEval) Expand(s string) (string, error) { return x.g.Expand(s) }
+func (x ghEval) StepRuns(step *cikit.Step, failed bool) (bool, error) {
+	return x.g.StepRuns(step, expr.Status{Failed: failed})
 }
 
 // expanderEval is a Config.Expander for one job.
@@ -253,11 +263,17 @@ func (j *jobRun) setUpEnv() error {
 			j.base[k] = v
 		}
 	}
-	switch {
-	case e.cfg.Expander != nil && !j.github:
+	if j.github {
+		gh, err := runtime.NewGitHub(j.params)
+		if err != nil {
+			return err
+		}
+		j.gh, j.eval, j.jobEnv = gh, ghEval{gh}, gh.JobEnv()
+		return nil
+	}
+	if e.cfg.Expander != nil {
 		j.eval = expanderEval{e.cfg.Expander, spec}
 	}
-	j.fileEnv = map[string]string{}
 	j.jobEnv = spec.Env
 	if j.eval != nil && len(spec.Env) > 0 {
 		j.jobEnv = make(map[string]string, len(spec.Env))
@@ -273,16 +289,14 @@ func (j *jobRun) setUpEnv() error {
 }
 
 // stepEnv returns the environment of a step: the base (the executor's
-// and the predefined variables), GITHUB_ENV's variables, the job's env, a
-// manual trigger's GitLab variables, the step's env (GitHub's order: a
-// job's env wins over GITHUB_ENV), PATH with GITHUB_PATH's directories in
-// front, and extra.
-func (j *jobRun) stepEnv(stepEnv map[string]string, extra map[string]string) []string {
+// and the predefined variables), vars (the job's env, GITHUB_ENV's
+// variables and the step's env, see expandStep), a manual trigger's
+// GitLab variables, PATH with GITHUB_PATH's directories in front, and
+// extra.
+func (j *jobRun) stepEnv(vars map[string]string, extra map[string]string) []string {
 	env := maps.Clone(j.base)
-	maps.Copy(env, j.fileEnv)
-	maps.Copy(env, j.jobEnv)
+	maps.Copy(env, vars)
 	maps.Copy(env, j.overrides)
-	maps.Copy(env, stepEnv)
 	if len(j.paths) > 0 {
 		env["PATH"] = runtime.PrependPath(env["PATH"], j.paths, string(os.PathListSeparator))
 	}
@@ -310,6 +324,9 @@ func (j *jobRun) runSteps(ctx context.Context) Result {
 			return j.fail(cikit.FailureConfig, "step %q: %v", name, err)
 		}
 		if !runs {
+			if j.gh != nil {
+				j.gh.SetStep(step.ID, runtime.Skipped, runtime.Skipped, nil)
+			}
 			continue
 		}
 		if err := j.expandStep(&step); err != nil {
@@ -323,6 +340,18 @@ func (j *jobRun) runSteps(ctx context.Context) Result {
 		}
 	}
 	j.res.EnvNames = slices.Sorted(maps.Keys(j.names))
+	if j.gh != nil && len(spec.Outputs) > 0 && j.res.State != cikit.JobCancelled {
+		out, err := j.gh.JobOutputs()
+		switch {
+		case err != nil && j.res.State == cikit.JobSucceeded:
+			j.res.State, j.res.Reason, j.res.FailureClass = cikit.JobFailed, fmt.Sprintf("job outputs: %v", err), cikit.FailureConfig
+			fmt.Fprintf(j.pw, "--- %s\n", j.res.Reason)
+		case err != nil:
+			fmt.Fprintf(j.pw, "--- job outputs: %v\n", err)
+		default:
+			j.res.Outputs = out
+		}
+	}
 	if j.cmds != nil {
 		j.endStep()
 		var dropped int
@@ -415,6 +444,16 @@ func (j *jobRun) runStep(ctx context.Context, step cikit.Step, name string, afte
 		fmt.Fprintf(j.pw, "--- %s\n", j.res.Reason)
 		return true // cancelled or timed out: nothing more runs
 	}
+	if j.gh != nil {
+		outcome, conclusion := runtime.Success, runtime.Success
+		if reason != "" {
+			outcome, conclusion = runtime.Failure, runtime.Failure
+			if step.ContinueOnError {
+				conclusion = runtime.Success
+			}
+		}
+		j.gh.SetStep(step.ID, outcome, conclusion, outputs)
+	}
 	switch {
 	case reason == "":
 		if !after {
@@ -482,10 +521,33 @@ func (j *jobRun) stepRuns(step *cikit.Step, after bool) (bool, error) {
 	return j.eval.StepRuns(step, failed)
 }
 
-// expandStep evaluates the expressions of a step's script, shell,
-// working directory, env and inputs.
+// expandStep evaluates the expressions of a step's env, script, shell,
+// working directory and inputs, and sets its env to the variables of
+// the job's and the step's (for a GitHub job, over GITHUB_ENV's).
 func (j *jobRun) expandStep(step *cikit.Step) error {
+	env := maps.Clone(j.jobEnv)
+	if env == nil {
+		env = map[string]string{}
+	}
 	x := j.eval
+	switch {
+	case j.gh != nil:
+		var err error
+		if env, err = j.gh.StepEnv(step); err != nil {
+			return err
+		}
+	case x != nil:
+		for _, k := range slices.Sorted(maps.Keys(step.Env)) {
+			v, err := x.Expand(step.Env[k])
+			if err != nil {
+				return fmt.Errorf("env %s: %w", k, err)
+			}
+			env[k] = v
+		}
+	default:
+		maps.Copy(env, step.Env)
+	}
+	step.Env = env
 	if x == nil {
 		return nil
 	}
@@ -499,20 +561,14 @@ func (j *jobRun) expandStep(step *cikit.Step) error {
 	if step.WorkingDirectory, err = x.Expand(step.WorkingDirectory); err != nil {
 		return fmt.Errorf("working-directory: %w", err)
 	}
-	for _, m := range []struct {
-		what string
-		vars *map[string]string
-	}{{"env", &step.Env}, {"with", &step.With}} {
-		if len(*m.vars) == 0 {
-			continue
-		}
-		out := make(map[string]string, len(*m.vars))
-		for _, k := range slices.Sorted(maps.Keys(*m.vars)) {
-			if out[k], err = x.Expand((*m.vars)[k]); err != nil {
-				return fmt.Errorf("%s %s: %w", m.what, k, err)
+	if len(step.With) > 0 {
+		with := make(map[string]string, len(step.With))
+		for _, k := range slices.Sorted(maps.Keys(step.With)) {
+			if with[k], err = x.Expand(step.With[k]); err != nil {
+				return fmt.Errorf("with %s: %w", k, err)
 			}
 		}
-		*m.vars = out
+		step.With = with
 	}
 	return nil
 }

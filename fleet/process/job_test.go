@@ -2,6 +2,8 @@ package process_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -268,13 +270,15 @@ echo "FIXED=from-file" >> "$GITHUB_ENV"
 echo "$RUNNER_TEMP/bin" >> "$GITHUB_PATH"
 echo "### done" >> "$GITHUB_STEP_SUMMARY"`},
 			{Name: "read", Run: `echo "one=$ONE fixed=$FIXED"; echo "$MULTI"; mytool; cat "$GITHUB_EVENT_PATH"; echo; echo "sha=$GITHUB_SHA actor=$GITHUB_ACTOR ws=$([ "$GITHUB_WORKSPACE" = "$(pwd)" ] && echo ok)"`},
+			{Name: "own", Run: `echo "fixed=$FIXED"`, Env: map[string]string{"FIXED": "step ${{ env.ONE }}"}},
 			{Name: "bad", Run: `echo "NOT A LINE" >> "$GITHUB_ENV"`},
 		}}})
 		out := b.out.String()
 		require.Equal(t, cikit.JobFailed, res.State, out)
 		require.Contains(t, res.Reason, `step "bad": GITHUB_ENV: line 1`)
 		require.Contains(t, out, "--- summary of step \"write\" (GITHUB_STEP_SUMMARY, 9 bytes; the run page does not show summaries yet):\n### done\n")
-		require.Contains(t, out, "--- read\none=1 fixed=job\nline a\nline b\ntool ran\n"+`{"pusher":{"name":"ada"}}`+"\nsha=abc actor=ada ws=ok\n")
+		require.Contains(t, out, "--- read\none=1 fixed=from-file\nline a\nline b\ntool ran\n"+`{"pusher":{"name":"ada"}}`+"\nsha=abc actor=ada ws=ok\n")
+		require.Contains(t, out, "--- own\nfixed=step 1\n")
 		require.Contains(t, res.EnvNames, "GITHUB_ENV")
 		require.Contains(t, res.EnvNames, "ONE")
 	})
@@ -303,4 +307,58 @@ func TestRunJobWorkflowCommands(t *testing.T) {
 			{Level: "warning", Message: "deprecated", Step: "later"},
 		}, res.Annotations)
 	})
+}
+
+// TestRunJobGitHubExpressions: a GitHub job's ${{ }} are evaluated at run
+// time in run, env, shell, working-directory and if:, against the run's
+// context, the matrix (objects stay objects), needs' results and
+// outputs, and earlier steps' outputs, outcomes and conclusions; the
+// job's outputs are evaluated at its end.
+func TestRunJobGitHubExpressions(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		b := setup(t, mode)
+		jc := noRun()
+		jc.Repository = "acme/app"
+		jc.Needs = map[string]cikit.NeedResult{"build": {Result: cikit.JobSucceeded, Outputs: map[string]string{"version": "1.2.3"}}}
+		res := b.exec.RunJob(context.Background(), process.Job{Context: jc, Spec: &cikit.JobSpec{
+			ID: "test", Format: "github",
+			Matrix:     map[string]string{"cfg": `{"os":"linux"}`},
+			MatrixJSON: map[string]json.RawMessage{"cfg": json.RawMessage(`{"os":"linux"}`)},
+			Env:        map[string]string{"OWNER": "${{ github.repository_owner }}"},
+			Outputs:    map[string]string{"tag": "v${{ steps.ver.outputs.v }}", "flaky": "${{ steps.flaky.outcome }}/${{ steps.flaky.conclusion }}"},
+			Steps: []cikit.Step{
+				{ID: "ver", Name: "ver", Run: `echo "v=${{ needs.build.outputs.version }}" >> "$GITHUB_OUTPUT"; echo "::set-output name=old::legacy"`},
+				{Name: "use", Run: `echo "os=${{ matrix.cfg.os }} owner=$OWNER v=${{ steps.ver.outputs.v }} old=${{ steps.ver.outputs.old }} need=${{ needs.build.result }}"`, Shell: "${{ 'bash' }}", WorkingDirectory: "${{ 'sub' }}"},
+				{ID: "flaky", Name: "flaky", Run: "exit 3", ContinueOnError: true},
+				{Name: "skipped", Run: "echo skipped", If: &cikit.Condition{Lang: cikit.LangGitHub, Expr: "steps.flaky.outcome == 'success'"}},
+				{Name: "failing", Run: "exit 1"},
+				{Name: "after failure", Run: "echo not after a failure"},
+				{Name: "on failure", Run: "echo on failure", If: &cikit.Condition{Lang: cikit.LangGitHub, Expr: "${{ failure() }}"}},
+			},
+		}})
+		out := b.out.String()
+		require.Equal(t, cikit.JobFailed, res.State, out)
+		require.Equal(t, `step "failing" exited with code 1`, res.Reason)
+		require.Contains(t, out, "--- use\nos=linux owner=acme v=1.2.3 old=legacy need=success\n")
+		require.NotContains(t, out, "skipped\n")
+		require.NotContains(t, out, "not after a failure")
+		require.Contains(t, out, "--- on failure\non failure\n")
+		require.Equal(t, map[string]string{"tag": "v1.2.3", "flaky": "failure/success"}, res.Outputs)
+	})
+}
+
+// TestRunJobOutputsTooLarge: job outputs past their cap fail the job,
+// saying so.
+func TestRunJobOutputsTooLarge(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{
+		ID: "big", Format: "github", Outputs: map[string]string{"blob": "${{ steps.w.outputs.blob }}"},
+		Steps: []cikit.Step{{ID: "w", Name: "w", Run: fmt.Sprintf(`head -c %d /dev/zero | tr '\0' x | sed 's/^/blob=/' >> "$GITHUB_OUTPUT"; echo >> "$GITHUB_OUTPUT"`, cikit.MaxOutputValueBytes+1)}},
+	}})
+	require.Equal(t, cikit.JobFailed, res.State, b.out.String())
+	require.Equal(t, cikit.FailureConfig, res.FailureClass)
+	require.Contains(t, res.Reason, `job outputs: output "blob" of job "big" is`)
+	require.Nil(t, res.Outputs)
 }
