@@ -27,8 +27,9 @@ var (
 	// checkout's timeout). An infrastructure failure, worth retrying.
 	ErrUnreachable = errors.New("remote unreachable")
 	// ErrInvalidRequest: the Request cannot be checked out as given (a
-	// bad SHA, ref, path, strategy or submodule mode). A configuration
-	// error.
+	// bad SHA, ref, path, strategy or submodule mode), or the repository
+	// asks for what the runner refuses or cannot do (a submodule over
+	// file:// or ssh, or without a URL). A configuration error.
 	ErrInvalidRequest = errors.New("invalid checkout request")
 	// ErrWorkspace: the runner could not write the cache or the
 	// workspace (disk full, permissions). An infrastructure failure.
@@ -89,6 +90,8 @@ func classify(stderr string) error {
 		return false
 	}
 	switch {
+	case has("transport '") && has("' not allowed"), has("no url found for submodule"):
+		return ErrInvalidRequest
 	case has("not our ref", "couldn't find remote ref", "unadvertised object", "no such remote ref",
 		"is not a commit", "reference is not a tree", "not a valid object name"):
 		return ErrCommitNotFound

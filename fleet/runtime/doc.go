@@ -18,7 +18,9 @@
 //     runner contexts (Expand, StepRuns, StepEnv, SetStep, JobOutputs).
 //   - Predefined variables: Env gives CI, CIKIT_* and, by the job's
 //     format, GitHub's default variables or GitLab's predefined ones;
-//     Overrides the GitLab manual variables that rank above the job's.
+//     Overrides the GitLab manual variables that rank above the job's;
+//     GitLabEnv expands the references a GitLab job's variables hold to
+//     them ($NAME, ${NAME}, "$$" for "$").
 //   - Local composite actions: LoadAction reads action.yml; an Action
 //     gives its steps, its inputs context and its outputs.
 //

@@ -336,3 +336,20 @@ func (g *GitHub) JobOutputs() (map[string]string, error) {
 	}
 	return out, nil
 }
+
+// Composite returns the contexts of the steps of the composite action in
+// actionDir that the current step uses, with inputs its inputs context
+// (Action.InputsContext): the same github (with action_path set), matrix,
+// needs, vars, secrets and runner; env as the using step's (StepEnv);
+// steps of their own, for the action's steps and outputs. Variables its
+// steps write to GITHUB_ENV (AddEnv on it) reach the job's later steps
+// too, as on GitHub.
+func (g *GitHub) Composite(actionDir string, inputs map[string]string) *GitHub {
+	c := &GitHub{p: g.p, contexts: maps.Clone(g.contexts), jobEnv: maps.Clone(g.env), files: g.files, steps: map[string]any{}, status: g.status}
+	gh := maps.Clone(g.contexts["github"].(map[string]any))
+	gh["action_path"] = actionDir
+	c.contexts["github"] = gh
+	c.contexts["inputs"] = anyMap(inputs)
+	c.env = c.baseEnv()
+	return c
+}
