@@ -69,8 +69,12 @@ type jobRun struct {
 	// predefined variables, GITHUB_ENV's, the job's env.
 	base   map[string]string // the base and the predefined variables
 	jobEnv map[string]string // the job's env, expanded
-	// gh holds a GitHub job's expression contexts; nil for other jobs.
+	// gh holds a GitHub job's expression contexts, or those of the
+	// composite action whose steps run; nil for other jobs.
 	gh *runtime.GitHub
+	// actionPath is the directory of the composite action whose steps
+	// run; "" for the job's own steps.
+	actionPath string
 	// overrides rank above the job's env: a GitLab manual trigger's
 	// variables.
 	overrides map[string]string
@@ -96,8 +100,11 @@ type ghEval struct{ g *runtime.GitHub }
 
 func (x ghEval) Expand(s string) (string, error) { return x.g.Expand(s) }
 func (x ghEval) StepRuns(step *cikit.Step, failed bool) (bool, error) {
-	return x.g.StepRuns(step, expr.Status{Failed: failed})
+	return x.g.StepRuns(step, exprStatus(failed))
 }
+
+// exprStatus is how a job stands for its steps' status functions.
+func exprStatus(failed bool) expr.Status { return expr.Status{Failed: failed} }
 
 // expanderEval is a Config.Expander for one job.
 type expanderEval struct {
@@ -369,45 +376,9 @@ func (j *jobRun) runSteps(ctx context.Context) Result {
 func (j *jobRun) runStep(ctx context.Context, step cikit.Step, name string, after bool) bool {
 	e := j.e
 	started := time.Now()
-	var x stepExit
-	var err error
-	var class cikit.FailureClass = cikit.FailureScript
-	var outputs map[string]string
-	if j.cmds != nil {
-		j.cmds.BeginStep(name)
-	}
-	switch {
-	case step.Uses != "" && isCheckoutAction(step.Uses):
-		fmt.Fprintf(j.pw, "--- %s (%s)\n", name, step.Uses)
-		x, err, class = j.checkoutStep(ctx, step)
-	case step.Uses != "":
-		fmt.Fprintf(j.pw, "--- %s (%s)\n", name, step.Uses)
-		x, err, class = stepExit{code: -1}, fmt.Errorf("uses %s: this runner runs only actions/checkout and local composite actions (uses: ./path) today; JavaScript, Docker and remote actions are not run yet", step.Uses), cikit.FailureConfig
-	default:
-		fmt.Fprintf(j.pw, "--- %s\n", name)
-		var extra map[string]string
-		if after && j.spec.Format == formatGitLab {
-			extra = map[string]string{"CI_JOB_STATUS": gitlabStatus(j.res.State)}
-		}
-		var files runtime.Files
-		if j.github {
-			if files, err = j.newStepFiles(); err != nil {
-				return j.stopInfra(name, err)
-			}
-			extra = files.Vars()
-		}
-		sj, _ := j.procs.(*sandboxJob)
-		oomBefore := sj.oomKills()
-		x, err = j.runCommand(ctx, step, extra)
-		if err == nil && x.code != 0 && sj.oomKills() > oomBefore {
-			err = errOOM
-		}
-		if j.github {
-			j.endStep()
-			if ferr := j.applyFiles(files, name, &outputs); ferr != nil && err == nil && x.code == 0 {
-				err, class = ferr, cikit.FailureScript
-			}
-		}
+	x, err, class, outputs := j.execStep(ctx, step, name, after, 0)
+	if errors.Is(err, errStepFiles) {
+		return j.stopInfra(name, err)
 	}
 	code := x.code
 	j.res.Steps = append(j.res.Steps, StepResult{Name: name, ExitCode: code, Duration: time.Since(started)})
@@ -419,19 +390,8 @@ func (j *jobRun) runStep(ctx context.Context, step cikit.Step, name string, afte
 	case ctx.Err() != nil:
 		j.res.State, j.res.ExitCode = cikit.JobCancelled, code
 		j.res.Reason = fmt.Sprintf("cancelled in step %q", name)
-	case errors.Is(err, errOOM):
-		reason = fmt.Sprintf("step %q exited with code %d; the job reached its memory limit of %s (Sandbox.Limits.JobMemory, cgroup memory.max)", name, code, bytesString(e.sandbox.limits.JobMemory))
-	case err != nil:
-		reason = fmt.Sprintf("step %q: %v", name, err)
-	case x.signal != 0:
-		reason = fmt.Sprintf("step %q was killed by signal %d (%v)", name, int(x.signal), x.signal)
-	case code != 0:
-		reason = fmt.Sprintf("step %q exited with code %d", name, code)
-	}
-	if reason != "" && err == nil && e.sandbox != nil {
-		if cause := e.sandbox.limits.cause(x); cause != "" {
-			reason += "; " + cause
-		}
+	default:
+		reason = e.stepReason(name, x, err)
 	}
 	if errors.Is(err, errLeaseExpired) {
 		// The job's processes are gone: nothing more runs.
@@ -470,6 +430,90 @@ func (j *jobRun) runStep(ctx context.Context, step cikit.Step, name string, afte
 		fmt.Fprintf(j.pw, "--- %s\n", reason)
 	}
 	return false
+}
+
+// execStep executes a step that runs (its expressions evaluated): its
+// script, actions/checkout, or a local composite action (depth deep in
+// composite actions); any other action fails it. It returns how the step
+// ended, the failure class should it fail, and its outputs (a GitHub
+// job's). An error wrapping errStepFiles is the runner's failure to give
+// it its files.
+func (j *jobRun) execStep(ctx context.Context, step cikit.Step, name string, after bool, depth int) (stepExit, error, cikit.FailureClass, map[string]string) {
+	if j.cmds != nil {
+		j.cmds.BeginStep(name)
+	}
+	if step.Uses != "" {
+		fmt.Fprintf(j.pw, "--- %s (%s)\n", name, step.Uses)
+	} else {
+		fmt.Fprintf(j.pw, "--- %s\n", name)
+	}
+	if step.Uses != "" && isCheckoutAction(step.Uses) {
+		x, err, class := j.checkoutStep(ctx, step)
+		return x, err, class, nil
+	}
+	if step.Uses != "" {
+		dir, local, err := runtime.LocalAction(j.ws, step.Uses)
+		switch {
+		case err != nil:
+			return stepExit{code: -1}, err, cikit.FailureConfig, nil
+		case local && j.gh != nil:
+			return j.runComposite(ctx, step, name, dir, depth+1)
+		}
+		return stepExit{code: -1}, fmt.Errorf("uses %s: this runner runs only actions/checkout and local composite actions (uses: ./path) today; JavaScript, Docker and remote actions are not run yet", step.Uses), cikit.FailureConfig, nil
+	}
+	var extra map[string]string
+	if after && j.spec.Format == formatGitLab {
+		extra = map[string]string{"CI_JOB_STATUS": gitlabStatus(j.res.State)}
+	}
+	var files runtime.Files
+	if j.github {
+		var err error
+		if files, err = j.newStepFiles(); err != nil {
+			return stepExit{code: -1}, fmt.Errorf("%w: %v", errStepFiles, err), cikit.FailureInfrastructure, nil
+		}
+		extra = files.Vars()
+		if p := j.actionPath; p != "" {
+			extra["GITHUB_ACTION_PATH"] = p
+		}
+	}
+	sj, _ := j.procs.(*sandboxJob)
+	oomBefore := sj.oomKills()
+	x, err := j.runCommand(ctx, step, extra)
+	if err == nil && x.code != 0 && sj.oomKills() > oomBefore {
+		err = errOOM
+	}
+	var outputs map[string]string
+	if j.github {
+		j.endStep()
+		if ferr := j.applyFiles(files, name, &outputs); ferr != nil && err == nil && x.code == 0 {
+			err = ferr
+		}
+	}
+	return x, err, cikit.FailureScript, outputs
+}
+
+// errStepFiles marks a step whose environment files could not be made.
+var errStepFiles = errors.New("the step's environment files")
+
+// stepReason says why a step failed; "" when it did not.
+func (e *Executor) stepReason(name string, x stepExit, err error) string {
+	var reason string
+	switch {
+	case errors.Is(err, errOOM):
+		return fmt.Sprintf("step %q exited with code %d; the job reached its memory limit of %s (Sandbox.Limits.JobMemory, cgroup memory.max)", name, x.code, bytesString(e.sandbox.limits.JobMemory))
+	case err != nil:
+		return fmt.Sprintf("step %q: %v", name, err)
+	case x.signal != 0:
+		reason = fmt.Sprintf("step %q was killed by signal %d (%v)", name, int(x.signal), x.signal)
+	case x.code != 0:
+		reason = fmt.Sprintf("step %q exited with code %d", name, x.code)
+	}
+	if reason != "" && e.sandbox != nil {
+		if cause := e.sandbox.limits.cause(x); cause != "" {
+			reason += "; " + cause
+		}
+	}
+	return reason
 }
 
 // errOOM marks a step that failed when the job reached its memory limit.

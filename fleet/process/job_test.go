@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -361,4 +363,67 @@ func TestRunJobOutputsTooLarge(t *testing.T) {
 	require.Equal(t, cikit.FailureConfig, res.FailureClass)
 	require.Contains(t, res.Reason, `job outputs: output "blob" of job "big" is`)
 	require.Nil(t, res.Outputs)
+}
+
+// TestRunJobLocalCompositeAction: a GitHub step using ./path runs the
+// local composite action there: its inputs with their defaults, its
+// steps with their own shell and if:, a nested local action, its outputs
+// as the step's.
+func TestRunJobLocalCompositeAction(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		b := setup(t, mode)
+		write := func(rel, content string) {
+			require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(b.src, rel)), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(b.src, rel), []byte(content), 0o644))
+		}
+		write(".github/actions/greet/action.yml", `name: greet
+inputs:
+  who:
+    required: true
+  greeting:
+    default: hello ${{ github.actor }}
+outputs:
+  said:
+    value: ${{ steps.say.outputs.said }}
+runs:
+  using: composite
+  steps:
+    - id: say
+      shell: bash
+      run: |
+        echo "${{ inputs.greeting }}, ${{ inputs.who }} from $(basename "$GITHUB_ACTION_PATH")"
+        echo "said=${{ inputs.greeting }} ${{ inputs.who }}" >> "$GITHUB_OUTPUT"
+    - if: ${{ inputs.who == 'nobody' }}
+      shell: sh
+      run: echo never
+    - uses: ./.github/actions/inner
+      with:
+        n: "2"
+`)
+		write(".github/actions/inner/action.yml", `runs:
+  using: composite
+  steps:
+    - shell: sh
+      run: echo "inner ${{ inputs.n }}"
+inputs:
+  n: {}
+`)
+		write(".github/actions/node/action.yml", "runs:\n  using: node20\n  main: index.js\n")
+		jc := noRun()
+		res := b.exec.RunJob(context.Background(), process.Job{Context: jc, Spec: &cikit.JobSpec{ID: "c", Format: "github", Steps: []cikit.Step{
+			{ID: "g", Name: "greet", Uses: "./.github/actions/greet", With: map[string]string{"who": "world"}},
+			{Name: "show", Run: `echo "got ${{ steps.g.outputs.said }}"`},
+			{Name: "node", Uses: "./.github/actions/node"},
+		}}})
+		out := b.out.String()
+		require.Equal(t, cikit.JobFailed, res.State, out)
+		require.Contains(t, out, "hello ada, world from greet\n")
+		require.Contains(t, out, "inner 2\n")
+		require.NotContains(t, out, "never")
+		require.Contains(t, out, "--- show\ngot hello ada world\n")
+		require.Equal(t, cikit.FailureConfig, res.FailureClass)
+		require.Contains(t, res.Reason, `step "node": uses ./.github/actions/node:`)
+		require.Contains(t, res.Reason, "node20")
+	})
 }
