@@ -163,6 +163,10 @@ func (j *jobRun) run(ctx context.Context) Result {
 		// GitHub's workflow commands in the output: masks, annotations,
 		// groups, outputs.
 		j.cmds = runtime.NewCommandWriter(j.job.Output, runtime.CommandOptions{})
+		if jc := j.job.Context; jc != nil && jc.Source != nil {
+			// It never reaches the job; should git print it, it is masked.
+			j.cmds.AddMask(jc.Source.Token)
+		}
 		dst, flush = j.cmds, func() { _ = j.cmds.Flush() }
 	}
 	if j.out, err = newJobOutput(dst, flush); err != nil {
@@ -276,6 +280,12 @@ func (j *jobRun) setUpEnv() error {
 			return err
 		}
 		j.gh, j.eval, j.jobEnv = gh, ghEval{gh}, gh.JobEnv()
+		return nil
+	}
+	if spec.Format == formatGitLab {
+		// GitLab expands the references to the run's variables when the
+		// job starts.
+		j.jobEnv = runtime.GitLabEnv(spec.Env, j.base, j.overrides)
 		return nil
 	}
 	if e.cfg.Expander != nil {

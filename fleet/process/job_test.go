@@ -427,3 +427,18 @@ inputs:
 		require.Contains(t, res.Reason, "node20")
 	})
 }
+
+// TestRunJobGitLabVariables: a GitLab job's variables that reference the
+// run's are expanded when it starts, $$ is a literal $, and its
+// predefined variables are GitLab's.
+func TestRunJobGitLabVariables(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	jc := noRun()
+	jc.Repository, jc.RefName, jc.Ref, jc.RefType, jc.SHA = "acme/app", "main", "refs/heads/main", "branch", "0123456789abcdef0123456789abcdef01234567"
+	res := b.exec.RunJob(context.Background(), process.Job{Context: jc, Spec: &cikit.JobSpec{ID: "t 1/3", Format: "gitlab",
+		Env:   map[string]string{"IMAGE": "registry/$CI_PROJECT_PATH:${CI_COMMIT_SHORT_SHA}", "PRICE": "$$5", "CI_NODE_INDEX": "1", "CI_NODE_TOTAL": "3"},
+		Steps: steps(`echo "$IMAGE $PRICE $CI_COMMIT_SHA $CI_COMMIT_BRANCH $CI_NODE_INDEX/$CI_NODE_TOTAL"`)}})
+	require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
+	require.Equal(t, "registry/acme/app:01234567 $5 0123456789abcdef0123456789abcdef01234567 main 1/3\n", printed(b.out.String()))
+}

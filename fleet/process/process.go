@@ -58,10 +58,11 @@ type Config struct {
 	// debugging. New removes the workspaces in WorkRoot that an executor
 	// which died left behind, but never kept ones.
 	KeepWorkspaces bool
-	// Expander evaluates the run-time expressions of jobs of formats
-	// other than GitHub's (whose ${{ }} the executor evaluates itself) in
-	// steps and decides steps' conditions. nil: their text runs as
-	// written, and after a failing step only after-steps run.
+	// Expander evaluates the run-time expressions of jobs whose Format is
+	// neither "github" (whose ${{ }} the executor evaluates itself) nor
+	// "gitlab" (whose variables it expands as GitLab does), in steps, and
+	// decides steps' conditions. nil: their text runs as written, and
+	// after a failing step only after-steps run.
 	Expander Expander
 	// Logger receives the executor's own diagnostics. Default:
 	// slog.Default().
