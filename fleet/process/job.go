@@ -553,7 +553,12 @@ func (j *jobRun) checkoutStep(ctx context.Context, step cikit.Step) (stepExit, e
 		return stepExit{code: -1}, err, cikit.FailureConfig
 	}
 	for _, k := range slices.Sorted(slices.Values(ignored)) {
-		fmt.Fprintf(j.pw, "--- warning: actions/checkout input %q is not honoured: the runner checks out with the job's read-only credential, shallow or with the history fetch-depth asks for\n", k)
+		why := "this runner does not honour it"
+		switch k {
+		case "token", "ssh-key", "ssh-known-hosts", "ssh-strict", "persist-credentials":
+			why = "the runner checks out with the job's own read-only credential, which never reaches the job's steps"
+		}
+		fmt.Fprintf(j.pw, "--- warning: actions/checkout input %q is not used: %s\n", k, why)
 	}
 	if err := j.checkout(ctx, opts); err != nil {
 		var ce *checkoutError

@@ -168,7 +168,7 @@ func TestRunJobActionsCheckout(t *testing.T) {
 		require.Equal(t, cikit.JobSucceeded, res.State, out)
 		require.Contains(t, out, "--- before\nempty\n")
 		require.Contains(t, out, "--- checkout (actions/checkout@v4)\n")
-		require.Contains(t, out, `--- warning: actions/checkout input "lfs" is not honoured`)
+		require.Contains(t, out, `--- warning: actions/checkout input "lfs" is not used: this runner does not honour it`)
 		require.Contains(t, out, "--- after\nreadme\n"+sha+"\n")
 		require.Equal(t, sha, res.Commit)
 		reqs := rec.requests()
