@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/url"
 	"os"
 	"os/exec"
@@ -48,6 +49,12 @@ type Config struct {
 	// StallTimeout ends a transfer that moved less than 1 KiB/s for
 	// that long (default DefaultStallTimeout).
 	StallTimeout time.Duration
+	// Dissociate gives each work tree its own copy of the objects it
+	// needs (git repack -a -d, as git clone --dissociate), so that it
+	// works without the cache: for executors that cannot show the
+	// cache to the job (see Result.Alternates). It costs a copy of the
+	// checked-out history on every checkout.
+	Dissociate bool
 	// Now is the clock durations are measured with (default time.Now).
 	Now func() time.Time
 }
@@ -55,12 +62,14 @@ type Config struct {
 // Checkouter puts commits into workspaces, fetching them through a cache
 // of mirrors. It is safe for concurrent use.
 type Checkouter struct {
-	cache   string
-	git     string
-	timeout time.Duration
-	stall   time.Duration
-	now     func() time.Time
-	env     []string
+	cache      string
+	git        string
+	dissociate bool
+	timeout    time.Duration
+	stall      time.Duration
+	now        func() time.Time
+	base       []string // the environment of every git: nothing of the runner's
+	env        []string // base, and the configuration of git on this machine only
 }
 
 // New returns a Checkouter caching under cfg.CacheDir.
@@ -86,24 +95,28 @@ func New(cfg Config) (*Checkouter, error) {
 	if now == nil {
 		now = time.Now
 	}
+	// Nothing of the runner's environment or configuration but PATH,
+	// which git's shell-script commands need.
+	base := []string{
+		"PATH=" + os.Getenv("PATH"),
+		"GIT_CONFIG_NOSYSTEM=1",
+		"GIT_CONFIG_GLOBAL=" + os.DevNull,
+		"HOME=" + os.DevNull,
+		"XDG_CONFIG_HOME=" + os.DevNull,
+		"GIT_TERMINAL_PROMPT=0",
+		"GIT_NO_REPLACE_OBJECTS=1",
+		"LC_ALL=C",
+	}
 	return &Checkouter{
-		cache:   cache,
-		git:     git,
-		timeout: cmp.Or(cfg.Timeout, DefaultTimeout),
-		stall:   cmp.Or(cfg.StallTimeout, DefaultStallTimeout),
-		now:     now,
-		// Nothing of the runner's environment or configuration but
-		// PATH, which git's shell-script commands need.
-		env: []string{
-			"PATH=" + os.Getenv("PATH"),
-			"GIT_CONFIG_NOSYSTEM=1",
-			"GIT_CONFIG_GLOBAL=" + os.DevNull,
-			"HOME=" + os.DevNull,
-			"XDG_CONFIG_HOME=" + os.DevNull,
-			"GIT_TERMINAL_PROMPT=0",
-			"GIT_NO_REPLACE_OBJECTS=1",
-			"LC_ALL=C",
-		},
+		cache:      cache,
+		git:        git,
+		dissociate: cfg.Dissociate,
+		timeout:    cmp.Or(cfg.Timeout, DefaultTimeout),
+		stall:      cmp.Or(cfg.StallTimeout, DefaultStallTimeout),
+		now:        now,
+		base:       base,
+		env: append(base[:len(base):len(base)], "GIT_CONFIG_COUNT=1",
+			"GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*"),
 	}, nil
 }
 
@@ -125,9 +138,19 @@ type Request struct {
 	Options cikit.Checkout
 	// Dir is the job's workspace; the commit goes to Dir/Options.Path.
 	Dir string
+	// Owner, when set, is who the work tree is given to after the
+	// checkout: the user the job's steps run as, when it is not the
+	// runner's (git refuses a repository another user owns, and the
+	// steps must be able to write their files).
+	Owner *Owner
 	// Log receives progress lines (default: discarded). Nothing written
 	// to it holds the credential.
 	Log io.Writer
+}
+
+// Owner is a user and group of the runner's host.
+type Owner struct {
+	UID, GID int
 }
 
 // Result is what a checkout did.
@@ -139,17 +162,25 @@ type Result struct {
 	// Fetched is how many objects the cache received from the remote:
 	// 0 when the cache already held the commit.
 	Fetched int64
+	// Alternates are the object directories of the cache the work tree
+	// borrows (git's objects/info/alternates), unless
+	// Config.Dissociate: git commands of the job's steps need them, so
+	// a sandbox must show them to the job read-only, at the same path —
+	// never writable, since other jobs' work trees borrow them too.
+	Alternates []string
 }
 
 // target is a validated request.
 type target struct {
 	url, repo string
-	own       bool   // the run's own repository
-	want      string // the SHA or ref name to fetch
+	expires   time.Time // when the credential stops working; zero if unknown
+	own       bool      // the run's own repository
+	want      string    // the SHA or ref name to fetch
 	isSHA     bool
 	branch    string // the local branch to create, "" for detached
 	depth     int    // 0 full history, else how many commits
-	dir       string
+	root, dir string // the workspace, and the work tree in it
+	owner     *Owner
 }
 
 // Checkout puts the commit req asks for into req.Dir/Options.Path, through
@@ -188,6 +219,9 @@ func (c *Checkouter) Checkout(ctx context.Context, req Request) (Result, error) 
 		return Result{}, err
 	}
 	res := Result{Commit: commit, Duration: c.now().Sub(start), Fetched: fetched}
+	if !c.dissociate {
+		res.Alternates = []string{filepath.Join(mirror, "objects")}
+	}
 	fmt.Fprintf(log, "Checked out %s into %s in %s (%d objects fetched)\n", commit, cmp.Or(req.Options.Path, "the workspace"),
 		res.Duration.Round(time.Millisecond), fetched)
 	return res, nil
@@ -218,22 +252,30 @@ func prepare(req Request) (target, error) {
 	if err := checkDir(req.Dir, o.Path); err != nil {
 		return t, err
 	}
-	t.dir = filepath.Join(req.Dir, filepath.FromSlash(o.Path))
+	if req.Repository != "" {
+		if err := checkRepo(req.Repository); err != nil {
+			return t, err
+		}
+	}
+	t.root, t.dir, t.owner = filepath.Clean(req.Dir), filepath.Join(req.Dir, filepath.FromSlash(o.Path)), req.Owner
 	if req.Source == nil || req.Source.URL == "" {
 		return t, errors.New("the job has no source to fetch its commit from")
 	}
+	// No message repeats the URL as given: it might hold a secret.
 	u, err := url.Parse(req.Source.URL)
 	switch {
 	case err != nil:
-		return t, fmt.Errorf("source URL: %v", err)
-	case u.Scheme != "http" && u.Scheme != "https":
-		return t, fmt.Errorf("source URL %s is not http or https", req.Source)
+		return t, errors.New("the source URL is not a valid URL")
 	case u.User != nil:
 		return t, errors.New("the source URL holds credentials; they belong in Source.Username and Source.Token")
-	case u.RawQuery != "" || u.Fragment != "":
-		return t, fmt.Errorf("source URL %s has a query or fragment", req.Source)
+	case u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		return t, errors.New("the source URL has a query or fragment")
+	case u.Scheme != "http" && u.Scheme != "https":
+		return t, fmt.Errorf("the source URL's scheme %q is not http or https", u.Scheme)
+	case u.Host == "":
+		return t, errors.New("the source URL has no host")
 	}
-	t.url = u.String()
+	t.url, t.expires = u.String(), req.Source.ExpiresAt
 	if o.Repository != "" && o.Repository != req.Repository {
 		if err := checkRepo(o.Repository); err != nil {
 			return t, err
@@ -372,6 +414,11 @@ func mirrorName(rawURL string) string {
 // see — never the remote URL, a config file or the job's environment.
 func (c *Checkouter) remoteEnv(src *cikit.CheckoutSource, rawURL string) []string {
 	cfg := [][2]string{
+		// Work trees belong to the job's user (Request.Owner), whose
+		// workspace the runner writes: git's ownership check guards
+		// against running a repository's configuration, and every git
+		// directory the checkout touches is its own, never a job's.
+		{"safe.directory", "*"},
 		{"protocol.version", "2"},
 		// Submodule URLs come from the repository: only HTTP(S), never
 		// file:// (which could read the runner's other mirrors) or ssh.
@@ -392,7 +439,7 @@ func (c *Checkouter) remoteEnv(src *cikit.CheckoutSource, rawURL string) []strin
 		cred := base64.StdEncoding.EncodeToString([]byte(src.Username + ":" + src.Token))
 		cfg = append(cfg, [2]string{"http." + origin + ".extraHeader", "Authorization: Basic " + cred})
 	}
-	env := append(c.env[:len(c.env):len(c.env)], "GIT_CONFIG_COUNT="+strconv.Itoa(len(cfg)))
+	env := append(c.base[:len(c.base):len(c.base)], "GIT_CONFIG_COUNT="+strconv.Itoa(len(cfg)))
 	for i, kv := range cfg {
 		env = append(env, fmt.Sprintf("GIT_CONFIG_KEY_%d=%s", i, kv[0]), fmt.Sprintf("GIT_CONFIG_VALUE_%d=%s", i, kv[1]))
 	}
@@ -407,7 +454,14 @@ type gitError struct {
 }
 
 func (e *gitError) Error() string {
-	return fmt.Sprintf("git %s: %v: %s", e.args[0], e.err, e.stderr)
+	cmd := e.args[0]
+	for _, a := range e.args {
+		if !strings.HasPrefix(a, "-") {
+			cmd = a
+			break
+		}
+	}
+	return fmt.Sprintf("git %s: %v: %s", cmd, e.err, e.stderr)
 }
 
 // run runs git in dir with env, copying its standard error to log (when
@@ -477,6 +531,16 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "; ")
 }
 
+// expired refuses to contact the remote with a credential that has
+// expired: the remote would refuse it, less clearly.
+func (c *Checkouter) expired(t target, op string) error {
+	if t.expires.IsZero() || c.now().Before(t.expires) {
+		return nil
+	}
+	return &Error{Class: classOf(ErrAccessDenied, t.own), Op: op, Err: ErrAccessDenied,
+		Detail: "the job's credential expired at " + t.expires.UTC().Format(time.RFC3339)}
+}
+
 // fetch brings the target's commit into the mirror, under its lock, and
 // returns how many objects arrived and the commit.
 func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mirror string, t target) (int64, string, error) {
@@ -489,18 +553,27 @@ func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mir
 	if err := c.ensureMirror(ctx, mirror); err != nil {
 		return 0, "", fail(ctx, op, t.own, false, err)
 	}
+	if err := clearStaleLocks(mirror); err != nil {
+		return 0, "", fail(ctx, op, t.own, false, err)
+	}
 	shallow := fileExists(filepath.Join(mirror, "shallow"))
 	hasRefs := c.hasRefs(ctx, mirror)
 	if t.isSHA && c.hasCommit(ctx, mirror, t.want) && (t.depth == 1 || !shallow) {
 		if !t.own {
 			// The cache holds what other jobs fetched: this job's
 			// credential must be good for the repository too.
+			if err := c.expired(t, op); err != nil {
+				return 0, "", err
+			}
 			if _, err := c.run(ctx, mirror, env, log, "ls-remote", "--quiet", "--", t.url, "HEAD"); err != nil {
 				return 0, "", fail(ctx, op, t.own, true, err)
 			}
 		}
 		fmt.Fprintf(log, "Commit %s is in the runner's cache\n", t.want)
 		return 0, t.want, nil
+	}
+	if err := c.expired(t, op); err != nil {
+		return 0, "", err
 	}
 	before, err := c.countObjects(ctx, mirror)
 	if err != nil {
@@ -565,6 +638,10 @@ func (c *Checkouter) ensureMirror(ctx context.Context, mirror string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
+	// Readable by the jobs' user, whose work trees borrow its objects.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
 	if _, err := c.run(ctx, tmp, c.env, nil, "init", "--quiet", "--bare", "--template=", tmp); err != nil {
 		return err
 	}
@@ -578,6 +655,40 @@ func (c *Checkouter) ensureMirror(ctx context.Context, mirror string) error {
 		}
 	}
 	return os.Rename(tmp, mirror)
+}
+
+// clearStaleLocks removes the lock files of git a runner killed halfway
+// through a fetch left in the mirror: every git that writes it runs under
+// the mirror's exclusive lock, which the caller holds, so any there is
+// stale, and would fail every later fetch.
+func clearStaleLocks(mirror string) error {
+	for _, name := range []string{"shallow.lock", "packed-refs.lock", "config.lock", "index.lock", "HEAD.lock", "gc.pid"} {
+		if err := os.Remove(filepath.Join(mirror, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+	}
+	return filepath.WalkDir(filepath.Join(mirror, "refs"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(p, ".lock") {
+			return err
+		}
+		return os.Remove(p)
+	})
+}
+
+// chownTree gives dir, everything in it and the directories between root
+// and it to o, without following symbolic links.
+func chownTree(root, dir string, o Owner) error {
+	for p := dir; p != root && strings.HasPrefix(p, root); p = filepath.Dir(p) {
+		if err := os.Lchown(p, o.UID, o.GID); err != nil {
+			return err
+		}
+	}
+	return filepath.WalkDir(dir, func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, o.UID, o.GID)
+	})
 }
 
 func (c *Checkouter) hasCommit(ctx context.Context, gitDir, sha string) bool {
@@ -661,14 +772,27 @@ func (c *Checkouter) workTree(ctx context.Context, log io.Writer, env []string, 
 	if o.Clean {
 		steps = append(steps, []string{"clean", "-ffdxq"})
 	}
+	if c.dissociate {
+		steps = append(steps, []string{"repack", "-a", "-d", "-q"})
+	}
 	for _, args := range steps {
 		if err := local(args...); err != nil {
+			return fail(ctx, op, t.own, false, err)
+		}
+	}
+	if c.dissociate {
+		if err := os.Remove(filepath.Join(gitDir, "objects", "info", "alternates")); err != nil {
 			return fail(ctx, op, t.own, false, err)
 		}
 	}
 	if o.Submodules != "" {
 		if err := c.submodules(ctx, log, env, t, o.Submodules == "recursive"); err != nil {
 			return err
+		}
+	}
+	if t.owner != nil {
+		if err := chownTree(t.root, t.dir, *t.owner); err != nil {
+			return fail(ctx, op, t.own, false, err)
 		}
 	}
 	subject, err := c.run(ctx, t.dir, c.env, nil, "log", "-1", "--format=%s", commit)
@@ -679,18 +803,14 @@ func (c *Checkouter) workTree(ctx context.Context, log io.Writer, env []string, 
 	return nil
 }
 
-// initWorkTree makes t.dir an empty repository borrowing the mirror's
-// objects, or keeps the one an earlier checkout of the same repository
-// left there (strategy fetch). fresh (strategy clone) empties it first.
+// initWorkTree makes t.dir a new repository borrowing the mirror's
+// objects. An earlier job's git directory there is never reused, even of
+// the same repository (strategy fetch): its configuration, hooks and
+// index were the job's to change, and git must not run what a job wrote
+// outside that job's sandbox. Its files stay (checkout --force rewrites
+// the tracked ones) unless fresh (strategy clone) empties the directory.
 func (c *Checkouter) initWorkTree(ctx context.Context, mirror string, t target, fresh bool) error {
-	alternates := filepath.Join(t.dir, ".git", "objects", "info", "alternates")
-	want := filepath.Join(mirror, "objects") + "\n"
-	if !fresh {
-		if got, err := os.ReadFile(alternates); err == nil && string(got) == want {
-			return nil
-		}
-	}
-	if err := os.MkdirAll(t.dir, 0o755); err != nil {
+	if err := mkdirInside(t.root, t.dir); err != nil {
 		return err
 	}
 	entries, err := os.ReadDir(t.dir)
@@ -698,8 +818,6 @@ func (c *Checkouter) initWorkTree(ctx context.Context, mirror string, t target, 
 		return err
 	}
 	for _, e := range entries {
-		// Another repository's git directory goes in any case; its
-		// files only for a fresh copy.
 		if fresh || e.Name() == ".git" {
 			if err := os.RemoveAll(filepath.Join(t.dir, e.Name())); err != nil {
 				return err
@@ -709,10 +827,44 @@ func (c *Checkouter) initWorkTree(ctx context.Context, mirror string, t target, 
 	if _, err := c.run(ctx, t.dir, c.env, nil, "init", "--quiet", "--template=", t.dir); err != nil {
 		return err
 	}
+	alternates := filepath.Join(t.dir, ".git", "objects", "info", "alternates")
 	if err := os.MkdirAll(filepath.Dir(alternates), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(alternates, []byte(want), 0o644)
+	return os.WriteFile(alternates, []byte(filepath.Join(mirror, "objects")+"\n"), 0o644)
+}
+
+// mkdirInside makes dir, which is root or below it, replacing whatever
+// is not a directory on the way — a symbolic link an earlier job left
+// would otherwise lead the checkout, which runs outside the sandbox, to
+// write elsewhere on the runner.
+func mkdirInside(root, dir string) error {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return err
+	}
+	rel, err := filepath.Rel(root, dir)
+	if err != nil || rel == "." {
+		return err
+	}
+	p := root
+	for part := range strings.SplitSeq(rel, string(filepath.Separator)) {
+		p = filepath.Join(p, part)
+		fi, err := os.Lstat(p)
+		switch {
+		case err == nil && fi.IsDir():
+			continue
+		case err == nil:
+			if err := os.Remove(p); err != nil {
+				return err
+			}
+		case !errors.Is(err, os.ErrNotExist):
+			return err
+		}
+		if err := os.Mkdir(p, 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // submodules checks out the submodules at the commits the work tree

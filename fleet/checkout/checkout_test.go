@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -89,6 +90,7 @@ func TestCheckout(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
 	req := b.request(t, b.sha)
+	req.Source.ExpiresAt = time.Now().Add(time.Hour)
 	var log bytes.Buffer
 	req.Log = &log
 	res, err := b.c.Checkout(b.ctx, req)
@@ -308,6 +310,8 @@ func TestOtherRepository(t *testing.T) {
 func TestErrors(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
+	b.repos.Create(t, "acme/tools", "main")
+	b.repos.Commit(t, "acme/tools", "main", map[string]string{"x": "x"})
 	closed := httptest.NewServer(http.NotFoundHandler())
 	closed.Close()
 	missing := strings.Repeat("ab", 20)
@@ -339,8 +343,19 @@ func TestErrors(t *testing.T) {
 		{"credentials in URL", func(r *checkout.Request) {
 			r.Source.URL = strings.Replace(r.Source.URL, "http://", "http://job:"+token+"@", 1)
 		}, checkout.ErrInvalidRequest, cikit.FailureConfig},
+		{"credentials in a file URL", func(r *checkout.Request) { r.Source.URL = "file://job:" + token + "@h/x" }, checkout.ErrInvalidRequest, cikit.FailureConfig},
+		{"token in the query", func(r *checkout.Request) { r.Source.URL += "?private_token=" + token }, checkout.ErrInvalidRequest, cikit.FailureConfig},
+		{"unparsable URL with a token", func(r *checkout.Request) { r.Source.URL = "http://job:" + token + "@h/%zz" }, checkout.ErrInvalidRequest, cikit.FailureConfig},
 		{"file URL", func(r *checkout.Request) { r.Source.URL = "file://" + b.repos.Dir(repo) }, checkout.ErrInvalidRequest, cikit.FailureConfig},
 		{"no source", func(r *checkout.Request) { r.Source = nil }, checkout.ErrInvalidRequest, cikit.FailureConfig},
+		{"bad run repository", func(r *checkout.Request) { r.Repository = "api" }, checkout.ErrInvalidRequest, cikit.FailureConfig},
+		{"expired credential", func(r *checkout.Request) {
+			r.Source.ExpiresAt = time.Now().Add(-time.Minute)
+		}, checkout.ErrAccessDenied, cikit.FailureInfrastructure},
+		{"expired credential, other repository", func(r *checkout.Request) {
+			r.Source.ExpiresAt = time.Now().Add(-time.Minute)
+			r.Options.Repository = "acme/tools"
+		}, checkout.ErrAccessDenied, cikit.FailureConfig},
 	} {
 		req := b.request(t, b.sha)
 		var log bytes.Buffer
@@ -377,6 +392,166 @@ func TestTimeout(t *testing.T) {
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.Contains(t, err.Error(), "timed out after 500ms")
 	require.Equal(t, cikit.FailureInfrastructure, checkout.Class(err))
+}
+
+// A transfer that stops moving is given up on after the stall timeout,
+// long before the checkout's own.
+func TestStall(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(hang.Close)
+	t.Cleanup(func() { close(release) })
+	c, err := checkout.New(checkout.Config{CacheDir: t.TempDir(), StallTimeout: time.Second, Timeout: time.Hour})
+	require.NoError(t, err)
+	_, err = c.Checkout(context.Background(), checkout.Request{
+		Source: &cikit.CheckoutSource{URL: hang.URL + "/acme/api.git"}, Repository: repo,
+		SHA: strings.Repeat("1", 40), Dir: t.TempDir(),
+	})
+	require.ErrorIs(t, err, checkout.ErrUnreachable)
+	require.NotErrorIs(t, err, context.DeadlineExceeded, "git gave up, not the checkout's timeout")
+	require.Equal(t, cikit.FailureInfrastructure, checkout.Class(err))
+}
+
+// By default the work tree borrows the cache's objects, which the result
+// names for the sandbox to show; dissociated, it works without the cache.
+func TestAlternatesAndDissociate(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	req := b.request(t, b.sha)
+	res, err := b.c.Checkout(b.ctx, req)
+	require.NoError(t, err)
+	require.Len(t, res.Alternates, 1)
+	require.True(t, strings.HasPrefix(res.Alternates[0], b.cache+string(filepath.Separator)), res.Alternates)
+	require.Equal(t, res.Alternates[0]+"\n", read(t, filepath.Join(req.Dir, ".git", "objects", "info", "alternates")))
+
+	for _, depth := range []int{0, -1} {
+		cache := t.TempDir()
+		c, err := checkout.New(checkout.Config{CacheDir: cache, Dissociate: true})
+		require.NoError(t, err)
+		req := b.request(t, b.sha)
+		req.Options.Depth = depth
+		res, err = c.Checkout(b.ctx, req)
+		require.NoError(t, err)
+		require.Empty(t, res.Alternates)
+		require.NoFileExists(t, filepath.Join(req.Dir, ".git", "objects", "info", "alternates"))
+		require.NoError(t, os.RemoveAll(cache))
+		git(t, req.Dir, "fsck", "--no-dangling")
+		require.Equal(t, "", git(t, req.Dir, "status", "--porcelain"))
+		require.Equal(t, "hello\n", git(t, req.Dir, "show", "HEAD:README.md")+"\n")
+	}
+}
+
+// Nothing a job leaves in its workspace runs, or is written through, when
+// the next checkout (outside the sandbox) reuses the directory: not its
+// git configuration, not its hooks, not a symbolic link on the path.
+func TestEarlierJobCannotRunCode(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	req := b.request(t, b.sha)
+	req.Options.Path = "sub/api"
+	_, err := b.c.Checkout(b.ctx, req)
+	require.NoError(t, err)
+
+	// What a malicious step would leave behind.
+	marker := filepath.Join(t.TempDir(), "ran")
+	tree := filepath.Join(req.Dir, "sub", "api")
+	evil := "#!/bin/sh\ntouch " + marker + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(tree, "evil.sh"), []byte(evil), 0o755))
+	f, err := os.OpenFile(filepath.Join(tree, ".git", "config"), os.O_APPEND|os.O_WRONLY, 0)
+	require.NoError(t, err)
+	_, err = fmt.Fprintf(f, "[core]\n\tfsmonitor = %s\n\thooksPath = %s\n", filepath.Join(tree, "evil.sh"), filepath.Join(tree, "hooks"))
+	require.NoError(t, err)
+	require.NoError(t, f.Close())
+	require.NoError(t, os.MkdirAll(filepath.Join(tree, "hooks"), 0o755))
+	for _, hook := range []string{"post-checkout", "reference-transaction"} {
+		require.NoError(t, os.WriteFile(filepath.Join(tree, "hooks", hook), []byte(evil), 0o755))
+	}
+	// They would run, were the git directory reused.
+	git(t, tree, "status")
+	require.FileExists(t, marker)
+	require.NoError(t, os.Remove(marker))
+
+	_, err = b.c.Checkout(b.ctx, req)
+	require.NoError(t, err)
+	require.NoFileExists(t, marker, "the earlier job's configuration and hooks did not run")
+	require.Equal(t, b.sha, git(t, tree, "rev-parse", "HEAD"))
+
+	// A link where the work tree's directory was leads nowhere.
+	outside := t.TempDir()
+	require.NoError(t, os.RemoveAll(filepath.Join(req.Dir, "sub")))
+	require.NoError(t, os.Symlink(outside, filepath.Join(req.Dir, "sub")))
+	_, err = b.c.Checkout(b.ctx, req)
+	require.NoError(t, err)
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	require.Empty(t, entries, "nothing was written through the link")
+	require.Equal(t, "hello\n", read(t, filepath.Join(tree, "README.md")))
+}
+
+// A runner killed in the middle of a fetch leaves git's lock files in the
+// mirror; the next checkout does not stumble on them.
+func TestStaleLocks(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	_, err := b.c.Checkout(b.ctx, b.request(t, b.sha))
+	require.NoError(t, err)
+	mirrors, err := filepath.Glob(filepath.Join(b.cache, "*.git"))
+	require.NoError(t, err)
+	require.Len(t, mirrors, 1)
+	for _, p := range []string{"shallow.lock", "packed-refs.lock", "refs/cikit/heads/main.lock"} {
+		require.NoError(t, os.WriteFile(filepath.Join(mirrors[0], p), nil, 0o644))
+	}
+	next := b.repos.Commit(t, repo, "main", map[string]string{"n": "1"})
+	res, err := b.c.Checkout(b.ctx, b.request(t, next))
+	require.NoError(t, err)
+	require.Equal(t, next, res.Commit)
+}
+
+// The work tree is given to the user the job runs as: run as root, the
+// test gives it to nobody.
+func TestOwner(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	owner := checkout.Owner{UID: os.Geteuid(), GID: os.Getegid()}
+	if owner.UID == 0 {
+		owner = checkout.Owner{UID: 65534, GID: 65534}
+	}
+	req := b.request(t, b.sha)
+	req.Options.Path = "a/b"
+	req.Owner = &owner
+	// The executor gives the workspace to the job's user before.
+	require.NoError(t, os.Lchown(req.Dir, owner.UID, owner.GID))
+	_, err := b.c.Checkout(b.ctx, req)
+	require.NoError(t, err)
+	// A second checkout into the work tree the job's user owns.
+	req.SHA = b.repos.Commit(t, repo, "main", map[string]string{"n": "2"})
+	_, err = b.c.Checkout(b.ctx, req)
+	require.NoError(t, err)
+	n := 0
+	require.NoError(t, filepath.WalkDir(filepath.Join(req.Dir, "a"), func(p string, _ fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		require.NoError(t, err)
+		st := fi.Sys().(*syscall.Stat_t)
+		require.Equal(t, owner, checkout.Owner{UID: int(st.Uid), GID: int(st.Gid)}, p)
+		n++
+		return nil
+	}))
+	require.Greater(t, n, 5)
+	// The mirror is readable by that user: work trees borrow from it.
+	mirrors, err := filepath.Glob(filepath.Join(b.cache, "*.git"))
+	require.NoError(t, err)
+	fi, err := os.Stat(mirrors[0])
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o755), fi.Mode().Perm())
 }
 
 // Jobs checking out the same repository at once share one fetch: the

@@ -132,6 +132,12 @@ func LoadAction(dir string) (*Action, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseAction(data, file, dir)
+}
+
+// parseAction reads the metadata data of the action in dir, read from
+// file (for errors).
+func parseAction(data []byte, file, dir string) (*Action, error) {
 	var kind struct {
 		Runs struct {
 			Using string `yaml:"using"`
@@ -208,18 +214,19 @@ func readFile(name string, limit int64) ([]byte, error) {
 
 func (s *actionStep) step() (cikit.Step, error) {
 	st := cikit.Step{ID: s.ID, Name: s.Name, Run: s.Run, Shell: s.Shell, WorkingDirectory: s.WorkingDirectory, Uses: s.Uses}
+	hasRun := strings.TrimSpace(s.Run) != ""
 	switch {
-	case s.Run != "" && s.Uses != "":
+	case hasRun && s.Uses != "":
 		return st, fmt.Errorf("a step has run or uses, not both")
-	case s.Run == "" && s.Uses == "":
+	case !hasRun && s.Uses == "":
 		return st, fmt.Errorf("a step needs run or uses")
-	case s.Run != "" && s.Shell == "":
+	case hasRun && s.Shell == "":
 		return st, fmt.Errorf("a run step of a composite action needs shell: (bash, sh, python, pwsh …)")
 	case s.Uses != "" && (s.Shell != "" || s.WorkingDirectory != ""):
 		return st, fmt.Errorf("shell and working-directory are for run steps, not uses: %s", s.Uses)
 	}
 	if st.Name == "" {
-		if s.Run != "" {
+		if hasRun {
 			st.Name, _, _ = strings.Cut(strings.TrimSpace(s.Run), "\n")
 		} else {
 			st.Name = s.Uses

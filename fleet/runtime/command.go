@@ -139,6 +139,15 @@ const DefaultMaxLineBytes = 256 << 10
 // MaskReplacement is what a masked value is replaced with in the log.
 const MaskReplacement = "***"
 
+// MaxStepMasks and MaxStepMaskBytes bound the values a job's steps
+// register with ::add-mask::, which every later line is searched for and
+// the writer keeps: 1,000 values, 1 MiB together. Values the executor
+// registers (CommandWriter.AddMask, the job's secrets) do not count.
+const (
+	MaxStepMasks     = 1000
+	MaxStepMaskBytes = 1 << 20
+)
+
 // CommandOptions configure a CommandWriter.
 type CommandOptions struct {
 	// MaxLineBytes bounds a line; zero means DefaultMaxLineBytes.
@@ -153,7 +162,9 @@ type CommandOptions struct {
 //
 //   - ::add-mask::value masks value (and each of its lines) with
 //     MaskReplacement in every later line, of this step and the later
-//     ones, and in annotations; the command's own line is not written;
+//     ones, and in annotations; the command's own line is not written.
+//     Steps register at most MaxStepMasks values, MaxStepMaskBytes, this
+//     way; past it the log says the value is not masked;
 //   - ::error, ::warning and ::notice (properties file, line, endLine,
 //     col, endColumn, title) record a cikit.Annotation, at most
 //     CommandOptions.MaxAnnotations of them, counting those dropped, and
@@ -169,9 +180,9 @@ type CommandOptions struct {
 //     too, until a line ::TOKEN::;
 //   - ::echo::on and ::echo::off make command lines also be written as
 //     they are;
-//   - ::set-env and ::add-path, disabled on GitHub, and ::add-matcher /
-//     ::remove-matcher and ::save-state, not supported, leave an error or a warning line
-//     that says so;
+//   - ::set-env and ::add-path, disabled on GitHub, and ::add-matcher,
+//     ::remove-matcher and ::save-state, not supported, leave an error or
+//     a warning line that says so;
 //   - any other line, unknown commands included, is written as it is,
 //     masked.
 //
@@ -185,6 +196,8 @@ type CommandWriter struct {
 	maxAnn    int
 	buf       []byte
 	masks     []string
+	stepMasks int // masks registered by ::add-mask::, and their bytes
+	maskBytes int
 	anns      []cikit.Annotation
 	dropped   int
 	step      string
@@ -319,7 +332,12 @@ func (w *CommandWriter) Write(p []byte) (int, error) {
 			break
 		}
 		p = p[i+1:]
-		w.line(string(w.buf))
+		if w.long || !mayBeCommand(w.buf) {
+			w.long = false
+			w.plain()
+		} else {
+			w.line(string(w.buf))
+		}
 		w.buf = w.buf[:0]
 	}
 	if w.err != nil {
@@ -333,9 +351,14 @@ func (w *CommandWriter) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err == nil && len(w.buf) > 0 {
-		w.line(string(w.buf))
+		if w.long || !mayBeCommand(w.buf) {
+			w.plain()
+		} else {
+			w.line(string(w.buf))
+		}
 		w.buf = w.buf[:0]
 	}
+	w.long = false
 	return w.err
 }
 
@@ -351,12 +374,28 @@ func (w *CommandWriter) writeLine(s string) {
 	w.emit(w.mask(s) + "\n")
 }
 
-func (w *CommandWriter) line(raw string) {
-	if w.long {
-		w.long = false
-		w.writeLine(raw)
-		return
+// mayBeCommand reports whether a line could be a workflow command: it
+// starts with "::" after spaces. Other lines skip ParseCommand.
+func mayBeCommand(line []byte) bool {
+	return bytes.HasPrefix(bytes.TrimLeft(line, " \t"), []byte("::"))
+}
+
+// plain writes w.buf, a line that is no command, with its newline: as it
+// is, without a copy, unless a mask matches.
+func (w *CommandWriter) plain() {
+	for _, m := range w.masks {
+		if bytes.Contains(w.buf, []byte(m)) {
+			w.writeLine(string(w.buf))
+			return
+		}
 	}
+	w.buf = append(w.buf, '\n')
+	if w.err == nil {
+		_, w.err = w.out.Write(w.buf)
+	}
+}
+
+func (w *CommandWriter) line(raw string) {
 	c, ok := ParseCommand(raw)
 	if w.stopToken != "" {
 		if ok && c.Name == w.stopToken {
@@ -375,6 +414,12 @@ func (w *CommandWriter) line(raw string) {
 	}
 	switch c.Name {
 	case "add-mask":
+		if w.stepMasks >= MaxStepMasks || w.maskBytes+len(c.Message) > MaxStepMaskBytes {
+			w.writeLine(WarningMarker + fmt.Sprintf("::add-mask:: past %d values or %s: this value is not masked", MaxStepMasks, cikit.FormatBytes(MaxStepMaskBytes)))
+			return
+		}
+		w.stepMasks++
+		w.maskBytes += len(c.Message)
 		w.addMask(c.Message)
 	case "error", "warning", "notice":
 		w.annotate(c)

@@ -95,6 +95,33 @@ func TestCommandWriterAddMask(t *testing.T) {
 	require.Equal(t, "the *** is set; *** *** ***\n", log.String())
 }
 
+func TestCommandWriterMaskLimit(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	for i := range runtime.MaxStepMasks + 1 {
+		fmt.Fprintf(&out, "::add-mask::value-%05d\n", i)
+	}
+	out.WriteString("value-00000 value-01000\n")
+	var log strings.Builder
+	w := runtime.NewCommandWriter(&log, runtime.CommandOptions{})
+	w.AddMask("executor-secret")
+	w.BeginStep("s")
+	_, err := w.Write([]byte(out.String()))
+	require.NoError(t, err)
+	w.AddMask("another-secret")
+	_, err = w.Write([]byte("executor-secret another-secret\n"))
+	require.NoError(t, err)
+	require.Equal(t, "##[warning]::add-mask:: past 1000 values or 1 MiB: this value is not masked\n*** value-01000\n*** ***\n", log.String())
+
+	log.Reset()
+	w = runtime.NewCommandWriter(&log, runtime.CommandOptions{MaxLineBytes: 2 << 20})
+	w.BeginStep("s")
+	big := strings.Repeat("x", runtime.MaxStepMaskBytes/2)
+	_, err = w.Write([]byte("::add-mask::" + big + "\n::add-mask::" + big + "\n::add-mask::y" + big + "\n"))
+	require.NoError(t, err)
+	require.Equal(t, "##[warning]::add-mask:: past 1000 values or 1 MiB: this value is not masked\n", log.String())
+}
+
 func TestCommandWriterMaskOverlaps(t *testing.T) {
 	t.Parallel()
 	log, _ := run(t, runtime.CommandOptions{}, "::add-mask::abc\n::add-mask::abcdef\n::add-mask::efgh\n::add-mask::*\nabcdef abc abcdefgh a*c\n")
@@ -233,7 +260,8 @@ func TestCommandWriterOutputError(t *testing.T) {
 // FuzzCommandWriter feeds arbitrary output, in arbitrary pieces, through a
 // CommandWriter, and arbitrary lines to ParseCommand.
 //
-// Invariant: neither panics; a value registered with ::add-mask:: (not
+// Invariant: neither panics; the log and the annotations do not depend on
+// how the output is cut into writes; a value registered with ::add-mask:: (not
 // blank) never appears in the log after the line that registered it,
 // unless stop-commands was on or the line was longer than the limit; the
 // annotations never pass the limit; ParseCommand's message never holds
@@ -263,9 +291,22 @@ func FuzzCommandWriter(f *testing.F) {
 		if err := w.Flush(); err != nil {
 			t.Fatal(err)
 		}
-		anns, _ := w.Annotations()
+		anns, dropped := w.Annotations()
 		if len(anns) > 5 {
 			t.Fatalf("%d annotations", len(anns))
+		}
+		var whole strings.Builder
+		w2 := runtime.NewCommandWriter(&whole, runtime.CommandOptions{MaxLineBytes: maxLine, MaxAnnotations: 5})
+		w2.BeginStep("s")
+		if _, err := w2.Write([]byte(out)); err != nil {
+			t.Fatal(err)
+		}
+		if err := w2.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		anns2, dropped2 := w2.Annotations()
+		if whole.String() != log.String() || !cmp.Equal(anns, anns2) || dropped != dropped2 {
+			t.Fatalf("pieces of %d bytes give another log than one write:\n%q\n%q", size, log.String(), whole.String())
 		}
 		if strings.Contains(out, "stop-commands") || len(out) > maxLine {
 			return

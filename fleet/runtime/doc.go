@@ -1,6 +1,8 @@
 // Package runtime holds the run-time semantics of a job that are pure
 // logic: what the executor (fleet/process) applies around the processes it
-// starts, kept apart so that it is tested without running anything.
+// starts, kept apart so that it is tested without running anything. Its
+// only I/O is reading: an action's action.yml (LoadAction) and the
+// workspace's files for hashFiles.
 //
 // # What it owns
 //
@@ -26,16 +28,24 @@
 //
 // # Using it from an executor
 //
-// For one job: build a GitHub from Params, write EventJSON to
-// Params.EventPath, start from Env(p), overlay the job's env, then
-// Overrides(p). Make one CommandWriter for the job's output. For each step:
-// StepRuns decides whether it runs; StepEnv gives its environment (and
-// makes env.* of its expressions read it); Expand its run, shell,
-// working-directory and with values; create its GitHubFiles; run it with
-// CommandWriter.BeginStep before and Flush after; then read the files:
-// AddEnv with GITHUB_ENV, PrependPath with GITHUB_PATH, and SetStep with
-// its outcome and GITHUB_OUTPUT merged over CommandWriter.StepOutputs.
-// At the end, JobOutputs evaluates the job's outputs.
+// For one job: build a GitHub from Params (GitHub workflows), write
+// EventJSON to Params.EventPath, start from Env(p), overlay the job's env
+// (GitHub.JobEnv, or for GitLab GitLabEnv of Spec.Env), then Overrides(p).
+// Make one CommandWriter for the job's output and AddMask its secrets.
+// For each step: StepRuns decides whether it runs; StepEnv gives its
+// environment (and makes env.* of its expressions read it); Expand its
+// run, shell, working-directory and with values; create its GitHubFiles;
+// run it with CommandWriter.BeginStep before and Flush after; then read
+// the files: AddEnv with GITHUB_ENV, PrependPath with GITHUB_PATH, and
+// SetStep with its outcome and GITHUB_OUTPUT merged over
+// CommandWriter.StepOutputs. At the end, JobOutputs evaluates the job's
+// outputs.
+//
+// A step whose uses: is a local action (LocalAction) runs the action's
+// steps: LoadAction reads it, InputsContext builds its inputs from the
+// step's with:, GitHub.Composite gives the contexts its steps run in, as
+// a job's steps do, and EvalOutputs its outputs, which become the using
+// step's. Composite actions nest at most MaxActionDepth deep.
 //
 // # Limits
 //

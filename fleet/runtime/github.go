@@ -18,12 +18,14 @@ import (
 //   - github: the run (sha, ref, ref_name, ref_type, repository,
 //     repository_owner, actor, triggering_actor, event_name, event — the
 //     payload —, head_ref, base_ref, run_id, run_attempt, job, workspace,
-//     server_url, api_url, graphql_url, action_path, token);
+//     server_url, api_url, graphql_url, event_path, repositoryUrl,
+//     action_path, token);
 //   - env: the job's env expanded, the variables earlier steps wrote to
 //     GITHUB_ENV (AddEnv), and in a step's own values its env (StepEnv);
 //   - matrix: the variant's values, objects and arrays as such
 //     (JobSpec.MatrixJSON);
-//   - needs.<job>.result and needs.<job>.outputs (JobContext.Needs);
+//   - needs.<job>.result and needs.<job>.outputs (JobContext.Needs), the
+//     variants of a matrix job also together under its key;
 //   - steps.<id>.outputs, outcome and conclusion (SetStep);
 //   - inputs (JobContext.Inputs), vars (Params.Vars), secrets (empty
 //     until the platform hands secrets to runners), job.status, runner
@@ -65,9 +67,7 @@ func NewGitHub(p Params) (*GitHub, error) {
 		for k, v := range p.Context.Inputs {
 			inputs[k] = v
 		}
-		for id, n := range p.Context.Needs {
-			needs[id] = map[string]any{"result": result(n.Result), "outputs": anyMap(n.Outputs)}
-		}
+		needs = needsContext(p.Context.Needs)
 	}
 	var event any
 	if err := json.Unmarshal(EventJSON(p.Context), &event); err != nil {
@@ -93,6 +93,7 @@ func NewGitHub(p Params) (*GitHub, error) {
 				"head_ref": rc.HeadRef, "base_ref": rc.BaseRef, "run_id": runID, "run_attempt": strconv.Itoa(attempt),
 				"job": jobKey(p.Spec), "workspace": p.Workspace, "server_url": server,
 				"api_url": apiURL(server), "graphql_url": graphqlURL(server), "action_path": "", "token": "",
+				"event_path": p.eventPath(), "repositoryUrl": repositoryGitURL(server, rc.Repository),
 			},
 			"matrix":  matrix,
 			"needs":   needs,
@@ -115,6 +116,66 @@ func NewGitHub(p Params) (*GitHub, error) {
 	g.jobEnv = env
 	g.env = g.baseEnv()
 	return g, nil
+}
+
+// needsContext is the needs context: each job needed by its ID, and the
+// variants of a matrix job ("test (linux, 20)": a GitHub job's key holds
+// no space, so the part before " (" is the key) also together under its
+// key, as GitHub shows a matrix job: its result a failure when a variant
+// failed, else cancelled when one was, else a success when one succeeded,
+// else skipped; its outputs merged in the order of the variants' IDs, a
+// later variant's value winning.
+func needsContext(needs map[string]cikit.NeedResult) map[string]any {
+	out := make(map[string]any, len(needs))
+	type group struct {
+		results []cikit.JobState
+		outputs map[string]string
+	}
+	groups := map[string]*group{}
+	for _, id := range slices.Sorted(maps.Keys(needs)) {
+		n := needs[id]
+		out[id] = map[string]any{"result": result(n.Result), "outputs": anyMap(n.Outputs)}
+		key, _, ok := strings.Cut(id, " (")
+		if !ok || !strings.HasSuffix(id, ")") || key == "" {
+			continue
+		}
+		g := groups[key]
+		if g == nil {
+			g = &group{outputs: map[string]string{}}
+			groups[key] = g
+		}
+		g.results = append(g.results, n.Result)
+		maps.Copy(g.outputs, n.Outputs)
+	}
+	for key, g := range groups {
+		if _, taken := out[key]; taken {
+			continue
+		}
+		res := cikit.JobSkipped
+		switch {
+		case slices.Contains(g.results, cikit.JobFailed):
+			res = cikit.JobFailed
+		case slices.Contains(g.results, cikit.JobCancelled):
+			res = cikit.JobCancelled
+		case slices.Contains(g.results, cikit.JobSucceeded):
+			res = cikit.JobSucceeded
+		}
+		out[key] = map[string]any{"result": result(res), "outputs": anyMap(g.outputs)}
+	}
+	return out
+}
+
+// repositoryGitURL is github.repositoryUrl: the repository's git://
+// URL on its server.
+func repositoryGitURL(server, repo string) string {
+	host, ok := strings.CutPrefix(server, "https://")
+	if !ok {
+		host, ok = strings.CutPrefix(server, "http://")
+	}
+	if !ok || host == "" || repo == "" {
+		return ""
+	}
+	return "git://" + host + "/" + repo + ".git"
 }
 
 // result names a job's end as needs.<job>.result does.

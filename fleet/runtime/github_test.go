@@ -59,6 +59,8 @@ func TestGitHubContexts(t *testing.T) {
 		"${{ github.job }}":                                  "test",
 		"${{ github.workspace }}":                            "/ws",
 		"${{ github.server_url }}":                           "https://github.com",
+		"${{ github.repositoryUrl }}":                        "git://github.com/acme/api.git",
+		"${{ github.event_path }}":                           "/tmp/j/event.json",
 		"${{ github.head_ref }}":                             "",
 		"${{ matrix.os }}":                                   "linux",
 		"${{ matrix.cfg.go }}":                               "1.26",
@@ -226,4 +228,94 @@ func TestGitHubHashFiles(t *testing.T) {
 	require.ErrorContains(t, err, "outside the workspace")
 	_, err = g.Expand("${{ hashFiles('[') }}")
 	require.ErrorContains(t, err, "bad pattern")
+}
+
+func TestGitHubMatrixNeeds(t *testing.T) {
+	t.Parallel()
+	jc := pushContext()
+	jc.Needs = map[string]cikit.NeedResult{
+		"test (linux, 20)": {Result: cikit.JobSucceeded, Outputs: map[string]string{"os": "linux", "a": "1"}},
+		"test (mac, 20)":   {Result: cikit.JobFailed, Outputs: map[string]string{"os": "mac"}},
+		"lint (x)":         {Result: cikit.JobSucceeded},
+		"lint (y)":         {Result: cikit.JobSkipped},
+		"doc (a)":          {Result: cikit.JobCancelled},
+		"doc (b)":          {Result: cikit.JobSucceeded},
+		"pkg (a)":          {Result: cikit.JobSkipped},
+	}
+	g := newGitHub(t, &cikit.JobSpec{}, jc)
+	for src, want := range map[string]string{
+		"${{ needs.test.result }}":                                 "failure",
+		"${{ needs.test.outputs.os }}/${{ needs.test.outputs.a }}": "mac/1",
+		"${{ needs.lint.result }}":                                 "success",
+		"${{ needs.doc.result }}":                                  "cancelled",
+		"${{ needs.pkg.result }}":                                  "skipped",
+		"${{ needs['test (linux, 20)'].outputs.os }}":              "linux",
+	} {
+		require.Equal(t, want, expand(t, g, src), src)
+	}
+}
+
+func TestGitHubHashFilesPatterns(t *testing.T) {
+	t.Parallel()
+	ws := t.TempDir()
+	for _, name := range []string{"src/a.go", "src/deep/b.go", "other/c.go"} {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(ws, name), []byte(name), 0o644))
+	}
+	g, err := runtime.NewGitHub(runtime.Params{Spec: &cikit.JobSpec{}, Workspace: ws})
+	require.NoError(t, err)
+	one := expand(t, g, "${{ hashFiles('src/*.go') }}")
+	require.NotEmpty(t, one)
+	require.NotEqual(t, one, expand(t, g, "${{ hashFiles('src/**/*.go') }}"))
+	require.Equal(t, expand(t, g, "${{ hashFiles('src/**') }}"), expand(t, g, "${{ hashFiles('src/**/*.go') }}"))
+	require.Equal(t, expand(t, g, "${{ hashFiles('src/deep/b.go') }}"), expand(t, g, "${{ hashFiles('*/deep/*.go') }}"))
+}
+
+// FuzzGitHubExpand evaluates arbitrary templates against a job whose
+// event payload and matrix values are arbitrary too.
+//
+// Invariant: NewGitHub, Expand and StepRuns never panic; a payload that is
+// not a JSON object reads as an empty event; a template without "${{"
+// expands to itself.
+func FuzzGitHubExpand(f *testing.F) {
+	f.Add(`{"a":{"b":[1,2]}}`, `${{ github.event.a.b[1] }} ${{ toJSON(matrix) }}`, `{"x":1}`)
+	f.Add(`[`, `${{ fromJSON(github.event) }}`, `[1`)
+	f.Add(`null`, `plain`, `null`)
+	f.Fuzz(func(t *testing.T, payload, tmpl, matrix string) {
+		spec := &cikit.JobSpec{Format: "github", MatrixJSON: map[string]json.RawMessage{"m": json.RawMessage(matrix)}}
+		jc := &cikit.JobContext{RunContext: cikit.RunContext{Payload: json.RawMessage(payload)}}
+		g, err := runtime.NewGitHub(runtime.Params{Spec: spec, Context: jc})
+		if err != nil {
+			if json.Valid([]byte(matrix)) {
+				t.Fatalf("valid matrix JSON refused: %v", err)
+			}
+			return
+		}
+		got, err := g.Expand(tmpl)
+		if !strings.Contains(tmpl, "${{") && (err != nil || got != tmpl) {
+			t.Fatalf("%q expanded to %q, %v", tmpl, got, err)
+		}
+		_, _ = g.StepRuns(&cikit.Step{If: &cikit.Condition{Lang: cikit.LangGitHub, Expr: tmpl}}, expr.Status{})
+		var obj map[string]any
+		if json.Unmarshal([]byte(payload), &obj) != nil || obj == nil {
+			if ev, err := g.Expand("${{ toJSON(github.event) }}"); err != nil || ev != "{}" {
+				t.Fatalf("payload %q reads as %q, %v", payload, ev, err)
+			}
+		}
+	})
+}
+
+func TestGitHubMatrixScalarsFromJSON(t *testing.T) {
+	t.Parallel()
+	spec := &cikit.JobSpec{
+		Matrix:     map[string]string{"experimental": "false", "node": "20", "os": "linux"},
+		MatrixJSON: map[string]json.RawMessage{"experimental": json.RawMessage(`false`), "node": json.RawMessage(`20`)},
+	}
+	g := newGitHub(t, spec, nil)
+	require.Equal(t, "true", expand(t, g, "${{ !matrix.experimental }}"), "a boolean in MatrixJSON stays a boolean")
+	require.Equal(t, "true", expand(t, g, "${{ matrix.node > 18 }}"))
+	require.Equal(t, "linux", expand(t, g, "${{ matrix.os }}"))
+
+	text := newGitHub(t, &cikit.JobSpec{Matrix: map[string]string{"experimental": "false"}}, nil)
+	require.Equal(t, "false", expand(t, text, "${{ !matrix.experimental }}"), "without MatrixJSON the value is the string \"false\", which is truthy")
 }

@@ -56,6 +56,18 @@ func (g *GitHub) hashFiles(patterns []string) (string, error) {
 		if err != nil {
 			return err
 		}
+		if d.IsDir() {
+			if name == "." {
+				return nil
+			}
+			dir := strings.Split(name, "/")
+			for _, p := range pats {
+				if !p.neg && mayMatchUnder(p.segs, dir) {
+					return nil
+				}
+			}
+			return fs.SkipDir // no pattern reaches into it: .git, node_modules …
+		}
 		if !d.Type().IsRegular() {
 			return nil
 		}
@@ -115,4 +127,21 @@ func globMatch(pat, name []string) bool {
 		pat, name = pat[1:], name[1:]
 	}
 	return len(name) == 0
+}
+
+// mayMatchUnder reports whether a pattern may match a path below the
+// directory whose segments are dir.
+func mayMatchUnder(pat, dir []string) bool {
+	for i, d := range dir {
+		if i >= len(pat)-1 {
+			return i < len(pat) && pat[i] == "**"
+		}
+		if pat[i] == "**" {
+			return true
+		}
+		if ok, _ := path.Match(pat[i], d); !ok {
+			return false
+		}
+	}
+	return true
 }

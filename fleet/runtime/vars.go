@@ -101,7 +101,9 @@ func EventJSON(jc *cikit.JobContext) []byte {
 //   - for a GitHub workflow (Spec.Format "github") GitHub's default
 //     variables, all of them, empty when unknown as on GitHub;
 //   - for a GitLab file GitLab's predefined variables, those the run
-//     knows.
+//     knows (CI_COMMIT_MESSAGE, CI_COMMIT_TITLE, CI_COMMIT_DESCRIPTION,
+//     CI_COMMIT_AUTHOR and CI_COMMIT_TIMESTAMP when the event's payload
+//     describes the commit).
 //
 // GitHub's per-step variables (GITHUB_ENV, GITHUB_OUTPUT …) come from
 // GitHubFiles.Vars.
@@ -253,6 +255,21 @@ func gitlabVars(p Params, rc cikit.RunContext, runID, runURL string) map[string]
 		set("CI_MERGE_REQUEST_SOURCE_BRANCH_NAME", rc.HeadRef)
 		set("CI_MERGE_REQUEST_TARGET_BRANCH_NAME", rc.BaseRef)
 	}
+	if c := payloadCommit(rc.Payload, rc.SHA); c != nil {
+		msg := strings.ReplaceAll(c.Message, "\r\n", "\n")
+		title, desc, _ := strings.Cut(strings.TrimRight(msg, "\n"), "\n")
+		env["CI_COMMIT_MESSAGE"] = msg
+		env["CI_COMMIT_TITLE"] = title
+		desc = strings.TrimLeft(desc, "\n")
+		if len(title) >= 100 {
+			desc = msg // GitLab's rule: a long title leaves the description whole
+		}
+		env["CI_COMMIT_DESCRIPTION"] = desc
+		set("CI_COMMIT_TIMESTAMP", c.Timestamp)
+		if c.Author.Name != "" {
+			env["CI_COMMIT_AUTHOR"] = c.Author.Name + " <" + c.Author.Email + ">"
+		}
+	}
 	set("GITLAB_USER_LOGIN", rc.Actor)
 	set("CI_RUNNER_DESCRIPTION", p.Runner.Name)
 	if p.Temp != "" {
@@ -278,6 +295,49 @@ func beforeSHA(payload json.RawMessage) string {
 		return ""
 	}
 	return p.Before
+}
+
+// commit is a commit as push and merge request payloads describe it.
+type commit struct {
+	ID        string `json:"id"`
+	Message   string `json:"message"`
+	Timestamp string `json:"timestamp"`
+	Author    struct {
+		Name  string `json:"name"`
+		Email string `json:"email"`
+	} `json:"author"`
+}
+
+// payloadCommit finds the commit sha in a payload: among a push's commits
+// (GitLab's and GitHub's), as GitHub's head_commit, or as a GitLab merge
+// request's last commit; nil when the payload does not describe it.
+func payloadCommit(payload json.RawMessage, sha string) *commit {
+	if len(payload) == 0 || sha == "" {
+		return nil
+	}
+	var p struct {
+		Commits          []commit `json:"commits"`
+		HeadCommit       *commit  `json:"head_commit"`
+		ObjectAttributes *struct {
+			LastCommit *commit `json:"last_commit"`
+		} `json:"object_attributes"`
+	}
+	if json.Unmarshal(payload, &p) != nil {
+		return nil
+	}
+	cands := p.Commits
+	if p.HeadCommit != nil {
+		cands = append(cands, *p.HeadCommit)
+	}
+	if p.ObjectAttributes != nil && p.ObjectAttributes.LastCommit != nil {
+		cands = append(cands, *p.ObjectAttributes.LastCommit)
+	}
+	for i := range cands {
+		if cands[i].ID == sha {
+			return &cands[i]
+		}
+	}
+	return nil
 }
 
 // pipelineSource names an event as GitLab's CI_PIPELINE_SOURCE does.

@@ -18,7 +18,8 @@ func pushContext() *cikit.JobContext {
 			Provider: "github", Repository: "acme/api", RepositoryURL: "https://github.com/acme/api",
 			Event: "push", Ref: "refs/heads/feature/Login-Page", RefName: "feature/Login-Page", RefType: "branch",
 			SHA: "0123456789abcdef0123456789abcdef01234567", DefaultBranch: "main", Actor: "octocat",
-			Payload: json.RawMessage(`{"before":"fedcba9876543210fedcba9876543210fedcba98","pusher":{"name":"octocat"}}`),
+			Payload: json.RawMessage(`{"before":"fedcba9876543210fedcba9876543210fedcba98","pusher":{"name":"octocat"},` +
+				`"commits":[{"id":"0123456789abcdef0123456789abcdef01234567","message":"Fix login\r\n\nThe form\nnow works.\n","timestamp":"2026-01-02T03:04:05Z","author":{"name":"Mona","email":"mona@example.com"}}]}`),
 		},
 		RunID: "r-42", Attempt: 2, RunURL: "https://ci.example/runs/r-42",
 	}
@@ -92,7 +93,9 @@ func TestEnvGitLab(t *testing.T) {
 		"CI_PROJECT_PATH": "acme/platform/api", "CI_PROJECT_NAMESPACE": "acme/platform", "CI_PROJECT_NAME": "api",
 		"CI_PROJECT_DIR": "/builds/acme/api", "CI_BUILDS_DIR": "/builds/acme", "CI_PROJECT_URL": jc.RepositoryURL,
 		"CI_SERVER_URL": "https://gitlab.example", "CI_DEFAULT_BRANCH": "main", "GITLAB_USER_LOGIN": "octocat",
-		"TMPDIR": "/tmp/j",
+		"TMPDIR": "/tmp/j", "CI_COMMIT_MESSAGE": "Fix login\n\nThe form\nnow works.\n", "CI_COMMIT_TITLE": "Fix login",
+		"CI_COMMIT_DESCRIPTION": "The form\nnow works.", "CI_COMMIT_AUTHOR": "Mona <mona@example.com>",
+		"CI_COMMIT_TIMESTAMP": "2026-01-02T03:04:05Z",
 	}
 	for k, v := range want {
 		require.Equal(t, v, got[k], k)
