@@ -442,3 +442,50 @@ func TestRunJobGitLabVariables(t *testing.T) {
 	require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
 	require.Equal(t, "registry/acme/app:01234567 $5 0123456789abcdef0123456789abcdef01234567 main 1/3\n", printed(b.out.String()))
 }
+
+// waiting is a Checkouter that signals when a checkout starts and ends
+// it only when its context ends.
+type waiting struct{ started chan struct{} }
+
+func (w waiting) Checkout(ctx context.Context, _ checkout.Request) (checkout.Result, error) {
+	close(w.started)
+	<-ctx.Done()
+	return checkout.Result{}, ctx.Err()
+}
+
+// TestRunJobCancelledDuringCheckout: a job cancelled while its commit is
+// fetched is cancelled, not failed.
+func TestRunJobCancelledDuringCheckout(t *testing.T) {
+	t.Parallel()
+	w := waiting{started: make(chan struct{})}
+	b := setup(t, func(c *process.Config) { c.Checkout = w })
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-w.started
+		cancel()
+	}()
+	_, jc, _ := forge(t, map[string]string{"a": "a"})
+	res := b.exec.RunJob(ctx, process.Job{Context: jc, Spec: &cikit.JobSpec{ID: "c", Checkout: &cikit.Checkout{}, Steps: steps("echo ran")}})
+	require.Equal(t, cikit.JobCancelled, res.State)
+	require.Equal(t, "cancelled during the checkout", res.Reason)
+	require.Empty(t, res.Steps)
+}
+
+// TestRunJobCheckoutRefusesALink: a step cannot make actions/checkout
+// write outside the workspace by leaving a symbolic link where the
+// checkout goes.
+func TestRunJobCheckoutRefusesALink(t *testing.T) {
+	t.Parallel()
+	co, jc, _ := forge(t, map[string]string{"README": "readme\n"})
+	outside := t.TempDir()
+	b := setup(t, func(c *process.Config) { c.Checkout = co })
+	res := b.exec.RunJob(context.Background(), process.Job{Context: jc, Spec: &cikit.JobSpec{ID: "l", Format: "github", Env: map[string]string{"OUTSIDE": outside}, Steps: []cikit.Step{
+		{Name: "link", Run: `ln -s "$OUTSIDE" src`},
+		{Name: "checkout", Uses: "actions/checkout@v4", With: map[string]string{"path": "src"}},
+	}}})
+	require.Equal(t, cikit.JobFailed, res.State)
+	require.Contains(t, res.Reason, "src is not a directory")
+	entries, err := os.ReadDir(outside)
+	require.NoError(t, err)
+	require.Empty(t, entries)
+}
