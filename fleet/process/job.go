@@ -452,7 +452,7 @@ func (j *jobRun) execStep(ctx context.Context, step cikit.Step, name string, aft
 	if j.cmds != nil {
 		j.cmds.BeginStep(name)
 	}
-	if step.Uses != "" {
+	if step.Uses != "" && name != step.Uses {
 		fmt.Fprintf(j.pw, "--- %s (%s)\n", name, step.Uses)
 	} else {
 		fmt.Fprintf(j.pw, "--- %s\n", name)
