@@ -99,8 +99,8 @@ func (w *countingWriter) Flush() {
 
 // BenchmarkCheckout checks out a repository of 5,000 commits and 2,000
 // files served by gitserve: cold (an empty cache, shallow and with all
-// history) and warm (one new commit after a first checkout, into the same
-// workspace). It reports the objects the cache received and the bytes
+// history) and warm (one new commit after a first checkout, into a new
+// workspace as every job gets). It reports the objects the cache received and the bytes
 // the server sent per checkout: warm moves only the new commit's objects.
 func BenchmarkCheckout(b *testing.B) {
 	repos := gitservetest.NewRepos(b)
@@ -157,6 +157,8 @@ func BenchmarkCheckout(b *testing.B) {
 			b.StopTimer()
 			n++
 			req.SHA = repos.Commit(b, repo, "main", map[string]string{fmt.Sprintf("pkg%02d/file%04d.go", n%40, n): fmt.Sprintf("package pkg // warm %d\n", n)})
+			// A new workspace, as the executor gives every job.
+			req.Dir = b.TempDir()
 			before := wire.bytes.Load()
 			b.StartTimer()
 			res, err := c.Checkout(ctx, req)

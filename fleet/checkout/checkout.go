@@ -198,7 +198,7 @@ func (c *Checkouter) Checkout(ctx context.Context, req Request) (Result, error) 
 		if err := checkDir(req.Dir, req.Options.Path); err != nil {
 			return Result{}, &Error{Class: cikit.FailureConfig, Op: "checkout", Err: fmt.Errorf("%w: %v", ErrInvalidRequest, err)}
 		}
-		if err := os.MkdirAll(filepath.Join(req.Dir, req.Options.Path), 0o755); err != nil {
+		if err := mkdirInside(filepath.Clean(req.Dir), filepath.Join(req.Dir, filepath.FromSlash(req.Options.Path))); err != nil {
 			return Result{}, &Error{Class: cikit.FailureInfrastructure, Op: "checkout", Err: fmt.Errorf("%w: %v", ErrWorkspace, err)}
 		}
 		fmt.Fprintln(log, "Checkout skipped: strategy none, the workspace starts empty")

@@ -38,7 +38,7 @@
 // request runs for at most Config.Timeout, after which git is killed.
 // Git runs as `git upload-pack --stateless-rpc` on the repository's git
 // directory with a clean environment — no system or user configuration,
-// HOME at an empty place, no terminal — and with
+// HOME at /dev/null, no terminal — and with
 // uploadpack.allowAnySHA1InWant, so that a runner can fetch exactly the
 // commit a job is for, even one no branch points to any more. The
 // repositories' own configuration is trusted: the platform owns them.
