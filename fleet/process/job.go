@@ -457,9 +457,15 @@ func (j *jobRun) execStep(ctx context.Context, step cikit.Step, name string, aft
 	} else {
 		fmt.Fprintf(j.pw, "--- %s\n", name)
 	}
+	if step.Uses != "" && step.Timeout > 0 {
+		// A script step's timeout is runCommand's.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeoutCause(ctx, step.Timeout, errStepTimeout)
+		defer cancel()
+	}
 	if step.Uses != "" && isCheckoutAction(step.Uses) {
 		x, err, class := j.checkoutStep(ctx, step)
-		return x, err, class, nil
+		return x, stepTimedOut(ctx, step, err), class, nil
 	}
 	if step.Uses != "" {
 		dir, local, err := runtime.LocalAction(j.ws, step.Uses)
@@ -467,7 +473,8 @@ func (j *jobRun) execStep(ctx context.Context, step cikit.Step, name string, aft
 		case err != nil:
 			return stepExit{code: -1}, err, cikit.FailureConfig, nil
 		case local && j.gh != nil:
-			return j.runComposite(ctx, step, name, dir, depth+1)
+			x, err, class, outputs := j.runComposite(ctx, step, name, dir, depth+1)
+			return x, stepTimedOut(ctx, step, err), class, outputs
 		}
 		return stepExit{code: -1}, fmt.Errorf("uses %s: this runner runs only actions/checkout and local composite actions (uses: ./path) today; JavaScript, Docker and remote actions are not run yet", step.Uses), cikit.FailureConfig, nil
 	}
@@ -500,6 +507,18 @@ func (j *jobRun) execStep(ctx context.Context, step cikit.Step, name string, aft
 		}
 	}
 	return x, err, cikit.FailureScript, outputs
+}
+
+// errStepTimeout is the cause of the end of an action step's context
+// when its timeout passed.
+var errStepTimeout = errors.New("step timed out")
+
+// stepTimedOut returns err, or the step's timeout when that ended it.
+func stepTimedOut(ctx context.Context, step cikit.Step, err error) error {
+	if context.Cause(ctx) == errStepTimeout {
+		return fmt.Errorf("timed out after %s", step.Timeout)
+	}
+	return err
 }
 
 // errStepFiles marks a step whose environment files could not be made.

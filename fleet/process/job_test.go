@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -217,6 +218,10 @@ func TestRunJobWorkingDirectory(t *testing.T) {
 		res = b.exec.Run(context.Background(), &cikit.JobSpec{ID: "wd", Steps: []cikit.Step{{Name: "missing", Run: "pwd", WorkingDirectory: "no/such"}}})
 		require.Equal(t, cikit.JobFailed, res.State)
 		require.Equal(t, `step "missing": working directory "no/such" does not exist`, res.Reason)
+
+		res = b.exec.Run(context.Background(), &cikit.JobSpec{ID: "wd", Steps: []cikit.Step{{Name: "missing", Run: "pwd", WorkingDirectory: "/no/such/dir"}}})
+		require.Equal(t, cikit.JobFailed, res.State)
+		require.Equal(t, `step "missing": working directory "/no/such/dir" does not exist`, res.Reason)
 	})
 }
 
@@ -488,4 +493,19 @@ func TestRunJobCheckoutRefusesALink(t *testing.T) {
 	entries, err := os.ReadDir(outside)
 	require.NoError(t, err)
 	require.Empty(t, entries)
+}
+
+// TestRunJobCompositeStepTimeout: the timeout of a step using a local
+// action bounds the action's steps.
+func TestRunJobCompositeStepTimeout(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	require.NoError(t, os.MkdirAll(filepath.Join(b.src, "slow"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(b.src, "slow", "action.yml"), []byte("runs:\n  using: composite\n  steps:\n    - shell: sh\n      run: sleep 600\n    - shell: sh\n      run: echo never\n"), 0o644))
+	res := b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{ID: "t", Format: "github", Steps: []cikit.Step{
+		{Name: "slow", Uses: "./slow", Timeout: 200 * time.Millisecond},
+	}}})
+	require.Equal(t, cikit.JobFailed, res.State, b.out.String())
+	require.Equal(t, `step "slow": timed out after 200ms`, res.Reason)
+	require.NotContains(t, b.out.String(), "never\n")
 }
