@@ -223,8 +223,11 @@ func (j *jobRun) prepareWorkspace(ctx context.Context) error {
 			return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("copying %s: %w", e.cfg.Source, err)}
 		}
 		return nil
-	case co == nil:
+	case co == nil && j.github:
 		return nil // a GitHub job checks out in a step
+	case co == nil:
+		fmt.Fprintf(j.pw, "--- checkout: none (the job asks for no checkout): the workspace starts empty\n")
+		return nil
 	case co.Strategy == "none":
 		fmt.Fprintf(j.pw, "--- checkout: none (strategy none): the workspace starts empty\n")
 		return nil
