@@ -65,10 +65,10 @@ type jobRun struct {
 	// eval evaluates the job's run-time expressions; nil when the job has
 	// none.
 	eval evaluator
-	// env is the job's environment before its steps' own: the base, the
-	// predefined variables, GITHUB_ENV's, the job's env.
-	base   map[string]string // the base and the predefined variables
-	jobEnv map[string]string // the job's env, expanded
+	// base is the executor's environment and the predefined variables;
+	// jobEnv the job's env, expanded (see stepEnv for the layers).
+	base   map[string]string
+	jobEnv map[string]string
 	// gh holds a GitHub job's expression contexts, or those of the
 	// composite action whose steps run; nil for other jobs.
 	gh *runtime.GitHub
@@ -79,9 +79,9 @@ type jobRun struct {
 	// variables.
 	overrides map[string]string
 	params    runtime.Params
-	paths     []string // what steps wrote to GITHUB_PATH, in order
-	names     map[string]bool
-	nstep     int // the steps started, for their files' names
+	paths     []string        // what steps wrote to GITHUB_PATH, in order
+	names     map[string]bool // the names of every step's variables
+	nstep     int             // the steps started, for their files' names
 
 	res Result
 }
