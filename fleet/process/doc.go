@@ -34,7 +34,8 @@
 //     composite actions (uses: ./path) run natively. Any other action
 //     fails its step, naming it.
 //   - GitLab jobs' variables are expanded against the run's when the job
-//     starts, and their after-steps see CI_JOB_STATUS.
+//     starts; their after-steps see CI_JOB_STATUS and run also when the
+//     job is cancelled or times out (for at most 5 minutes more).
 //   - JobSpec.Warnings head the log, one "--- warning:" line each.
 //
 // A job's directory in the work root holds its workspace and its

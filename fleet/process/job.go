@@ -356,6 +356,9 @@ func (j *jobRun) runSteps(ctx context.Context) Result {
 			j.job.OnStep(i)
 		}
 		if stop := j.runStep(ctx, step, name, after); stop {
+			if !after && ctx.Err() != nil && spec.Format == formatGitLab && len(spec.AfterSteps) > 0 {
+				j.afterStopped(ctx, len(spec.Steps))
+			}
 			break
 		}
 	}
@@ -381,6 +384,35 @@ func (j *jobRun) runSteps(ctx context.Context) Result {
 		}
 	}
 	return j.res
+}
+
+// stoppedAfterStepsTimeout bounds the after-steps of a GitLab job that
+// was cancelled or timed out, as GitLab Runner bounds its after_script.
+const stoppedAfterStepsTimeout = 5 * time.Minute
+
+// afterStopped runs the after-steps (from index first of the job's steps
+// and after-steps) of a GitLab job its context stopped, cancelled or
+// timed out, as GitLab runs after_script then: with CI_JOB_STATUS
+// canceled or failed, bounded by stoppedAfterStepsTimeout. They change
+// nothing of the job's result but its steps.
+func (j *jobRun) afterStopped(ctx context.Context, first int) {
+	res := j.res
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), stoppedAfterStepsTimeout)
+	defer cancel()
+	for i, step := range j.spec.AfterSteps {
+		name := step.Name
+		if name == "" {
+			name = fmt.Sprintf("step %d", first+i+1)
+		}
+		if j.job.OnStep != nil {
+			j.job.OnStep(first + i)
+		}
+		if stop := j.runStep(actx, step, name, true); stop {
+			break
+		}
+	}
+	res.Steps = j.res.Steps
+	j.res = res
 }
 
 // runStep runs one step and records how it ended; it reports whether

@@ -509,3 +509,26 @@ func TestRunJobCompositeStepTimeout(t *testing.T) {
 	require.Equal(t, `step "slow": timed out after 200ms`, res.Reason)
 	require.NotContains(t, b.out.String(), "never\n")
 }
+
+// TestRunJobGitLabAfterStepsOfACancelledJob: a cancelled GitLab job still
+// runs its after_script, which sees CI_JOB_STATUS=canceled, and stays
+// cancelled.
+func TestRunJobGitLabAfterStepsOfACancelledJob(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		b := setup(t, mode)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan process.Result, 1)
+		go func() {
+			done <- b.exec.RunJob(ctx, process.Job{Spec: &cikit.JobSpec{ID: "gl", Format: "gitlab",
+				Steps: steps("echo started; sleep 600"), AfterSteps: steps(`echo "status $CI_JOB_STATUS"`)}})
+		}()
+		waitOutput(t, b, "started")
+		cancel()
+		res := <-done
+		require.Equal(t, cikit.JobCancelled, res.State, b.out.String())
+		require.Equal(t, `cancelled in step "echo started; sleep 600"`, res.Reason)
+		require.Equal(t, "started\nstatus canceled\n", printed(b.out.String()))
+		require.Len(t, res.Steps, 2)
+	})
+}
