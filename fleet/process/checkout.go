@@ -62,6 +62,11 @@ func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) error {
 		Source: jc.Source, Repository: jc.Repository, SHA: jc.SHA, Ref: jc.Ref, Options: opts, Dir: j.ws, Log: j.pw,
 	})
 	if err != nil {
+		// What is there goes back to the job's user, for the steps that
+		// may still run.
+		if oerr := e.ownTree(dir); oerr != nil {
+			e.cfg.Logger.Warn("could not give a failed checkout's directory back to the job's user", "dir", dir, "err", oerr)
+		}
 		return &checkoutError{checkout.Class(err), err}
 	}
 	if res.Duration == 0 {

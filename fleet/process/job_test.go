@@ -532,3 +532,21 @@ func TestRunJobGitLabAfterStepsOfACancelledJob(t *testing.T) {
 		require.Len(t, res.Steps, 2)
 	})
 }
+
+// TestRunJobFailedCheckoutStepLeavesTheWorkspaceWritable: after an
+// actions/checkout step that failed and may fail, the later steps can
+// still write the workspace.
+func TestRunJobFailedCheckoutStepLeavesTheWorkspaceWritable(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		co, jc, _ := forge(t, map[string]string{"a": "a"})
+		b := setup(t, mode, func(c *process.Config) { c.Checkout = co })
+		res := b.exec.RunJob(context.Background(), process.Job{Context: jc, Spec: &cikit.JobSpec{ID: "w", Format: "github", Steps: []cikit.Step{
+			{Name: "checkout", Uses: "actions/checkout@v4", With: map[string]string{"ref": "no-such-branch"}, ContinueOnError: true},
+			{Name: "write", Run: "touch here && echo wrote"},
+		}}})
+		require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
+		require.Contains(t, b.out.String(), "(continue on error)")
+		require.Contains(t, b.out.String(), "--- write\nwrote\n")
+	})
+}
