@@ -1,16 +1,59 @@
 // Package process runs jobs as local operating-system processes: each job
-// in a fresh workspace that is a copy of a source tree, each step as
-// `sh -e -c <run>` in its own process group — as plain processes of the
-// host, or in a bubblewrap sandbox of the job's own (Config.Sandbox).
+// in a fresh workspace, each step in its own process group — as plain
+// processes of the host, or in a bubblewrap sandbox of the job's own
+// (Config.Sandbox).
+//
+// # The job's world
+//
+// RunJob runs a job in the world of its run (Job.Context):
+//
+//   - The workspace is a checkout of the run's commit when the context
+//     has a source and the job asks for one: before the first step when
+//     JobSpec.Checkout is set (native and GitLab jobs; strategy "none"
+//     leaves it empty), or where a GitHub step uses actions/checkout (any
+//     version; its ref, fetch-depth, path, submodules, clean and
+//     repository inputs). Config.Checkout (fleet/checkout) makes it in
+//     the executor's process, outside the sandbox, whose user then owns
+//     it; the source's credential never reaches the steps. A commit that
+//     does not exist fails the job as cikit.FailureConfig, anything else
+//     as cikit.FailureInfrastructure. Without a source the workspace is a
+//     copy of Config.Source, the runner's fixed directory, and the log
+//     says so.
+//   - The environment is the executor's (below), then fleet/runtime's
+//     predefined variables for the job's format (CI, CIKIT_*, GitHub's
+//     or GitLab's), then the job's env, then the step's.
+//   - GitHub jobs (JobSpec.Format "github") run with GitHub's run-time
+//     semantics: ${{ }} in run, env, with, shell, working-directory and
+//     if: evaluated against the run's contexts, steps' outcomes and
+//     outputs, needs' results and outputs; fresh GITHUB_ENV, GITHUB_PATH,
+//     GITHUB_OUTPUT and GITHUB_STEP_SUMMARY files for each step, applied
+//     to the later ones; GITHUB_EVENT_PATH holding the payload; workflow
+//     commands in the output (::add-mask::, ::error and the other
+//     annotations, ::group::, ::set-output); GitHub's default shells; job
+//     outputs evaluated at the end within cikit.MaxOutputsBytes; local
+//     composite actions (uses: ./path) run natively. Any other action
+//     fails its step, naming it.
+//   - GitLab jobs' variables are expanded against the run's when the job
+//     starts; their after-steps see CI_JOB_STATUS and run also when the
+//     job is cancelled or times out (for at most 5 minutes more).
+//   - JobSpec.Warnings head the log, one "--- warning:" line each.
+//
+// A job's directory in the work root holds its workspace and its
+// temporary directory (RUNNER_TEMP: environment files, scripts, the
+// event payload); the sandbox shows both and nothing else of the work
+// root.
 //
 // # Guarantees
 //
-//   - Steps run in order; the first failing step fails the job.
+//   - Steps run in order; the first failing step fails the job (a GitHub
+//     step's if: may run it after a failure).
 //   - The environment is built from scratch and layered: the host variables
 //     AllowedEnv names (or Config.Env) and those Config.PassEnv names, then
-//     CI=true and the CIKIT_* variables (and in a sandbox HOME, TMPDIR,
-//     USER and LOGNAME), then the job's env (which already holds the
-//     pipeline's), then the step's.
+//     the predefined variables (and in a sandbox HOME, TMPDIR, USER and
+//     LOGNAME), then the job's env (which already holds the pipeline's;
+//     for a GitHub job overlaid by what earlier steps wrote to
+//     GITHUB_ENV), then a GitLab manual trigger's variables, then the
+//     step's.
 //   - Background processes a step starts live until the job ends.
 //   - On cancellation or timeout every process of the job gets SIGTERM,
 //     then SIGKILL after the grace period. When Run returns, no process

@@ -58,13 +58,19 @@ type Config struct {
 	// debugging. New removes the workspaces in WorkRoot that an executor
 	// which died left behind, but never kept ones.
 	KeepWorkspaces bool
-	// Expander evaluates the run-time expressions of a pipeline format
-	// (GitHub's ${{ }}) in steps and decides steps' conditions. nil: text
-	// runs as written, and after a failing step only after-steps run.
+	// Expander evaluates the run-time expressions of jobs whose Format is
+	// neither "github" (whose ${{ }} the executor evaluates itself) nor
+	// "gitlab" (whose variables it expands as GitLab does), in steps, and
+	// decides steps' conditions. nil: their text runs as written, and
+	// after a failing step only after-steps run.
 	Expander Expander
 	// Logger receives the executor's own diagnostics. Default:
 	// slog.Default().
 	Logger *slog.Logger
+	// Checkout puts a job's commit into its workspace, for jobs whose
+	// context has a source (Job.Context.Source). nil: such a job fails,
+	// saying that the runner has no checkout.
+	Checkout Checkouter
 	// Sandbox, when set, runs each job in a bubblewrap sandbox of its
 	// own, with limits on its resources; see Sandbox. New checks that the
 	// sandbox works on this host. nil runs jobs as plain processes.
@@ -90,6 +96,8 @@ type Executor struct {
 	// unsandboxed says why, when Config.Sandbox asked for one in
 	// SandboxAuto mode and it is unavailable.
 	unsandboxed string
+	// bash says whether bash is installed: GitHub jobs' default shell.
+	bash bool
 
 	locksMu sync.Mutex
 	locks   map[string]*os.File // the lock files of live workspaces
@@ -144,7 +152,7 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Executor{cfg: cfg}
+	e := &Executor{cfg: cfg, bash: hasBash()}
 	e.sweep()
 	if cfg.Sandbox != nil {
 		if err := e.setUpSandbox(); err != nil {
@@ -317,8 +325,6 @@ type StepResult struct {
 	Name     string
 	ExitCode int // -1 if the step did not exit by itself
 	Duration time.Duration
-	// Skipped is set for a step the executor cannot run (an action).
-	Skipped bool
 }
 
 // Run runs spec's steps in a fresh workspace and returns when every
@@ -334,248 +340,10 @@ func (e *Executor) Run(ctx context.Context, spec *cikit.JobSpec) Result {
 // starts. Output reaches out through a pipe, so the last bytes of a step
 // may arrive after the next step's call.
 func (e *Executor) RunOutput(ctx context.Context, spec *cikit.JobSpec, out io.Writer, onStep func(int)) Result {
-	return e.run(ctx, spec, out, onStep, nil)
-}
-
-// run is RunOutput, with the job's lease when it has one (RunLeased).
-func (e *Executor) run(ctx context.Context, spec *cikit.JobSpec, out io.Writer, onStep func(int), lease *LeaseDeadline) Result {
-	timeout := spec.Timeout
-	if timeout <= 0 {
-		timeout = e.cfg.Timeout
-	}
-	jobCtx, cancel := context.WithTimeoutCause(ctx, timeout, errTimeout)
-	defer cancel()
-
-	ws, err := e.newWorkspace(spec.ID)
-	if err != nil {
-		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("workspace: %v", err), FailureClass: cikit.FailureInfrastructure}
-	}
-	if e.cfg.KeepWorkspaces {
-		defer e.unlockWorkspace(ws)
-	} else {
-		defer e.removeWorkspace(ws)
-	}
-	if err := copyTree(e.cfg.Source, ws, e.cfg.WorkRoot, e.own); err != nil {
-		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("workspace: %v", err), FailureClass: cikit.FailureInfrastructure}
-	}
-
-	// All steps write into one pipe whose reader copies to the job's
-	// output. Children get the pipe's file itself, so Wait returns when a
-	// step's shell exits even if a background process it started still
-	// holds the pipe; the copy ends once those are killed at job end.
-	pr, pw, err := os.Pipe()
-	if err != nil {
-		return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("output pipe: %v", err), FailureClass: cikit.FailureInfrastructure}
-	}
-	copied := make(chan struct{})
-	go func() {
-		defer close(copied)
-		_, _ = io.Copy(out, pr)
-	}()
-	defer func() {
-		_ = pw.Close()
-		select {
-		case <-copied:
-		case <-time.After(2 * time.Second):
-			// A process that left its group still holds the pipe.
-			e.cfg.Logger.Warn("a process of the job outlived it and keeps its output open", "job", spec.ID)
-		}
-		_ = pr.Close()
-		<-copied
-	}()
-
-	if e.sandbox != nil {
-		io.WriteString(pw, e.sandbox.limits.header(e.sandbox.cgroup != ""))
-	}
-	if e.unsandboxed != "" {
-		fmt.Fprintf(pw, "--- warning: this job is NOT SANDBOXED (%s); it runs as plain processes with the runner's user, file system and network\n", e.unsandboxed)
-	}
-	procs, err := e.startProcs(jobCtx, ws, pw, lease)
-	if err != nil {
-		res := Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("sandbox: %v", err), FailureClass: cikit.FailureInfrastructure}
-		if jobCtx.Err() != nil && context.Cause(jobCtx) == errTimeout {
-			res.Reason, res.FailureClass = fmt.Sprintf("timed out after %s while the sandbox started", timeout), cikit.FailureTimeout
-		} else if jobCtx.Err() != nil {
-			res.State, res.Reason, res.FailureClass = cikit.JobCancelled, "cancelled while the sandbox started", ""
-		}
-		fmt.Fprintf(pw, "--- %s\n", res.Reason)
-		return res
-	}
-	// Whatever the steps left running dies with the job, before Run
-	// returns.
-	defer procs.end(e.cfg.Logger.Warn)
-
-	env := append(append([]string(nil), e.cfg.Env...),
-		"CI=true", "CIKIT=true", "CIKIT_JOB_ID="+spec.ID, "CIKIT_JOB_NAME="+spec.DisplayName(), "CIKIT_WORKSPACE="+ws)
-	if e.sandbox != nil {
-		env = append(env, sandboxEnv()...)
-	}
-	jobEnv := spec.Env
-	if e.cfg.Expander != nil && len(spec.Env) > 0 {
-		jobEnv = make(map[string]string, len(spec.Env))
-		for k, v := range spec.Env {
-			x, err := e.cfg.Expander.Expand(spec, v)
-			if err != nil {
-				return Result{State: cikit.JobFailed, ExitCode: -1, Reason: fmt.Sprintf("env %s: %v", k, err)}
-			}
-			jobEnv[k] = x
-		}
-	}
-	env = appendEnv(env, jobEnv)
-
-	res := Result{State: cikit.JobSucceeded, ExitCode: -1}
-	steps := append(append([]cikit.Step(nil), spec.Steps...), spec.AfterSteps...)
-	for i, step := range steps {
-		after := i >= len(spec.Steps)
-		name := step.Name
-		if name == "" {
-			name = fmt.Sprintf("step %d", i+1)
-		}
-		runs, err := e.stepRuns(spec, &step, res.State != cikit.JobSucceeded, after)
-		if err != nil {
-			res.State, res.ExitCode, res.Reason = cikit.JobFailed, -1, fmt.Sprintf("step %q: %v", name, err)
-			fmt.Fprintf(pw, "--- %s\n", res.Reason)
-			return res
-		}
-		if !runs {
-			continue
-		}
-		if err := e.expandStep(spec, &step); err != nil {
-			res.State, res.ExitCode, res.Reason = cikit.JobFailed, -1, fmt.Sprintf("step %q: %v", name, err)
-			fmt.Fprintf(pw, "--- %s\n", res.Reason)
-			return res
-		}
-		if step.Uses != "" {
-			fmt.Fprintf(pw, "--- %s: uses %s; actions are not run by the local executor, skipped\n", name, step.Uses)
-			res.Steps = append(res.Steps, StepResult{Name: name, ExitCode: -1, Skipped: true})
-			continue
-		}
-		if onStep != nil {
-			onStep(i)
-		}
-		fmt.Fprintf(pw, "--- %s\n", name)
-		started := time.Now()
-		sj, _ := procs.(*sandboxJob)
-		oomBefore := sj.oomKills()
-		x, err := e.runStep(jobCtx, procs, ws, appendEnv(env, step.Env), step)
-		code := x.code
-		res.Steps = append(res.Steps, StepResult{Name: name, ExitCode: code, Duration: time.Since(started)})
-		var reason string
-		switch {
-		case jobCtx.Err() != nil && context.Cause(jobCtx) == errTimeout:
-			res.State, res.ExitCode, res.FailureClass = cikit.JobFailed, code, cikit.FailureTimeout
-			res.Reason = fmt.Sprintf("timed out after %s in step %q", timeout, name)
-		case jobCtx.Err() != nil:
-			res.State, res.ExitCode = cikit.JobCancelled, code
-			res.Reason = fmt.Sprintf("cancelled in step %q", name)
-		case err != nil:
-			reason = fmt.Sprintf("step %q: %v", name, err)
-		case x.signal != 0:
-			reason = fmt.Sprintf("step %q was killed by signal %d (%v)", name, int(x.signal), x.signal)
-		case code != 0:
-			reason = fmt.Sprintf("step %q exited with code %d", name, code)
-		}
-		if reason != "" && err == nil && sj.oomKills() > oomBefore {
-			reason += fmt.Sprintf("; the job reached its memory limit of %s (Sandbox.Limits.JobMemory, cgroup memory.max)", bytesString(e.sandbox.limits.JobMemory))
-		} else if reason != "" && err == nil && e.sandbox != nil {
-			if cause := e.sandbox.limits.cause(x); cause != "" {
-				reason += "; " + cause
-			}
-		}
-		if errors.Is(err, errLeaseExpired) {
-			// The job's processes are gone: nothing more runs.
-			res.State, res.ExitCode, res.FailureClass = cikit.JobFailed, code, cikit.FailureInfrastructure
-			res.Reason = fmt.Sprintf("step %q: %v", name, err)
-			fmt.Fprintf(pw, "--- %s\n", res.Reason)
-			return res
-		}
-		if jobCtx.Err() != nil {
-			fmt.Fprintf(pw, "--- %s\n", res.Reason)
-			return res // cancelled or timed out: nothing more runs
-		}
-		switch {
-		case reason == "":
-			if !after {
-				res.ExitCode = code
-			}
-		case step.ContinueOnError:
-			fmt.Fprintf(pw, "--- %s; continuing (continue on error)\n", reason)
-		case after:
-			// An after-step's failure is reported but changes nothing:
-			// the job's outcome is its steps'.
-			fmt.Fprintf(pw, "--- %s (after-step; the job's outcome stands)\n", reason)
-		default:
-			res.State, res.ExitCode, res.Reason, res.FailureClass = cikit.JobFailed, code, reason, cikit.FailureScript
-			fmt.Fprintf(pw, "--- %s\n", reason)
-		}
-	}
-	return res
+	return e.RunJob(ctx, Job{Spec: spec, Output: out, OnStep: onStep})
 }
 
 var errTimeout = errors.New("job timed out")
-
-// stepRuns decides whether a step runs: by the Expander when there is
-// one, else every step until one fails and every after-step.
-func (e *Executor) stepRuns(spec *cikit.JobSpec, step *cikit.Step, failed, after bool) (bool, error) {
-	if e.cfg.Expander == nil || after {
-		return after || !failed, nil
-	}
-	return e.cfg.Expander.StepRuns(spec, step, failed)
-}
-
-// expandStep evaluates the expressions of a step's script, env and
-// working directory.
-func (e *Executor) expandStep(spec *cikit.JobSpec, step *cikit.Step) error {
-	x := e.cfg.Expander
-	if x == nil {
-		return nil
-	}
-	var err error
-	if step.Run, err = x.Expand(spec, step.Run); err != nil {
-		return err
-	}
-	if step.WorkingDirectory, err = x.Expand(spec, step.WorkingDirectory); err != nil {
-		return err
-	}
-	if len(step.Env) > 0 {
-		env := make(map[string]string, len(step.Env))
-		for k, v := range step.Env {
-			if env[k], err = x.Expand(spec, v); err != nil {
-				return fmt.Errorf("env %s: %w", k, err)
-			}
-		}
-		step.Env = env
-	}
-	return nil
-}
-
-// runStep runs one step with procs.
-func (e *Executor) runStep(ctx context.Context, procs jobProcs, ws string, env []string, step cikit.Step) (stepExit, error) {
-	if err := ctx.Err(); err != nil {
-		return stepExit{code: -1}, nil
-	}
-	if step.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, step.Timeout)
-		defer cancel()
-	}
-	dir := ws
-	if step.WorkingDirectory != "" {
-		dir = filepath.Join(ws, step.WorkingDirectory)
-		if rel, err := filepath.Rel(ws, dir); err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
-			return stepExit{code: -1}, fmt.Errorf("working directory %q is outside the workspace", step.WorkingDirectory)
-		}
-	}
-	argv, err := e.shellCommand(step, ws)
-	if err != nil {
-		return stepExit{code: -1}, err
-	}
-	x, err := procs.run(ctx, argv, dir, env)
-	if step.Timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) != errTimeout {
-		return stepExit{code: -1}, fmt.Errorf("timed out after %s", step.Timeout)
-	}
-	return x, err
-}
 
 // stepExit is how a step's process ended.
 type stepExit struct {
@@ -593,40 +361,6 @@ type jobProcs interface {
 	// end kills whatever the job's steps left running and returns when
 	// it is gone; it calls warn if that takes too long.
 	end(warn func(msg string, args ...any))
-}
-
-func appendEnv(env []string, vars map[string]string) []string {
-	for k, v := range vars {
-		env = append(env, k+"="+v)
-	}
-	return env
-}
-
-// shellCommand returns the command line that runs a step's script: the
-// executor's shell with -e -c by default; for a named shell the flags
-// GitHub uses (bash gets pipefail); a shell with {0} runs the script from
-// a file, as GitHub's custom shells do.
-func (e *Executor) shellCommand(step cikit.Step, ws string) ([]string, error) {
-	switch shell := strings.TrimSpace(step.Shell); {
-	case shell == "":
-		return []string{e.cfg.Shell, "-e", "-c", step.Run}, nil
-	case shell == "sh":
-		return []string{"sh", "-e", "-c", step.Run}, nil
-	case shell == "bash":
-		return []string{"bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step.Run}, nil
-	case strings.Contains(shell, "{0}"):
-		f, err := os.CreateTemp(ws, ".cikit-step-*")
-		if err != nil {
-			return nil, err
-		}
-		_, werr := f.WriteString(step.Run)
-		if err := errors.Join(werr, f.Close(), e.own(f.Name())); err != nil {
-			return nil, err
-		}
-		return strings.Fields(strings.ReplaceAll(shell, "{0}", f.Name())), nil
-	default:
-		return append(strings.Fields(shell), "-c", step.Run), nil
-	}
 }
 
 // dirName makes a job ID safe for a directory name.

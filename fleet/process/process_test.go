@@ -144,7 +144,8 @@ func TestRunWorkspaceIsACopy(t *testing.T) {
 		require.Len(t, res.Steps, 4)
 		// A sandboxed job's output starts with its limits: none here.
 		out, _ := strings.CutPrefix(b.out.String(), "--- limits: none\n")
-		require.Equal(t, "--- cat input.txt link.txt\nhello\nhello\n--- ./sub/run.sh\nscript ran\n"+
+		require.Equal(t, "--- workspace: a copy of the runner's fixed directory "+b.src+" (the job has no commit to check out)\n"+
+			"--- cat input.txt link.txt\nhello\nhello\n--- ./sub/run.sh\nscript ran\n"+
 			"--- echo changed > input.txt; touch new.txt\n--- test \"$CIKIT_WORKSPACE\" = \"$(pwd)\" && echo \"ws ok\"\nws ok\n", out)
 
 		got, err := os.ReadFile(filepath.Join(b.src, "input.txt"))
@@ -289,7 +290,7 @@ func TestWorkRootInsideSourceIsNotCopied(t *testing.T) {
 	require.NoError(t, err)
 	res := e.Run(context.Background(), &cikit.JobSpec{ID: "ls", Steps: steps("ls -A")})
 	require.Equal(t, cikit.JobSucceeded, res.State)
-	require.Equal(t, "--- ls -A\n", out.String())
+	require.Equal(t, "--- workspace: a copy of the runner's fixed directory "+src+" (the job has no commit to check out)\n--- ls -A\n", out.String())
 }
 
 func TestRunStepOptions(t *testing.T) {
@@ -310,12 +311,12 @@ func TestRunStepOptions(t *testing.T) {
 		require.Equal(t, `step "pipefail" exited with code 1`, res.Reason, "bash runs with pipefail")
 		require.Equal(t, 1, res.ExitCode, "after-steps do not change the exit code")
 		out := b.out.String()
-		require.Contains(t, out, "--- checkout: uses actions/checkout@v4; actions are not run by the local executor, skipped\n")
+		require.Contains(t, out, "--- checkout (actions/checkout@v4)\n--- the workspace is the runner's fixed directory "+b.src+": nothing to check out\n")
 		require.Contains(t, out, `--- step "flaky" exited with code 3; continuing (continue on error)`)
 		require.Contains(t, out, "--- in sub\nsub\n")
 		require.NotContains(t, out, "never")
 		require.Contains(t, out, "cleaning up\n--- step \"cleanup\" exited with code 9 (after-step; the job's outcome stands)\n--- report\nreported\n")
-		require.True(t, res.Steps[0].Skipped)
+		require.Equal(t, 0, res.Steps[0].ExitCode)
 		require.Len(t, res.Steps, 6)
 	})
 }

@@ -70,7 +70,7 @@ func TestSandboxJobsCannotSeeEachOther(t *testing.T) {
 			`echo secret > marker.txt; echo "marker written"; while [ ! -e release ]; do sleep 0.02; done`)})
 	}()
 	waitOutput(t, b, "marker written")
-	found, err := filepath.Glob(filepath.Join(b.work, "cikit-first-*", "marker.txt"))
+	found, err := filepath.Glob(filepath.Join(b.work, "cikit-first-*", "workspace", "marker.txt"))
 	require.NoError(t, err)
 	require.Len(t, found, 1, "the first job's marker is on the host")
 	firstWS := filepath.Dir(found[0])
@@ -78,7 +78,7 @@ func TestSandboxJobsCannotSeeEachOther(t *testing.T) {
 	out := &syncbuf.Buffer{}
 	second := b.exec.RunOutput(context.Background(), &cikit.JobSpec{ID: "second", Env: map[string]string{"FIRST": firstWS}, Steps: steps(
 		`if [ -e "$FIRST/marker.txt" ] || [ -e "$FIRST" ]; then echo "sees the first workspace"; fi`,
-		`ls -A "$(dirname "$CIKIT_WORKSPACE")"`,
+		`ls -A "$(dirname "$(dirname "$CIKIT_WORKSPACE")")"`,
 		`cat "$FIRST/marker.txt" 2>&1 || true`,
 	)}, out, nil)
 	require.NoError(t, os.WriteFile(filepath.Join(firstWS, "release"), nil, 0o644))
@@ -376,7 +376,7 @@ func TestSandboxAutoFallsBack(t *testing.T) {
 		out := &syncbuf.Buffer{}
 		res := b.exec.RunOutput(context.Background(), &cikit.JobSpec{ID: id, Steps: steps("echo ran")}, out, nil)
 		require.Equal(t, cikit.JobSucceeded, res.State, out.String())
-		require.Regexp(t, `^--- warning: this job is NOT SANDBOXED \(.*no-bwrap-here.*\); it runs as plain processes with the runner's user, file system and network\n--- echo ran\nran\n$`, out.String())
+		require.Regexp(t, `^--- warning: this job is NOT SANDBOXED \(.*no-bwrap-here.*\); it runs as plain processes with the runner's user, file system and network\n--- workspace: .*\n--- echo ran\nran\n$`, out.String())
 	}
 	warnings := logs.warnings()
 	require.Len(t, warnings, 1, "one warning per executor")

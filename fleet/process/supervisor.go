@@ -173,6 +173,12 @@ func (sv *supervisor) start(r supervisorRequest) {
 		return
 	}
 	path, err := lookPath(r.Argv[0], r.Env)
+	if err == nil && r.Dir != "" {
+		// Without this, exec says the program does not exist.
+		if fi, serr := os.Stat(r.Dir); serr != nil || !fi.IsDir() {
+			err = fmt.Errorf("working directory %q does not exist", r.Dir)
+		}
+	}
 	if err == nil {
 		cmd := &exec.Cmd{Path: path, Args: r.Argv, Env: r.Env, Dir: r.Dir, Stdout: sv.out, Stderr: sv.out,
 			SysProcAttr: &syscall.SysProcAttr{Setpgid: true}}

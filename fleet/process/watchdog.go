@@ -76,17 +76,7 @@ func (l *LeaseDeadline) current() (time.Time, <-chan struct{}) {
 // the first step starts. The result of a job killed so is a failure
 // whose reason says that its lease ran out.
 func (e *Executor) RunLeased(ctx context.Context, spec *cikit.JobSpec, out io.Writer, onStep func(int), lease *LeaseDeadline) Result {
-	return e.run(ctx, spec, out, onStep, lease)
-}
-
-// RunJob runs job as RunLeased does, in the world of its run: its
-// context, the results of its needs, its commit.
-func (e *Executor) RunJob(ctx context.Context, job Job) Result {
-	out := job.Output
-	if out == nil {
-		out = e.cfg.Output(job.Spec)
-	}
-	return e.run(ctx, job.Spec, out, job.OnStep, job.Lease)
+	return e.RunJob(ctx, Job{Spec: spec, Output: out, OnStep: onStep, Lease: lease})
 }
 
 // errLeaseExpired is how a step ends when the supervisor killed the job.

@@ -35,14 +35,14 @@ func runChildExecutor() {
 }
 
 // waitWorkspace waits for a workspace in work that holds file and
-// returns it.
+// returns the directory of its job.
 func waitWorkspace(t *testing.T, work, file string) string {
 	t.Helper()
 	var ws string
 	require.Eventually(t, func() bool {
-		m, _ := filepath.Glob(filepath.Join(work, "cikit-*", file))
+		m, _ := filepath.Glob(filepath.Join(work, "cikit-*", "workspace", file))
 		if len(m) == 1 {
-			ws = filepath.Dir(m[0])
+			ws = filepath.Dir(filepath.Dir(m[0]))
 		}
 		return ws != ""
 	}, 30*time.Second, 10*time.Millisecond, "waiting for a workspace with %s in %s", file, work)
@@ -92,7 +92,7 @@ func TestNewSweepsWorkspacesOfDeadExecutors(t *testing.T) {
 	require.NoDirExists(t, orphan, "the leftover workspace was not swept")
 	require.NoFileExists(t, orphan+".cikit-lock")
 	require.DirExists(t, liveWS, "a live job's workspace was swept")
-	require.FileExists(t, filepath.Join(liveWS, "live-started"))
+	require.FileExists(t, filepath.Join(liveWS, "workspace", "live-started"))
 	require.DirExists(t, kept)
 	require.DirExists(t, other)
 }

@@ -323,7 +323,7 @@ func TestRunOtherFormats(t *testing.T) {
 	require.Equal(t, 1, out.code, out.stdout+out.stderr)
 	require.Equal(t, map[string]string{"build": "succeeded", "test (ubuntu-latest)": "succeeded", "test (macos-latest)": "failed"}, states(readReport(t, rep)))
 	for _, want := range []string{
-		"[build]                --- actions/checkout@v4: uses actions/checkout@v4; actions are not run by the local executor, skipped\n",
+		"[build]                --- actions/checkout@v4\n[build]                --- the workspace is the runner's fixed directory ",
 		"[build]                building for Linux\n",
 		"[test (macos-latest)]  testing macos-latest-target\n",
 		"[test (macos-latest)]  collecting logs of macos-latest\n",

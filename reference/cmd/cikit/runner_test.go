@@ -421,7 +421,7 @@ func TestRunnerStoppedSandboxedJobDoesNotOverlap(t *testing.T) {
 		return p.startRunner(t, "e2e", "-sandbox", "require", "-source", src, "-work-root", work), work
 	}
 	ledger := func(work string) string {
-		found, err := filepath.Glob(filepath.Join(work, "cikit-*", "ledger"))
+		found, err := filepath.Glob(filepath.Join(work, "cikit-*", "workspace", "ledger"))
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(found), 1)
 		if len(found) == 0 {
