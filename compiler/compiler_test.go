@@ -59,13 +59,17 @@ jobs:
 				{Name: "make", Run: "make"},
 				{Name: "vet", Run: "go vet", Env: map[string]string{"C": "3"}},
 			},
-			Timeout: 90 * time.Second,
+			Timeout:  90 * time.Second,
+			Checkout: &cikit.Checkout{Strategy: "fetch"},
+			Format:   "native",
 		},
 		{
 			ID: "unit", Name: "unit", Stage: "test", Needs: []string{"build"},
 			Env:          map[string]string{"A": "1"},
 			Steps:        []cikit.Step{{Name: "make test", Run: "make test"}},
 			AllowFailure: true,
+			Checkout:     &cikit.Checkout{Strategy: "fetch"},
+			Format:       "native",
 		},
 	}
 	if diff := cmp.Diff(want, plan.Jobs); diff != "" {

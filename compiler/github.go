@@ -305,6 +305,7 @@ type ghWorkflow struct {
 	concNode    *yaml.Node // the concurrency group as written
 	concCancel  ghText     // cancel-in-progress, when an expression
 	permissions map[string]string
+	permNode    *yaml.Node // where permissions are written
 	jobs        []*ghJob
 	jobIndex    map[string]*ghJob // by lower-case ID
 	uses        []ghUse           // the expressions of the workflow's own keys
@@ -351,7 +352,7 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 			wf.concNode = c.groupNode(e.val)
 			g.useConcurrency(&wf.uses, e.val, ghAtWorkflow)
 		case "permissions":
-			wf.permissions = c.ghPermissions(e.val)
+			wf.permissions, wf.permNode = c.ghPermissions(e.val), e.key
 		case "jobs":
 			jobs = &e
 		default:
