@@ -22,13 +22,14 @@ const maxVarExpansionWork = 64 << 20
 // between them expanded as GitLab does when the job runs: a value refers
 // to another variable of the file as $NAME or ${NAME}, and gets that
 // variable's expanded value; "$$" is a literal "$". References the
-// compiler cannot resolve (predefined variables, the pipeline's own,
-// which given holds and which win over the file's, and variables that
-// refer to themselves in a loop) stay as written, for the runner, which
-// expands the environment once more with the variables of the run; for
-// that, "$$" stays "$$", and a variable that must not be expanded
-// (expand: false), or such a variable's value copied into another, has
-// its "$" doubled, so that it reaches the job as written.
+// compiler cannot resolve stay as written, for the runner, which expands
+// the environment once more with the variables of the run: predefined
+// variables, the pipeline's own (given, which win over the file's), and
+// variables in a loop of references or referring to one, which stay as
+// written whole. For that second expansion "$$" stays "$$", and the
+// value of a variable that must not be expanded (expand: false), also
+// where another variable copies it, has its "$" doubled, so that it
+// reaches the job as written.
 func (g *glFront) env(d *glVarsDecl, given map[string]string) map[string]string {
 	if d == nil || len(d.vals) == 0 {
 		return nil
@@ -38,6 +39,7 @@ func (g *glFront) env(d *glVarsDecl, given map[string]string) map[string]string 
 		unseen = iota
 		visiting
 		done
+		looped // in a loop of references, or referring to one: as written
 	)
 	state := make(map[string]int8, len(d.vals))
 	var resolve func(name string) (string, bool)
@@ -45,7 +47,7 @@ func (g *glFront) env(d *glVarsDecl, given map[string]string) map[string]string 
 		switch state[name] {
 		case done:
 			return out[name], true
-		case visiting:
+		case visiting, looped:
 			return "", false
 		}
 		v := d.vals[name]
@@ -54,6 +56,7 @@ func (g *glFront) env(d *glVarsDecl, given map[string]string) map[string]string 
 			return out[name], true
 		}
 		state[name] = visiting
+		loop := false
 		x := expandGLRefs(v, func(ref string) (string, bool) {
 			if _, over := given[ref]; over {
 				return "", false
@@ -61,8 +64,14 @@ func (g *glFront) env(d *glVarsDecl, given map[string]string) map[string]string 
 			if _, ok := d.vals[ref]; !ok {
 				return "", false
 			}
-			return resolve(ref)
+			x, ok := resolve(ref)
+			loop = loop || !ok
+			return x, ok
 		})
+		if loop {
+			out[name], state[name] = v, looped
+			return "", false
+		}
 		if len(x) > len(v) {
 			g.varWork += len(x)
 			if g.varWork > maxVarExpansionWork {
@@ -84,15 +93,22 @@ func (g *glFront) env(d *glVarsDecl, given map[string]string) map[string]string 
 
 // expandGLRefs replaces the references $NAME and ${NAME} in s by what
 // lookup gives for NAME, leaving those it has none for, and "$$", as
-// written.
+// written. A "$" that starts no reference is a literal "$", written "$$"
+// for the runner's expansion, so that it cannot start one with the text
+// put after it ("${$A}").
 func expandGLRefs(s string, lookup func(string) (string, bool)) string {
 	if !strings.Contains(s, "$") {
 		return s
 	}
 	var b strings.Builder
 	for i := 0; i < len(s); {
-		if s[i] != '$' || i+1 == len(s) {
+		if s[i] != '$' {
 			b.WriteByte(s[i])
+			i++
+			continue
+		}
+		if i+1 == len(s) {
+			b.WriteString("$$")
 			i++
 			continue
 		}
@@ -109,7 +125,7 @@ func expandGLRefs(s string, lookup func(string) (string, bool)) string {
 				end++
 			}
 			if end == len(s) || s[end] != '}' || end == start {
-				b.WriteByte('$')
+				b.WriteString("$$")
 				i++
 				continue
 			}
@@ -121,7 +137,7 @@ func expandGLRefs(s string, lookup func(string) (string, bool)) string {
 			next = end
 		}
 		if end == start {
-			b.WriteByte('$')
+			b.WriteString("$$")
 			i++
 			continue
 		}

@@ -705,7 +705,7 @@ func (c *checker) nativeCheckout(v *yaml.Node, own owner) *cikit.Checkout {
 		}
 		return co
 	case v.Kind != yaml.MappingNode:
-		c.at(v, RuleType, `"checkout"%s must be true, false or a mapping of strategy, depth, submodules and path, got %s`, own.of(), kindName(v))
+		c.at(v, RuleType, `"checkout"%s must be true, false or a mapping of strategy, depth, submodules and path, got %s`, own.of(), describe(v))
 		return co
 	}
 	for _, e := range c.entries(v) {
@@ -720,7 +720,7 @@ func (c *checker) nativeCheckout(v *yaml.Node, own owner) *cikit.Checkout {
 			switch {
 			case isNull(val):
 			case val.Kind != yaml.ScalarNode || val.ShortTag() != "!!int" || err != nil || n < 0:
-				c.at(val, RuleValue, `"depth" of the checkout%s must be a number of commits, 0 for the whole history, got %s`, own.of(), kindName(val))
+				c.at(val, RuleValue, `"depth" of the checkout%s must be a number of commits, 0 for the whole history, got %s`, own.of(), describe(val))
 			case n == 0:
 				co.Depth = -1
 			default:
@@ -736,7 +736,7 @@ func (c *checker) nativeCheckout(v *yaml.Node, own owner) *cikit.Checkout {
 			case val.Kind == yaml.ScalarNode && val.Value == "recursive":
 				co.Submodules = "recursive"
 			default:
-				c.at(val, RuleValue, `"submodules" of the checkout%s must be true, false or "recursive", got %s`, own.of(), kindName(val))
+				c.at(val, RuleValue, `"submodules" of the checkout%s must be true, false or "recursive", got %s`, own.of(), describe(val))
 			}
 		case "path":
 			p, ok := c.scalar(val, "path", own)
@@ -755,4 +755,13 @@ func (c *checker) nativeCheckout(v *yaml.Node, own owner) *cikit.Checkout {
 		}
 	}
 	return co
+}
+
+// describe names a value for a message: a scalar by its text, anything
+// else by its kind.
+func describe(v *yaml.Node) string {
+	if v.Kind == yaml.ScalarNode {
+		return strconv.Quote(v.Value)
+	}
+	return kindName(v)
 }

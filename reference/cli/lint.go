@@ -13,7 +13,10 @@ import (
 )
 
 func lintCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("lint", "lint [-format text|json] [file ...]\n\nWith no file, lints the pipeline file of the current directory.", stderr)
+	fs := newFlags("lint", "lint [-format text|json] [file ...]\n\nWith no file, lints the pipeline file of the current directory.\n"+
+		"Errors (the pipeline cannot run as written) exit 1. Warnings exit 0: a condition that is always false,\n"+
+		"or what the pipeline asks for that the platform accepts but does not honour yet (a container image,\n"+
+		"caches, an action other than actions/checkout …), which the runner also prints at the top of the job's log.", stderr)
 	format := fs.String("format", "text", "output format: text (file:line:col: message [rule]) or json")
 	if code := parse(fs, args); code >= 0 {
 		return code
@@ -61,7 +64,7 @@ func lintCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, d)
 		}
 	}
-	if len(all) > 0 {
+	if compiler.HasErrors(all) {
 		return ExitFailed
 	}
 	return ExitOK
