@@ -189,6 +189,7 @@ func (c *checker) expandNative(j *jobDecl, m *matrixDecl, vals []*yaml.Node) []*
 		spec.ID = v.name(j.spec.ID)
 		spec.MatrixOf = j.spec.ID
 		spec.Matrix = values
+		spec.MatrixJSON = matrixJSON(v.values)
 		if spec.Name == j.spec.ID {
 			spec.Name = spec.ID
 		}

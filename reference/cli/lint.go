@@ -36,12 +36,7 @@ func lintCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var all []compiler.Diagnostic
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			fmt.Fprintf(stderr, "cikit lint: %v\n", err)
-			return ExitInvalid
-		}
-		_, diags, err := compiler.CompileBytes(f, data, compiler.Options{})
+		diags, err := lintFile(ctx, f)
 		if err != nil {
 			fmt.Fprintf(stderr, "cikit lint: %s: %v\n", f, err)
 			return ExitInvalid
@@ -68,6 +63,24 @@ func lintCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// lintFile compiles the pipeline file f. A file below the current
+// directory is read as the platform reads it, from the repository the
+// current directory is the root of: its local includes, the files
+// rules:exists names, the workflows it calls. Another file is compiled
+// alone.
+func lintFile(ctx context.Context, f string) ([]compiler.Diagnostic, error) {
+	if filepath.IsLocal(f) {
+		_, diags, err := compiler.Compile(ctx, compiler.DirSource("."), filepath.ToSlash(filepath.Clean(f)), compiler.Options{})
+		return diags, err
+	}
+	data, err := os.ReadFile(f)
+	if err != nil {
+		return nil, err
+	}
+	_, diags, err := compiler.CompileBytes(f, data, compiler.Options{})
+	return diags, err
 }
 
 type jsonDiagnostic struct {

@@ -107,3 +107,28 @@ jobs:
 	require.Equal(t, gl+`:2:3: trigger: (child/multi-project pipelines) is not supported yet: job "child" would start "./ci/child.yml", and no pipeline would run [trigger]
 `, out.String())
 }
+
+// TestLintReadsTheRepository: run in a repository, `cikit lint` reads
+// the pipeline as the platform does, with its local includes and the
+// files rules:exists looks for.
+func TestLintReadsTheRepository(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) {
+		t.Helper()
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644))
+	}
+	write(".gitlab-ci.yml", "include: ci/jobs.yml\nbuild:\n  script: make\n  needs: [tests]\n")
+	write("ci/jobs.yml", "tests:\n  script: go test ./...\n  rules:\n    - exists: [\"src/**/*.go\"]\n")
+	t.Chdir(dir)
+
+	var out, errOut bytes.Buffer
+	require.Equal(t, ExitFailed, lintCmd(context.Background(), nil, &out, &errOut), errOut.String())
+	require.Equal(t, `.gitlab-ci.yml:4:11: job "build" needs "tests", which is not in the pipeline for this event: its rules or only/except leave it out [needs]`+"\n", out.String(),
+		"no Go file: the included job is left out by rules:exists")
+
+	write("src/pkg/a.go", "package pkg\n")
+	out.Reset()
+	require.Equal(t, ExitOK, lintCmd(context.Background(), []string{".gitlab-ci.yml"}, &out, &errOut), errOut.String())
+	require.Empty(t, out.String())
+}
