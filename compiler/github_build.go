@@ -672,26 +672,29 @@ func typedInput(typ string, v any) any {
 	return v
 }
 
-// matrixJSON returns the JSON of the values of a variant that are objects
-// or arrays, for JobSpec.MatrixJSON: the matrix context at run time keeps
-// them such (matrix.config.os), where JobSpec.Matrix has their text only.
-// nil when the variant has none.
+// matrixJSON returns the JSON of the values of a variant, for
+// JobSpec.MatrixJSON, when one of them is not a string: the matrix
+// context at run time keeps numbers, booleans, objects and arrays such
+// (matrix.config.os, !matrix.experimental), where JobSpec.Matrix has
+// their text only. nil when every value is a string.
 func matrixJSON(values map[string]any) map[string]json.RawMessage {
-	var out map[string]json.RawMessage
-	for k, v := range values {
-		switch v.(type) {
-		case []any, map[string]any:
-		default:
-			continue
+	typed := false
+	for _, v := range values {
+		if _, ok := v.(string); !ok {
+			typed = true
+			break
 		}
+	}
+	if !typed {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(values))
+	for k, v := range values {
 		b, err := json.Marshal(v)
 		if err != nil {
-			// A value JSON cannot hold (YAML's .nan in an array) keeps
-			// its text in Matrix only.
+			// A value JSON cannot hold (YAML's .nan) keeps its text in
+			// Matrix only.
 			continue
-		}
-		if out == nil {
-			out = map[string]json.RawMessage{}
 		}
 		out[k] = b
 	}
