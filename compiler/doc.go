@@ -225,8 +225,8 @@
 // whether an event starts the pipeline, with GitHub's filter patterns.
 // Keys a JobSpec has no place for are checked and not kept: container
 // credentials, ports, volumes and options, a service's volumes and
-// entrypoint (containers are not run yet, which is a warning), run-name,
-// the queue of a concurrency group. GitHub reads no YAML merge keys, so they
+// entrypoint (containers are not run yet, which is a warning), the queue
+// of a concurrency group. GitHub reads no YAML merge keys, so they
 // are reported; anchors and aliases are read.
 //
 // # Diagnostics
@@ -250,7 +250,8 @@
 // runner prints at the top of the job's log: container images (image:,
 // container:), services, caches, artifacts, secrets, environments,
 // GitHub permissions (no token is given to the steps), fail-fast and
-// max-parallel, snapshot, GitLab's interruptible, coverage, hooks,
+// max-parallel, snapshot, run-name, GitLab's workflow:name and
+// workflow:auto_cancel, interruptible, coverage, hooks,
 // id_tokens, identity, pages, release, dast_configuration,
 // manual_confirmation, retry:exit_codes and allow_failure:exit_codes,
 // GitLab CI/CD steps (run: with step:), the git variables the checkout

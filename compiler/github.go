@@ -306,6 +306,9 @@ type ghWorkflow struct {
 	concCancel  ghText     // cancel-in-progress, when an expression
 	permissions map[string]string
 	permNode    *yaml.Node // where permissions are written
+	// runWarnings are what the workflow asks of its run that is not
+	// honoured yet, for the Warnings of each of its jobs.
+	runWarnings []string
 	jobs        []*ghJob
 	jobIndex    map[string]*ghJob // by lower-case ID
 	uses        []ghUse           // the expressions of the workflow's own keys
@@ -339,6 +342,11 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 		case "run-name":
 			if s, ok := c.ghNonEmpty(e.val, `"run-name"`); ok {
 				g.use(&wf.uses, ghText{s, c.resolve(e.val)}, ghAtWorkflow, 0)
+				if s != "" && !called {
+					// A called workflow's run-name names no run, on GitHub
+					// either.
+					wf.runWarnings = append(wf.runWarnings, c.notHonoured(e.key, "run-name is not shown yet: the run is named by the workflow's name"))
+				}
 			}
 		case "on":
 			on = &e

@@ -132,6 +132,7 @@ func (g *ghCompiler) buildVariantEnv(wf *ghWorkflow, j *ghJob, v *ghVariant, id 
 		spec.Permissions = wf.permissions
 		spec.Warnings = g.inheritedPermissions(wf, j.warnings)
 	}
+	spec.Warnings = withRunWarnings(wf, spec.Warnings)
 	if j.coeExpr.set() {
 		if b, known := x.bool(j.coeExpr); known {
 			spec.AllowFailure = b
@@ -300,6 +301,7 @@ func (g *ghCompiler) buildCall(wf *ghWorkflow, j *ghJob, x *ghEval, id, name str
 		if j.permissions == nil {
 			spec.Warnings = g.inheritedPermissions(wf, j.warnings)
 		}
+		spec.Warnings = withRunWarnings(wf, spec.Warnings)
 		if j.concurrency != nil {
 			spec.Concurrency = x.concurrency(j.concurrency, j.concNode, j.concCancel)
 		}
@@ -340,6 +342,7 @@ func (g *ghCompiler) buildCall(wf *ghWorkflow, j *ghJob, x *ghEval, id, name str
 	if j.permissions == nil {
 		callerWarnings = g.inheritedPermissions(wf, j.warnings)
 	}
+	callerWarnings = withRunWarnings(wf, callerWarnings)
 	out := make([]*jobDecl, 0, len(inner))
 	for _, d := range inner {
 		s := d.spec
@@ -725,4 +728,13 @@ func (g *ghCompiler) inheritedPermissions(wf *ghWorkflow, own []string) []string
 	}
 	w := g.c.notHonoured(wf.permNode, "permissions are not applied yet: the job's steps get no GitHub token with them")
 	return append([]string{w}, own...)
+}
+
+// withRunWarnings returns the warnings of a job of wf: those of the run
+// the workflow asks for, then the job's own.
+func withRunWarnings(wf *ghWorkflow, own []string) []string {
+	if len(wf.runWarnings) == 0 {
+		return own
+	}
+	return slices.Concat(wf.runWarnings, own)
 }

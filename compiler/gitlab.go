@@ -81,10 +81,13 @@ type glFront struct {
 	// workflowRules records that the pipeline has workflow:rules, which
 	// drops the default of only.
 	workflowRules bool
-	stages        []string
-	stageIndex    map[string]int
-	globals       *glVarsDecl // the pipeline's variables, workflow's included
-	defaults      *glv        // the default keys, deprecated globals merged
+	// runWarnings are what the pipeline asks of its run that is not
+	// honoured yet (workflow:name …), for the Warnings of every job.
+	runWarnings []string
+	stages      []string
+	stageIndex  map[string]int
+	globals     *glVarsDecl // the pipeline's variables, workflow's included
+	defaults    *glv        // the default keys, deprecated globals merged
 }
 
 // compileGitLab is the front end of GitLab CI's format.
@@ -148,6 +151,11 @@ func compileGitLab(c *checker, root *yaml.Node) *draft {
 		return d
 	}
 	d.jobs = g.finish(jobs)
+	if len(g.runWarnings) > 0 {
+		for _, j := range d.jobs {
+			j.spec.Warnings = slices.Concat(g.runWarnings, j.spec.Warnings)
+		}
+	}
 	return d
 }
 
@@ -261,9 +269,14 @@ func (g *glFront) readWorkflow() bool {
 				g.workflowRules = true
 				rulesEntry = &v.keys[i]
 			}
-		case "name", "auto_cancel":
-			// The pipeline's display name and auto-cancel policy belong
-			// to the platform's run records, not to the jobs.
+		case "name":
+			if n, ok := g.str(g.deref(k.val), "name"); ok && n != "" {
+				g.runWarnings = append(g.runWarnings, g.notHonoured(k.key, "workflow:name is not shown yet: the run is not named by it"))
+			}
+		case "auto_cancel":
+			if !k.val.isNull() {
+				g.runWarnings = append(g.runWarnings, g.notHonoured(k.key, "workflow:auto_cancel is not honoured yet: a newer pipeline does not cancel this one"))
+			}
 		default:
 			g.unknownGLKey(k, "in workflow", glWorkflowKeys)
 		}
