@@ -120,8 +120,12 @@ type checker struct {
 	// nodeFiles names the file of nodes read from other files than the
 	// compiled one (included files), so that findings about them, also
 	// those of link, name the file they are written in.
-	nodeFiles   map[*yaml.Node]string
-	diags       []Diagnostic
+	nodeFiles map[*yaml.Node]string
+	diags     []Diagnostic
+	// runWarnings are what the pipeline asks of its runs that is not
+	// honoured yet (a schedule), for the Warnings of every job of the
+	// native format.
+	runWarnings []string
 	sizes       map[*yaml.Node]int // subtree sizes, for charging aliases
 	aliasNodes  int
 	planEntries int

@@ -250,7 +250,8 @@
 // runner prints at the top of the job's log: container images (image:,
 // container:), services, caches, artifacts, secrets, environments,
 // GitHub permissions (no token is given to the steps), fail-fast and
-// max-parallel, snapshot, run-name, GitLab's workflow:name and
+// max-parallel, snapshot, run-name, schedules (on: schedule starts no
+// run yet, in GitHub workflows and the native format), GitLab's workflow:name and
 // workflow:auto_cancel, interruptible, coverage, hooks,
 // id_tokens, identity, pages, release, dast_configuration,
 // manual_confirmation, retry:exit_codes and allow_failure:exit_codes,

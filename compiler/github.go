@@ -309,6 +309,7 @@ type ghWorkflow struct {
 	// runWarnings are what the workflow asks of its run that is not
 	// honoured yet, for the Warnings of each of its jobs.
 	runWarnings []string
+	called      bool // read as a reusable workflow
 	jobs        []*ghJob
 	jobIndex    map[string]*ghJob // by lower-case ID
 	uses        []ghUse           // the expressions of the workflow's own keys
@@ -333,7 +334,7 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 		c.at(root, RuleType, `a workflow must be a mapping with "on" and "jobs" keys, got %s`, kindName(root))
 		return nil
 	}
-	wf := &ghWorkflow{file: file, jobIndex: map[string]*ghJob{}}
+	wf := &ghWorkflow{file: file, jobIndex: map[string]*ghJob{}, called: called}
 	var on, jobs *entry
 	for _, e := range c.ghEntries(root, false) {
 		switch e.name {
@@ -342,7 +343,7 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 		case "run-name":
 			if s, ok := c.ghNonEmpty(e.val, `"run-name"`); ok {
 				g.use(&wf.uses, ghText{s, c.resolve(e.val)}, ghAtWorkflow, 0)
-				if s != "" && !called {
+				if s != "" && !wf.called {
 					// A called workflow's run-name names no run, on GitHub
 					// either.
 					wf.runWarnings = append(wf.runWarnings, c.notHonoured(e.key, "run-name is not shown yet: the run is named by the workflow's name"))

@@ -298,6 +298,9 @@ func (g *glFront) readWorkflow() bool {
 	if dec.rule != nil && dec.rule.variables != nil {
 		g.globals = g.globals.overlay(dec.rule.variables)
 	}
+	if dec.rule != nil && dec.rule.autoCancel != nil {
+		g.runWarnings = append(g.runWarnings, g.notHonoured(dec.rule.autoCancel, "workflow:auto_cancel is not honoured yet: a newer pipeline does not cancel this one"))
+	}
 	return true
 }
 

@@ -480,6 +480,9 @@ func (g *glFront) decide(j *glJob, r *glReader, vars *glVarsDecl) *glVarsDecl {
 		}
 		j.spec.If = dec.cond
 		rule := dec.rule
+		if rule.interruptible != nil {
+			j.spec.Warnings = append(j.spec.Warnings, g.notHonoured(rule.interruptible, "interruptible is not honoured yet: a newer pipeline does not cancel the job"))
+		}
 		if rule.when != "" {
 			when = string(rule.when)
 		}
@@ -1274,8 +1277,22 @@ func (g *glFront) ruleKey(r *glRule, k glEntry, kind ruleKind) {
 			return
 		}
 		g.unknownGLKey(k, "in this rule", glRuleKeys[kind])
-	case "interruptible", "auto_cancel":
-		// Cancellation policy of the platform (see the job key).
+	case "interruptible":
+		if kind != ruleJob {
+			g.unknownGLKey(k, "in this rule", glRuleKeys[kind])
+			return
+		}
+		if b, ok := g.boolean(v, k.name); ok && b {
+			r.interruptible = k.key
+		}
+	case "auto_cancel":
+		if kind != ruleWorkflow {
+			g.unknownGLKey(k, "in this rule", glRuleKeys[kind])
+			return
+		}
+		if !v.isNull() {
+			r.autoCancel = k.key
+		}
 	default:
 		g.unknownGLKey(k, "in a rule", glRuleKeys[kind])
 	}

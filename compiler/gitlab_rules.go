@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/compiler/expr"
 )
@@ -505,6 +507,10 @@ type glRule struct {
 	startIn      time.Duration
 	variables    *glVarsDecl
 	needs        *glv // rules:needs replaces the job's needs
+	// interruptible and autoCancel are where the rule asks for a
+	// cancellation policy, which is not honoured yet; nil when it does
+	// not.
+	interruptible, autoCancel *yaml.Node
 }
 
 // glCond is a parsed if: expression and where it is written.

@@ -3,6 +3,7 @@ package compiler
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -137,6 +138,11 @@ func compileNative(c *checker, root *yaml.Node) *draft {
 		js := c.nativeJob(e, d, declared, stageIndex)
 		c.chargeJobs(len(d.jobs), js, e.key, e.name)
 		d.jobs = append(d.jobs, js...)
+	}
+	if len(c.runWarnings) > 0 {
+		for _, j := range d.jobs {
+			j.spec.Warnings = slices.Concat(c.runWarnings, j.spec.Warnings)
+		}
 	}
 	return d
 }
