@@ -147,8 +147,9 @@
 // matched against the repository's files when the source is a
 // FileLister (a glob under a folder that does not exist matches nothing;
 // past GitLab's 10,000 comparisons the clause is true, as there) and are
-// unknown otherwise, and an empty pattern names no file. YAML merge keys resolve as in GitLab's YAML
-// library: in order, a later "<<" overriding what came before.
+// unknown otherwise, and an empty pattern names no file. YAML merge keys
+// resolve as in GitLab's YAML library: in order, a later "<<" overriding
+// what came before.
 //
 // Includes of other kinds than local (remote, template, project,
 // component) cannot be read by a compiler that reads only the commit's
@@ -251,9 +252,9 @@
 // container:), services, caches, artifacts, secrets, environments,
 // GitHub permissions (no token is given to the steps), fail-fast and
 // max-parallel, snapshot, run-name, schedules (on: schedule starts no
-// run yet, in GitHub workflows and the native format), GitLab's workflow:name and
-// workflow:auto_cancel, interruptible, coverage, hooks,
-// id_tokens, identity, pages, release, dast_configuration,
+// run yet, in GitHub workflows and the native format), GitLab's
+// workflow:name and workflow:auto_cancel, interruptible, coverage,
+// hooks, id_tokens, identity, pages, release, dast_configuration,
 // manual_confirmation, retry:exit_codes and allow_failure:exit_codes,
 // GitLab CI/CD steps (run: with step:), the git variables the checkout
 // does not follow (GIT_CLONE_PATH, GIT_CHECKOUT, GIT_CLEAN_FLAGS …), and
