@@ -90,8 +90,8 @@ type JobSpec struct {
 	// strings (non-string values as JSON); nil for a job without matrix.
 	Matrix map[string]string `json:"matrix,omitempty"`
 	// MatrixJSON holds each matrix value of Matrix in its JSON form, so
-	// that objects and arrays stay such in the matrix context at run
-	// time; nil when no value is an object or an array.
+	// that numbers, booleans, objects and arrays stay such in the matrix
+	// context at run time; nil when every value is a string.
 	MatrixJSON map[string]json.RawMessage `json:"matrix_json,omitempty"`
 	// MatrixOf is the ID of the job as written, for a matrix variant.
 	MatrixOf string `json:"matrix_of,omitempty"`

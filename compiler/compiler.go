@@ -253,6 +253,7 @@ func compile(ctx context.Context, src FileSource, path string, data []byte, opts
 	plan := &Plan{File: path, Format: format, Name: d.name, Triggers: d.triggers, Concurrency: d.concurrency, Stages: d.stages, Env: d.env, graph: d.graph}
 	plan.Jobs = make([]*cikit.JobSpec, len(d.jobs))
 	for i, j := range d.jobs {
+		j.spec.Format = string(format)
 		plan.Jobs[i] = j.spec
 	}
 	if plan.graph == nil {

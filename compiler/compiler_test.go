@@ -59,13 +59,17 @@ jobs:
 				{Name: "make", Run: "make"},
 				{Name: "vet", Run: "go vet", Env: map[string]string{"C": "3"}},
 			},
-			Timeout: 90 * time.Second,
+			Timeout:  90 * time.Second,
+			Checkout: &cikit.Checkout{Strategy: "fetch"},
+			Format:   "native",
 		},
 		{
 			ID: "unit", Name: "unit", Stage: "test", Needs: []string{"build"},
 			Env:          map[string]string{"A": "1"},
 			Steps:        []cikit.Step{{Name: "make test", Run: "make test"}},
 			AllowFailure: true,
+			Checkout:     &cikit.Checkout{Strategy: "fetch"},
+			Format:       "native",
 		},
 	}
 	if diff := cmp.Diff(want, plan.Jobs); diff != "" {
@@ -368,7 +372,8 @@ func TestNativeTriggered(t *testing.T) {
 	require.NoError(t, err)
 	plan, diags, err := compiler.CompileBytes(".cikit.yml", data, compiler.Options{})
 	require.NoError(t, err)
-	require.Empty(t, diags)
+	require.Len(t, diags, 1)
+	require.Equal(t, ".cikit.yml:12:3: warning: schedule is not run yet: no run starts on its own at these times [unsupported]", diags[0].String())
 	for _, tc := range []struct {
 		ev   compiler.Event
 		want bool

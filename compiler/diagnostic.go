@@ -56,8 +56,9 @@ const (
 // runs as written (the platform it was written for would run it), but
 // part of it is dead or always empty.
 var warningRules = map[string]bool{
-	RuleIfCond:    true,
-	RuleMatrixRef: true,
+	RuleIfCond:      true,
+	RuleMatrixRef:   true,
+	RuleUnsupported: true,
 }
 
 // Rule identifiers of diagnostics.
@@ -79,6 +80,16 @@ const (
 	// RuleMatrixRef: a GitHub expression reads matrix.x in a job without
 	// a matrix, so it is always empty (a warning).
 	RuleMatrixRef = "matrix-ref"
+	// RuleUnsupported: the pipeline asks for something the platform
+	// accepts but does not honour yet (a container image, caches, a
+	// remote action …). A warning: the job runs, without it; the same
+	// words are in JobSpec.Warnings, which the runner prints at the top
+	// of the job's log.
+	RuleUnsupported = "unsupported"
+	// RuleTrigger: a GitLab trigger job (a child or multi-project
+	// pipeline), which the platform does not run yet. An error, so that
+	// such a pipeline never passes without the pipeline it starts.
+	RuleTrigger = "trigger"
 )
 
 // Limits on the work a single file can cause. They are far above what a
@@ -109,8 +120,12 @@ type checker struct {
 	// nodeFiles names the file of nodes read from other files than the
 	// compiled one (included files), so that findings about them, also
 	// those of link, name the file they are written in.
-	nodeFiles   map[*yaml.Node]string
-	diags       []Diagnostic
+	nodeFiles map[*yaml.Node]string
+	diags     []Diagnostic
+	// runWarnings are what the pipeline asks of its runs that is not
+	// honoured yet (a schedule), for the Warnings of every job of the
+	// native format.
+	runWarnings []string
 	sizes       map[*yaml.Node]int // subtree sizes, for charging aliases
 	aliasNodes  int
 	planEntries int
@@ -239,6 +254,24 @@ func (c *checker) at(n *yaml.Node, rule, format string, args ...any) {
 		}
 	}
 	c.report(line, col, rule, format, args...)
+}
+
+// notHonoured reports, as a RuleUnsupported warning at n, that what the
+// pipeline asks for there is accepted but not honoured yet, and returns
+// the same finding as a line for JobSpec.Warnings: the runner prints it
+// at the top of the job's log, where the file's position helps the
+// reader find the key.
+func (c *checker) notHonoured(n *yaml.Node, format string, args ...any) string {
+	msg := fmt.Sprintf(format, args...)
+	c.at(n, RuleUnsupported, "%s", msg)
+	file, line := c.file, 1
+	if n != nil {
+		line = max(n.Line, 1)
+		if f, ok := c.nodeFiles[n]; ok {
+			file = f
+		}
+	}
+	return fmt.Sprintf("%s:%d: %s", file, line, msg)
 }
 
 // sorted returns the diagnostics in reading order, file by file (an

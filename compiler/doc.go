@@ -55,6 +55,15 @@
 //	artifacts: {paths: [dist/], expire_in: 7d}
 //	environment: {name: production, url: https://example.com}
 //	secrets: [DEPLOY_TOKEN]
+//	checkout: {depth: 0, submodules: recursive, strategy: clone, path: src}
+//
+// The runner puts the run's commit into the workspace before the first
+// step (JobSpec.Checkout): by default a shallow fetch into the
+// workspace's root. checkout changes how: depth is the commits of history
+// (0 for all of it), submodules true, false or "recursive", strategy
+// "fetch" (reuse the runner's copy), "clone" (a fresh one) or "none", and
+// path a folder of the workspace; `checkout: false` is no checkout at
+// all, the workspace starting empty.
 //
 // and the pipeline may say what triggers it, with GitHub's filter
 // patterns ("**" crosses directories, "!" excludes):
@@ -93,9 +102,29 @@
 // as in GitLab, the artifacts of every earlier job that uploads some, or
 // of those its dependencies name: its Needs list them all. parallel and
 // parallel:matrix jobs become one job per copy, named as GitLab names
-// them ("test 1/3", "deploy: [aws, app1]"); a need of the job is a need
-// of every copy. A trigger job has no steps and names the pipeline it
-// starts in Uses.
+// them ("test 1/3", "deploy: [aws, app1]"), with CI_NODE_INDEX (from 1)
+// and CI_NODE_TOTAL in each copy's Env; a need of the job is a need of
+// every copy. A trigger job (a child or multi-project pipeline) is an
+// error, rule "trigger": the platform does not start other pipelines
+// yet, and a job that passes without running them would be a lie.
+//
+// A job runs as GitLab runs it. before_script and script are one step,
+// one shell session: each command is printed as GitLab prints it ("$ make",
+// the first line of a multi-line command and "# collapsed multi-line
+// command") and then run, so a cd or a variable of one command holds in
+// the next and the first failing command fails the job; after_script is
+// one step of its own, in a fresh session (JobSpec.AfterSteps). The runner
+// checks out the commit before the first step (JobSpec.Checkout), as the
+// variables GIT_STRATEGY (fetch, clone, none, or empty: none), GIT_DEPTH
+// (0 for the whole history) and GIT_SUBMODULE_STRATEGY (none, normal,
+// recursive) say, the pipeline's variables winning over the file's; by
+// default a shallow fetch. Variables that refer to variables of the file
+// ($NAME, ${NAME}) are expanded into Env as GitLab expands them; what the
+// compiler cannot resolve (predefined variables, the pipeline's own, a
+// loop of references) stays for the runner, which expands Env once more
+// with the run's variables, "$$" being a literal "$" there (so "$$"
+// stays "$$" in Env, and a variable with expand: false has its "$"
+// doubled).
 //
 // Decisions use Options.Event. Event.Variables are taken as the
 // pipeline's variables (project, group, schedule, manual ones): a
@@ -113,10 +142,14 @@
 // workflow:rules are not applied; with one, a workflow that does not run
 // is a diagnostic (rule "workflow"), since a plan cannot be empty.
 // changes compares Event.ChangedFiles with the patterns (unknown when
-// they are nil); exists asks the FileSource for plain paths, with or
-// without an event, and counts patterns as unknown, since a FileSource
-// does not list directories. YAML merge keys resolve as in GitLab's YAML
-// library: in order, a later "<<" overriding what came before.
+// they are nil); exists decides as GitLab does, with or without an
+// event: plain paths are asked of the FileSource, glob patterns are
+// matched against the repository's files when the source is a
+// FileLister (a glob under a folder that does not exist matches nothing;
+// past GitLab's 10,000 comparisons the clause is true, as there) and are
+// unknown otherwise, and an empty pattern names no file. YAML merge keys
+// resolve as in GitLab's YAML library: in order, a later "<<" overriding
+// what came before.
 //
 // Includes of other kinds than local (remote, template, project,
 // component) cannot be read by a compiler that reads only the commit's
@@ -125,10 +158,6 @@
 // so. A local include that does not exist is a finding, and the names it
 // would have defined are then not reported again.
 //
-// Keys GitLab knows but JobSpec does not carry are accepted and ignored:
-// artifacts:reports, coverage, interruptible, hooks, id_tokens, identity,
-// pages, release, dast_configuration, manual_confirmation, environment
-// details beyond name, url and action, image and service entrypoints.
 // Cross-pipeline and cross-project needs order nothing in this pipeline
 // and are accepted without an edge.
 //
@@ -185,15 +214,20 @@
 // workflow's output. GitHub's limits hold: four levels of workflows, 20
 // distinct reusable workflows, no cycles. A reusable workflow of another
 // repository stays one job with Uses set and one step that names it with
-// its inputs.
+// its inputs, and a warning: it is not run yet. The runner runs
+// actions/checkout (any version) and the actions of the repository
+// (uses: ./path); every other action (JavaScript, Docker, docker://) is
+// a warning naming it, since the step fails when it runs. Matrix values
+// that are objects or arrays are also kept as JSON (JobSpec.MatrixJSON),
+// so that matrix.config.os reads them at run time.
 //
 // The events of on: are the plan's Triggers, in a format-neutral form
 // (workflow_dispatch is the event "manual"); Plan.Triggered decides
 // whether an event starts the pipeline, with GitHub's filter patterns.
 // Keys a JobSpec has no place for are checked and not kept: container
 // credentials, ports, volumes and options, a service's volumes and
-// entrypoint, strategy fail-fast and max-parallel, run-name, the queue of
-// a concurrency group, snapshot. GitHub reads no YAML merge keys, so they
+// entrypoint (containers are not run yet, which is a warning), the queue
+// of a concurrency group. GitHub reads no YAML merge keys, so they
 // are reported; anchors and aliases are read.
 //
 // # Diagnostics
@@ -207,6 +241,25 @@
 //
 // Untrusted files are expected: the compiler does not panic on any input,
 // and bounds the work an input can cause (aliases, implied needs, hints).
+//
+// # What is not honoured yet
+//
+// A key the compiler accepts changes what runs, or says it does not. What
+// a pipeline asks for that the platform accepts but does not do yet is a
+// warning at the key (rule "unsupported"), and the same finding, with the
+// file and line, is a line of the job's JobSpec.Warnings, which the
+// runner prints at the top of the job's log: container images (image:,
+// container:), services, caches, artifacts, secrets, environments,
+// GitHub permissions (no token is given to the steps), fail-fast and
+// max-parallel, snapshot, run-name, schedules (on: schedule starts no
+// run yet, in GitHub workflows and the native format), GitLab's
+// workflow:name and workflow:auto_cancel, interruptible, coverage,
+// hooks, id_tokens, identity, pages, release, dast_configuration,
+// manual_confirmation, retry:exit_codes and allow_failure:exit_codes,
+// GitLab CI/CD steps (run: with step:), the git variables the checkout
+// does not follow (GIT_CLONE_PATH, GIT_CHECKOUT, GIT_CLEAN_FLAGS …), and
+// actions other than actions/checkout and local ones. Keys that ask for
+// nothing (a null image, interruptible: false) are not reported.
 //
 // # Limits
 //

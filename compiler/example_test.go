@@ -71,14 +71,19 @@ func ExampleCompile() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(len(diags), "diagnostics")
+	// Warnings come with the plan: what the pipeline asks for that the
+	// platform does not do yet.
+	for _, d := range diags {
+		fmt.Println(d)
+	}
 	g := plan.Graph()
 	for _, i := range g.Order() {
 		j := plan.Jobs[i]
 		fmt.Printf("%s: %d steps, needs %v\n", j.DisplayName(), len(j.Steps), j.Needs)
 	}
 	// Output:
-	// 0 diagnostics
+	// full.yml:8:5: warning: image is not used yet: the job runs on the runner's host, not in a container [unsupported]
+	// full.yml:28:5: warning: image is not used yet: the job runs on the runner's host, not in a container [unsupported]
 	// Build it: 2 steps, needs []
 	// unit: 1 steps, needs [build]
 	// lint: 1 steps, needs [build]

@@ -305,6 +305,11 @@ type ghWorkflow struct {
 	concNode    *yaml.Node // the concurrency group as written
 	concCancel  ghText     // cancel-in-progress, when an expression
 	permissions map[string]string
+	permNode    *yaml.Node // where permissions are written
+	// runWarnings are what the workflow asks of its run that is not
+	// honoured yet, for the Warnings of each of its jobs.
+	runWarnings []string
+	called      bool // read as a reusable workflow
 	jobs        []*ghJob
 	jobIndex    map[string]*ghJob // by lower-case ID
 	uses        []ghUse           // the expressions of the workflow's own keys
@@ -329,7 +334,7 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 		c.at(root, RuleType, `a workflow must be a mapping with "on" and "jobs" keys, got %s`, kindName(root))
 		return nil
 	}
-	wf := &ghWorkflow{file: file, jobIndex: map[string]*ghJob{}}
+	wf := &ghWorkflow{file: file, jobIndex: map[string]*ghJob{}, called: called}
 	var on, jobs *entry
 	for _, e := range c.ghEntries(root, false) {
 		switch e.name {
@@ -338,6 +343,11 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 		case "run-name":
 			if s, ok := c.ghNonEmpty(e.val, `"run-name"`); ok {
 				g.use(&wf.uses, ghText{s, c.resolve(e.val)}, ghAtWorkflow, 0)
+				if s != "" && !wf.called {
+					// A called workflow's run-name names no run, on GitHub
+					// either.
+					wf.runWarnings = append(wf.runWarnings, c.notHonoured(e.key, "run-name is not shown yet: the run is named by the workflow's name"))
+				}
 			}
 		case "on":
 			on = &e
@@ -351,7 +361,7 @@ func (g *ghCompiler) workflow(root *yaml.Node, file string, called bool) *ghWork
 			wf.concNode = c.groupNode(e.val)
 			g.useConcurrency(&wf.uses, e.val, ghAtWorkflow)
 		case "permissions":
-			wf.permissions = c.ghPermissions(e.val)
+			wf.permissions, wf.permNode = c.ghPermissions(e.val), e.key
 		case "jobs":
 			jobs = &e
 		default:

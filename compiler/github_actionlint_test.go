@@ -97,8 +97,16 @@ func TestActionlintExamples(t *testing.T) {
 			t.Parallel()
 			data, err := os.ReadFile(file)
 			require.NoError(t, err)
-			_, diags, err := compiler.CompileBytes(".github/workflows/test.yaml", data, compiler.Options{})
+			_, all, err := compiler.CompileBytes(".github/workflows/test.yaml", data, compiler.Options{})
 			require.NoError(t, err)
+			// What the platform does not run yet is not a finding about
+			// the file, which actionlint judges.
+			var diags []compiler.Diagnostic
+			for _, d := range all {
+				if d.Rule != compiler.RuleUnsupported {
+					diags = append(diags, d)
+				}
+			}
 			lines := map[int]bool{}
 			for _, d := range diags {
 				lines[d.Line] = true

@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"cmp"
+	"encoding/json"
 	"fmt"
 	"path"
 	"slices"
@@ -74,6 +75,7 @@ func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 			if d.spec.MatrixOf == "" {
 				d.spec.MatrixOf = j.id
 				d.spec.Matrix = vs[i].strings
+				d.spec.MatrixJSON = matrixJSON(vs[i].values)
 				g.c.chargePlan(len(d.spec.Matrix), j.key)
 			}
 		}
@@ -125,9 +127,12 @@ func (g *ghCompiler) buildVariantEnv(wf *ghWorkflow, j *ghJob, v *ghVariant, id 
 		Outputs:      j.outputs,
 		Permissions:  j.permissions,
 	}
+	spec.Warnings = j.warnings
 	if spec.Permissions == nil {
 		spec.Permissions = wf.permissions
+		spec.Warnings = g.inheritedPermissions(wf, j.warnings)
 	}
+	spec.Warnings = withRunWarnings(wf, spec.Warnings)
 	if j.coeExpr.set() {
 		if b, known := x.bool(j.coeExpr); known {
 			spec.AllowFailure = b
@@ -173,6 +178,9 @@ func (g *ghCompiler) buildVariantEnv(wf *ghWorkflow, j *ghJob, v *ghVariant, id 
 		if len(j.secretNames) > 0 {
 			spec.Secrets = j.secretNames
 		}
+	}
+	if len(spec.Secrets) > 0 {
+		spec.Warnings = append(slices.Clip(spec.Warnings), g.c.notHonoured(j.key, "secrets are not provided yet: %s read empty", secretsList(spec.Secrets)))
 	}
 	return append(out, &jobDecl{spec: spec, key: j.key, hasNeeds: j.hasNeeds, needs: j.needs, stage: -1})
 }
@@ -288,7 +296,12 @@ func (g *ghCompiler) buildCall(wf *ghWorkflow, j *ghJob, x *ghEval, id, name str
 			When:        when,
 			If:          cond,
 			Permissions: perms,
+			Warnings:    j.warnings,
 		}
+		if j.permissions == nil {
+			spec.Warnings = g.inheritedPermissions(wf, j.warnings)
+		}
+		spec.Warnings = withRunWarnings(wf, spec.Warnings)
 		if j.concurrency != nil {
 			spec.Concurrency = x.concurrency(j.concurrency, j.concNode, j.concCancel)
 		}
@@ -323,9 +336,19 @@ func (g *ghCompiler) buildCall(wf *ghWorkflow, j *ghJob, x *ghEval, id, name str
 		linked = d.graph != nil
 	})
 	g.stack = g.stack[:len(g.stack)-1]
+	// What the caller asks for and is not honoured holds for every job it
+	// calls.
+	callerWarnings := j.warnings
+	if j.permissions == nil {
+		callerWarnings = g.inheritedPermissions(wf, j.warnings)
+	}
+	callerWarnings = withRunWarnings(wf, callerWarnings)
 	out := make([]*jobDecl, 0, len(inner))
 	for _, d := range inner {
 		s := d.spec
+		if len(callerWarnings) > 0 {
+			s.Warnings = append(slices.Clone(callerWarnings), s.Warnings...)
+		}
 		internal := s.Needs
 		call.binding.apply(s)
 		s.Secrets = secretsOf(s)
@@ -650,4 +673,68 @@ func typedInput(typ string, v any) any {
 		}
 	}
 	return v
+}
+
+// matrixJSON returns the JSON of the values of a variant, for
+// JobSpec.MatrixJSON, when one of them is not a string: the matrix
+// context at run time keeps numbers, booleans, objects and arrays such
+// (matrix.config.os, !matrix.experimental), where JobSpec.Matrix has
+// their text only. nil when every value is a string.
+func matrixJSON(values map[string]any) map[string]json.RawMessage {
+	typed := false
+	for _, v := range values {
+		if _, ok := v.(string); !ok {
+			typed = true
+			break
+		}
+	}
+	if !typed {
+		return nil
+	}
+	out := make(map[string]json.RawMessage, len(values))
+	for k, v := range values {
+		b, err := json.Marshal(v)
+		if err != nil {
+			// A value JSON cannot hold (YAML's .nan) keeps its text in
+			// Matrix only.
+			continue
+		}
+		out[k] = b
+	}
+	return out
+}
+
+// secretsList names the secrets a job reads, for messages.
+func secretsList(names []string) string {
+	parts := make([]string, len(names))
+	for i, n := range names {
+		if n == "*" {
+			parts[i] = "the secrets it inherits"
+		} else {
+			parts[i] = "secrets." + n
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// inheritedPermissions returns the warnings of a job that takes the
+// workflow's permissions: the job's own, after the one saying the
+// permissions are not applied, when the workflow sets some. It is
+// reported where a job takes them, since jobs with permissions of their
+// own do not.
+func (g *ghCompiler) inheritedPermissions(wf *ghWorkflow, own []string) []string {
+	if len(wf.permissions) == 0 {
+		return own
+	}
+	w := g.c.notHonoured(wf.permNode, "permissions are not applied yet: the job's steps get no GitHub token with them")
+	return append([]string{w}, own...)
+}
+
+// withRunWarnings returns the warnings of a job of wf: those of the run
+// the workflow asks for, then the job's own.
+func withRunWarnings(wf *ghWorkflow, own []string) []string {
+	if len(wf.runWarnings) == 0 {
+		return own
+	}
+	return slices.Concat(wf.runWarnings, own)
 }

@@ -57,6 +57,28 @@ type ghJob struct {
 
 	exprs   []ghUse  // the job's expressions, checked once every job is known
 	stepIDs []string // the id of each step, "" for a step without one
+
+	// warnings are what the job asks for that is not honoured yet, for
+	// JobSpec.Warnings (see checker.notHonoured).
+	warnings []string
+}
+
+// warn records, at n, that job j asks for something the platform does not
+// honour yet.
+func (g *ghCompiler) warn(j *ghJob, n *yaml.Node, format string, args ...any) {
+	j.warnings = append(j.warnings, g.c.notHonoured(n, format, args...))
+}
+
+// runnerAction says whether the runner runs action ref itself: any
+// version of actions/checkout, which is the runner's own checkout, and
+// the actions of the workflow's repository (./path). Other actions, of
+// JavaScript or Docker, are not run yet.
+func runnerAction(ref string) bool {
+	if strings.HasPrefix(ref, "./") {
+		return true
+	}
+	name, _, _ := strings.Cut(ref, "@")
+	return strings.EqualFold(name, "actions/checkout")
 }
 
 // ghText is a string value as written and the node it comes from.
@@ -196,9 +218,14 @@ func (g *ghCompiler) job(wf *ghWorkflow, e entry) *ghJob {
 				}
 			}
 		case "permissions":
-			j.permissions = c.ghPermissions(val)
+			if j.permissions = c.ghPermissions(val); len(j.permissions) > 0 {
+				g.warn(j, k.key, "permissions are not applied yet: the job's steps get no GitHub token with them")
+			}
 		case "environment":
 			j.environment = g.environment(k, j.id)
+			if j.environment != nil {
+				g.warn(j, k.key, "environment is not tracked yet: no deployment is recorded and its protection rules do not apply")
+			}
 			if e := j.environment; e != nil {
 				g.use(&j.exprs, e.name, ghAtJob, 0)
 				g.use(&j.exprs, e.url, ghAtEnvURL, 0)
@@ -236,10 +263,14 @@ func (g *ghCompiler) job(wf *ghWorkflow, e entry) *ghJob {
 				g.use(&j.exprs, j.coeExpr, ghAtJob, 0)
 			}
 		case "container":
-			j.container = g.container(k, j.id)
+			if j.container = g.container(k, j.id); j.container != nil {
+				g.warn(j, k.key, "container is not used yet: the job runs on the runner's host, not in a container")
+			}
 			g.useContainer(&j.exprs, val)
 		case "services":
-			j.services = g.services(val, j.id)
+			if j.services = g.services(val, j.id); len(j.services) > 0 {
+				g.warn(j, k.key, "services are not started yet: the job runs without them")
+			}
 			if val.Kind == yaml.MappingNode {
 				for i := 0; i+1 < len(val.Content); i += 2 {
 					g.useContainer(&j.exprs, c.resolve(val.Content[i+1]))
@@ -247,9 +278,13 @@ func (g *ghCompiler) job(wf *ghWorkflow, e entry) *ghJob {
 			}
 		case "snapshot":
 			g.snapshot(k, j)
+			g.warn(j, k.key, "snapshot is not taken: no runner image is made from the job")
 		case "uses":
 			if s, ok := c.ghNonEmpty(val, `"uses"`); ok {
 				j.uses = ghText{s, val}
+				if local, msg := parseCallRef(s); local == "" && msg == "" {
+					g.warn(j, val, "reusable workflow %q of another repository is not run by the platform yet: job %q fails when it runs", s, j.id)
+				}
 			}
 		case "with":
 			j.with = g.withs(val, `"with"`)
@@ -762,6 +797,8 @@ func (g *ghCompiler) step(item *yaml.Node, n int, j *ghJob, ids map[string]*yaml
 				if msg := checkActionRef(ref); msg != "" {
 					c.at(val, RuleValue, "invalid action %q in %s: %s", ref, where, msg)
 					ok = false
+				} else if !runnerAction(ref) {
+					g.warn(j, val, "action %q is not run by the platform yet (it runs actions/checkout and local ./ actions): %s fails when it runs", ref, where)
 				}
 			}
 			s.Uses = ref
@@ -875,8 +912,11 @@ func (g *ghCompiler) strategy(j *ghJob, e entry) {
 		case "matrix":
 			j.matrix = g.matrix(se, j.id)
 		case "fail-fast":
-			c.ghBool(v, `"fail-fast"`)
+			if b, x, _ := c.ghBool(v, `"fail-fast"`); b || x != "" {
+				g.warn(j, se.key, "fail-fast is not honoured yet: a failing variant does not cancel the others")
+			}
 		case "max-parallel":
+			g.warn(j, se.key, "max-parallel is not honoured yet: the variants run as runners allow")
 			switch {
 			case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!int":
 				if n, err := strconv.Atoi(strings.ReplaceAll(v.Value, "_", "")); err != nil || n <= 0 {

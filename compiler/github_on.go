@@ -162,7 +162,9 @@ func (g *ghCompiler) event(wf *ghWorkflow, nameNode *yaml.Node, name string, con
 	}
 	switch name {
 	case "schedule":
-		t.Schedules = g.schedules(config)
+		if t.Schedules = g.schedules(config); len(t.Schedules) > 0 && !wf.called {
+			wf.runWarnings = append(wf.runWarnings, c.notHonoured(nameNode, scheduleNotRun))
+		}
 	case "workflow_dispatch":
 		wf.hasDispatch = true
 		t.Inputs = g.dispatchInputs(config)

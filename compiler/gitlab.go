@@ -74,13 +74,20 @@ type glFront struct {
 	included   int      // files read, for the include limit
 	including  []string // the include chain, for loops
 	mergeWork  int
+	varWork    int // bytes variable expansion made, for maxVarExpansionWork
+	// listed holds the repository's files, by the most listed, for
+	// rules:exists.
+	listed map[int]glListing
 	// workflowRules records that the pipeline has workflow:rules, which
 	// drops the default of only.
 	workflowRules bool
-	stages        []string
-	stageIndex    map[string]int
-	globals       *glVarsDecl // the pipeline's variables, workflow's included
-	defaults      *glv        // the default keys, deprecated globals merged
+	// runWarnings are what the pipeline asks of its run that is not
+	// honoured yet (workflow:name …), for the Warnings of every job.
+	runWarnings []string
+	stages      []string
+	stageIndex  map[string]int
+	globals     *glVarsDecl // the pipeline's variables, workflow's included
+	defaults    *glv        // the default keys, deprecated globals merged
 }
 
 // compileGitLab is the front end of GitLab CI's format.
@@ -113,7 +120,7 @@ func compileGitLab(c *checker, root *yaml.Node) *draft {
 	}
 	d.stages = g.stages
 	if len(g.globals.vals) > 0 {
-		d.env = g.globals.env()
+		d.env = g.env(g.globals, g.vars.given)
 	}
 	jobs := g.readJobs()
 	if !slices.ContainsFunc(jobs, func(j *glJob) bool { return j.in }) {
@@ -144,6 +151,11 @@ func compileGitLab(c *checker, root *yaml.Node) *draft {
 		return d
 	}
 	d.jobs = g.finish(jobs)
+	if len(g.runWarnings) > 0 {
+		for _, j := range d.jobs {
+			j.spec.Warnings = slices.Concat(g.runWarnings, j.spec.Warnings)
+		}
+	}
 	return d
 }
 
@@ -257,9 +269,14 @@ func (g *glFront) readWorkflow() bool {
 				g.workflowRules = true
 				rulesEntry = &v.keys[i]
 			}
-		case "name", "auto_cancel":
-			// The pipeline's display name and auto-cancel policy belong
-			// to the platform's run records, not to the jobs.
+		case "name":
+			if n, ok := g.str(g.deref(k.val), "name"); ok && n != "" {
+				g.runWarnings = append(g.runWarnings, g.notHonoured(k.key, "workflow:name is not shown yet: the run is not named by it"))
+			}
+		case "auto_cancel":
+			if !k.val.isNull() {
+				g.runWarnings = append(g.runWarnings, g.notHonoured(k.key, "workflow:auto_cancel is not honoured yet: a newer pipeline does not cancel this one"))
+			}
 		default:
 			g.unknownGLKey(k, "in workflow", glWorkflowKeys)
 		}
@@ -280,6 +297,9 @@ func (g *glFront) readWorkflow() bool {
 	// its workflow says: the jobs are what is being looked at.
 	if dec.rule != nil && dec.rule.variables != nil {
 		g.globals = g.globals.overlay(dec.rule.variables)
+	}
+	if dec.rule != nil && dec.rule.autoCancel != nil {
+		g.runWarnings = append(g.runWarnings, g.notHonoured(dec.rule.autoCancel, "workflow:auto_cancel is not honoured yet: a newer pipeline does not cancel this one"))
 	}
 	return true
 }
@@ -379,12 +399,13 @@ func (g *glFront) boolean(v *glv, key string) (b, ok bool) {
 	return false, false
 }
 
-// glVarsDecl is a variables mapping: values as written, and the names
-// whose values must not be expanded (expand: false).
+// glVarsDecl is a variables mapping: values as written, the names whose
+// values must not be expanded (expand: false), and where each is written.
 type glVarsDecl struct {
 	names    []string
 	vals     map[string]string
 	noExpand map[string]bool
+	nodes    map[string]*yaml.Node
 }
 
 // overlay returns d with o's variables over it.
@@ -392,15 +413,19 @@ func (d *glVarsDecl) overlay(o *glVarsDecl) *glVarsDecl {
 	if o == nil || len(o.names) == 0 {
 		return d
 	}
-	out := &glVarsDecl{vals: maps.Clone(d.vals), noExpand: maps.Clone(d.noExpand), names: slices.Clone(d.names)}
+	out := &glVarsDecl{vals: maps.Clone(d.vals), noExpand: maps.Clone(d.noExpand), names: slices.Clone(d.names), nodes: maps.Clone(d.nodes)}
 	if out.vals == nil {
 		out.vals = map[string]string{}
+	}
+	if out.nodes == nil {
+		out.nodes = map[string]*yaml.Node{}
 	}
 	for _, n := range o.names {
 		if _, ok := out.vals[n]; !ok {
 			out.names = append(out.names, n)
 		}
 		out.vals[n] = o.vals[n]
+		out.nodes[n] = o.nodes[n]
 		if o.noExpand[n] {
 			if out.noExpand == nil {
 				out.noExpand = map[string]bool{}
@@ -409,24 +434,6 @@ func (d *glVarsDecl) overlay(o *glVarsDecl) *glVarsDecl {
 		} else {
 			delete(out.noExpand, n)
 		}
-	}
-	return out
-}
-
-// env renders the variables as a job's environment. GitLab expands
-// variables in variables when the job runs, and "$$" is a literal "$";
-// a value that must not be expanded has its "$" doubled, so that it
-// survives that expansion as written.
-func (d *glVarsDecl) env() map[string]string {
-	if d == nil || len(d.vals) == 0 {
-		return nil
-	}
-	out := make(map[string]string, len(d.vals))
-	for k, v := range d.vals {
-		if d.noExpand[k] {
-			v = strings.ReplaceAll(v, "$", "$$")
-		}
-		out[k] = v
 	}
 	return out
 }
@@ -448,6 +455,7 @@ func (g *glFront) variables(v *glv, global bool) *glVarsDecl {
 		valid = []string{"description", "expand", "options", "value"}
 	}
 	d.vals = make(map[string]string, len(v.keys))
+	d.nodes = make(map[string]*yaml.Node, len(v.keys))
 	for _, e := range v.keys {
 		if e.name == "" || strings.ContainsAny(e.name, "=\x00") {
 			g.at(e.key, RuleEnv, "invalid variable name %q: names cannot be empty or hold \"=\"", e.name)
@@ -491,6 +499,7 @@ func (g *glFront) variables(v *glv, global bool) *glVarsDecl {
 			d.names = append(d.names, e.name)
 		}
 		d.vals[e.name] = value
+		d.nodes[e.name] = e.key
 		if noExpand {
 			if d.noExpand == nil {
 				d.noExpand = map[string]bool{}

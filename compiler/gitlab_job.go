@@ -35,6 +35,7 @@ type glJob struct {
 	matrix       []glMatrixEntry
 	parallelNode *glv
 	decls        []*jobDecl // the job's jobDecls, once expanded
+	commands     int        // the commands of its scripts, for chargeRead
 }
 
 // glMatrixEntry is one entry of parallel:matrix: variables and their
@@ -106,7 +107,7 @@ func (g *glFront) job(e *glEntry) *glJob {
 		r.key(k)
 	}
 	r.check(e)
-	g.chargeRead(j.spec, e.key)
+	g.chargeRead(j.spec, j.commands, e.key)
 
 	globals := g.globals
 	if inheritVars != nil {
@@ -118,7 +119,17 @@ func (g *glFront) job(e *glEntry) *glJob {
 	}
 	if len(vars.vals) > 0 {
 		g.chargePlan(len(vars.vals), e.key)
-		j.spec.Env = vars.env()
+		j.spec.Env = g.env(vars, g.vars.given)
+	}
+	if r.trigger == nil {
+		j.spec.Checkout = g.checkout(j, vars, j.spec.Env)
+	}
+	if len(j.spec.AllowFailureExitCodes) > 0 {
+		at := r.exitCodesAt
+		if at == nil {
+			at = e.key // set by a rule
+		}
+		j.spec.Warnings = append(j.spec.Warnings, g.notHonoured(at, "allow_failure:exit_codes of job %q is not enforced yet: a failure with any exit code is allowed", j.name))
 	}
 	return j
 }
@@ -129,8 +140,8 @@ const maxReadWork = maxPlanEntries
 
 // chargeRead accounts for the list entries of a job read, or copied for
 // parallel, and stops the compilation past maxReadWork.
-func (g *glFront) chargeRead(s *cikit.JobSpec, at *yaml.Node) {
-	n := len(s.Steps) + len(s.AfterSteps) + len(s.RunsOn) + len(s.Services) + len(s.Secrets)
+func (g *glFront) chargeRead(s *cikit.JobSpec, commands int, at *yaml.Node) {
+	n := commands + len(s.Steps) + len(s.AfterSteps) + len(s.RunsOn) + len(s.Services) + len(s.Secrets)
 	for _, c := range s.Caches {
 		n += 1 + len(c.Paths) + len(c.KeyFiles) + len(c.RestoreKeys)
 	}
@@ -212,11 +223,12 @@ func (g *glFront) withDefaults(v *glv, inherit func(string) bool) *glv {
 
 // filter returns the variables whose names keep accepts.
 func (d *glVarsDecl) filter(keep func(string) bool) *glVarsDecl {
-	out := &glVarsDecl{vals: map[string]string{}, noExpand: map[string]bool{}}
+	out := &glVarsDecl{vals: map[string]string{}, noExpand: map[string]bool{}, nodes: map[string]*yaml.Node{}}
 	for _, n := range d.names {
 		if keep(n) {
 			out.names = append(out.names, n)
 			out.vals[n] = d.vals[n]
+			out.nodes[n] = d.nodes[n]
 			out.noExpand[n] = d.noExpand[n]
 		}
 	}
@@ -229,6 +241,10 @@ type glReader struct {
 	j               *glJob
 	vars            *glVarsDecl
 	script, trigger *glEntry
+	// before, lines and after are the commands of before_script, script
+	// and after_script; run the steps of run.
+	before, lines, after []string
+	run                  []cikit.Step
 	// scriptClean records that the script holds only commands, so that
 	// an empty one is worth a finding of its own.
 	scriptClean  bool
@@ -237,6 +253,7 @@ type glReader struct {
 	whenNode     *glv
 	allowFailure *bool
 	exitCodes    []int
+	exitCodesAt  *yaml.Node // where exit codes were set, for the warning
 	startIn      *glv
 	rules        []*glRule
 	rulesSet     bool
@@ -248,41 +265,54 @@ func (r *glReader) key(k glEntry) {
 	switch k.name {
 	case "script":
 		r.script = &k
-		s.Steps = append(s.Steps, g.script(v, k.name)...)
+		r.lines = g.script(v, k.name)
 		r.scriptClean = g.cleanScript(v)
 	case "run":
 		r.script = &k
-		s.Steps = append(s.Steps, g.runSteps(v)...)
+		r.run = g.runSteps(r.j, v)
 		r.scriptClean = !hasBad(v)
 	case "before_script":
-		s.Steps = append(g.script(v, k.name), s.Steps...)
+		r.before = g.script(v, k.name)
 	case "after_script":
-		s.AfterSteps = g.script(v, k.name)
+		r.after = g.script(v, k.name)
 	case "trigger":
 		r.trigger = &k
 		s.Uses = g.trigger(v)
+		g.at(k.key, RuleTrigger, "trigger: (child/multi-project pipelines) is not supported yet: job %q would start %s, and no pipeline would run", r.j.name, cmpOr(quote(s.Uses), "another pipeline"))
 	case "stage", "type":
 		if r.stage == nil || k.name == "stage" {
 			r.stage = v
 		}
 	case "image":
-		s.Image = g.image(v)
+		if s.Image = g.image(v); s.Image != "" {
+			r.warn(k.key, "image %q is not used yet: the job runs on the runner's host, not in a container", s.Image)
+		}
 	case "services":
-		s.Services = g.services(v)
+		if s.Services = g.services(v); len(s.Services) > 0 {
+			r.warn(k.key, "services are not started yet: the job runs without %s", serviceNames(s.Services))
+		}
 	case "variables":
 		r.vars = g.variables(v, false)
 	case "tags":
 		s.RunsOn = g.strList(v, k.name)
 	case "cache":
-		s.Caches = g.caches(v)
+		if s.Caches = g.caches(v); len(s.Caches) > 0 {
+			r.warn(k.key, "cache is not restored or saved yet: the job starts without it")
+		}
 	case "artifacts":
-		s.Artifacts = g.artifacts(v)
+		if s.Artifacts = g.artifacts(v); s.Artifacts != nil || !v.isNull() && len(v.keys) > 0 {
+			r.warn(k.key, "artifacts are not uploaded yet (reports included): later jobs do not receive them")
+		}
 	case "retry":
 		s.Retry = g.retry(v)
+		if codes := v.get("exit_codes"); codes != nil && !codes.isNull() && s.Retry != nil {
+			r.warn(codes.n, "retry:exit_codes is not honoured yet: the job is retried whatever its exit code")
+		}
 	case "timeout":
 		s.Timeout = g.duration(v, "timeout", RuleTimeout)
 	case "allow_failure":
 		r.allowFailure, r.exitCodes = g.allowFailure(v)
+		r.exitCodesAt = k.key
 	case "when":
 		r.when, r.whenNode = g.when(v, glJobWhen), v
 	case "start_in":
@@ -318,37 +348,78 @@ func (r *glReader) key(k glEntry) {
 	case "parallel":
 		g.parallel(r.j, v)
 	case "environment":
-		s.Environment = g.environment(v)
+		if s.Environment = g.environment(v); s.Environment != nil {
+			r.warn(k.key, "environment %q is not tracked yet: no deployment is recorded and its protection rules do not apply", s.Environment.Name)
+		}
 	case "resource_group":
 		if grp, ok := g.str(v, k.name); ok && grp != "" {
 			s.Concurrency = &cikit.Concurrency{Group: grp}
 		}
 	case "secrets":
-		s.Secrets = g.secrets(v)
+		if s.Secrets = g.secrets(v); len(s.Secrets) > 0 {
+			r.warn(k.key, "secrets are not fetched yet: the job runs without %s", strings.Join(s.Secrets, ", "))
+		}
 	case "interruptible":
-		// Whether a newer pipeline may cancel the job: a policy of the
-		// platform's run handling, which JobSpec does not carry.
-		g.boolean(v, k.name)
+		if b, ok := g.boolean(v, k.name); ok && b {
+			r.warn(k.key, "interruptible is not honoured yet: a newer pipeline does not cancel the job")
+		}
 	case "coverage":
-		// A regular expression for the coverage figure in the log: the
-		// runner's report, not the job's execution.
-		g.str(v, k.name)
+		if c, ok := g.str(v, k.name); ok && c != "" {
+			r.warn(k.key, "coverage is not read from the job's log yet")
+		}
 	case "inherit", "extends":
 		// Read before the other keys (extends is gone by now).
 	case "hooks", "id_tokens", "identity", "dast_configuration", "pages", "release", "manual_confirmation":
-		// hooks run before the checkout, id_tokens and identity are OIDC
-		// tokens for clouds, dast_configuration selects security scan
-		// profiles, pages and release publish what the job made, and
-		// manual_confirmation is the text of a manual job's dialog: GitLab
-		// services around the job, not part of running it.
+		if !v.isNull() {
+			r.warn(k.key, "%s is not honoured yet: %s", k.name, glServiceKeys[k.name])
+		}
 	default:
 		r.g.unknownGLKey(k, "in a job", glJobKeys)
 	}
 }
 
-// check validates what depends on several keys, once all are read.
+// glServiceKeys say what the GitLab keys around a job's run ask for,
+// which the platform does not do yet.
+var glServiceKeys = map[string]string{
+	"hooks":               "no hook script runs before the checkout",
+	"id_tokens":           "no OIDC token is minted for the job",
+	"identity":            "no cloud identity is given to the job",
+	"dast_configuration":  "no security scan profile applies",
+	"pages":               "nothing is published as a site",
+	"release":             "no release is created",
+	"manual_confirmation": "a manual job starts without the confirmation dialog",
+}
+
+// warn records, at n, that the job asks for something the platform does
+// not honour yet (see checker.notHonoured).
+func (r *glReader) warn(n *yaml.Node, format string, args ...any) {
+	r.j.spec.Warnings = append(r.j.spec.Warnings, r.g.notHonoured(n, format, args...))
+}
+
+// serviceNames lists the host names of services, for messages.
+func serviceNames(svcs []cikit.Service) string {
+	names := make([]string, len(svcs))
+	for i, s := range svcs {
+		names[i] = quote(s.Name)
+	}
+	return strings.Join(names, ", ")
+}
+
+// check validates what depends on several keys, once all are read, and
+// makes the job's steps: before_script and script in one shell session
+// (GitLab's), then the steps of run, and after_script in a fresh one.
 func (r *glReader) check(e *glEntry) {
 	g, j := r.g, r.j
+	if lines := append(slices.Clip(r.before), r.lines...); len(lines) > 0 && (r.script == nil || r.script.name == "script") {
+		j.spec.Steps = append(j.spec.Steps, glScriptStep("script", lines))
+	} else if len(r.before) > 0 {
+		j.spec.Steps = append(j.spec.Steps, glScriptStep("before_script", r.before))
+	}
+	j.spec.Steps = append(j.spec.Steps, r.run...)
+	if len(r.after) > 0 {
+		j.spec.AfterSteps = []cikit.Step{glScriptStep("after_script", r.after)}
+	}
+	j.commands = len(r.before) + len(r.lines) + len(r.after)
 	switch {
 	case r.trigger != nil && r.script != nil:
 		g.at(r.script.key, RuleKey, "job %q has both %s and trigger: a trigger job starts another pipeline and runs no script", j.name, r.script.name)
@@ -409,6 +480,9 @@ func (g *glFront) decide(j *glJob, r *glReader, vars *glVarsDecl) *glVarsDecl {
 		}
 		j.spec.If = dec.cond
 		rule := dec.rule
+		if rule.interruptible != nil {
+			j.spec.Warnings = append(j.spec.Warnings, g.notHonoured(rule.interruptible, "interruptible is not honoured yet: a newer pipeline does not cancel the job"))
+		}
 		if rule.when != "" {
 			when = string(rule.when)
 		}
@@ -451,8 +525,8 @@ func (g *glFront) decide(j *glJob, r *glReader, vars *glVarsDecl) *glVarsDecl {
 }
 
 // script reads script, before_script or after_script: a string or a
-// list of strings, nested lists flattened. Each command is a step.
-func (g *glFront) script(v *glv, key string) []cikit.Step {
+// list of strings, nested lists flattened, blank commands left out.
+func (g *glFront) script(v *glv, key string) []string {
 	if v.isNull() {
 		return nil
 	}
@@ -460,7 +534,7 @@ func (g *glFront) script(v *glv, key string) []cikit.Step {
 		g.gat(v, RuleType, "%q must be a command or a list of commands, got %s", key, v.what())
 		return nil
 	}
-	var steps []cikit.Step
+	var lines []string
 	for _, item := range g.seqOf(v, true) {
 		switch {
 		case item.kind == glScalar && item.tag() != "!!str":
@@ -473,9 +547,9 @@ func (g *glFront) script(v *glv, key string) []cikit.Step {
 		if strings.TrimSpace(item.text) == "" {
 			continue
 		}
-		steps = append(steps, cikit.Step{Name: firstLine(item.text), Run: item.text})
+		lines = append(lines, item.text)
 	}
-	return steps
+	return lines
 }
 
 // cleanScript reports whether a script holds only strings: when it holds
@@ -494,7 +568,7 @@ func (g *glFront) cleanScript(v *glv) bool {
 
 // runSteps reads run, GitLab's steps: each a mapping with a name and a
 // script, or a step reference with inputs.
-func (g *glFront) runSteps(v *glv) []cikit.Step {
+func (g *glFront) runSteps(j *glJob, v *glv) []cikit.Step {
 	if v.kind != glSeq {
 		g.gat(v, RuleType, `"run" must be a list of steps, got %s`, v.what())
 		return nil
@@ -514,8 +588,11 @@ func (g *glFront) runSteps(v *glv) []cikit.Step {
 				st.Run, _ = g.str(k.val, "script")
 			case "step":
 				st.Uses, _ = g.str(k.val, "step")
+				if st.Uses != "" {
+					j.spec.Warnings = append(j.spec.Warnings, g.notHonoured(k.key, "step %q of job %q is not run by the platform yet (GitLab's CI/CD steps): the step fails when the job runs", st.Uses, j.name))
+				}
 			case "env":
-				st.Env = g.variables(k.val, false).env()
+				st.Env = g.env(g.variables(k.val, false), g.vars.given)
 			case "inputs":
 				for _, in := range k.val.keysOrNil() {
 					if t, ok := g.text(in.val); ok {
@@ -652,7 +729,7 @@ func (g *glFront) services(v *glv) []cikit.Service {
 			case "command":
 				s.Command = g.strList(k.val, "command")
 			case "variables":
-				s.Env = g.variables(k.val, false).env()
+				s.Env = g.env(g.variables(k.val, false), g.vars.given)
 			case "entrypoint", "pull_policy", "docker", "kubernetes":
 				// How the executor starts the container.
 			default:
@@ -1200,8 +1277,22 @@ func (g *glFront) ruleKey(r *glRule, k glEntry, kind ruleKind) {
 			return
 		}
 		g.unknownGLKey(k, "in this rule", glRuleKeys[kind])
-	case "interruptible", "auto_cancel":
-		// Cancellation policy of the platform (see the job key).
+	case "interruptible":
+		if kind != ruleJob {
+			g.unknownGLKey(k, "in this rule", glRuleKeys[kind])
+			return
+		}
+		if b, ok := g.boolean(v, k.name); ok && b {
+			r.interruptible = k.key
+		}
+	case "auto_cancel":
+		if kind != ruleWorkflow {
+			g.unknownGLKey(k, "in this rule", glRuleKeys[kind])
+			return
+		}
+		if !v.isNull() {
+			r.autoCancel = k.key
+		}
 	default:
 		g.unknownGLKey(k, "in a rule", glRuleKeys[kind])
 	}

@@ -120,7 +120,7 @@ func combinations(m glMatrixEntry) [][]string {
 // matrix values it runs with, and env overlaid on the job's.
 func (g *glFront) copyOf(base *jobDecl, j *glJob, id string, matrix, env map[string]string) *jobDecl {
 	spec := base.spec.Clone()
-	g.chargeRead(spec, j.key)
+	g.chargeRead(spec, j.commands, j.key)
 	spec.ID, spec.Name, spec.MatrixOf, spec.Matrix = id, id, j.name, matrix
 	g.chargePlan(len(env), j.key)
 	if spec.Env == nil {

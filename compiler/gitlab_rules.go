@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/compiler/expr"
 )
@@ -270,15 +272,34 @@ func (v *glVars) changesMatch(patterns []string, compareTo bool) tri {
 	return result
 }
 
-// existsMatch decides an exists clause: whether one of the paths exists in
-// the repository. Plain paths are looked up through the FileSource; globs
-// cannot be, since a FileSource does not list directories.
+// maxExistsComparisons is GitLab's bound on the path comparisons of the
+// glob patterns of one exists clause: past it GitLab takes the clause as
+// true without comparing.
+const maxExistsComparisons = 10_000
+
+// existsMatch decides an exists clause as GitLab does: whether one of
+// the patterns names a file of the repository. Plain paths are looked up
+// through the FileSource. Glob patterns are matched against every file of
+// the repository when the source is a FileLister (a glob under a folder
+// that does not exist matches nothing), and unknown otherwise; when the
+// files times the globs are more than GitLab compares, the clause is
+// true, as on GitLab. An empty pattern names no file.
 func (g *glFront) existsMatch(patterns []string, vars *glVars) tri {
 	result := triFalse
+	var globs []string
 	for _, p := range patterns {
 		p, ok := vars.expand(p)
 		p = strings.TrimPrefix(p, "/")
-		if !ok || isGlob(p) || g.src == nil || p == "" {
+		switch {
+		case !ok:
+			result = triUnknown
+			continue
+		case p == "":
+			continue
+		case isGlob(p):
+			globs = append(globs, p)
+			continue
+		case g.src == nil:
 			result = triUnknown
 			continue
 		}
@@ -294,7 +315,47 @@ func (g *glFront) existsMatch(patterns []string, vars *glVars) tri {
 			result = triUnknown
 		}
 	}
+	if len(globs) == 0 {
+		return result
+	}
+	lister, ok := g.src.(FileLister)
+	if !ok {
+		return triUnknown
+	}
+	files, err := g.listFiles(lister, maxExistsComparisons/len(globs))
+	switch {
+	case errors.Is(err, ErrTooManyFiles):
+		return triTrue
+	case err != nil:
+		return triUnknown
+	}
+	for _, glob := range globs {
+		for _, f := range files {
+			if gitlabGlobMatch(glob, f) {
+				return triTrue
+			}
+		}
+	}
 	return result
+}
+
+// glListing is the repository's files, listed once for every exists
+// clause that lists as many.
+type glListing struct {
+	files []string
+	err   error
+}
+
+func (g *glFront) listFiles(l FileLister, max int) ([]string, error) {
+	if r, ok := g.listed[max]; ok {
+		return r.files, r.err
+	}
+	files, err := l.ListFiles(g.ctx, "", max)
+	if g.listed == nil {
+		g.listed = map[int]glListing{}
+	}
+	g.listed[max] = glListing{files, err}
+	return files, err
 }
 
 // refsMatch decides an only/except refs list.
@@ -446,6 +507,10 @@ type glRule struct {
 	startIn      time.Duration
 	variables    *glVarsDecl
 	needs        *glv // rules:needs replaces the job's needs
+	// interruptible and autoCancel are where the rule asks for a
+	// cancellation policy, which is not honoured yet; nil when it does
+	// not.
+	interruptible, autoCancel *yaml.Node
 }
 
 // glCond is a parsed if: expression and where it is written.

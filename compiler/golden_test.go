@@ -203,6 +203,12 @@ func renderValue(b *strings.Builder, indent string, v reflect.Value) {
 			return
 		}
 		renderValue(b, indent, v.Elem())
+	case v.Type() == reflect.TypeOf(map[string]json.RawMessage(nil)):
+		m := make(map[string]string, v.Len())
+		for _, k := range v.MapKeys() {
+			m[k.String()] = string(v.MapIndex(k).Bytes())
+		}
+		fmt.Fprintf(b, " %s\n", envString(m))
 	case v.Kind() == reflect.Map && v.Type().Elem().Kind() == reflect.String:
 		m := make(map[string]string, v.Len())
 		for _, k := range v.MapKeys() {

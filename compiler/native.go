@@ -3,6 +3,7 @@ package compiler
 import (
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 // Valid keys, sorted: they are listed in messages as they are.
 var (
 	nativeTopKeys = []string{"env", "jobs", "stages"}
-	nativeJobKeys = []string{"allow_failure", "artifacts", "cache", "concurrency", "env", "environment", "if", "image",
+	nativeJobKeys = []string{"allow_failure", "artifacts", "cache", "checkout", "concurrency", "env", "environment", "if", "image",
 		"matrix", "name", "needs", "retry", "runs_on", "secrets", "services", "stage", "steps", "timeout"}
 	nativeStepKeys = []string{"env", "name", "run"}
 )
@@ -138,6 +139,11 @@ func compileNative(c *checker, root *yaml.Node) *draft {
 		c.chargeJobs(len(d.jobs), js, e.key, e.name)
 		d.jobs = append(d.jobs, js...)
 	}
+	if len(c.runWarnings) > 0 {
+		for _, j := range d.jobs {
+			j.spec.Warnings = slices.Concat(c.runWarnings, j.spec.Warnings)
+		}
+	}
 	return d
 }
 
@@ -204,6 +210,11 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 	// job's key when missing.
 	var stage, steps, stepsKey, matrix *yaml.Node
 	var cond *parsedIf
+	j.spec.Checkout = &cikit.Checkout{Strategy: "fetch"}
+	// warn records what the job asks for that is not honoured yet.
+	warn := func(n *yaml.Node, format string, args ...any) {
+		j.spec.Warnings = append(j.spec.Warnings, c.notHonoured(n, format, args...))
+	}
 	tplNodes := make([]*yaml.Node, tplCount) // where templates were written
 	for _, k := range c.entries(n) {
 		v := c.resolve(k.val)
@@ -219,7 +230,11 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 			}
 		case "image":
 			tplNodes[tplImage] = v
-			j.spec.Image, _ = c.scalar(v, k.name, own)
+			if j.spec.Image, _ = c.scalar(v, k.name, own); j.spec.Image != "" {
+				warn(k.key, "image is not used yet: the job runs on the runner's host, not in a container")
+			}
+		case "checkout":
+			j.spec.Checkout = c.nativeCheckout(v, own)
 		case "matrix":
 			matrix = v
 		case "if":
@@ -229,22 +244,32 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 			j.spec.RunsOn = c.stringList(v, k.name, own)
 		case "services":
 			tplNodes[tplServices] = v
-			j.spec.Services = c.nativeServices(v, own)
+			if j.spec.Services = c.nativeServices(v, own); len(j.spec.Services) > 0 {
+				warn(k.key, "services are not started yet: the job runs without them")
+			}
 		case "concurrency":
 			tplNodes[tplConcurrency] = v
 			j.spec.Concurrency = c.nativeConcurrency(v, own)
 		case "environment":
 			tplNodes[tplEnvironment] = v
-			j.spec.Environment = c.nativeEnvironment(v, own)
+			if j.spec.Environment = c.nativeEnvironment(v, own); j.spec.Environment != nil {
+				warn(k.key, "environment is not tracked yet: no deployment is recorded")
+			}
 		case "cache":
 			tplNodes[tplCache] = v
-			j.spec.Caches = c.nativeCaches(v, own)
+			if j.spec.Caches = c.nativeCaches(v, own); len(j.spec.Caches) > 0 {
+				warn(k.key, "cache is not restored or saved yet: the job starts without it")
+			}
 		case "artifacts":
-			j.spec.Artifacts = c.nativeArtifacts(v, own)
+			if j.spec.Artifacts = c.nativeArtifacts(v, own); j.spec.Artifacts != nil {
+				warn(k.key, "artifacts are not uploaded yet: later jobs do not receive them")
+			}
 		case "retry":
 			j.spec.Retry = c.nativeRetry(v, own)
 		case "secrets":
-			j.spec.Secrets = c.nativeSecrets(v, own)
+			if j.spec.Secrets = c.nativeSecrets(v, own); len(j.spec.Secrets) > 0 {
+				warn(k.key, "secrets are not provided yet: the job runs without %s", strings.Join(j.spec.Secrets, ", "))
+			}
 		case "env":
 			j.spec.Env = c.env(v, own)
 		case "needs":

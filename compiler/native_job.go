@@ -2,7 +2,9 @@ package compiler
 
 import (
 	"fmt"
+	"io/fs"
 	"maps"
+	"path"
 	"slices"
 	"strconv"
 	"strings"
@@ -187,6 +189,7 @@ func (c *checker) expandNative(j *jobDecl, m *matrixDecl, vals []*yaml.Node) []*
 		spec.ID = v.name(j.spec.ID)
 		spec.MatrixOf = j.spec.ID
 		spec.Matrix = values
+		spec.MatrixJSON = matrixJSON(v.values)
 		if spec.Name == j.spec.ID {
 			spec.Name = spec.ID
 		}
@@ -683,4 +686,83 @@ func (c *checker) nativeSecrets(v *yaml.Node, own owner) []string {
 		}
 	}
 	return names
+}
+
+// nativeCheckouts are the strategies of a native checkout.
+var nativeCheckouts = []string{"clone", "fetch", "none"}
+
+// nativeCheckout reads a job's checkout: false for none, or a mapping of
+// strategy, depth (0 for the whole history), submodules (true, false or
+// "recursive") and path. The default, when the key is absent or null, is
+// a shallow fetch of the run's commit into the workspace's root.
+func (c *checker) nativeCheckout(v *yaml.Node, own owner) *cikit.Checkout {
+	co := &cikit.Checkout{Strategy: "fetch"}
+	switch {
+	case isNull(v):
+		return co
+	case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!bool":
+		if !strings.EqualFold(v.Value, "true") {
+			co.Strategy = "none"
+		}
+		return co
+	case v.Kind != yaml.MappingNode:
+		c.at(v, RuleType, `"checkout"%s must be true, false or a mapping of strategy, depth, submodules and path, got %s`, own.of(), describe(v))
+		return co
+	}
+	for _, e := range c.entries(v) {
+		val := c.resolve(e.val)
+		switch e.name {
+		case "strategy":
+			if s, ok := c.scalar(val, "strategy", own); ok && c.oneOf(val, s, "checkout strategy", nativeCheckouts, own) {
+				co.Strategy = s
+			}
+		case "depth":
+			n, err := strconv.Atoi(val.Value)
+			switch {
+			case isNull(val):
+			case val.Kind != yaml.ScalarNode || val.ShortTag() != "!!int" || err != nil || n < 0:
+				c.at(val, RuleValue, `"depth" of the checkout%s must be a number of commits, 0 for the whole history, got %s`, own.of(), describe(val))
+			case n == 0:
+				co.Depth = -1
+			default:
+				co.Depth = n
+			}
+		case "submodules":
+			switch {
+			case isNull(val):
+			case val.Kind == yaml.ScalarNode && val.ShortTag() == "!!bool":
+				if strings.EqualFold(val.Value, "true") {
+					co.Submodules = "normal"
+				}
+			case val.Kind == yaml.ScalarNode && val.Value == "recursive":
+				co.Submodules = "recursive"
+			default:
+				c.at(val, RuleValue, `"submodules" of the checkout%s must be true, false or "recursive", got %s`, own.of(), describe(val))
+			}
+		case "path":
+			p, ok := c.scalar(val, "path", own)
+			if !ok || p == "" {
+				continue
+			}
+			if clean := path.Clean(p); !fs.ValidPath(clean) {
+				c.at(val, RuleValue, `"path" of the checkout%s must be a relative path inside the workspace, got %q`, own.of(), p)
+				continue
+			}
+			if clean := path.Clean(p); clean != "." {
+				co.Path = clean
+			}
+		default:
+			c.unknownKey(e, own, []string{"depth", "path", "strategy", "submodules"})
+		}
+	}
+	return co
+}
+
+// describe names a value for a message: a scalar by its text, anything
+// else by its kind.
+func describe(v *yaml.Node) string {
+	if v.Kind == yaml.ScalarNode {
+		return strconv.Quote(v.Value)
+	}
+	return kindName(v)
 }

@@ -76,7 +76,9 @@ func (c *checker) nativeOn(v *yaml.Node) []Trigger {
 		switch {
 		case ev.config == nil:
 		case ev.name == "schedule":
-			t.Schedules = c.nativeSchedules(ev.config)
+			if t.Schedules = c.nativeSchedules(ev.config); len(t.Schedules) > 0 {
+				c.runWarnings = append(c.runWarnings, c.notHonoured(ev.key, scheduleNotRun))
+			}
 		case ev.config.Kind != yaml.MappingNode:
 			c.at(ev.config, RuleType, "the configuration of event %q must be a mapping (keys: %s), got %s", ev.name, list(nativeEventKeys[ev.name]), kindName(ev.config))
 			continue
@@ -238,3 +240,6 @@ func (c *checker) nativeInputs(v *yaml.Node) []Input {
 	}
 	return out
 }
+
+// scheduleNotRun says that schedules are accepted and do not start runs.
+const scheduleNotRun = "schedule is not run yet: no run starts on its own at these times"

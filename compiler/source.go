@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -84,4 +85,70 @@ func (d DirSource) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	}
 	defer root.Close()
 	return root.ReadFile(local)
+}
+
+// FileLister is a FileSource that can also list the files below a
+// directory, as GitLab's rules:exists needs for its glob patterns
+// ("docs/**/*.md"). Without it, the compiler cannot decide such a
+// pattern and keeps the job it guards.
+type FileLister interface {
+	FileSource
+	// ListFiles returns the slash-separated paths, relative to the
+	// repository root, of the files below dir ("" for the root) at any
+	// depth, in any order. A dir that does not exist, or is not a
+	// directory, returns an error matching fs.ErrNotExist. When there
+	// are more than max files it returns max of them and ErrTooManyFiles.
+	ListFiles(ctx context.Context, dir string, max int) ([]string, error)
+}
+
+// ErrTooManyFiles is returned by FileLister.ListFiles for a directory
+// holding more files than it was asked to list.
+var ErrTooManyFiles = errors.New("too many files")
+
+// ListFiles lists the files below dir (see FileLister). Symbolic links
+// are listed as files and not followed, so a listing never leaves the
+// directory.
+func (d DirSource) ListFiles(ctx context.Context, dir string, max int) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if dir == "" {
+		dir = "."
+	}
+	if !fs.ValidPath(dir) {
+		return nil, &fs.PathError{Op: "list", Path: dir, Err: fs.ErrInvalid}
+	}
+	root, err := os.OpenRoot(string(d))
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
+	fi, err := fs.Stat(root.FS(), dir)
+	if err != nil {
+		return nil, err
+	}
+	if !fi.IsDir() {
+		return nil, &fs.PathError{Op: "list", Path: dir, Err: fs.ErrNotExist}
+	}
+	var files []string
+	err = fs.WalkDir(root.FS(), dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if e.IsDir() {
+			if e.Name() == ".git" && p != dir {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if len(files) == max {
+			return ErrTooManyFiles
+		}
+		files = append(files, p)
+		return nil
+	})
+	return files, err
 }

@@ -13,7 +13,10 @@ import (
 )
 
 func lintCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("lint", "lint [-format text|json] [file ...]\n\nWith no file, lints the pipeline file of the current directory.", stderr)
+	fs := newFlags("lint", "lint [-format text|json] [file ...]\n\nWith no file, lints the pipeline file of the current directory.\n"+
+		"Errors (the pipeline cannot run as written) exit 1. Warnings exit 0: a condition that is always false,\n"+
+		"or what the pipeline asks for that the platform accepts but does not honour yet (a container image,\n"+
+		"caches, an action other than actions/checkout …), which the runner also prints at the top of the job's log.", stderr)
 	format := fs.String("format", "text", "output format: text (file:line:col: message [rule]) or json")
 	if code := parse(fs, args); code >= 0 {
 		return code
@@ -33,12 +36,7 @@ func lintCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	var all []compiler.Diagnostic
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			fmt.Fprintf(stderr, "cikit lint: %v\n", err)
-			return ExitInvalid
-		}
-		_, diags, err := compiler.CompileBytes(f, data, compiler.Options{})
+		diags, err := lintFile(ctx, f)
 		if err != nil {
 			fmt.Fprintf(stderr, "cikit lint: %s: %v\n", f, err)
 			return ExitInvalid
@@ -61,10 +59,28 @@ func lintCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, d)
 		}
 	}
-	if len(all) > 0 {
+	if compiler.HasErrors(all) {
 		return ExitFailed
 	}
 	return ExitOK
+}
+
+// lintFile compiles the pipeline file f. A file below the current
+// directory is read as the platform reads it, from the repository the
+// current directory is the root of: its local includes, the files
+// rules:exists names, the workflows it calls. Another file is compiled
+// alone.
+func lintFile(ctx context.Context, f string) ([]compiler.Diagnostic, error) {
+	if filepath.IsLocal(f) {
+		_, diags, err := compiler.Compile(ctx, compiler.DirSource("."), filepath.ToSlash(filepath.Clean(f)), compiler.Options{})
+		return diags, err
+	}
+	data, err := os.ReadFile(f)
+	if err != nil {
+		return nil, err
+	}
+	_, diags, err := compiler.CompileBytes(f, data, compiler.Options{})
+	return diags, err
 }
 
 type jsonDiagnostic struct {
