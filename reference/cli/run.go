@@ -62,6 +62,12 @@ type runOptions struct {
 }
 
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runWith(ctx, args, stdout, stderr, nil)
+}
+
+// runWith is `cikit run` with jobs run by what newRunner makes (nil: a
+// process.Executor).
+func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, newRunner func(process.Config) (jobRunner, error)) int {
 	fs := newFlags("run", runSynopsis, stderr)
 	dir := fs.String("dir", ".", "the directory whose pipeline runs; each job works in a copy of it")
 	file := fs.String("file", "", "the pipeline file, relative to -dir (default: .cikit.yml, .gitlab-ci.yml or the one GitHub workflow)")
@@ -99,6 +105,10 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cikit run: -parallel must be at least 1, got %d\n", *parallel)
 		return ExitInvalid
 	}
+	if secrets.err != nil {
+		fmt.Fprintf(stderr, "cikit run: %v\n", secrets.err)
+		return ExitInvalid
+	}
 	opts := &runOptions{dir: *dir, file: *file, event: *event, eventSet: *event != "", inputs: inputs,
 		jobs: jobs, only: *only, matrix: &picks, noDelay: *noDelay}
 	if err := opts.load(*format, *eventPath, vars, *varFile, secrets, *secretFile); err != nil {
@@ -123,7 +133,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return ExitOK
 	}
-	return lp.run(ctx, runConfig{parallel: *parallel, grace: *grace, keep: *keep, report: *report, passEnv: splitList(*passEnv)}, stdout, stderr)
+	return lp.run(ctx, runConfig{parallel: *parallel, grace: *grace, keep: *keep, report: *report, passEnv: splitList(*passEnv), newRunner: newRunner}, stdout, stderr)
 }
 
 // load checks the flags and reads the files they name.
@@ -378,7 +388,16 @@ type runConfig struct {
 	keep     bool
 	report   string
 	passEnv  []string
+	// newRunner makes what runs each job; nil: a process.Executor.
+	newRunner func(process.Config) (jobRunner, error)
 }
+
+// jobRunner runs one job: a process.Executor.
+type jobRunner interface {
+	RunJob(ctx context.Context, job process.Job) process.Result
+}
+
+func newExecutor(cfg process.Config) (jobRunner, error) { return process.New(cfg) }
 
 // run runs the selected jobs and prints their output and the run's
 // result; it returns the exit code.
@@ -397,7 +416,11 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 	if lp.expander != nil {
 		expander = lp.expander
 	}
-	exec, err := process.New(process.Config{
+	newRunner := cfg.newRunner
+	if newRunner == nil {
+		newRunner = newExecutor
+	}
+	exec, err := newRunner(process.Config{
 		Source:         lp.dir,
 		Grace:          cfg.grace,
 		KeepWorkspaces: cfg.keep,

@@ -38,13 +38,17 @@ var (
 
 // pairs is the value of a repeatable NAME=VALUE flag (-input, -var,
 // -secret). A name given twice is an error: one of the values would be
-// dropped. Values of a secret flag are never shown in an error.
+// dropped. Values of a secret flag are never shown in an error: the flag
+// package quotes the whole argument of a flag whose Set fails, so a
+// secret flag's Set records its error in err, for the command to report
+// after parsing.
 type pairs struct {
 	flag   string
 	name   *regexp.Regexp
 	secret bool
 	keys   []string
 	values map[string]string
+	err    error
 }
 
 func newPairs(flag string, name *regexp.Regexp, secret bool) *pairs {
@@ -59,6 +63,17 @@ func (p *pairs) String() string {
 }
 
 func (p *pairs) Set(v string) error {
+	err := p.set(v)
+	if err != nil && p.secret {
+		if p.err == nil {
+			p.err = fmt.Errorf("-%s: %w", p.flag, err)
+		}
+		return nil
+	}
+	return err
+}
+
+func (p *pairs) set(v string) error {
 	k, val, ok := strings.Cut(v, "=")
 	if !ok {
 		if p.secret {
