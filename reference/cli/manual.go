@@ -2,7 +2,7 @@ package cli
 
 import (
 	"fmt"
-		"strings"
+	"strings"
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
