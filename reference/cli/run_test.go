@@ -144,7 +144,7 @@ func TestRunFlagErrors(t *testing.T) {
 		{"var-file bad line", gitlab, []string{"-var-file", badVars}, "-var-file: " + badVars + ":3: want NAME=VALUE", "the-secret-value"},
 		{"var-file too large", gitlab, []string{"-var-file", bigVars}, "is larger than the 1048576 bytes allowed", ""},
 		{"secret without =", gitlab, []string{"-secret", "hunter2"}, "cikit run: -secret: want NAME=VALUE (the value is not shown)", "hunter2"},
-		{"secret bad name", gitlab, []string{"-secret", "1TOKEN=hunter2"}, `cikit run: -secret: invalid name "1TOKEN"`, "hunter2"},
+		{"secret bad name", gitlab, []string{"-secret", "1TOKEN=hunter2"}, "cikit run: -secret: invalid name: names start with a letter", "1TOKEN"},
 		{"secret twice", gitlab, []string{"-secret", "T=hunter2", "-secret", "T=hunter3"}, "cikit run: -secret: T is given twice", "hunter"},
 		{"secret-file bad line", gitlab, []string{"-secret-file", badVars}, ":3: want NAME=VALUE", "the-secret-value"},
 		{"secret-file missing", gitlab, []string{"-secret-file", missing}, "-secret-file: open", ""},

@@ -82,6 +82,9 @@ func (p *pairs) set(v string) error {
 		return fmt.Errorf("want NAME=VALUE, got %q", v)
 	}
 	if !p.name.MatchString(k) {
+		if p.secret {
+			return fmt.Errorf("invalid name: %s", nameRule(p.name))
+		}
 		return fmt.Errorf("invalid name %q: %s", k, nameRule(p.name))
 	}
 	if len(val) > maxValueBytes {
@@ -134,7 +137,8 @@ func (m *matrixPicks) Set(v string) error {
 // readValuesFile reads a -var-file or -secret-file: NAME=VALUE lines, as
 // a dotenv file has them. Blank lines and lines starting with # are
 // skipped, a leading "export " is allowed, and a value in matching single
-// or double quotes is taken without them (and without escapes). Errors
+// or double quotes is taken without them (and without escapes); spaces
+// around names and unquoted values are trimmed. Errors
 // name the file and the line, never a value.
 func readValuesFile(path string, name *regexp.Regexp) (map[string]string, error) {
 	f, err := os.Open(path)
@@ -169,12 +173,14 @@ func parseValues(data []byte, name *regexp.Regexp) (map[string]string, error) {
 		}
 		line = strings.TrimPrefix(line, "export ")
 		k, v, ok := strings.Cut(line, "=")
-		k = strings.TrimSpace(k)
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 		if !ok {
 			return nil, fmt.Errorf("%d: want NAME=VALUE", n)
 		}
 		if !name.MatchString(k) {
-			return nil, fmt.Errorf("%d: invalid name %q: %s", n, k, nameRule(name))
+			// Not quoted: in a secret file, what stands before = on a
+			// malformed line may be a secret.
+			return nil, fmt.Errorf("%d: invalid name: %s", n, nameRule(name))
 		}
 		if _, dup := vals[k]; dup {
 			return nil, fmt.Errorf("%d: %s is given twice", n, k)
