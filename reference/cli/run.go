@@ -246,7 +246,9 @@ func planRun(ctx context.Context, o *runOptions, stderr io.Writer) (*localPlan, 
 		return nil, fmt.Errorf("%s does not run for this event: %s; choose the event with -event", filepath.Join(o.dir, o.file), why)
 	}
 	if ev.inputs != nil {
-		ev.raw = payloadWithInputs(ev.payload, ev.inputs)
+		if ev.raw, err = payloadWithInputs(ev.payload, ev.inputs); err != nil {
+			return nil, err
+		}
 	}
 	sel, err := selectJobs(plan.Jobs, o.jobs, o.only, o.matrix)
 	if err != nil {
@@ -308,18 +310,22 @@ func withPayloadInputs(given *pairs, payload map[string]any) *pairs {
 }
 
 // payloadWithInputs is the payload of a manual run with its inputs, as
-// GitHub's workflow_dispatch payload has them.
-func payloadWithInputs(payload map[string]any, inputs map[string]string) json.RawMessage {
+// GitHub's workflow_dispatch payload has them. With them it may not be
+// larger than cikit.MaxPayloadBytes either.
+func payloadWithInputs(payload map[string]any, inputs map[string]string) (json.RawMessage, error) {
 	p := maps.Clone(payload)
 	if p == nil {
 		p = map[string]any{}
 	}
 	p["inputs"] = inputs
 	b, err := json.Marshal(p)
-	if err != nil || len(b) > cikit.MaxPayloadBytes {
-		return nil
+	if err != nil {
+		return nil, fmt.Errorf("the event's payload with its inputs: %w", err)
 	}
-	return b
+	if len(b) > cikit.MaxPayloadBytes {
+		return nil, fmt.Errorf("the event's payload with its inputs is %d bytes, more than the %d an event payload may have", len(b), cikit.MaxPayloadBytes)
+	}
+	return b, nil
 }
 
 // applyValues gives the selected jobs the variables, secrets and inputs

@@ -122,6 +122,7 @@ func TestRunFlagErrors(t *testing.T) {
 		return p
 	}
 	bigPayload := write("big.json", `{"x":"`+strings.Repeat("a", cikit.MaxPayloadBytes)+`"}`)
+	nearlyFull := write("nearly.json", `{"x":"`+strings.Repeat("a", cikit.MaxPayloadBytes-20)+`"}`)
 	arrayPayload := write("array.json", `[1, 2]`)
 	twoPayloads := write("two.json", `{} {}`)
 	badVars := write("bad.env", "# comment\nGOOD=1\nthis line has the-secret-value\n")
@@ -164,6 +165,7 @@ func TestRunFlagErrors(t *testing.T) {
 		{"input required", github, []string{"-event", "workflow_dispatch"}, "-input name is required by .github/workflows/ci.yml and has no default", ""},
 		{"input boolean", github, []string{"-input", "name=a", "-input", "dry=yes"}, `-input dry: a boolean input is true or false, got "yes"`, ""},
 		{"input choice", github, []string{"-input", "name=a", "-input", "level=mid"}, `-input level: "mid" is not one of the choices low, high`, ""},
+		{"payload full with inputs", github, []string{"-event-path", nearlyFull, "-input", "name=" + strings.Repeat("n", 100)}, "the event's payload with its inputs is 1048", ""},
 		{"input on push", github, []string{"-event", "push", "-input", "name=a"}, "-input is for a manual run, and -event is push", ""},
 		{"input to gitlab", gitlab, []string{"-input", "name=a"}, "-input name: .gitlab-ci.yml declares no inputs; GitLab pipelines take variables: use -var name=…", ""},
 		{"not triggered", prOnly, nil, `does not run for this event: the pipeline is not triggered by "push" events (triggers: pull_request); choose the event with -event`, ""},
