@@ -576,3 +576,42 @@ func TestRunFormat(t *testing.T) {
 	require.Equal(t, ExitInvalid, out.code)
 	require.Contains(t, out.stderr, "unknown pipeline format")
 }
+
+// TestRunListFormats: -list and -matrix on GitLab's parallel:matrix, and
+// a GitHub condition left for run time shown as such.
+func TestRunListFormats(t *testing.T) {
+	t.Parallel()
+	gitlab := pipelineDir(t, map[string]string{".gitlab-ci.yml": `stages: [build, test]
+build:
+  stage: build
+  script: [echo built]
+test:
+  stage: test
+  parallel:
+    matrix:
+      - OS: [linux, mac]
+  script: [echo "test on $OS"]
+`})
+	out := runIn(t, gitlab, "-list", "-matrix", "OS:mac")
+	require.Equal(t, ExitOK, out.code, out.stderr)
+	require.Equal(t, "JOB          STAGE  NEEDS  NOTE\nbuild        build  -      \ntest: [mac]  test   build  \n", out.stdout)
+	out = runIn(t, gitlab, "-matrix", "OS:mac")
+	require.Equal(t, ExitOK, out.code, out.stderr)
+	require.Contains(t, out.stdout, "[test: [mac]] test on mac\n")
+	require.NotContains(t, out.stdout, "test on linux")
+
+	github := pipelineDir(t, map[string]string{".github/workflows/ci.yml": `on: push
+jobs:
+  a:
+    runs-on: ubuntu-latest
+    steps: [{run: echo a}]
+  report:
+    needs: a
+    if: needs.a.result == 'failure'
+    runs-on: ubuntu-latest
+    steps: [{run: echo report}]
+`})
+	out = runIn(t, github, "-list")
+	require.Equal(t, ExitOK, out.code, out.stderr)
+	require.Regexp(t, `(?m)^report +- +a +.*if: .*needs\.a\.result == 'failure'`, out.stdout)
+}
