@@ -420,18 +420,17 @@ func TestLocalEventRunContext(t *testing.T) {
 	require.Equal(t, "main", cev.BaseBranch)
 }
 
-// TestRunGitHubValues: a workflow_dispatch run sees its inputs (typed,
-// defaults included) and its payload's inputs; -var reaches the vars
-// context, at compile time (a job's if) and in steps; -secret reaches the
-// secrets context, and cikit prints it nowhere.
-func TestRunGitHubValues(t *testing.T) {
+// TestRunGitHubInputs: a workflow_dispatch run sees its inputs (defaults
+// included) and its payload's inputs.
+func TestRunGitHubInputs(t *testing.T) {
 	t.Parallel()
 	dir := pipelineDir(t, map[string]string{".github/workflows/ci.yml": dispatchWorkflow})
 	out := runIn(t, dir, "-input", "name=ann", "-input", "dry=true")
 	require.Equal(t, ExitOK, out.code, out.stdout+out.stderr)
 	require.Contains(t, out.stdout, "hello ann dry=true level=low event=workflow_dispatch payload=ann\n")
+}
 
-	dir = pipelineDir(t, map[string]string{".github/workflows/ci.yml": `on: push
+const varsWorkflow = `on: push
 jobs:
   deploy:
     if: vars.DEPLOY == 'yes'
@@ -442,21 +441,45 @@ jobs:
   always:
     runs-on: ubuntu-latest
     steps: [{run: echo always}]
-`})
-	vars := filepath.Join(t.TempDir(), "vars.env")
+`
+
+// valuesFiles writes a -var-file and a -secret-file.
+func valuesFiles(t *testing.T) (vars, secrets string) {
+	t.Helper()
+	vars = filepath.Join(t.TempDir(), "vars.env")
 	require.NoError(t, os.WriteFile(vars, []byte("# the region\nREGION=eu-west\nDEPLOY='no'\n"), 0o644))
-	secrets := filepath.Join(t.TempDir(), "secrets.env")
+	secrets = filepath.Join(t.TempDir(), "secrets.env")
 	require.NoError(t, os.WriteFile(secrets, []byte("export TOKEN=\"hunter2-value\"\n"), 0o644))
+	return vars, secrets
+}
+
+// TestRunGitHubVarsDecideJobs: -var and -var-file (the flag over the
+// file) reach the vars context the compiler decides a job's if with.
+func TestRunGitHubVarsDecideJobs(t *testing.T) {
+	t.Parallel()
+	dir := pipelineDir(t, map[string]string{".github/workflows/ci.yml": varsWorkflow})
+	vars, _ := valuesFiles(t)
+	out := runIn(t, dir, "-var-file", vars, "-list")
+	require.Equal(t, ExitOK, out.code, out.stdout+out.stderr)
+	require.Contains(t, out.stdout, "deploy  -      -      never: its condition is false for this event\n", "vars.DEPLOY is 'no' from the file")
+	out = runIn(t, dir, "-var-file", vars, "-var", "DEPLOY=yes", "-list")
+	require.Equal(t, ExitOK, out.code, out.stdout+out.stderr)
+	require.Regexp(t, `(?m)^deploy +- +- +$`, out.stdout)
+}
+
+// TestRunGitHubVarsAndSecretsInSteps: -var reaches the vars context and
+// -secret the secrets context of the steps, and cikit prints the secret
+// nowhere.
+func TestRunGitHubVarsAndSecretsInSteps(t *testing.T) {
+	t.Parallel()
+	dir := pipelineDir(t, map[string]string{".github/workflows/ci.yml": varsWorkflow})
+	vars, secrets := valuesFiles(t)
 	out, r := reportOf(t, dir, "-var-file", vars, "-var", "DEPLOY=yes", "-secret-file", secrets)
 	require.Equal(t, ExitOK, out.code, out.stdout+out.stderr)
 	require.Equal(t, map[string]cikit.JobState{"deploy": cikit.JobSucceeded, "always": cikit.JobSucceeded}, jobStates(r))
 	require.Contains(t, out.stdout, "[deploy] region eu-west\n")
 	require.Contains(t, out.stdout, "[deploy] secret-ok\n")
 	require.NotContains(t, out.stdout+out.stderr, "hunter2-value")
-
-	out, r = reportOf(t, dir, "-var-file", vars)
-	require.Equal(t, ExitOK, out.code, out.stdout+out.stderr)
-	require.Equal(t, map[string]cikit.JobState{"deploy": cikit.JobSkipped, "always": cikit.JobSucceeded}, jobStates(r), "vars.DEPLOY is 'no' from the file")
 }
 
 // TestRunGitHubEvent: -event and -event-path decide the on: filters and

@@ -223,6 +223,8 @@ func printList(w io.Writer, sel *selection) error {
 			note = append(note, "always")
 		case cikit.WhenOnFailure:
 			note = append(note, "on failure")
+		case cikit.WhenNever:
+			note = append(note, "never: its condition is false for this event")
 		}
 		if j.AllowFailure {
 			note = append(note, "allowed to fail")
