@@ -2,11 +2,9 @@ package cli
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/cikit/cikit"
-	"github.com/cikit/cikit/compiler"
 	"github.com/cikit/cikit/dag"
 )
 
@@ -20,32 +18,6 @@ func (n *jobNames) Set(v string) error {
 		return fmt.Errorf("a job name is required")
 	}
 	*n = append(*n, v)
-	return nil
-}
-
-// checkManual refuses -job names that are not manual jobs of the plan,
-// with the manual jobs it has: a name that is not one would be ignored.
-func checkManual(plan *compiler.Plan, play []string) error {
-	var manual []string
-	for _, j := range plan.Jobs {
-		if j.When == cikit.WhenManual {
-			manual = append(manual, j.ID)
-		}
-	}
-	for _, name := range play {
-		if slices.Contains(manual, name) {
-			continue
-		}
-		have := "it has none"
-		if len(manual) > 0 {
-			have = "its manual jobs are " + strings.Join(manual, ", ")
-		}
-		i := slices.IndexFunc(plan.Jobs, func(j *cikit.JobSpec) bool { return j.ID == name })
-		if i >= 0 {
-			return fmt.Errorf("-job %s: %s is not a manual job, it runs anyway (%s)", name, name, have)
-		}
-		return fmt.Errorf("-job %s: the pipeline has no job %s (%s)", name, name, have)
-	}
 	return nil
 }
 

@@ -3,13 +3,16 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,17 +25,74 @@ import (
 	"github.com/cikit/cikit/fleet/process"
 )
 
+// runSynopsis is the usage text of `cikit run`.
+const runSynopsis = `run [flags]
+
+Runs the pipeline of a directory on this machine: every job in a fresh copy of
+the directory, its steps as local processes, jobs in parallel where their
+needs allow. Ctrl-C cancels the run.
+
+The run is for an event, push unless -event names another (workflow_dispatch
+with -input): the pipeline's triggers, rules and conditions see it, with the
+payload of -event-path, and the commit, ref and repository of the directory's
+git work tree. -job runs the jobs named and the jobs they need (-only: without
+them); -matrix picks matrix variants; -list prints the jobs that would run.
+
+A manual job (GitLab's when: manual) runs only when named with -job; otherwise
+it is reported as not run, and fails the run only if it blocks it (a manual job
+without allow_failure). A delayed job (when: delayed) waits its start_in, unless
+-no-delay.`
+
+// runOptions are the flags of `cikit run` that decide what runs.
+type runOptions struct {
+	dir, file string
+	format    compiler.Format
+	event     string
+	// eventSet says -event was given; payload and raw are -event-path's.
+	eventSet bool
+	payload  map[string]any
+	raw      json.RawMessage
+	inputs   *pairs
+	// vars and secrets hold the files' values with the flags' over them.
+	vars, secrets map[string]string
+	jobs          []string
+	only          bool
+	matrix        *matrixPicks
+	noDelay       bool
+}
+
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("run", "run [flags]\n\nRuns the pipeline of a directory on this machine: every job in a fresh copy of\nthe directory, its steps as `sh -e -c` processes, jobs in parallel where their\nneeds allow. Ctrl-C cancels the run.\n\nA manual job (GitLab's when: manual) runs only when named with -job; otherwise\nit is reported as not run, and fails the run only if it blocks it (a manual job\nwithout allow_failure). A delayed job (when: delayed) waits its start_in, unless\n-no-delay.", stderr)
+	return runWith(ctx, args, stdout, stderr, nil)
+}
+
+// runWith is `cikit run` with jobs run by what newRunner makes (nil: a
+// process.Executor).
+func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, newRunner func(process.Config) (jobRunner, error)) int {
+	fs := newFlags("run", runSynopsis, stderr)
 	dir := fs.String("dir", ".", "the directory whose pipeline runs; each job works in a copy of it")
-	file := fs.String("file", "", "the pipeline file, relative to -dir (default: .cikit.yml)")
+	file := fs.String("file", "", "the pipeline file, relative to -dir (default: .cikit.yml, .gitlab-ci.yml or the one GitHub workflow)")
+	format := fs.String("format", "", "the format of the pipeline file, github, gitlab or native, for a file whose name does not tell\n(default: from its name)")
 	parallel := fs.Int("parallel", runtime.NumCPU(), "the most jobs run at once")
 	grace := fs.Duration("grace", process.DefaultGrace, "how long a cancelled step gets between SIGTERM and SIGKILL")
 	keep := fs.Bool("keep-workspaces", false, "keep job workspaces after the run, for debugging")
 	report := fs.String("report", "", "write the run's result as JSON to this file")
 	passEnv := fs.String("pass-env", "", "comma-separated names of more variables of this environment that jobs get, besides\nPATH, HOME, USER, LOGNAME, TMPDIR, LANG, LANGUAGE, LC_* and TZ (nothing else of it reaches them)")
-	var play jobNames
-	fs.Var(&play, "job", "start this manual job once its needs are satisfied (repeatable)")
+	var jobs jobNames
+	fs.Var(&jobs, "job", "run this job and the jobs it needs, directly or not (repeatable); a matrix job's name runs\nits variants; a manual job named so starts once its needs are satisfied")
+	only := fs.Bool("only", false, "with -job: run the named jobs alone, without the jobs they need")
+	var picks matrixPicks
+	fs.Var(&picks, "matrix", "KEY:VALUE: run only the matrix variants whose KEY is VALUE (repeatable; a key given\nseveral times runs the variants of each value)")
+	list := fs.Bool("list", false, "print the jobs that would run, with their stages and needs, and run nothing")
+	event := fs.String("event", "", "the event the run is for: push (the default; workflow_dispatch with -input), pull_request,\nworkflow_dispatch, schedule, merge_request_event, web …; triggers, rules and conditions see it")
+	eventPath := fs.String("event-path", "", fmt.Sprintf("a JSON file holding the event's payload (at most %d KiB), GitHub's github.event", cikit.MaxPayloadBytes>>10))
+	inputs := newPairs("input", inputName, false)
+	fs.Var(inputs, "input", "NAME=VALUE: an input of a manual run (workflow_dispatch), checked against the inputs\nthe pipeline declares (repeatable)")
+	vars := newPairs("var", varName, false)
+	fs.Var(vars, "var", "NAME=VALUE: a variable (repeatable): GitLab's pipeline variables, GitHub's vars context,\nin native pipelines the vars context and every job's environment")
+	varFile := fs.String("var-file", "", "a file of NAME=VALUE lines, variables as -var gives them (-var wins)")
+	secrets := newPairs("secret", varName, true)
+	fs.Var(secrets, "secret", "NAME=VALUE: a secret (repeatable): GitHub's secrets context, a GitLab variable, the\nenvironment of native jobs that name it in secrets; cikit never prints it")
+	secretFile := fs.String("secret-file", "", "a file of NAME=VALUE lines, secrets as -secret gives them (-secret wins)")
 	noDelay := fs.Bool("no-delay", false, "start delayed jobs as soon as their needs are satisfied, ignoring start_in")
 	if code := parse(fs, args); code >= 0 {
 		return code
@@ -45,51 +105,332 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cikit run: -parallel must be at least 1, got %d\n", *parallel)
 		return ExitInvalid
 	}
-	if *file == "" {
-		f, err := findPipeline(*dir)
-		if err != nil {
-			fmt.Fprintf(stderr, "cikit run: %v\n", err)
-			return ExitInvalid
-		}
-		*file = f
+	if secrets.err != nil {
+		fmt.Fprintf(stderr, "cikit run: %v\n", secrets.err)
+		return ExitInvalid
 	}
-
-	plan, diags, err := compiler.Compile(ctx, compiler.DirSource(*dir), filepath.ToSlash(*file), compiler.Options{})
+	opts := &runOptions{dir: *dir, file: *file, event: *event, eventSet: *event != "", inputs: inputs,
+		jobs: jobs, only: *only, matrix: &picks, noDelay: *noDelay}
+	if err := opts.load(*format, *eventPath, vars, *varFile, secrets, *secretFile); err != nil {
+		fmt.Fprintf(stderr, "cikit run: %v\n", err)
+		return ExitInvalid
+	}
+	lp, err := planRun(ctx, opts, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "cikit run: %v\n", err)
 		return ExitInvalid
 	}
+	if lp == nil {
+		return ExitInvalid // the findings are printed
+	}
+	for _, n := range lp.notes {
+		fmt.Fprintf(stderr, "cikit run: %s\n", n)
+	}
+	if *list {
+		if err := printList(stdout, lp.selection); err != nil {
+			fmt.Fprintf(stderr, "cikit run: %v\n", err)
+			return ExitFailed
+		}
+		return ExitOK
+	}
+	return lp.run(ctx, runConfig{parallel: *parallel, grace: *grace, keep: *keep, report: *report, passEnv: splitList(*passEnv), newRunner: newRunner}, stdout, stderr)
+}
+
+// load checks the flags and reads the files they name.
+func (o *runOptions) load(format, eventPath string, vars *pairs, varFile string, secrets *pairs, secretFile string) error {
+	switch compiler.Format(format) {
+	case "", compiler.FormatGitHub, compiler.FormatGitLab, compiler.FormatNative:
+		o.format = compiler.Format(format)
+	default:
+		return fmt.Errorf("-format %q: the formats are github, gitlab and native", format)
+	}
+	if o.only && len(o.jobs) == 0 {
+		return errors.New("-only runs the jobs -job names without their needs, and no -job is given")
+	}
+	switch {
+	case o.event == "" && len(o.inputs.keys) > 0:
+		o.event = "workflow_dispatch"
+	case o.event == "":
+		o.event = "push"
+	case len(o.event) > maxEventNameBytes || !eventName.MatchString(o.event):
+		return fmt.Errorf("-event %q: an event name is lowercase letters, digits and _, at most %d of them (push, pull_request, workflow_dispatch …)", o.event, maxEventNameBytes)
+	}
+	if eventPath != "" {
+		payload, raw, err := readPayload(eventPath)
+		if err != nil {
+			return fmt.Errorf("-event-path: %w", err)
+		}
+		o.payload, o.raw = payload, raw
+	}
+	var fileVars, fileSecrets map[string]string
+	var err error
+	if varFile != "" {
+		if fileVars, err = readValuesFile(varFile, varName); err != nil {
+			return fmt.Errorf("-var-file: %w", err)
+		}
+	}
+	if secretFile != "" {
+		if fileSecrets, err = readValuesFile(secretFile, varName); err != nil {
+			return fmt.Errorf("-secret-file: %w", err)
+		}
+	}
+	o.vars, o.secrets = mergeValues(fileVars, vars), mergeValues(fileSecrets, secrets)
+	return nil
+}
+
+// localPlan is what one `cikit run` runs: the compiled plan, the jobs
+// selected from it with the values of the flags applied, and the run's
+// context.
+type localPlan struct {
+	// dir is the directory each job works in a copy of.
+	dir  string
+	plan *compiler.Plan
+	*selection
+	event *localEvent
+	rc    cikit.RunContext
+	// expander evaluates ${{ }} for a GitHub workflow; nil for others.
+	expander *githubExpander
+}
+
+// planRun compiles the pipeline for the event of opts, checks the inputs
+// against those it declares, selects the jobs to run and gives them the
+// variables and secrets. It returns nil and no error when the pipeline
+// has errors, which it prints to stderr with its warnings.
+func planRun(ctx context.Context, o *runOptions, stderr io.Writer) (*localPlan, error) {
+	if o.file == "" {
+		f, err := findPipeline(o.dir)
+		if err != nil {
+			return nil, err
+		}
+		o.file = f
+	}
+	abs, err := filepath.Abs(o.dir)
+	if err != nil {
+		return nil, err
+	}
+	ev := &localEvent{name: o.event, payload: o.payload, raw: o.raw, git: readGit(ctx, abs), vars: o.vars, secrets: o.secrets}
+	inputs := o.inputs
+	if isManualEvent(o.event) {
+		inputs = withPayloadInputs(inputs, o.payload)
+	}
+	compile := func() (*compiler.Plan, []compiler.Diagnostic, error) {
+		return compiler.Compile(ctx, compiler.DirSource(o.dir), filepath.ToSlash(o.file), compiler.Options{Format: o.format, Event: ev.compilerEvent(o.formatOf())})
+	}
+	plan, diags, err := compile()
+	if err != nil {
+		return nil, err
+	}
+	if !compiler.HasErrors(diags) {
+		ev.inputs, ev.typedInputs, err = checkInputs(plan, o.event, inputs)
+		if err != nil {
+			return nil, err
+		}
+		if ev.typedInputs != nil {
+			// Compile again with the typed inputs, which the conditions
+			// of the pipeline compare with.
+			if plan, diags, err = compile(); err != nil {
+				return nil, err
+			}
+		}
+	}
 	for _, d := range diags {
-		d.File = filepath.Join(*dir, d.File)
+		d.File = filepath.Join(o.dir, d.File)
 		fmt.Fprintln(stderr, d)
 	}
 	if compiler.HasErrors(diags) {
-		fmt.Fprintf(stderr, "cikit run: %s is invalid (%d finding(s)); nothing ran\n", filepath.Join(*dir, *file), len(diags))
-		return ExitInvalid
+		fmt.Fprintf(stderr, "cikit run: %s is invalid (%d finding(s)); nothing ran\n", filepath.Join(o.dir, o.file), len(diags))
+		return nil, nil
 	}
-	if err := checkManual(plan, play); err != nil {
+	cev := ev.compilerEvent(plan.Format)
+	if ok, why := plan.Triggered(cev); !ok {
+		return nil, fmt.Errorf("%s does not run for this event: %s; choose the event with -event", filepath.Join(o.dir, o.file), why)
+	}
+	if ev.inputs != nil {
+		if ev.raw, err = payloadWithInputs(ev.payload, ev.inputs); err != nil {
+			return nil, err
+		}
+	}
+	sel, err := selectJobs(plan.Jobs, o.jobs, o.only, o.matrix)
+	if err != nil {
+		return nil, err
+	}
+	if len(sel.jobs) == 0 {
+		return nil, fmt.Errorf("%s has no job to run for this event (%s)", filepath.Join(o.dir, o.file), o.event)
+	}
+	if o.noDelay {
+		sel.jobs = withoutDelays(sel.jobs)
+	}
+	lp := &localPlan{dir: o.dir, plan: plan, selection: sel, event: ev, rc: ev.runContext()}
+	lp.notes = append(lp.notes, lp.applyValues()...)
+	if plan.Format == compiler.FormatGitHub {
+		lp.expander = newGitHubExpander(abs, sel.jobs, o.vars, o.secrets, ev.typedInputs)
+	}
+	return lp, nil
+}
+
+// formatOf is the format the file is compiled as, for the event's
+// variables: -format, else the file's name's.
+func (o *runOptions) formatOf() compiler.Format {
+	if o.format != "" {
+		return o.format
+	}
+	f, _ := compiler.Detect(filepath.ToSlash(o.file))
+	return f
+}
+
+// withPayloadInputs are the -input values over the inputs of the
+// -event-path payload of a manual run ({"inputs": {…}}, GitHub's
+// workflow_dispatch payload).
+func withPayloadInputs(given *pairs, payload map[string]any) *pairs {
+	in, ok := payload["inputs"].(map[string]any)
+	if !ok || len(in) == 0 {
+		return given
+	}
+	out := newPairs(given.flag, given.name, false)
+	for _, k := range slices.Sorted(maps.Keys(in)) {
+		if _, set := given.values[k]; set {
+			continue
+		}
+		var v string
+		switch x := in[k].(type) {
+		case string:
+			v = x
+		default:
+			b, _ := json.Marshal(x)
+			v = string(b)
+		}
+		out.keys = append(out.keys, k)
+		out.values[k] = v
+	}
+	for _, k := range given.keys {
+		out.keys = append(out.keys, k)
+		out.values[k] = given.values[k]
+	}
+	return out
+}
+
+// payloadWithInputs is the payload of a manual run with its inputs, as
+// GitHub's workflow_dispatch payload has them. With them it may not be
+// larger than cikit.MaxPayloadBytes either.
+func payloadWithInputs(payload map[string]any, inputs map[string]string) (json.RawMessage, error) {
+	p := maps.Clone(payload)
+	if p == nil {
+		p = map[string]any{}
+	}
+	p["inputs"] = inputs
+	b, err := json.Marshal(p)
+	if err != nil {
+		return nil, fmt.Errorf("the event's payload with its inputs: %w", err)
+	}
+	if len(b) > cikit.MaxPayloadBytes {
+		return nil, fmt.Errorf("the event's payload with its inputs is %d bytes, more than the %d an event payload may have", len(b), cikit.MaxPayloadBytes)
+	}
+	return b, nil
+}
+
+// applyValues gives the selected jobs the variables, secrets and inputs
+// that reach their environment: in GitLab pipelines the -var and -secret
+// values are variables of every job, over the file's (as a pipeline's
+// variables are in GitLab); in native pipelines the -var values and the
+// inputs are in every job's environment, and a secret in that of the jobs
+// that name it in secrets. GitHub workflows read them through the vars,
+// secrets and inputs contexts instead. It returns notes on secrets given
+// that no job reads and secrets a job names that are not given.
+func (lp *localPlan) applyValues() []string {
+	var notes []string
+	env := map[string]string{}
+	switch lp.plan.Format {
+	case compiler.FormatGitLab:
+		maps.Copy(env, lp.event.vars)
+		maps.Copy(env, lp.event.secrets)
+	case compiler.FormatNative:
+		maps.Copy(env, lp.event.inputs)
+		maps.Copy(env, lp.event.vars)
+		read := map[string]bool{}
+		for _, j := range lp.jobs {
+			for _, s := range j.Secrets {
+				read[s] = true
+				if _, ok := lp.event.secrets[s]; !ok {
+					notes = append(notes, fmt.Sprintf("warning: job %s reads the secret %s, which is not given (-secret %s=… or -secret-file): it runs without it", j.ID, s, s))
+				}
+			}
+		}
+		for _, s := range slices.Sorted(maps.Keys(lp.event.secrets)) {
+			if !read[s] {
+				notes = append(notes, fmt.Sprintf("warning: -secret %s: no job of this run names it in secrets, so none gets it", s))
+			}
+		}
+	}
+	for i, j := range lp.jobs {
+		var own map[string]string
+		if lp.plan.Format == compiler.FormatNative {
+			for _, s := range j.Secrets {
+				if v, ok := lp.event.secrets[s]; ok {
+					if own == nil {
+						own = map[string]string{}
+					}
+					own[s] = v
+				}
+			}
+		}
+		if len(env) == 0 && len(own) == 0 {
+			continue
+		}
+		c := j.Clone()
+		if c.Env == nil {
+			c.Env = map[string]string{}
+		}
+		maps.Copy(c.Env, env)
+		maps.Copy(c.Env, own)
+		lp.jobs[i] = c
+	}
+	return notes
+}
+
+// runConfig are the flags of `cikit run` that decide how jobs run.
+type runConfig struct {
+	parallel int
+	grace    time.Duration
+	keep     bool
+	report   string
+	passEnv  []string
+	// newRunner makes what runs each job; nil: a process.Executor.
+	newRunner func(process.Config) (jobRunner, error)
+}
+
+// jobRunner runs one job: a process.Executor.
+type jobRunner interface {
+	RunJob(ctx context.Context, job process.Job) process.Result
+}
+
+func newExecutor(cfg process.Config) (jobRunner, error) { return process.New(cfg) }
+
+// run runs the selected jobs and prints their output and the run's
+// result; it returns the exit code.
+func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.Writer) int {
+	graph, err := dag.FromSpecs(lp.jobs)
+	if err != nil {
 		fmt.Fprintf(stderr, "cikit run: %v\n", err)
 		return ExitInvalid
 	}
-	if *noDelay {
-		plan.Jobs = withoutDelays(plan.Jobs)
-	}
-
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	con := &console{w: stdout}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r := &localRun{con: con, plan: plan, width: prefixWidth(plan)}
+	r := &localRun{con: con, width: prefixWidth(lp.jobs), outputs: map[string]map[string]string{}}
 	var expander process.Expander
-	if plan.Format == compiler.FormatGitHub {
-		abs, _ := filepath.Abs(*dir)
-		expander = newGitHubExpander(abs)
+	if lp.expander != nil {
+		expander = lp.expander
 	}
-	exec, err := process.New(process.Config{
-		Source:         *dir,
-		Grace:          *grace,
-		KeepWorkspaces: *keep,
-		PassEnv:        splitList(*passEnv),
+	newRunner := cfg.newRunner
+	if newRunner == nil {
+		newRunner = newExecutor
+	}
+	exec, err := newRunner(process.Config{
+		Source:         lp.dir,
+		Grace:          cfg.grace,
+		KeepWorkspaces: cfg.keep,
+		PassEnv:        cfg.passEnv,
 		Output:         r.output,
 		Logger:         logger,
 		Expander:       expander,
@@ -99,14 +440,23 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return ExitInvalid
 	}
 	store := dag.NewMemoryStore(dag.MemoryConfig{})
+	var runID string
 	driver, err := dag.NewDriver(dag.DriverConfig{
 		Store:    store,
-		Parallel: *parallel,
+		Parallel: cfg.parallel,
 		Logger:   logger,
 		OnChange: r.onChange,
-		Play:     play,
+		Play:     lp.play,
 		Executor: dag.ExecutorFunc(func(ctx context.Context, j *dag.Job) dag.Outcome {
-			res := exec.Run(ctx, j.Spec)
+			jc, err := lp.jobContext(ctx, store, runID, j, r.outputsOf)
+			if err != nil {
+				return dag.Outcome{State: cikit.JobFailed, ExitCode: -1, Reason: err.Error(), FailureClass: cikit.FailureInfrastructure}
+			}
+			if lp.expander != nil {
+				lp.expander.set(j.ID(), jc)
+			}
+			res := exec.RunJob(ctx, process.Job{Spec: j.Spec, Context: jc})
+			r.setOutputs(j.ID(), res.Outputs)
 			r.flush(j.ID())
 			return dag.Outcome{State: res.State, ExitCode: res.ExitCode, Reason: res.Reason, FailureClass: res.FailureClass}
 		}),
@@ -115,17 +465,18 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cikit run: %v\n", err)
 		return ExitInvalid
 	}
-	run, err := store.RunCreate(ctx, &dag.RunCreateParams{Jobs: plan.Jobs})
+	run, err := store.RunCreate(ctx, &dag.RunCreateParams{Jobs: lp.jobs})
 	if err != nil {
 		fmt.Fprintf(stderr, "cikit run: %v\n", err)
 		return ExitInvalid
 	}
+	runID = run.ID
 	finished := make(chan struct{})
 	var announced sync.WaitGroup
 	announced.Go(func() {
 		select {
 		case <-ctx.Done():
-			con.printf("cikit: interrupted; cancelling the run (running steps get SIGTERM, then SIGKILL after %s)\n", *grace)
+			con.printf("cikit: interrupted; cancelling the run (running steps get SIGTERM, then SIGKILL after %s)\n", cfg.grace)
 		case <-finished:
 		}
 	})
@@ -142,10 +493,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "cikit run: %v\n", err)
 		return ExitFailed
 	}
-	res := summarize(plan, final, jobs, time.Since(started))
+	res := summarize(graph, final, jobs, time.Since(started))
+	for i := range res.Jobs {
+		res.Jobs[i].Outputs = r.outputsOf(res.Jobs[i].ID)
+	}
 	res.print(stdout)
-	if *report != "" {
-		if err := res.write(*report); err != nil {
+	if cfg.report != "" {
+		if err := res.write(cfg.report); err != nil {
 			fmt.Fprintf(stderr, "cikit run: -report: %v\n", err)
 			return ExitFailed
 		}
@@ -161,19 +515,57 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return ExitFailed
 }
 
+// jobContext is the JobContext of a job of a local run: the run's
+// context, the run's ID and the job's attempt, and how the jobs it needs
+// ended, with the outputs of those that ran. It has no Source: the
+// workspace is a copy of the directory.
+func (lp *localPlan) jobContext(ctx context.Context, store dag.Store, runID string, j *dag.Job, outputs func(string) map[string]string) (*cikit.JobContext, error) {
+	jc := &cikit.JobContext{RunContext: lp.rc, RunID: runID, Attempt: max(j.Attempt, 1)}
+	jc.Inputs = maps.Clone(lp.rc.Inputs)
+	if len(j.Spec.Needs) == 0 {
+		return jc, nil
+	}
+	jobs, err := store.JobList(context.WithoutCancel(ctx), runID)
+	if err != nil {
+		return nil, fmt.Errorf("reading the results of the jobs %s needs: %w", j.ID(), err)
+	}
+	jc.Needs = make(map[string]cikit.NeedResult, len(j.Spec.Needs))
+	for _, n := range jobs {
+		if slices.Contains(j.Spec.Needs, n.ID()) {
+			jc.Needs[n.ID()] = cikit.NeedResult{Result: n.State, Outputs: outputs(n.ID())}
+		}
+	}
+	return jc, nil
+}
+
 // localRun renders one run's live output.
 type localRun struct {
 	con   *console
-	plan  *compiler.Plan
 	width int
 
 	mu      sync.Mutex
 	writers map[string]*prefixWriter
+	// outputs are the outputs of the jobs that ran, by job ID.
+	outputs map[string]map[string]string
 }
 
-func prefixWidth(plan *compiler.Plan) int {
+func (r *localRun) setOutputs(id string, out map[string]string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(out) > 0 {
+		r.outputs[id] = out
+	}
+}
+
+func (r *localRun) outputsOf(id string) map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.outputs[id]
+}
+
+func prefixWidth(jobs []*cikit.JobSpec) int {
 	w := 0
-	for _, j := range plan.Jobs {
+	for _, j := range jobs {
 		w = max(w, len(j.ID))
 	}
 	return w + 2
@@ -261,9 +653,11 @@ type jobResult struct {
 	// WaitsFor names, for a job left PENDING, the manual job it needs
 	// (directly or not) that did not run.
 	WaitsFor string `json:"waits_for,omitempty"`
+	// Outputs are the job's outputs, when it ran and had some.
+	Outputs map[string]string `json:"outputs,omitempty"`
 }
 
-func summarize(plan *compiler.Plan, run *dag.Run, jobs []*dag.Job, elapsed time.Duration) *result {
+func summarize(g *dag.Graph, run *dag.Run, jobs []*dag.Job, elapsed time.Duration) *result {
 	res := &result{State: run.State, Duration: elapsed}
 	for _, j := range jobs {
 		jr := jobResult{ID: j.ID(), Name: j.Spec.DisplayName(), State: j.State, AllowFailure: j.Spec.AllowFailure,
@@ -276,7 +670,6 @@ func summarize(plan *compiler.Plan, run *dag.Run, jobs []*dag.Job, elapsed time.
 		}
 		res.Jobs = append(res.Jobs, jr)
 	}
-	g := plan.Graph()
 	for _, i := range g.Order() {
 		for _, p := range g.Parents(i) {
 			if jobs[i].State != cikit.JobPending || res.Jobs[i].WaitsFor != "" {
