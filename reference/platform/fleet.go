@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/fleet/autoscale"
+	"github.com/cikit/cikit/fleet/checkout"
 	"github.com/cikit/cikit/fleet/local"
 	"github.com/cikit/cikit/fleet/process"
 	"github.com/cikit/cikit/lease"
@@ -34,6 +36,7 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 		// the API may read logs, as they may read runs.
 		AuthorizeFollow: logs.AllowAll,
 		Tenant:          tenantOf,
+		Source:          p.sourceMinter(),
 		Now:             p.now,
 		Logger:          p.log.With("component", "fleet"),
 	}
@@ -53,8 +56,14 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 	if n := p.cfg.LocalRunners(); n > 0 {
 		// Jobs get nothing of the server's environment, where its
 		// secrets are, but process.AllowedEnv and what pass-env names.
+		// The runners fetch their jobs' commits through one cache of git
+		// objects, outside the jobs' sandboxes.
+		co, err := checkout.New(checkout.Config{CacheDir: filepath.Join(p.cfg.DataDir, "git-cache")})
+		if err != nil {
+			return fmt.Errorf("platform: local runners: %w", err)
+		}
 		lc := local.Config{Labels: p.cfg.RunnerLabels(), MaxRunners: n, Logger: p.log.With("component", "runner"),
-			Process: process.Config{PassEnv: p.cfg.Runners.PassEnv}}
+			Process: process.Config{PassEnv: p.cfg.Runners.PassEnv, Checkout: co}}
 		switch p.cfg.Runners.Sandbox {
 		case "auto", "require":
 			// Never unsandboxed unless runners.sandbox says off.

@@ -56,6 +56,12 @@ func (p *Platform) buildHTTP(context.Context) error {
 		mux.Handle("POST /webhooks/"+provider, webhooks(provider))
 	}
 	mux.Handle("/v1/", p.metrics.runnerAPI(p.fleet))
+	git, err := p.gitHandler()
+	if err != nil {
+		return err
+	}
+	mux.Handle("GET "+gitPrefix, git)
+	mux.Handle("POST "+gitPrefix, git)
 	mux.Handle("GET /metrics", p.metrics.handler())
 	mux.Handle("/", web.Handler())
 	p.gauges()
