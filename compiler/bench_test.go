@@ -34,7 +34,7 @@ func pipeline50() []byte {
 func BenchmarkCompileNative50(b *testing.B) {
 	data := pipeline50()
 	plan, diags, err := compiler.CompileBytes(".cikit.yml", data, compiler.Options{})
-	if err != nil || len(diags) > 0 || len(plan.Jobs) != 50 {
+	if err != nil || compiler.HasErrors(diags) || len(plan.Jobs) != 50 {
 		b.Fatalf("bad benchmark pipeline: %v %v", err, diags)
 	}
 	b.SetBytes(int64(len(data)))
@@ -106,7 +106,7 @@ func BenchmarkCompileGitLab50(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			opts := compiler.Options{Event: bc.event}
 			plan, diags, err := compiler.CompileBytes(".gitlab-ci.yml", data, opts)
-			if err != nil || len(diags) > 0 || len(plan.Jobs) != 50 {
+			if err != nil || compiler.HasErrors(diags) || len(plan.Jobs) != 50 {
 				b.Fatalf("bad benchmark pipeline: %v %v", err, diags)
 			}
 			b.SetBytes(int64(len(data)))
