@@ -45,6 +45,15 @@ func exerciseResults(t *testing.T, factory Factory) {
 		require.NoError(t, err)
 		require.Nil(t, got.Context, "a run created without a context has none")
 
+		// A payload is kept as sent, escapes PostgreSQL's jsonb refuses
+		// included.
+		odd := json.RawMessage(`{"z":1,"a":"\u0000","dup":1,"dup":2}`)
+		oddRun, err := s.RunCreate(ctx, &dag.RunCreateParams{Jobs: pipeline(), Context: &cikit.RunContext{Payload: odd}})
+		require.NoError(t, err)
+		got, err = s.RunGet(ctx, oddRun.ID)
+		require.NoError(t, err)
+		require.Equal(t, string(odd), string(got.Context.Payload), "byte for byte")
+
 		_, err = s.RunCreate(ctx, &dag.RunCreateParams{Jobs: pipeline(),
 			Context: &cikit.RunContext{Payload: json.RawMessage(`{"not json`)}})
 		require.ErrorIs(t, err, dag.ErrInvalidParams, "a payload that is not JSON")
