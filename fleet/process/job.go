@@ -167,6 +167,9 @@ func (j *jobRun) run(ctx context.Context) Result {
 			// It never reaches the job; should git print it, it is masked.
 			j.cmds.AddMask(jc.Source.Token)
 		}
+		for _, v := range j.job.Secrets {
+			j.cmds.AddMask(v)
+		}
 		dst, flush = j.cmds, func() { _ = j.cmds.Flush() }
 	}
 	if j.out, err = newJobOutput(dst, flush); err != nil {
@@ -261,7 +264,7 @@ func (j *jobRun) setUpEnv() error {
 		k, v, _ := strings.Cut(kv, "=")
 		j.base[k] = v
 	}
-	j.params = runtime.Params{Spec: spec, Context: j.job.Context, Workspace: j.ws, Temp: j.temp}
+	j.params = runtime.Params{Spec: spec, Context: j.job.Context, Workspace: j.ws, Temp: j.temp, Vars: j.job.Vars, Secrets: j.job.Secrets}
 	maps.Copy(j.base, runtime.Env(j.params))
 	j.base["CIKIT"] = "true"
 	j.overrides = runtime.Overrides(j.params)

@@ -318,6 +318,9 @@ type Job struct {
 	// Lease, when set, is the job's lease: its supervisor kills the job
 	// when it passes without a renewal (see RunLeased).
 	Lease *LeaseDeadline
+	// Vars and Secrets are the GitHub vars and secrets contexts of a
+	// GitHub job; the values of Secrets are masked in its output.
+	Vars, Secrets map[string]string
 }
 
 // StepResult is how one step ended.

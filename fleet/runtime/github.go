@@ -99,7 +99,7 @@ func NewGitHub(p Params) (*GitHub, error) {
 			"needs":   needs,
 			"inputs":  inputs,
 			"vars":    anyMap(p.Vars),
-			"secrets": map[string]any{},
+			"secrets": anyMap(p.Secrets),
 			"runner": map[string]any{
 				"name": r.Name, "os": r.OS, "arch": r.Arch, "temp": p.Temp, "tool_cache": r.ToolCache,
 				"environment": "self-hosted",

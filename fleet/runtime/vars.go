@@ -32,6 +32,9 @@ type Params struct {
 	// Vars are the configuration variables of the repository (GitHub's
 	// vars context).
 	Vars map[string]string
+	// Secrets are the secrets the job may read (GitHub's secrets
+	// context). The executor masks their values in the job's output.
+	Secrets map[string]string
 }
 
 // Runner describes the runner of a job, as GitHub's runner context and

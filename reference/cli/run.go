@@ -190,6 +190,8 @@ type localPlan struct {
 	rc    cikit.RunContext
 	// expander evaluates ${{ }} for a GitHub workflow; nil for others.
 	expander *githubExpander
+	// vars and secrets are a GitHub workflow's vars and secrets contexts.
+	vars, secrets map[string]string
 }
 
 // planRun compiles the pipeline for the event of opts, checks the inputs
@@ -264,6 +266,7 @@ func planRun(ctx context.Context, o *runOptions, stderr io.Writer) (*localPlan, 
 	lp.notes = append(lp.notes, lp.applyValues()...)
 	if plan.Format == compiler.FormatGitHub {
 		lp.expander = newGitHubExpander(abs, sel.jobs, o.vars, o.secrets, ev.typedInputs)
+		lp.vars, lp.secrets = o.vars, o.secrets
 	}
 	return lp, nil
 }
@@ -455,7 +458,7 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 			if lp.expander != nil {
 				lp.expander.set(j.ID(), jc)
 			}
-			res := exec.RunJob(ctx, process.Job{Spec: j.Spec, Context: jc})
+			res := exec.RunJob(ctx, process.Job{Spec: j.Spec, Context: jc, Vars: lp.vars, Secrets: lp.secrets})
 			r.setOutputs(j.ID(), res.Outputs)
 			r.flush(j.ID())
 			return dag.Outcome{State: res.State, ExitCode: res.ExitCode, Reason: res.Reason, FailureClass: res.FailureClass}

@@ -9,11 +9,13 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 
 	"github.com/cikit/cikit/fleet/agent"
+	"github.com/cikit/cikit/fleet/checkout"
 	"github.com/cikit/cikit/fleet/process"
 	"github.com/cikit/cikit/reference/config"
 )
@@ -24,7 +26,8 @@ func runnerCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 	token := fs.String("registration-token", os.Getenv("CIKIT_REGISTRATION_TOKEN"), "the registration token")
 	name := fs.String("name", hostname(), "the runner's name")
 	labels := fs.String("labels", strings.Join(config.DefaultLabels(), ","), "comma-separated labels, such as linux,x64")
-	source := fs.String("source", "", "the directory copied into each job's workspace (default: an empty one)")
+	source := fs.String("source", "", "a fixed directory copied into the workspace of each job that checks out nothing: jobs of a run of a repository get their commit instead (default: an empty one)")
+	gitCache := fs.String("git-cache", "", "the directory of the runner's cache of git objects, from which jobs' commits are checked out (default: cikit/git under the user's cache directory)")
 	workRoot := fs.String("work-root", "", "where workspaces are created (default: the temporary directory)")
 	grace := fs.Duration("grace", process.DefaultGrace, "how long a cancelled step gets between SIGTERM and SIGKILL")
 	shutdownGrace := fs.Duration("shutdown-grace", agent.DefaultShutdownGrace, "how long the current job may go on after SIGINT or SIGTERM")
@@ -73,7 +76,21 @@ func runnerCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 		defer os.RemoveAll(dir)
 		src = dir
 	}
-	exec, err := process.New(process.Config{Source: src, WorkRoot: *workRoot, Grace: *grace, PassEnv: splitList(*passEnv), Logger: log, Sandbox: sandbox})
+	cache := *gitCache
+	if cache == "" {
+		dir, err := os.UserCacheDir()
+		if err != nil {
+			dir = os.TempDir()
+		}
+		cache = filepath.Join(dir, "cikit", "git")
+	}
+	co, err := checkout.New(checkout.Config{CacheDir: cache})
+	if err != nil {
+		fmt.Fprintf(stderr, "cikit runner: -git-cache: %v\n", err)
+		return ExitInvalid
+	}
+	exec, err := process.New(process.Config{Source: src, WorkRoot: *workRoot, Grace: *grace, PassEnv: splitList(*passEnv), Logger: log, Sandbox: sandbox,
+		Checkout: co})
 	if err != nil {
 		fmt.Fprintf(stderr, "cikit runner: %v\n", err)
 		if errors.Is(err, process.ErrSandboxUnavailable) {

@@ -132,11 +132,14 @@ func doJSON(t *testing.T, req *http.Request, into any) int {
 // (the default) refuses to start and says how to switch the sandbox off.
 // It failed before, when auto ran jobs unsandboxed with a warning.
 func TestRunnerRefusesToRunUnsandboxed(t *testing.T) {
-	// A PATH with a shell and no bwrap. t.Setenv: not parallel.
+	// A PATH with a shell and git, which checkouts need, and no bwrap.
+	// t.Setenv: not parallel.
 	bin := t.TempDir()
-	sh, err := exec.LookPath("sh")
-	require.NoError(t, err)
-	require.NoError(t, os.Symlink(sh, filepath.Join(bin, "sh")))
+	for _, prog := range []string{"sh", "git"} {
+		p, err := exec.LookPath(prog)
+		require.NoError(t, err)
+		require.NoError(t, os.Symlink(p, filepath.Join(bin, prog)))
+	}
 	t.Setenv("PATH", bin)
 	var stderr strings.Builder
 	// Bounded only for a runner that would start (and retry the server).
