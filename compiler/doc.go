@@ -257,7 +257,10 @@
 // hooks, id_tokens, identity, pages, release, dast_configuration,
 // manual_confirmation, retry:exit_codes and allow_failure:exit_codes,
 // GitLab CI/CD steps (run: with step:), the git variables the checkout
-// does not follow (GIT_CLONE_PATH, GIT_CHECKOUT, GIT_CLEAN_FLAGS …), and
+// does not follow (GIT_CLONE_PATH, GIT_CHECKOUT, GIT_CLEAN_FLAGS …), the
+// inputs of actions/checkout its checkout does not follow (token, lfs,
+// sparse-checkout, ssh-key …; it follows ref, fetch-depth, path,
+// submodules, clean and repository) and inputs it does not have, and
 // actions other than actions/checkout and local ones. Keys that ask for
 // nothing (a null image, interruptible: false) are not reported.
 //

@@ -74,11 +74,66 @@ func (g *ghCompiler) warn(j *ghJob, n *yaml.Node, format string, args ...any) {
 // the actions of the workflow's repository (./path). Other actions, of
 // JavaScript or Docker, are not run yet.
 func runnerAction(ref string) bool {
-	if strings.HasPrefix(ref, "./") {
-		return true
+	return strings.HasPrefix(ref, "./") || isCheckoutAction(ref)
+}
+
+// isCheckoutAction reports whether ref is actions/checkout, any version.
+func isCheckoutAction(ref string) bool {
+	name, _, ok := strings.Cut(ref, "@")
+	return ok && strings.EqualFold(name, "actions/checkout")
+}
+
+// checkoutHonoured are the inputs of actions/checkout the runner's
+// checkout follows.
+var checkoutHonoured = []string{"clean", "fetch-depth", "path", "ref", "repository", "submodules"}
+
+// checkoutInputs are the other inputs of actions/checkout, with their
+// default (a value that asks for nothing) and what they ask for.
+var checkoutInputs = map[string]struct{ def, what string }{
+	"fetch-tags":                {"false", "fetching tags"},
+	"filter":                    {"", "a partial clone filter"},
+	"github-server-url":         {"", "another GitHub server"},
+	"lfs":                       {"false", "Git LFS files"},
+	"persist-credentials":       {"", ""},
+	"set-safe-directory":        {"", ""},
+	"show-progress":             {"", ""},
+	"sparse-checkout":           {"", "a sparse checkout"},
+	"sparse-checkout-cone-mode": {"true", "a sparse checkout without cone mode"},
+	"ssh-key":                   {"", "an SSH key"},
+	"ssh-known-hosts":           {"", "SSH known hosts"},
+	"ssh-strict":                {"true", "SSH without strict host key checking"},
+	"ssh-user":                  {"", "another SSH user"},
+	"token":                     {"", "its own token (the runner fetches with the job's read-only credential)"},
+}
+
+// checkoutInputs checks the inputs of an actions/checkout step: an
+// unknown one, which the action ignores with a warning, and one that asks
+// for what the runner's checkout does not do are warnings.
+// persist-credentials, set-safe-directory and show-progress ask for
+// nothing that matters here: the credential is never left in the
+// workspace, and the checkout is the runner's.
+func (g *ghCompiler) checkoutInputs(j *ghJob, with *yaml.Node, where string) {
+	c := g.c
+	if with.Kind != yaml.MappingNode {
+		return
 	}
-	name, _, _ := strings.Cut(ref, "@")
-	return strings.EqualFold(name, "actions/checkout")
+	for _, e := range c.ghEntries(with, true) {
+		if slices.Contains(checkoutHonoured, e.name) {
+			continue
+		}
+		in, known := checkoutInputs[e.name]
+		if !known {
+			valid := slices.Concat(checkoutHonoured, slices.Collect(maps.Keys(checkoutInputs)))
+			slices.Sort(valid)
+			g.warn(j, e.key, "input %q is not one of actions/checkout's, which ignores it (in %s)%s", e.name, where, didYouMean(c.suggest(e.name, valid)))
+			continue
+		}
+		v := c.resolve(e.val)
+		if in.what == "" || isNull(v) || v.Kind == yaml.ScalarNode && (v.Value == "" || strings.EqualFold(v.Value, in.def)) {
+			continue
+		}
+		g.warn(j, e.key, "input %q of actions/checkout asks for %s, which the runner's checkout does not do yet", e.name, in.what)
+	}
 }
 
 // ghText is a string value as written and the node it comes from.
@@ -826,6 +881,13 @@ func (g *ghCompiler) step(item *yaml.Node, n int, j *ghJob, ids map[string]*yaml
 	}
 	if !ok {
 		return s, false
+	}
+	if isCheckoutAction(s.Uses) {
+		for _, e := range entries {
+			if e.name == "with" {
+				g.checkoutInputs(j, c.resolve(e.val), where)
+			}
+		}
 	}
 	if s.Run != "" {
 		s.Shell = firstNonEmpty(s.Shell, j.defaults.shell, j.wf.defaults.shell)
