@@ -14,9 +14,10 @@ import (
 
 func lintCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlags("lint", "lint [-format text|json] [file ...]\n\nWith no file, lints the pipeline file of the current directory.\n"+
-		"Errors (the pipeline cannot run as written) exit 1. Warnings exit 0: a condition that is always false,\n"+
-		"or what the pipeline asks for that the platform accepts but does not honour yet (a container image,\n"+
-		"caches, an action other than actions/checkout …), which the runner also prints at the top of the job's log.", stderr)
+		"Every finding exits 1: errors (the pipeline cannot run as written) and warnings (a condition that is\n"+
+		"always false …). What the pipeline asks for that the platform accepts but does not honour yet (a container\n"+
+		"image, caches, an action other than actions/checkout …) is printed under the rule \"unsupported\" and exits 0:\n"+
+		"it is not a finding about the file; the runner also prints it at the top of the job's log.", stderr)
 	format := fs.String("format", "text", "output format: text (file:line:col: message [rule]) or json")
 	if code := parse(fs, args); code >= 0 {
 		return code
@@ -59,8 +60,12 @@ func lintCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintln(stdout, d)
 		}
 	}
-	if compiler.HasErrors(all) {
-		return ExitFailed
+	for _, d := range all {
+		// What the platform does not honour yet is said, but it is not
+		// a finding about the file.
+		if d.Rule != compiler.RuleUnsupported {
+			return ExitFailed
+		}
 	}
 	return ExitOK
 }
