@@ -20,6 +20,7 @@ import (
 const goPipeline = `jobs:
   test:
     steps:
+      - env | grep ^CIKIT_PIPELINE_URL=
       - export GOCACHE="$PWD/.cache/go-build" GOPATH="$PWD/.cache/go" GOTOOLCHAIN=local GOFLAGS=-mod=mod GOENV=off; go vet ./... && go test ./...
 `
 
@@ -66,6 +67,7 @@ func TestPushedCommitIsTested(t *testing.T) {
 	_, text := getText(t, base+"/api/v1/runs/"+firstRun+"/jobs/test/log")
 	require.Contains(t, text, "--- checkout "+w.sha[:7])
 	require.Contains(t, text, "ok  \texample.com/app")
+	require.Contains(t, text, "CIKIT_PIPELINE_URL="+base+"/runs/"+firstRun+"\n", "the job knows its run's page")
 
 	// The second commit breaks the test.
 	repo := filepath.Join(w.root, "repos", repoName)

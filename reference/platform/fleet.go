@@ -37,6 +37,7 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 		AuthorizeFollow: logs.AllowAll,
 		Tenant:          tenantOf,
 		Source:          p.sourceMinter(),
+		RunURL:          func(runID string) string { return p.targetURL(runID, "") },
 		Now:             p.now,
 		Logger:          p.log.With("component", "fleet"),
 	}
