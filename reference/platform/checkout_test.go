@@ -40,14 +40,29 @@ func goTest(want int) string {
 // (Before, jobs started in an empty workspace and `go vet` found no
 // module.)
 func TestPushedCommitIsTested(t *testing.T) {
-	goBin, err := exec.LookPath("go")
-	if err != nil {
-		t.Fatalf("the Go toolchain runs this test's pipeline: %v", err)
+	t.Parallel()
+	pushedCommitIsTested(t, newGoWorld(t))
+}
+
+// TestPushedCommitIsTestedPostgres is TestPushedCommitIsTested on
+// PostgreSQL, Redis and S3.
+func TestPushedCommitIsTestedPostgres(t *testing.T) {
+	t.Parallel()
+	w := newGoWorld(t)
+	w.onPostgres(t)
+	pushedCommitIsTested(t, w)
+}
+
+func newGoWorld(t *testing.T) *world {
+	if _, err := exec.LookPath("go"); err != nil {
+		t.Fatalf("the Go toolchain, in PATH, runs this test's pipeline: %v", err)
 	}
 	w := newWorld(t, map[string]string{".cikit.yml": goPipeline, "go.mod": goMod, "app.go": goCode, "app_test.go": goTest(4)})
 	w.cfg.Runners.Local = 1
-	w.cfg.Runners.PassEnv = nil
-	t.Setenv("PATH", filepath.Dir(goBin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+	return w
+}
+
+func pushedCommitIsTested(t *testing.T, w *world) {
 	s := serve(t, w.cfg)
 	base := s.p.URL()
 
