@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -90,10 +89,14 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 
 // unmatched says in the commit status of each job of offers that no
 // runner has its labels, instead of leaving it "queued for a runner" with
-// nothing to take it. A runner that registers with the labels later takes
-// it, and its next status replaces this one.
+// nothing to take it. The status is ordered just after the job's own
+// "queued" one, so that whatever happens to the job next replaces it: a
+// runner that registers with the labels later takes it.
+//
+// Only the embedded platform says so: with PostgreSQL, runners register
+// with any of the servers, and a server does not know the others'.
 func (p *Platform) unmatched(offers []fleet.Offer, labels []string) {
-	if p.reporter == nil {
+	if p.reporter == nil || !p.cfg.Embedded() {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -104,10 +107,15 @@ func (p *Platform) unmatched(offers []fleet.Offer, labels []string) {
 			p.log.Warn("platform: the run of a job no runner matches", "run", o.RunID, "job", o.JobID, "err", err)
 			continue
 		}
-		now := p.now()
-		ev := &dag.OutboxEvent{ID: "unmatched-" + o.RunID + "-" + o.JobID + "-" + strconv.Itoa(o.Attempt), Type: dag.EventJobQueued,
+		j, err := p.jobs.JobGet(ctx, o.RunID, o.JobID)
+		if err != nil || j.Attempt != o.Attempt || j.State != cikit.JobQueued {
+			continue // it moved on
+		}
+		// The job's queued event has the time of its queueing, and an
+		// ID that sorts before "~".
+		ev := &dag.OutboxEvent{ID: "~unmatched", Type: dag.EventJobQueued,
 			RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt, Pipeline: run.Pipeline, SHA: run.SHA,
-			State: string(cikit.JobQueued), CreatedAt: now}
+			State: string(cikit.JobQueued), CreatedAt: j.QueuedAt}
 		c, ok := status.FromEvent(ev, p.targetURL)
 		if !ok {
 			continue
