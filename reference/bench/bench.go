@@ -89,7 +89,8 @@ func Scenarios() []Scenario {
 		{Name: "claim-complete", Measures: "runner protocol claim + complete cycles over HTTP with concurrent runners against the platform's fleet server: " +
 			"token checks, dispatcher queue, leases, dag transitions", run: claimComplete},
 		{Name: "webhook-to-first-step", Measures: "a signed push of a new commit until the first step of its job starts on a warm local runner, " +
-			"read from the step's own `date +%s%N` in the job's log: the whole path from webhook to a process in the sandbox", run: webhookToFirstStep},
+			"read from the step's own `date +%s%N` in the job's log: the whole path from webhook to a process in the sandbox, " +
+			"the checkout of the pushed commit included; interleaved pushes of the job with `checkout: false` are the baseline", run: webhookToFirstStep},
 		{Name: "dag-critical-path", Measures: "a run of a fan-out/chain/fan-in DAG of `sleep 0.2` jobs on enough local runners: " +
 			"the run's wall clock against its critical path (dag.Report), i.e. the scheduling overhead along the path", run: dagCriticalPath},
 		{Name: "log-ingest", Measures: "runners PATCH 64 KiB log chunks through the runner log API while SSE followers tail the logs: " +

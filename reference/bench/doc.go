@@ -11,7 +11,8 @@
 //     creates a run.
 //   - claim-complete: runner protocol claim and complete cycles.
 //   - webhook-to-first-step: a push until the first step of its job starts
-//     on a warm local runner, timed by the step itself.
+//     on a warm local runner, timed by the step itself, the checkout of the
+//     pushed commit included (against the same job with no checkout).
 //   - dag-critical-path: a run's wall clock against its critical path.
 //   - log-ingest: log chunks through the runner log API with followers.
 //

@@ -48,6 +48,8 @@ func checkGit() error {
 type envOptions struct {
 	// pipeline is the .cikit.yml of the repository's first commit.
 	pipeline string
+	// files are the first commit's other files, by slash-separated path.
+	files map[string]string
 	// localRunners is how many runners the platform runs itself.
 	localRunners int
 }
@@ -88,13 +90,11 @@ func (b *bencher) newEnv(ctx context.Context, name string, o envOptions) (_ *env
 	if _, err := e.git(ctx, "init", "-q", "-b", "main"); err != nil {
 		return nil, err
 	}
-	if err := os.WriteFile(filepath.Join(e.repo, ".cikit.yml"), []byte(o.pipeline), 0o644); err != nil {
-		return nil, fmt.Errorf("bench: %w", err)
+	files := map[string]string{".cikit.yml": o.pipeline}
+	for name, content := range o.files {
+		files[name] = content
 	}
-	if _, err := e.git(ctx, "add", "-A"); err != nil {
-		return nil, err
-	}
-	if e.sha, err = e.commit(ctx, "the pipeline"); err != nil {
+	if e.sha, err = e.commitFiles(ctx, "the pipeline", files); err != nil {
 		return nil, err
 	}
 
@@ -198,6 +198,24 @@ func (e *env) commit(ctx context.Context, msg string) (string, error) {
 		return "", err
 	}
 	return e.git(ctx, "rev-parse", "HEAD")
+}
+
+// commitFiles writes files (by slash-separated path, their folders
+// made), commits them and returns the new SHA.
+func (e *env) commitFiles(ctx context.Context, msg string, files map[string]string) (string, error) {
+	for name, content := range files {
+		path := filepath.Join(e.repo, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			return "", fmt.Errorf("bench: %w", err)
+		}
+		if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+			return "", fmt.Errorf("bench: %w", err)
+		}
+	}
+	if _, err := e.git(ctx, "add", "-A"); err != nil {
+		return "", err
+	}
+	return e.commit(ctx, msg)
 }
 
 // fakeBefore returns a commit id no delivery used before, as the "before"

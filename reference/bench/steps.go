@@ -18,33 +18,75 @@ import (
 	"github.com/cikit/cikit/dag"
 )
 
-// firstStep is a pipeline whose job's first step prints the time it
-// started, in nanoseconds since the epoch, into the job's log.
+// firstStep is a pipeline whose job checks the pushed commit out (native
+// jobs do by default) and whose first step prints the time it started, in
+// nanoseconds since the epoch, and the push that commit is, read from the
+// checked-out pushed.txt, into the job's log.
 const firstStep = `jobs:
   first:
     steps:
-      - echo "CIKIT_BENCH_STARTED_AT=$(date +%s%N)"
+      - echo "CIKIT_BENCH_STARTED_AT=$(date +%s%N) CIKIT_BENCH_PUSH=$(cat pushed.txt)"
 `
 
-var startedAtRE = regexp.MustCompile(`CIKIT_BENCH_STARTED_AT=(\d+)`)
+// firstStepBare is firstStep without the checkout: its step finds no
+// pushed.txt and says so.
+const firstStepBare = `jobs:
+  first:
+    checkout: false
+    steps:
+      - echo "CIKIT_BENCH_STARTED_AT=$(date +%s%N) CIKIT_BENCH_PUSH=$(cat pushed.txt 2>/dev/null || echo none)"
+`
+
+// startedAtRE matches the step's output line (not the echo of its
+// command): the start time and the push.
+var startedAtRE = regexp.MustCompile(`(?m)^CIKIT_BENCH_STARTED_AT=(\d+) CIKIT_BENCH_PUSH=(\S+)$`)
+
+// smallRepository is the rest of the repository the jobs check out: a
+// small Go module of 24 files.
+func smallRepository() map[string]string {
+	files := map[string]string{
+		"go.mod":    "module example.com/app\n\ngo 1.22\n",
+		"README.md": "# app\n\nA small module the benchmark checks out.\n",
+		"main.go":   "package main\n\nimport \"fmt\"\n\nfunc main() { fmt.Println(\"app\") }\n",
+	}
+	for i := range 7 {
+		pkg := fmt.Sprintf("pkg%d", i)
+		files[pkg+"/"+pkg+".go"] = fmt.Sprintf("// Package %s is part of the benchmark's module.\npackage %s\n\n// N is %d.\nconst N = %d\n", pkg, pkg, i, i)
+		files[pkg+"/"+pkg+"_test.go"] = fmt.Sprintf("package %s\n\nimport \"testing\"\n\nfunc TestN(t *testing.T) {\n\tif N != %d {\n\t\tt.Fatal(N)\n\t}\n}\n", pkg, i)
+		files[pkg+"/doc.txt"] = strings.Repeat(pkg+" ", 200) + "\n"
+	}
+	return files
+}
 
 // webhookToFirstStep pushes new commits one after the other and times
 // each from sending its webhook to the first step of its job starting, as
 // the step itself saw it: the `date +%s%N` it printed, read back from the
 // job's log. Each push waits for the previous job to end, so a warm
-// runner is waiting for it.
+// runner is waiting for it. The pushes alternate between the pipeline
+// whose job checks the pushed commit out of a small repository (the
+// latency reported) and the same job with `checkout: false` (the
+// baseline, in the note); each job's log shows whether it found the
+// pushed commit in its workspace, and a job that did not see what its
+// pipeline says fails the scenario.
 func webhookToFirstStep(ctx context.Context, b *bencher) (_ *Result, err error) {
-	e, err := b.newEnv(ctx, "webhook-to-first-step", envOptions{pipeline: firstStep, localRunners: 2})
+	e, err := b.newEnv(ctx, "webhook-to-first-step", envOptions{pipeline: firstStep, files: smallRepository(), localRunners: 2})
 	if err != nil {
 		return nil, err
 	}
 	defer func() { err = errors.Join(err, e.close()) }()
 	n := b.sizes.firstSteps
 	lat := make([]time.Duration, 0, n)
+	bare := make([]time.Duration, 0, n)
 	prev := e.sha
 	var total time.Duration
-	for i := -1; i < n; i++ { // push -1 warms up
-		sha, err := e.commit(ctx, "push "+strconv.Itoa(i))
+	for i := -2; i < 2*n; i++ { // pushes -2 and -1 warm up
+		checkout := i%2 == 0
+		pipeline := firstStep
+		if !checkout {
+			pipeline = firstStepBare
+		}
+		push := "push" + strconv.Itoa(i)
+		sha, err := e.commitFiles(ctx, push, map[string]string{".cikit.yml": pipeline, "pushed.txt": push + "\n"})
 		if err != nil {
 			return nil, err
 		}
@@ -78,14 +120,38 @@ func webhookToFirstStep(ctx context.Context, b *bencher) (_ *Result, err error) 
 		if err != nil {
 			return nil, fmt.Errorf("run %s: start time %q: %w", runIDs[0], m[1], err)
 		}
-		if i >= 0 {
-			d := time.Unix(0, ns).Sub(sent)
+		want := "none"
+		if checkout {
+			want = push
+		}
+		if got := string(m[2]); got != want {
+			return nil, fmt.Errorf("run %s of %s (checkout %t): the job's workspace has push %q, want %q: %q", runIDs[0], sha, checkout, got, want, log)
+		}
+		if i < 0 {
+			continue
+		}
+		d := time.Unix(0, ns).Sub(sent)
+		if checkout {
 			lat = append(lat, d)
 			total += time.Since(sent)
+		} else {
+			bare = append(bare, d)
 		}
 	}
-	r := result(n, total, "pushes/s", lat, fmt.Sprintf("sequential pushes of new commits; latency: webhook sent → first step's own `date +%%s%%N`; 2 warm local runners, isolation %s; target p95 ≤ 100 ms", e.p.Isolation()))
+	p50, p95, _ := percentiles(lat)
+	bareP50, bareP95, _ := percentiles(bare)
+	r := result(n, total, "pushes/s", lat, fmt.Sprintf("sequential pushes of new commits; latency: webhook sent → first step's own `date +%%s%%N`, "+
+		"after checking the pushed commit out of a repository of %d files through the runner's git cache; 2 warm local runners, isolation %s; target p95 ≤ 150 ms; "+
+		"interleaved pushes of the job with `checkout: false`: p50 %s ms, p95 %s ms (with/without checkout: p50 ×%.2f, p95 ×%.2f)",
+		len(smallRepository())+2, e.p.Isolation(), ms(bareP50), ms(bareP95), ratio(p50, bareP50), ratio(p95, bareP95)))
 	return r, nil
+}
+
+func ratio(a, b time.Duration) float64 {
+	if b <= 0 {
+		return 0
+	}
+	return float64(a) / float64(b)
 }
 
 // waitJob waits for a job to end and returns it.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/reference/api"
 	"github.com/cikit/cikit/reference/web/webtest"
 )
@@ -247,5 +248,68 @@ func TestRunsPage(t *testing.T) {
 	newest := f.create("acme/new:.cikit.yml", &cikit.JobSpec{ID: "build"})
 	if err := rows(append([]string{newest}, ids[:24]...)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRunPageAnnotations: the run page lists the annotations of all its
+// jobs, with the file and line they name, each linking to its job's page,
+// which lists them too.
+func TestRunPageAnnotations(t *testing.T) {
+	f := newPlatform(t)
+	run := f.create("acme/api:.github/workflows/ci.yml",
+		&cikit.JobSpec{ID: "build", Name: "build"},
+		&cikit.JobSpec{ID: "lint", Name: "lint"},
+		&cikit.JobSpec{ID: "test", Name: "test", Needs: []string{"build"}})
+	for _, j := range []string{"build", "lint"} {
+		f.queue(run, j)
+		f.start(run, j)
+	}
+	f.succeedWith(run, "build", &dag.JobResult{Annotations: []cikit.Annotation{
+		{Level: "error", Message: "undefined: x", File: "src/app.go", Line: 12, Col: 3, Step: "compile"},
+		{Level: "notice", Message: "cache hit"},
+	}})
+	f.succeedWith(run, "lint", &dag.JobResult{Annotations: []cikit.Annotation{
+		{Level: "warning", Title: "Deprecated", Message: "use Y", File: "lib/old.go", Line: 4},
+	}})
+
+	ctx := browse(t)
+	p := open(t, ctx, webtest.RunURL(f.url, run))
+	want := []webtest.Annotation{
+		{Level: "error", Job: "build", File: "src/app.go", Line: 12, Text: "error in build (compile): src/app.go:12:3 undefined: x",
+			Link: "/runs/" + run + "/jobs/build"},
+		{Level: "notice", Job: "build", Text: "notice in build: cache hit", Link: "/runs/" + run + "/jobs/build"},
+		{Level: "warning", Job: "lint", File: "lib/old.go", Line: 4, Text: "warning in lint: lib/old.go:4 Deprecated — use Y",
+			Link: "/runs/" + run + "/jobs/lint"},
+	}
+	if err := waitFor(ctx, func() error {
+		got, err := p.RunAnnotations()
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("annotations\n%+v\nwant\n%+v", got, want)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Click(`[data-testid="run-annotation"][data-job="lint"] a`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.WaitPath("/runs/" + run + "/jobs/lint"); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.WaitText("annotations", "warning: lib/old.go:4: Deprecated — use Y"); err != nil {
+		t.Fatal(err)
+	}
+
+	// A run without annotations shows no list.
+	quiet := f.create("acme/api:.cikit.yml", &cikit.JobSpec{ID: "build"})
+	q := open(t, ctx, webtest.RunURL(f.url, quiet))
+	if _, err := q.WaitRun(webtest.RunPageWant{Jobs: map[string]string{"build": ""}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := q.RunAnnotations(); err != nil || len(got) != 0 {
+		t.Errorf("a run without annotations lists %+v (%v)", got, err)
 	}
 }

@@ -3,10 +3,19 @@
 // served by Go, that reads the platform's JSON API.
 //
 // It has three pages: the runs, newest first; a run, with its jobs drawn
-// as a graph of their needs (the critical path highlighted) and buttons
-// to cancel and retry it; and a job, with its state, why it waits, and
-// its log followed live. Every page updates itself while what it shows
-// is unfinished.
+// as a graph of their needs (the critical path highlighted), buttons to
+// cancel and retry it, and the annotations its jobs' steps attached
+// (with the file and line they name); and a job, with its state, why it
+// waits, what its attempt reported and its log followed live. Every page
+// updates itself while what it shows is unfinished.
+//
+// The log shows the markers the runner leaves for GitHub's workflow
+// commands (see fleet/runtime's CommandWriter) as GitHub does, without
+// the markers: the lines after "##[group]Title" are folded under Title,
+// collapsed until it is clicked, up to "##[endgroup]" (not shown) or the
+// next group; "##[error]", "##[warning]", "##[notice]" and "##[debug]"
+// lines are highlighted by level. A link to a folded line unfolds its
+// group.
 //
 // [New] returns the [UI], an http.Handler meant to be mounted at "/": it
 // answers every GET of a page path with the app's index page and serves
@@ -27,8 +36,11 @@
 // Elements a browser test needs carry data-testid attributes (see package
 // webtest, which reads them): "dag", "dag-node" (with data-job,
 // data-state and data-critical), "dag-edge" (with data-from, data-to and
-// data-critical), "run-state", "cancel", "retry", "error", "log" and
-// "log-line" (with id "L<n>"); on a job's page "job-commit",
+// data-critical), "run-state", "cancel", "retry", "error",
+// "run-annotations" with its "run-annotation" items (with data-level,
+// data-job, data-file and data-line), "log", "log-line" (with id "L<n>"
+// and, for a line that had a marker, data-marker), "log-group" and the
+// "log-fold" button of its title line; on a job's page "job-commit",
 // "job-outputs", "job-env-names" and "annotations" (whose items carry
 // data-level) show what its attempt reported.
 package web

@@ -194,3 +194,126 @@ func TestLogLineAnchors(t *testing.T) {
 		t.Errorf("location.hash %q (%v), want #L150", hash, err)
 	}
 }
+
+// The markers GitHub's workflow commands leave in the log: a group folds
+// its lines under its title, collapsed until clicked; error, warning and
+// notice lines are marked by level; the markers themselves are not shown.
+func TestLogFoldsGroupsAndMarksLevels(t *testing.T) {
+	f := newPlatform(t)
+	run := f.create("acme/api:.github/workflows/ci.yml", &cikit.JobSpec{ID: "build"})
+	f.queue(run, "build")
+	f.start(run, "build")
+	// A marker split between two pieces still counts; one in the middle
+	// of a line does not; a group ends at ##[endgroup] or at the next
+	// group.
+	f.appendLog(run, "build", "before\n##[gr")
+	f.appendLog(run, "build", "oup]Compile\ngo build ./...\n\x1b[32mok\x1b[0m\n##[endgroup]\n"+
+		"##[error]src/app.go:12: undefined: x\n##[warning]slow test\n##[notice]cache hit\n##[debug]env read\n"+
+		"echo ##[error]not a marker\n##[group]Test\ngo test\n##[group]Vet\ngo vet\n##[endgroup]\nafter\n")
+	f.succeed(run, "build")
+	f.endLog(run, "build")
+
+	ctx := browse(t)
+	p := open(t, ctx, webtest.JobURL(f.url, run, "build"))
+	l, err := p.WaitLogState("ended")
+	if err != nil {
+		t.Fatal(err)
+	}
+	type line struct {
+		text, marker, group string
+		shown               bool
+	}
+	lines := func(l *webtest.Log) []line {
+		var got []line
+		for _, x := range l.Lines {
+			got = append(got, line{x.Text, x.Marker, x.Group, x.Shown})
+		}
+		return got
+	}
+	collapsed := []line{
+		{"before", "", "", true},
+		{"Compile", "group", "", true},
+		{"go build ./...", "", "L2", false},
+		{"ok", "", "L2", false},
+		{"", "endgroup", "L2", false},
+		{"src/app.go:12: undefined: x", "error", "", true},
+		{"slow test", "warning", "", true},
+		{"cache hit", "notice", "", true},
+		{"env read", "debug", "", true},
+		{"echo ##[error]not a marker", "", "", true},
+		{"Test", "group", "", true},
+		{"go test", "", "L11", false},
+		{"Vet", "group", "", true},
+		{"go vet", "", "L13", false},
+		{"", "endgroup", "L13", false},
+		{"after", "", "", true},
+	}
+	if got := lines(l); !slices.Equal(got, collapsed) {
+		t.Fatalf("lines\n%+v\nwant\n%+v", got, collapsed)
+	}
+	// The colour of a folded line stays.
+	if got := l.Lines[3].Spans; !slices.Equal(got, []webtest.Span{{Class: "ansi-fg-2", Text: "ok"}}) {
+		t.Errorf("line 4's spans %+v", got)
+	}
+	var levels []string
+	if err := p.Eval(`[...document.querySelectorAll('[data-testid="log-line"][class*="level-"]')].map((l) => l.id + ' ' + l.className + ' ' + getComputedStyle(l.querySelector('.content'), '::before').content)`, &levels); err != nil {
+		t.Fatal(err)
+	}
+	wantLevels := []string{`L6 line level-error "Error: "`, `L7 line level-warning "Warning: "`, `L8 line level-notice "Notice: "`, `L9 line level-debug "Debug: "`}
+	if !slices.Equal(levels, wantLevels) {
+		t.Errorf("marked lines %q, want %q", levels, wantLevels)
+	}
+
+	// A click on a group's title unfolds it; another folds it again.
+	shown := func(want map[string]bool) error {
+		return waitFor(ctx, func() error {
+			l, err := p.Log()
+			if err != nil {
+				return err
+			}
+			for _, x := range l.Lines {
+				if w, ok := want[x.ID]; ok && x.Shown != w {
+					return fmt.Errorf("line %s (%q) shown %t, want %t", x.ID, x.Text, x.Shown, w)
+				}
+			}
+			return nil
+		})
+	}
+	if err := p.Click(`#L2 [data-testid="log-fold"]`); err != nil {
+		t.Fatal(err)
+	}
+	if err := shown(map[string]bool{"L3": true, "L4": true, "L5": false, "L12": false}); err != nil {
+		t.Fatal(err)
+	}
+	var expanded string
+	if err := p.Eval(`document.querySelector('#L2 [data-testid="log-fold"]').getAttribute('aria-expanded')`, &expanded); err != nil || expanded != "true" {
+		t.Errorf("the unfolded group's button says aria-expanded=%q (%v)", expanded, err)
+	}
+	if err := p.Click(`#L2 .content`); err != nil {
+		t.Fatal(err)
+	}
+	if err := shown(map[string]bool{"L3": false, "L4": false}); err != nil {
+		t.Fatal(err)
+	}
+
+	// A link to a folded line unfolds its group.
+	p2 := open(t, ctx, webtest.JobURL(f.url, run, "build")+"#L14")
+	if _, err := p2.WaitLogState("ended"); err != nil {
+		t.Fatal(err)
+	}
+	if err := waitFor(ctx, func() error {
+		l, err := p2.Log()
+		if err != nil {
+			return err
+		}
+		if x := l.Lines[13]; !x.Shown || !x.Highlighted {
+			return fmt.Errorf("line 14 shown %t, highlighted %t", x.Shown, x.Highlighted)
+		}
+		if l.Lines[11].Shown {
+			return fmt.Errorf("line 12, of another group, is shown")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -147,14 +147,26 @@ func (p *platform) succeed(run, job string) {
 }
 func (p *platform) fail(run, job string) { p.apply(dag.EventComplete, run, job, cikit.JobFailed) }
 
+// succeedWith completes a job as succeeded with what its executor
+// reported beyond the outcome.
+func (p *platform) succeedWith(run, job string, res *dag.JobResult) {
+	p.t.Helper()
+	p.applyResult(dag.EventComplete, run, job, cikit.JobSucceeded, res)
+}
+
 func (p *platform) apply(kind dag.EventKind, run, job string, outcome cikit.JobState) {
+	p.t.Helper()
+	p.applyResult(kind, run, job, outcome, nil)
+}
+
+func (p *platform) applyResult(kind dag.EventKind, run, job string, outcome cikit.JobState, result *dag.JobResult) {
 	p.t.Helper()
 	ctx := context.Background()
 	j, err := p.store.JobGet(ctx, run, job)
 	if err != nil {
 		p.t.Fatal(err)
 	}
-	ev := &dag.JobEvent{Kind: kind, RunID: run, JobID: job, Attempt: j.Attempt, Runner: "runner-7", Outcome: outcome}
+	ev := &dag.JobEvent{Kind: kind, RunID: run, JobID: job, Attempt: j.Attempt, Runner: "runner-7", Outcome: outcome, Result: result}
 	if outcome == cikit.JobFailed {
 		ev.ExitCode, ev.Reason, ev.FailureClass = 1, "step 1 exited 1", cikit.FailureScript
 	}

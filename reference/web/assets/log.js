@@ -3,6 +3,13 @@
 // Last-Event-ID), a row per line with its number as an anchor, ANSI
 // colours as styled spans. It scrolls along while the reader is at the
 // bottom and stops at the log's end.
+//
+// Lines that begin with one of the markers the runner leaves for GitHub's
+// workflow commands are shown without it: "##[group]Title" starts a
+// folded group, collapsed, its title shown and a click away from its
+// lines; "##[endgroup]" ends it (and is not shown), as does the next
+// group (groups do not nest, as on GitHub); "##[error]", "##[warning]",
+// "##[notice]" and "##[debug]" lines are highlighted by level.
 
 import * as api from './api.js';
 import { AnsiParser, NEWLINE, RETURN } from './ansi.js';
@@ -10,6 +17,33 @@ import { h } from './util.js';
 
 // How close to the bottom (px) still counts as at the bottom.
 const SLACK = 8;
+
+// A line's marker: what a workflow command left at its start.
+const MARKER = /^##\[(group|endgroup|error|warning|notice|debug)\]/;
+
+// stripPrefix removes the first n characters of the text of el's
+// children (text nodes and styled spans).
+function stripPrefix(el, n) {
+  for (const node of [...el.childNodes]) {
+    if (n <= 0) return;
+    const len = node.textContent.length;
+    if (len <= n) {
+      node.remove();
+    } else {
+      node.textContent = node.textContent.slice(n);
+    }
+    n -= len;
+  }
+}
+
+// setOpen expands (or collapses) a group of the log.
+function setOpen(group, open) {
+  group.dataset.open = String(open);
+  group.querySelector('.group-body').hidden = !open;
+  const fold = group.querySelector('.fold');
+  fold.setAttribute('aria-expanded', String(open));
+  fold.setAttribute('aria-label', open ? 'collapse the group' : 'expand the group');
+}
 
 function decodeBase64(b64) {
   const bin = atob(b64);
@@ -33,6 +67,7 @@ export class LogView {
     this.parser = new AnsiParser();
     this.lines = 0;
     this.row = null;
+    this.container = null; // where new lines go: the log, or a group's body
     this.follow = true;
     this.wanted = false;
     this.marked = null;
@@ -42,6 +77,7 @@ export class LogView {
 
     this.status = h('span', { class: 'log-status', 'data-testid': 'log-status' });
     this.lines_ = h('div', { class: 'log', 'data-testid': 'log', 'data-state': 'waiting', 'data-follow': 'true', tabindex: 0 });
+    this.container = this.lines_;
     const raw = h('a', { href: api.url(`${this.path}?attempt=${attempt}`), target: '_blank', rel: 'noopener' }, 'raw');
     this.el = h('section', { class: 'log-box' }, h('div', { class: 'log-bar' }, this.status, raw), this.lines_);
     this.lines_.addEventListener('scroll', () => this.setFollow(this.atBottom()));
@@ -103,6 +139,7 @@ export class LogView {
   onEnd(info) {
     this.render(this.parser.feed(this.decoder.decode()));
     this.parser.end();
+    if (this.row) this.endRow(); // a last line without its newline
     this.stop();
     const size = typeof info.bytes === 'number' ? ` (${info.bytes} bytes)` : '';
     this.setState('ended', info.complete === false ? `The log ended incomplete${size}.` : `End of the log${size}.`);
@@ -113,7 +150,7 @@ export class LogView {
     for (const t of tokens) {
       if (t === NEWLINE) {
         if (!this.row) this.newRow();
-        this.row = null;
+        this.endRow();
       } else if (t === RETURN) {
         if (this.row) this.row.replaceChildren();
       } else {
@@ -128,9 +165,53 @@ export class LogView {
   newRow() {
     const n = ++this.lines;
     const content = h('span', { class: 'content' });
-    this.lines_.append(h('div', { class: 'line', 'data-testid': 'log-line', id: `L${n}` },
+    this.container.append(h('div', { class: 'line', 'data-testid': 'log-line', id: `L${n}` },
       h('a', { class: 'ln', href: `#L${n}`, 'data-n': n, 'aria-label': `line ${n}` }), content));
     this.row = content;
+  }
+
+  // endRow ends the current line: a line with a marker loses it and
+  // becomes a group's title, a group's end or a highlighted line.
+  endRow() {
+    const content = this.row;
+    this.row = null;
+    const m = MARKER.exec(content.textContent);
+    if (!m) return;
+    const line = content.parentElement;
+    stripPrefix(content, m[0].length);
+    line.dataset.marker = m[1];
+    switch (m[1]) {
+      case 'group':
+        this.openGroup(line);
+        break;
+      case 'endgroup':
+        line.hidden = true;
+        this.container = this.lines_;
+        break;
+      default:
+        line.classList.add(`level-${m[1]}`);
+    }
+  }
+
+  // openGroup makes line the title of a new group, collapsed, that the
+  // next lines go into; it ends the group before.
+  openGroup(line) {
+    this.container = this.lines_;
+    const fold = h('button', { type: 'button', class: 'fold', 'data-testid': 'log-fold' });
+    const body = h('div', { class: 'group-body' });
+    const group = h('div', { class: 'log-group', 'data-testid': 'log-group' });
+    line.classList.add('group-head');
+    // The line is the log's last, at its end or at the end of the group
+    // before: the new group follows both.
+    this.lines_.append(group);
+    line.insertBefore(fold, line.querySelector('.content'));
+    group.append(line, body);
+    setOpen(group, false);
+    line.addEventListener('click', (ev) => {
+      if (ev.target.closest('a')) return; // the line's number links to it
+      setOpen(group, group.dataset.open !== 'true');
+    });
+    this.container = body;
   }
 
   // highlight marks the line the URL's #L<n> names and scrolls to it, or
@@ -145,6 +226,9 @@ export class LogView {
       return;
     }
     if (this.marked) this.marked.classList.remove('highlight');
+    // A line folded in a group shows its group.
+    const body = el.closest('.group-body');
+    if (body) setOpen(body.parentElement, true);
     el.classList.add('highlight');
     this.marked = el;
     this.setFollow(false);

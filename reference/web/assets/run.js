@@ -1,9 +1,25 @@
-// The run page: the run's header, cancel and retry, and its jobs as a
-// graph, re-read every second until the run is finished.
+// The run page: the run's header, cancel and retry, its jobs as a graph,
+// and the annotations its jobs' steps attached, re-read every second
+// until the run is finished.
 
 import * as api from './api.js';
 import { DagView } from './dag.js';
-import { badge, duration, errorBox, h, poll, runDone, shortSHA, time } from './util.js';
+import { badge, duration, errorBox, h, pagePath, poll, runDone, shortSHA, time } from './util.js';
+
+// annotationItem is one annotation of job j: its level, the job (a link
+// to its page), where in the repository, its title and message.
+function annotationItem(runID, j, a) {
+  const where = a.file ? `${a.file}${a.line ? ':' + a.line : ''}${a.col ? ':' + a.col : ''}` : '';
+  return h('li', {
+    class: `annotation ${a.level}`, 'data-testid': 'run-annotation', 'data-level': a.level, 'data-job': j.id,
+    'data-file': a.file || '', 'data-line': a.line || '',
+  },
+  h('strong', {}, a.level), ' in ',
+  h('a', { href: pagePath(runID, j.id) }, j.name || j.id), a.step ? ` (${a.step})` : '', ': ',
+  where ? h('span', { class: 'mono where' }, where) : null, where ? ' ' : '',
+  a.title ? h('strong', {}, a.title) : null, a.title ? ' — ' : '',
+  a.message);
+}
 
 /** mountRun shows run runID in root. */
 export function mountRun(root, runID) {
@@ -16,7 +32,9 @@ export function mountRun(root, runID) {
   const retry = h('button', { type: 'button', 'data-testid': 'retry', disabled: true }, 'Retry failed');
   const graph = h('div', { class: 'graph' }, h('p', { class: 'muted' }, 'Loading…'));
   const dag = new DagView(graph);
-  root.append(h('div', { class: 'head' }, title, h('div', { class: 'actions' }, cancel, retry)), err.el, actErr.el, facts, graph);
+  const annotations = h('ul', { class: 'annotations', 'data-testid': 'run-annotations' });
+  const annotationsBox = h('section', { hidden: true }, h('h2', {}, 'Annotations'), annotations);
+  root.append(h('div', { class: 'head' }, title, h('div', { class: 'actions' }, cancel, retry)), err.el, actErr.el, facts, graph, annotationsBox);
 
   function fact(name, value, attrs) {
     return [h('dt', {}, name), h('dd', attrs || {}, value)];
@@ -36,6 +54,9 @@ export function mountRun(root, runID) {
     cancel.disabled = done;
     retry.disabled = !done;
     dag.update(run);
+    const items = (run.jobs || []).flatMap((j) => (j.annotations || []).map((a) => annotationItem(runID, j, a)));
+    annotations.replaceChildren(...items);
+    annotationsBox.hidden = items.length === 0;
     document.title = `${run.pipeline || run.id} · cikit`;
   }
 

@@ -282,6 +282,16 @@ type LogLine struct {
 	Spans []Span `json:"spans"`
 	// Highlighted says the line is the one the URL's fragment names.
 	Highlighted bool `json:"highlighted"`
+	// Marker is the workflow command's marker the line began with, shown
+	// without it: "group" (the line is a group's title), "endgroup",
+	// "error", "warning", "notice" or "debug"; empty for other lines.
+	Marker string `json:"marker"`
+	// Group is the ID of the title line of the group the line is folded
+	// in; empty outside groups (and for a title itself).
+	Group string `json:"group"`
+	// Shown says the line is displayed: not folded in a collapsed group,
+	// not a group's hidden end.
+	Shown bool `json:"shown"`
 }
 
 // Span is a styled part of a log line.
@@ -315,6 +325,9 @@ const logJS = `(() => {
         text: content ? content.textContent : l.textContent,
         spans: [...l.querySelectorAll('.content span')].map((s) => ({ class: s.className, text: s.textContent })),
         highlighted: l.classList.contains('highlight'),
+        marker: l.dataset.marker || '',
+        group: (() => { const b = l.closest('.group-body'); const head = b && b.parentElement.querySelector('.group-head'); return head ? head.id : ''; })(),
+        shown: l.getClientRects().length > 0,
       };
     }),
   };
@@ -327,6 +340,40 @@ func (p *Page) Log() (*Log, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+// Annotation is an annotation a run page lists.
+type Annotation struct {
+	// Level is "error", "warning" or "notice"; Job the ID of the job whose
+	// step attached it; File and Line where in the repository (empty and
+	// 0 when it did not say).
+	Level string `json:"level"`
+	Job   string `json:"job"`
+	File  string `json:"file"`
+	Line  int    `json:"line"`
+	// Text is the item as the reader sees it; Link the page it links to.
+	Text string `json:"text"`
+	Link string `json:"link"`
+}
+
+const runAnnotationsJS = `(() => {
+  const box = document.querySelector('[data-testid="run-annotations"]');
+  if (!box || !box.getClientRects().length) return [];
+  return [...box.querySelectorAll('[data-testid="run-annotation"]')].map((a) => {
+    const link = a.querySelector('a');
+    return { level: a.dataset.level, job: a.dataset.job, file: a.dataset.file, line: Number(a.dataset.line) || 0,
+      text: a.textContent, link: link ? link.getAttribute('href') : '' };
+  });
+})()`
+
+// RunAnnotations reads the annotations the run page shows now, in page
+// order; none when it shows none.
+func (p *Page) RunAnnotations() ([]Annotation, error) {
+	var as []Annotation
+	if err := p.Eval(runAnnotationsJS, &as); err != nil {
+		return nil, err
+	}
+	return as, nil
 }
 
 // WaitLog waits until the job page's log shows text, and returns it.
