@@ -70,6 +70,7 @@ type Platform struct {
 	relayWake chan struct{}
 	pruner    *ingest.Pruner
 	fleet     *fleet.Server
+	sources   *sourceRevoker // the forge credentials of running attempts
 	manager   *fleet.Manager
 	runners   *local.Backend // the runners this process runs itself, if any
 	metrics   *metrics

@@ -1,0 +1,313 @@
+package platform_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit/reference/config"
+	"github.com/cikit/cikit/vcs/github/githubtest"
+	"github.com/cikit/cikit/vcs/gitlab/gitlabtest"
+	"github.com/cikit/cikit/vcs/status"
+)
+
+// forgePipeline shows what its job sees: a file of the checked-out
+// commit, the workspace's git configuration with where each entry comes
+// from, and the whole environment.
+const forgePipeline = `jobs:
+  show:
+    steps:
+      - cat hello.txt
+      - git config --list --show-origin
+      - env
+`
+
+const forgeFiles = "forged at the pushed commit"
+
+const githubAppID = 4242
+
+// forgeJob is what the tests read of a job in the API.
+type forgeJob struct {
+	State    string   `json:"state"`
+	Attempt  int      `json:"attempt"`
+	Reason   string   `json:"reason"`
+	Commit   string   `json:"commit"`
+	EnvNames []string `json:"env_names"`
+	Attempts []struct {
+		Attempt int    `json:"attempt"`
+		State   string `json:"state"`
+		Reason  string `json:"reason"`
+	} `json:"attempts"`
+}
+
+// onGitHub moves the world's repository to a fake GitHub that serves git
+// over smart HTTP, and configures the platform with the github provider
+// authenticated as an App installed on it and on acme/other: the
+// pipeline is read, statuses are posted and the job's commit is fetched
+// through GitHub. front, when set, stands in front of the fake GitHub.
+func (w *world) onGitHub(t *testing.T, front func(http.Handler) http.Handler) *httptest.Server {
+	t.Helper()
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	require.NoError(t, err)
+	keyFile := filepath.Join(w.root, "app.pem")
+	require.NoError(t, os.WriteFile(keyFile, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600))
+
+	gitDir := filepath.Join(w.root, "github-git")
+	require.NoError(t, os.Mkdir(gitDir, 0o755))
+	gh := githubtest.NewServer(githubtest.Config{GitDir: gitDir})
+	var h http.Handler = gh
+	if front != nil {
+		h = front(gh)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	gh.AddApp(githubAppID, &key.PublicKey)
+	for _, r := range []string{repoName, "acme/other"} {
+		require.NoError(t, gh.CreateRepo(r, "main"))
+	}
+	sha, err := gh.ImportGit(repoName, "main", filepath.Join(w.root, "repos", repoName), "HEAD")
+	require.NoError(t, err)
+	require.Equal(t, w.sha, sha)
+	_, err = gh.Install(githubAppID, repoName, "acme/other")
+	require.NoError(t, err)
+
+	w.github, w.ghURL = gh, srv.URL+"/"
+	w.cfg.VCS.Provider = "github"
+	w.cfg.VCS.Statuses = ""
+	w.cfg.VCS.GitHub = config.GitHub{BaseURL: w.ghURL, AppID: githubAppID, PrivateKeyFile: keyFile}
+	w.cfg.Runners.Local = 1
+	w.cfg.Runners.PassEnv = nil
+	return srv
+}
+
+// checkoutTokens are the installation tokens the fake GitHub issued
+// narrowed to some repositories: those MintSource asked for (the
+// provider's own API tokens are of the whole installation).
+func checkoutTokens(gh *githubtest.Server) []githubtest.IssuedToken {
+	var out []githubtest.IssuedToken
+	for _, tok := range gh.IssuedTokens() {
+		if tok.Repositories != nil {
+			out = append(out, tok)
+		}
+	}
+	return out
+}
+
+// jobOf reads a job of a run in the API.
+func jobOf(t *testing.T, base, runID, jobID string) forgeJob {
+	t.Helper()
+	var j forgeJob
+	require.Equal(t, 200, getJSON(t, base+"/api/v1/runs/"+runID+"/jobs/"+jobID, &j))
+	return j
+}
+
+// requireNoCredential checks that the job's log, environment and git
+// configuration show no credential of the forge: tokenPrefix starts
+// every token it issues.
+func requireNoCredential(t *testing.T, log string, job forgeJob, tokenPrefix string) {
+	t.Helper()
+	require.Contains(t, log, forgeFiles, "the job read the commit's file")
+	require.Contains(t, log, "file:.git/config", "the step printed the workspace's git configuration")
+	require.NotContains(t, log, tokenPrefix, "a forge credential is in the job's log, environment or .git/config")
+	require.NotEmpty(t, job.EnvNames)
+	require.Contains(t, job.EnvNames, "CIKIT_SHA")
+	for _, name := range job.EnvNames {
+		require.NotContains(t, name, tokenPrefix)
+		require.NotContains(t, strings.ToUpper(name), "GIT_ASKPASS")
+	}
+}
+
+// TestGitHubProviderChecksOut: with the github provider authenticated as
+// an App, a push webhook runs a job that checks out the pushed commit
+// from GitHub's git server with an installation token narrowed to the
+// one repository with contents: read. The token is in neither the job's
+// log, its environment nor the workspace's .git/config, and it is
+// revoked once the job has ended.
+func TestGitHubProviderChecksOut(t *testing.T) {
+	w := newWorld(t, map[string]string{".cikit.yml": forgePipeline, "hello.txt": forgeFiles + "\n"})
+	w.onGitHub(t, nil)
+	s := serve(t, w.cfg)
+	base := s.p.URL()
+
+	code, body := deliver(t, base, "delivery-forge-github", pushBody(w.sha))
+	require.Equal(t, 202, code, body)
+	got := w.waitStatuses(t, 120*time.Second, "show")
+	require.Equal(t, "success", got[status.JobContext(".cikit.yml", "show")].State, "%+v", got)
+	runID := runIDOf(t, got[status.PipelineContext(".cikit.yml")])
+	job := jobOf(t, base, runID, "show")
+	require.Equal(t, w.sha, job.Commit)
+	_, log := getText(t, base+"/api/v1/runs/"+runID+"/jobs/show/log")
+	requireNoCredential(t, log, job, "ghs_")
+
+	tokens := checkoutTokens(w.github)
+	require.Len(t, tokens, 1, "one checkout credential for the one job: %+v", w.github.IssuedTokens())
+	require.Equal(t, []string{repoName}, tokens[0].Repositories, "narrowed to the job's repository, not acme/other")
+	require.Equal(t, map[string]string{"contents": "read", "metadata": "read"}, tokens[0].Permissions)
+	waitFor(t, 30*time.Second, "the job's installation token to be revoked", func() bool { return checkoutTokens(w.github)[0].Revoked })
+	require.Greater(t, w.github.Stats().GitRequests, w.github.Stats().GitRefused, "the runner fetched from GitHub's git server")
+}
+
+// TestGitHubCommitNotFoundIsNotRetried: a push of a commit that GitHub's
+// API knows but its git server does not have fails the job as a
+// configuration error on its first attempt, although the job may be
+// retried twice, and the reason names the commit.
+func TestGitHubCommitNotFoundIsNotRetried(t *testing.T) {
+	pipeline := strings.Replace(forgePipeline, "  show:\n", "  show:\n    retry: 2\n", 1)
+	w := newWorld(t, map[string]string{".cikit.yml": pipeline, "hello.txt": forgeFiles + "\n"})
+	w.onGitHub(t, nil)
+	missing := strings.Repeat("5a", 20)
+	require.NoError(t, w.github.CommitAs(repoName, "main", missing, map[string]string{".cikit.yml": pipeline}))
+	s := serve(t, w.cfg)
+	base := s.p.URL()
+
+	code, body := deliver(t, base, "delivery-forge-missing", pushBody(missing))
+	require.Equal(t, 202, code, body)
+	w.sha = missing
+	got := w.waitStatuses(t, 120*time.Second, "show")
+	require.Equal(t, "failure", got[status.JobContext(".cikit.yml", "show")].State, "%+v", got)
+	runID := runIDOf(t, got[status.PipelineContext(".cikit.yml")])
+	job := jobOf(t, base, runID, "show")
+	require.Equal(t, "failed", job.State)
+	require.Equal(t, 1, job.Attempt, "a commit that does not exist is not retried: %+v", job)
+	require.Empty(t, job.Attempts)
+	require.Contains(t, job.Reason, missing, "the reason names the commit")
+	require.Contains(t, job.Reason, "not found")
+}
+
+// TestUnreachableForgeIsRetried: when GitHub's git server cannot be
+// reached (its connections are cut), the checkout is an infrastructure
+// failure, which the job's retry policy retries: the second attempt
+// exists and the first's reason says the remote was unreachable.
+func TestUnreachableForgeIsRetried(t *testing.T) {
+	pipeline := strings.Replace(forgePipeline, "  show:\n", "  show:\n    retry: 1\n", 1)
+	w := newWorld(t, map[string]string{".cikit.yml": pipeline, "hello.txt": forgeFiles + "\n"})
+	w.onGitHub(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if !strings.Contains(r.URL.Path, ".git/") {
+				next.ServeHTTP(rw, r)
+				return
+			}
+			// git's requests: the connection is cut before any answer.
+			conn, _, err := http.NewResponseController(rw).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		})
+	})
+	s := serve(t, w.cfg)
+	base := s.p.URL()
+
+	code, body := deliver(t, base, "delivery-forge-unreachable", pushBody(w.sha))
+	require.Equal(t, 202, code, body)
+	got := w.waitStatuses(t, 120*time.Second, "show")
+	require.Equal(t, "failure", got[status.JobContext(".cikit.yml", "show")].State, "%+v", got)
+	runID := runIDOf(t, got[status.PipelineContext(".cikit.yml")])
+	job := jobOf(t, base, runID, "show")
+	require.Equal(t, 2, job.Attempt, "the unreachable forge is retried: %+v", job)
+	require.Len(t, job.Attempts, 1)
+	require.Contains(t, job.Attempts[0].Reason, "unreachable", "%+v", job.Attempts[0])
+	// Each attempt had its own credential, each revoked when it ended.
+	waitFor(t, 30*time.Second, "both attempts' installation tokens to be revoked", func() bool {
+		tokens := checkoutTokens(w.github)
+		return len(tokens) == 2 && tokens[0].Revoked && tokens[1].Revoked
+	})
+}
+
+// deliverGitLab posts a GitLab push hook of branch main to sha with the
+// webhook's secret token.
+func deliverGitLab(t *testing.T, base, delivery, sha string) (int, string) {
+	t.Helper()
+	body := fmt.Appendf(nil, `{"object_kind": "push", "event_name": "push", "before": "0000000000000000000000000000000000000000", "after": %q,
+		"ref": "refs/heads/main", "checkout_sha": %q, "user_name": "Alice", "user_username": "alice",
+		"project": {"id": 1, "path_with_namespace": %q, "default_branch": "main"},
+		"commits": [{"id": %q, "timestamp": %q, "added": [".cikit.yml", "hello.txt"], "modified": [], "removed": []}],
+		"total_commits_count": 1}`, sha, sha, repoName, sha, time.Now().UTC().Format(time.RFC3339))
+	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/gitlab", bytes.NewReader(body))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Gitlab-Event", "Push Hook")
+	req.Header.Set("X-Gitlab-Token", webhookSecret)
+	req.Header.Set("X-Gitlab-Event-UUID", delivery)
+	req.Header.Set("Idempotency-Key", delivery)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(out)
+}
+
+// TestGitLabProviderChecksOut: with the gitlab provider, a push hook runs
+// a job that checks out the pushed commit from GitLab's git server with
+// a deploy token of the project with read_repository, which is in
+// neither the job's log, its environment nor .git/config, and which is
+// deleted once the job has ended.
+func TestGitLabProviderChecksOut(t *testing.T) {
+	w := newWorld(t, map[string]string{".cikit.yml": forgePipeline, "hello.txt": forgeFiles + "\n"})
+	gitDir := filepath.Join(w.root, "gitlab-git")
+	require.NoError(t, os.Mkdir(gitDir, 0o755))
+	gl := gitlabtest.New(gitlabtest.Config{Token: "glpat-e2e", GitDir: gitDir})
+	srv := httptest.NewServer(gl)
+	t.Cleanup(srv.Close)
+	_, err := gl.CreateProject(repoName, "main")
+	require.NoError(t, err)
+	sha, err := gl.ImportGit(repoName, "main", filepath.Join(w.root, "repos", repoName), "HEAD")
+	require.NoError(t, err)
+	require.Equal(t, w.sha, sha)
+	w.cfg.VCS.Provider = "gitlab"
+	w.cfg.VCS.Statuses = ""
+	w.cfg.VCS.GitLab.BaseURL = srv.URL
+	w.cfg.VCS.GitLab.Token = gl.Token()
+	w.cfg.VCS.GitHub.Token = ""
+	w.cfg.Webhooks.GitLabTokens = []string{webhookSecret}
+	w.cfg.Runners.Local = 1
+	w.cfg.Runners.PassEnv = nil
+	s := serve(t, w.cfg)
+	base := s.p.URL()
+
+	code, body := deliverGitLab(t, base, "delivery-forge-gitlab", w.sha)
+	require.Equal(t, 202, code, body)
+	jobName := status.JobContext(".cikit.yml", "show")
+	var final gitlabtest.CommitStatus
+	waitFor(t, 120*time.Second, "the job's commit status on GitLab", func() bool {
+		list, err := gl.Statuses(repoName, w.sha)
+		require.NoError(t, err)
+		for _, st := range list {
+			if st.Name == jobName && st.State != "pending" && st.State != "running" {
+				final = st
+				return true
+			}
+		}
+		return false
+	})
+	require.Equal(t, "success", final.State, "%+v", final)
+	_, after, ok := strings.Cut(final.TargetURL, "/runs/")
+	require.True(t, ok, final.TargetURL)
+	runID, _, _ := strings.Cut(after, "/")
+	job := jobOf(t, base, runID, "show")
+	require.Equal(t, w.sha, job.Commit)
+	_, log := getText(t, base+"/api/v1/runs/"+runID+"/jobs/show/log")
+	requireNoCredential(t, log, job, "gldt-")
+
+	stats := gl.GitStats()
+	require.Equal(t, 1, stats.DeployTokensCreated, "one deploy token for the one job")
+	require.Greater(t, stats.Requests, stats.Refused, "the runner fetched from GitLab's git server")
+	waitFor(t, 30*time.Second, "the job's deploy token to be deleted", func() bool {
+		live, err := gl.DeployTokens(repoName)
+		require.NoError(t, err)
+		return len(live) == 0 && gl.GitStats().DeployTokensDeleted == 1
+	})
+}
