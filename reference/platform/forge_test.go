@@ -5,12 +5,14 @@ import (
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -310,4 +312,123 @@ func TestGitLabProviderChecksOut(t *testing.T) {
 		require.NoError(t, err)
 		return len(live) == 0 && gl.GitStats().DeployTokensDeleted == 1
 	})
+}
+
+// TestJobTokenFetchesOnlyItsRepository: through the platform's /git/
+// endpoint, the credential a claim hands out (the job token) fetches the
+// run's repository at the job's commit, and nothing else: not another
+// local repository (403), no push (403, from git's own push as from its
+// first request), and nothing once the attempt has ended.
+func TestJobTokenFetchesOnlyItsRepository(t *testing.T) {
+	w := newWorld(t, map[string]string{".cikit.yml": forgePipeline, "hello.txt": forgeFiles + "\n"})
+	other := filepath.Join(w.root, "repos", "acme", "other")
+	require.NoError(t, os.MkdirAll(other, 0o755))
+	gitIn(t, other, "init", "-q", "-b", "main")
+	gitIn(t, other, "commit", "-q", "--allow-empty", "-m", "another repository")
+	w.cfg.Runners.Local = 0 // the test claims the job itself
+	s := serve(t, w.cfg)
+	base := s.p.URL()
+
+	code, body := deliver(t, base, "delivery-forge-token", pushBody(w.sha))
+	require.Equal(t, 202, code, body)
+	var reg struct {
+		Token string `json:"runner_token"`
+	}
+	status, out := call(t, http.MethodPost, base+"/v1/runners", w.cfg.Runners.RegistrationTokens[0], map[string]any{"name": "e2e", "labels": []string{"linux"}})
+	require.Equal(t, 201, status, out)
+	require.NoError(t, json.Unmarshal([]byte(out), &reg))
+	var claim struct {
+		RunID   string `json:"run_id"`
+		JobID   string `json:"job_id"`
+		Token   string `json:"job_token"`
+		Context struct {
+			Source struct {
+				URL      string `json:"url"`
+				Username string `json:"username"`
+				Token    string `json:"token"`
+			} `json:"source"`
+		} `json:"context"`
+	}
+	status, out = call(t, http.MethodGet, base+"/v1/jobs/claim?wait=30s", reg.Token, nil)
+	require.Equal(t, 200, status, out)
+	require.NoError(t, json.Unmarshal([]byte(out), &claim))
+	src := claim.Context.Source
+	require.Equal(t, base+"/git/"+repoName+".git", src.URL)
+	require.Equal(t, claim.Token, src.Token, "the platform's git server takes the job token")
+
+	withToken := func(u string) string {
+		return strings.Replace(u, "://", "://"+src.Username+":"+src.Token+"@", 1)
+	}
+	refs := gitIn(t, w.root, "ls-remote", withToken(src.URL))
+	require.Contains(t, refs, w.sha+"\trefs/heads/main", "the job token fetches the run's repository")
+
+	otherURL := base + "/git/acme/other.git"
+	require.Equal(t, http.StatusForbidden, gitHTTP(t, otherURL, "git-upload-pack", src.Username, src.Token), "another repository")
+	_, err := gitRun(w.root, "ls-remote", withToken(otherURL))
+	require.Error(t, err, "git cannot read another repository with the job token")
+
+	require.Equal(t, http.StatusForbidden, gitHTTP(t, src.URL, "git-receive-pack", src.Username, src.Token), "a push")
+	clone := filepath.Join(w.root, "clone")
+	gitIn(t, w.root, "clone", "-q", withToken(src.URL), clone)
+	gitIn(t, clone, "commit", "-q", "--allow-empty", "-m", "pushed with a job token")
+	pushed, err := gitRun(clone, "push", "origin", "HEAD:refs/heads/main")
+	require.Error(t, err, "git pushed with a job token: %s", pushed)
+	require.Contains(t, pushed, "403", "%s", pushed)
+
+	status, out = call(t, http.MethodPost, base+"/v1/jobs/"+claim.RunID+"/"+claim.JobID+"/complete", claim.Token, map[string]any{"result": "succeeded", "exit_code": 0})
+	require.Equal(t, 200, status, out)
+	require.Equal(t, http.StatusForbidden, gitHTTP(t, src.URL, "git-upload-pack", src.Username, src.Token), "the attempt has ended")
+}
+
+// call sends a runner protocol request with a bearer token.
+func call(t *testing.T, method, url, token string, body any) (int, string) {
+	t.Helper()
+	var in io.Reader
+	if body != nil {
+		data, err := json.Marshal(body)
+		require.NoError(t, err)
+		in = bytes.NewReader(data)
+	}
+	req, err := http.NewRequest(method, url, in)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(out)
+}
+
+// gitHTTP asks a git server for the references of a repository, as the
+// first request of a fetch (git-upload-pack) or a push (git-receive-pack)
+// does, and returns the answer's status.
+func gitHTTP(t *testing.T, repoURL, service, user, password string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, repoURL+"/info/refs?service="+service, nil)
+	require.NoError(t, err)
+	req.SetBasicAuth(user, password)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return resp.StatusCode
+}
+
+// gitRun runs git in dir, never prompting, and returns what it wrote.
+func gitRun(dir string, args ...string) (string, error) {
+	cmd := exec.Command("git", append([]string{"-c", "user.name=e2e", "-c", "user.email=e2e@example.com", "-c", "commit.gpgsign=false", "-c", "credential.helper="}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_TERMINAL_PROMPT=0", "LC_ALL=C")
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// gitIn runs git in dir and fails the test if it fails.
+func gitIn(t *testing.T, dir string, args ...string) string {
+	t.Helper()
+	out, err := gitRun(dir, args...)
+	require.NoError(t, err, "git %v: %s", args, out)
+	return out
 }
