@@ -165,6 +165,7 @@ type Memory struct {
 var (
 	_ Provider   = (*Memory)(nil)
 	_ PushLister = (*Memory)(nil)
+	_ FileLister = (*Memory)(nil)
 )
 
 // AddPush records a push of repo, for Pushes.
@@ -520,6 +521,34 @@ func (m *Memory) ReadDir(ctx context.Context, repo, sha, dir string) ([]string, 
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// ListFiles lists the files below dir of repo at sha (see FileLister).
+func (m *Memory) ListFiles(ctx context.Context, repo, sha, dir string, max int) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, err := m.commit(repo, sha)
+	if err != nil {
+		return nil, err
+	}
+	prefix := ""
+	if dir != "" {
+		prefix = strings.TrimSuffix(dir, "/") + "/"
+	}
+	var files []string
+	for p := range c {
+		if strings.HasPrefix(p, prefix) {
+			files = append(files, p)
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("vcs: directory %s at %s of %s: %w", dir, sha, repo, ErrNotFound)
+	}
+	slices.Sort(files)
+	return CapFiles(files, max)
 }
 
 func (m *Memory) OpenPullRequest(ctx context.Context, repo, branch string) (int, bool, error) {
