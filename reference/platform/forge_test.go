@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -431,4 +432,46 @@ func gitIn(t *testing.T, dir string, args ...string) string {
 	out, err := gitRun(dir, args...)
 	require.NoError(t, err, "git %v: %s", args, out)
 	return out
+}
+
+// TestRevocationDoesNotDelayCompletion: while GitHub does not answer the
+// revocation of a job's installation token, the job has already
+// completed and its commit status been reported; the token is revoked
+// once GitHub answers.
+func TestRevocationDoesNotDelayCompletion(t *testing.T) {
+	w := newWorld(t, map[string]string{".cikit.yml": forgePipeline, "hello.txt": forgeFiles + "\n"})
+	release := make(chan struct{})
+	blocked := make(chan struct{}, 1)
+	w.onGitHub(t, func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodDelete && r.URL.Path == "/installation/token" {
+				select {
+				case blocked <- struct{}{}:
+				default:
+				}
+				<-release
+			}
+			next.ServeHTTP(rw, r)
+		})
+	})
+	var once sync.Once
+	open := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(open) // before the fake GitHub closes, which waits for its requests
+	s := serve(t, w.cfg)
+	base := s.p.URL()
+
+	code, body := deliver(t, base, "delivery-forge-slow-revoke", pushBody(w.sha))
+	require.Equal(t, 202, code, body)
+	got := w.waitStatuses(t, 120*time.Second, "show")
+	require.Equal(t, "success", got[status.JobContext(".cikit.yml", "show")].State, "%+v", got)
+	runID := runIDOf(t, got[status.PipelineContext(".cikit.yml")])
+	require.Equal(t, "succeeded", jobOf(t, base, runID, "show").State)
+	select {
+	case <-blocked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the platform did not ask GitHub to revoke the job's token within 30s")
+	}
+	require.False(t, checkoutTokens(w.github)[0].Revoked, "GitHub has not answered the revocation yet")
+	open()
+	waitFor(t, 30*time.Second, "the job's installation token to be revoked", func() bool { return checkoutTokens(w.github)[0].Revoked })
 }

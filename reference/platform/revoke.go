@@ -114,7 +114,11 @@ func (r *sourceRevoker) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			r.revokeDue(context.WithoutCancel(ctx))
+			// What ended before the shutdown is revoked, within one
+			// revokeTimeout for all.
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), revokeTimeout)
+			r.revokeDue(sctx)
+			cancel()
 			return nil
 		case <-r.wake:
 			r.revokeDue(ctx)
