@@ -138,9 +138,18 @@ func requireNoCredential(t *testing.T, log string, job forgeJob, tokenPrefix str
 // from GitHub's git server with an installation token narrowed to the
 // one repository with contents: read. The token is in neither the job's
 // log, its environment nor the workspace's .git/config, and it is
-// revoked once the job has ended.
+// revoked once the job has ended. The same on the embedded platform and
+// on PostgreSQL, Redis and S3.
 func TestGitHubProviderChecksOut(t *testing.T) {
+	t.Run("embedded", func(t *testing.T) { testGitHubChecksOut(t, false) })
+	t.Run("postgres", func(t *testing.T) { testGitHubChecksOut(t, true) })
+}
+
+func testGitHubChecksOut(t *testing.T, postgres bool) {
 	w := newWorld(t, map[string]string{".cikit.yml": forgePipeline, "hello.txt": forgeFiles + "\n"})
+	if postgres {
+		w.onPostgres(t)
+	}
 	w.onGitHub(t, nil)
 	s := serve(t, w.cfg)
 	base := s.p.URL()
