@@ -113,3 +113,27 @@ func TestCompleteRepeatedAfterRetry(t *testing.T) {
 	status, _ = b.call(t, http.MethodPost, jobPath(c, "complete"), c.Token, map[string]any{"result": "succeeded"})
 	require.Equal(t, http.StatusConflict, status, "a different completion of the retried attempt")
 }
+
+// TestCompleteConfigFailureIsNotRetried: a runner's completion with the
+// failure class config (the job's commit does not exist) is taken and
+// fails the job on its first attempt, although its retry policy retries
+// every other failure; an unknown class is refused with 400.
+func TestCompleteConfigFailureIsNotRetried(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	runner := b.register(t)
+	s := spec("build")
+	s.Retry = &cikit.Retry{Max: 2}
+	b.newRun(t, s)
+	c := b.claim(t, runner, "5")
+	status, out := b.call(t, http.MethodPost, jobPath(c, "complete"), c.Token, map[string]any{"result": "failed", "failure_class": "bogus", "exit_code": -1})
+	require.Equal(t, http.StatusBadRequest, status, "%v", out)
+	failed := map[string]any{"result": "failed", "failure_class": "config", "exit_code": -1, "reason": "checkout: commit or ref not found"}
+	status, out = b.call(t, http.MethodPost, jobPath(c, "complete"), c.Token, failed)
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	require.Equal(t, "failed", out["state"], "a configuration failure is not retried")
+	j, err := b.jobs.JobGet(context.Background(), c.RunID, c.JobID)
+	require.NoError(t, err)
+	require.Equal(t, 1, j.Attempt)
+	require.Equal(t, "checkout: commit or ref not found", j.Reason)
+}

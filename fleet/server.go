@@ -573,9 +573,9 @@ func (s *Server) complete(w http.ResponseWriter, r *http.Request) {
 		switch req.FailureClass {
 		case "":
 			req.FailureClass = cikit.FailureScript
-		case cikit.FailureScript, cikit.FailureTimeout, cikit.FailureInfrastructure:
+		case cikit.FailureScript, cikit.FailureTimeout, cikit.FailureInfrastructure, cikit.FailureConfig:
 		default:
-			writeError(w, http.StatusBadRequest, fmt.Sprintf("failure_class %q is not script, timeout or infrastructure", req.FailureClass))
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("failure_class %q is not script, timeout, infrastructure or config", req.FailureClass))
 			return
 		}
 	default:

@@ -74,8 +74,9 @@
 // turns each Event into pipeline runs: it skips a delivery already taken
 // in, lets a push to a branch other than the default one wait and yield to
 // a pull request of the same commit, reads every pipeline file at the
-// event's commit through a vcs.Provider, compiles it with the event, and
-// keeps those whose triggers match. RunStore.CreateRuns then writes the
+// event's commit through a vcs.Provider, compiles it with the event (the
+// commit's files listed for GitLab's rules:exists globs when the provider
+// is a vcs.FileLister), and keeps those whose triggers match. RunStore.CreateRuns then writes the
 // delivery's record and the runs in one transaction, so that each delivery
 // (and each replay of its body under another id: the SemanticKey) makes
 // its runs once, and events older than their ref's newest are dropped.

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"path"
 	"strings"
@@ -472,6 +473,21 @@ func (s *source) ReadFileMax(ctx context.Context, p string, max int) ([]byte, er
 		return nil, &compiler.FileTooLargeError{Path: p, Size: tl.Size}
 	}
 	return data, err
+}
+
+// ListFiles makes source a compiler.FileLister, so that GitLab's
+// rules:exists globs are decided from the commit's files, when the
+// provider can list them (vcs.FileLister); otherwise the error says it
+// cannot, and the compiler keeps the job the glob guards, undecided.
+func (s *source) ListFiles(ctx context.Context, dir string, max int) ([]string, error) {
+	files, err := vcs.ListFiles(ctx, s.vcs, s.repo, s.sha, dir, max)
+	switch {
+	case errors.Is(err, vcs.ErrTooManyFiles):
+		return files, fmt.Errorf("%w: %w", compiler.ErrTooManyFiles, err)
+	case errors.Is(err, vcs.ErrNotFound):
+		return nil, fmt.Errorf("%w: %w", fs.ErrNotExist, err)
+	}
+	return files, err
 }
 
 // maxFileBytes is the compiler's bound on a pipeline file.

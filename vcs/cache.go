@@ -30,7 +30,8 @@ const DefaultCacheSize = 1024
 // first. Concurrent reads of one uncached answer make one call to p; each
 // caller still returns when its own context ends.
 //
-// The other methods call p directly.
+// The other methods call p directly; ListFiles too, failing with
+// ErrCannotList when p is not a FileLister.
 func Cached(p Provider, size int) Provider {
 	if size < 1 {
 		size = DefaultCacheSize
@@ -82,6 +83,12 @@ func (c *cached) ReadDir(ctx context.Context, repo, sha, dir string) ([]string, 
 		return nil, err
 	}
 	return slices.Clone(e.names), nil
+}
+
+// ListFiles passes the listing on to the cached Provider's (see
+// FileLister), uncached: a compiler asks for it once per compilation.
+func (c *cached) ListFiles(ctx context.Context, repo, sha, dir string, max int) ([]string, error) {
+	return ListFiles(ctx, c.Provider, repo, sha, dir, max)
 }
 
 // get returns the answer for key, from the cache or from one call of

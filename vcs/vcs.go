@@ -8,7 +8,9 @@
 // tests and the embedded platform, and Cached keeps a provider's answers
 // about files at commits. Providers that can list recent pushes
 // (PushLister) let ingest's Reconciler build the pushes whose webhook never
-// came. The implementations: vcs/github, vcs/gitlab and vcs/local (git
+// came; those that can list a commit's files at every depth (FileLister,
+// which all here are) let GitLab's rules:exists globs be decided on the
+// server. The implementations: vcs/github, vcs/gitlab and vcs/local (git
 // repositories on this machine); vcs/vcstest is the conformance suite
 // they pass; vcs/status delivers statuses without making the scheduler
 // wait.
@@ -165,6 +167,7 @@ type Memory struct {
 var (
 	_ Provider   = (*Memory)(nil)
 	_ PushLister = (*Memory)(nil)
+	_ FileLister = (*Memory)(nil)
 )
 
 // AddPush records a push of repo, for Pushes.
@@ -520,6 +523,34 @@ func (m *Memory) ReadDir(ctx context.Context, repo, sha, dir string) ([]string, 
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// ListFiles lists the files below dir of repo at sha (see FileLister).
+func (m *Memory) ListFiles(ctx context.Context, repo, sha, dir string, max int) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, err := m.commit(repo, sha)
+	if err != nil {
+		return nil, err
+	}
+	prefix := ""
+	if dir != "" {
+		prefix = strings.TrimSuffix(dir, "/") + "/"
+	}
+	var files []string
+	for p := range c {
+		if strings.HasPrefix(p, prefix) {
+			files = append(files, p)
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("vcs: directory %s at %s of %s: %w", dir, sha, repo, ErrNotFound)
+	}
+	slices.Sort(files)
+	return CapFiles(files, max)
 }
 
 func (m *Memory) OpenPullRequest(ctx context.Context, repo, branch string) (int, bool, error) {

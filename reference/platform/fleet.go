@@ -27,6 +27,10 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 	for i, k := range p.cfg.Runners.SigningKeys {
 		keys[i] = []byte(k)
 	}
+	p.sources = newSourceRevoker(p.attemptRuns, p.now, func(m *mintedSource, err error) {
+		p.log.Warn("platform: revoking the checkout credential of an ended attempt; it works until it expires", "run", m.job.RunID, "job", m.job.JobID,
+			"attempt", m.job.Attempt, "source", m.src.String(), "expires", m.src.ExpiresAt, "err", err)
+	})
 	sc := fleet.ServerConfig{
 		Jobs: p.jobs, Leases: p.leases, Logs: p.hub, FailTruncatedLogs: p.cfg.Limits.FailTruncatedLogs,
 		RegistrationTokens: p.cfg.Runners.RegistrationTokens, SigningKeys: keys,

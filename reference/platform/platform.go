@@ -12,6 +12,16 @@
 // Kafka, Redis and S3; several processes share the work (Kafka consumer
 // groups, SKIP LOCKED relays and reapers) and runners are `cikit runner`
 // processes.
+//
+// Each claimed job is told where to fetch its commit: local repositories
+// from the platform's own git server at /git/, with the job's token,
+// which reads only its run's repository and only while the attempt runs;
+// on GitHub (as an App) with an installation token narrowed to the
+// repository with contents: read, and on GitLab with a read_repository
+// deploy token of the project. The forge's credentials are revoked when
+// their attempts end, beside the completion, which never waits for it;
+// every minute the server also revokes those whose attempts it did not
+// see end (another server took the event).
 package platform
 
 import (
@@ -70,6 +80,7 @@ type Platform struct {
 	relayWake chan struct{}
 	pruner    *ingest.Pruner
 	fleet     *fleet.Server
+	sources   *sourceRevoker // the forge credentials of running attempts
 	manager   *fleet.Manager
 	runners   *local.Backend // the runners this process runs itself, if any
 	metrics   *metrics

@@ -58,6 +58,7 @@ func (p *Platform) Run(ctx context.Context) error {
 	run("reaper", p.reaper.Run)
 	run("pruner", p.pruner.Run)
 	run("logs", p.hub.Run)
+	run("revoker", p.sources.Run)
 	// The reporter outlives the consumers: Flush at shutdown needs it
 	// running, and the events consumer feeds it until it stops.
 	reporterCtx, stopReporter := context.WithCancel(context.WithoutCancel(ctx))
@@ -211,7 +212,8 @@ func (p *Platform) handleDispatch(ctx context.Context, rec *kgo.Record) error {
 	return err
 }
 
-// handleEvent reports commit statuses and measures queue waits from the
+// handleEvent reports commit statuses, measures queue waits and marks
+// the forge credentials of ended attempts for revocation from the
 // pipeline events.
 func (p *Platform) handleEvent(ctx context.Context, rec *kgo.Record) error {
 	var pe ingest.PipelineEvent
@@ -223,6 +225,7 @@ func (p *Platform) handleEvent(ctx context.Context, rec *kgo.Record) error {
 		JobID: pe.JobID, Attempt: pe.Attempt, State: pe.State, Reason: pe.Reason, CreatedAt: pe.CreatedAt,
 	}
 	p.metrics.observeEvent(ev)
+	p.sources.observe(ev)
 	reported := p.report(ctx, ev)
 	if ev.JobID == "" {
 		// A run's events: logged with the trace id of its delivery.

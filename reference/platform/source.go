@@ -62,14 +62,28 @@ func (p *Platform) sourceMinter() fleet.SourceMinter {
 		if run == nil || run.Repository == "" {
 			return nil, nil // a run of no repository: nothing to fetch
 		}
+		var (
+			src    *cikit.CheckoutSource
+			err    error
+			revoke func(context.Context, *cikit.CheckoutSource) error
+		)
 		switch pr := p.provider.(type) {
 		case *github.Provider:
-			return pr.MintSource(ctx, run.Repository, github.MaxSourceTTL)
+			src, err = pr.MintSource(ctx, run.Repository, github.MaxSourceTTL)
+			revoke = pr.RevokeSource
 		case *gitlab.Provider:
-			return pr.MintSource(ctx, run.Repository, sourceTTL)
+			src, err = pr.MintSource(ctx, run.Repository, sourceTTL)
+			revoke = pr.RevokeSource
 		case vcs.Provider:
+			// The job token stops working when the attempt ends.
 			return &cikit.CheckoutSource{URL: p.url + gitPrefix + run.Repository + ".git", Username: gitJobUser, Token: job.Token}, nil
+		default:
+			return nil, nil
 		}
-		return nil, nil
+		if err != nil {
+			return nil, err
+		}
+		p.sources.add(&mintedSource{src: src, repo: run.Repository, job: job, revoke: revoke})
+		return src, nil
 	})
 }

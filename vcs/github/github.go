@@ -73,6 +73,7 @@ type Provider struct {
 var (
 	_ vcs.Provider   = (*Provider)(nil)
 	_ vcs.PushLister = (*Provider)(nil)
+	_ vcs.FileLister = (*Provider)(nil)
 )
 
 // New returns a Provider of cfg.
@@ -213,6 +214,49 @@ func (p *Provider) ReadDir(ctx context.Context, repo, sha, dir string) ([]string
 		slices.Sort(names)
 		return names, nil
 	})
+}
+
+// ListFiles returns the paths of the files below dir of repo at sha, at
+// any depth, sorted (vcs.FileLister), from one recursive read of the
+// commit's tree. Symbolic links are files; submodules are not listed. A
+// tree too large for GitHub to list whole (it truncates at 100,000
+// entries) lists as many files as GitHub gave when they are more than
+// max, and is an error otherwise.
+func (p *Provider) ListFiles(ctx context.Context, repo, sha, dir string, max int) ([]string, error) {
+	files, err := call(ctx, p, repo, fmt.Sprintf("files below %q at %s", dir, sha), func(c *gh.Client, owner, name string) ([]string, error) {
+		t, _, err := c.Git.GetTree(ctx, owner, name, sha, true)
+		if err != nil {
+			return nil, err
+		}
+		prefix := ""
+		if dir != "" {
+			prefix = strings.TrimSuffix(dir, "/") + "/"
+		}
+		var files []string
+		below := false
+		for _, e := range t.Entries {
+			path := e.GetPath()
+			if !strings.HasPrefix(path, prefix) {
+				continue
+			}
+			below = true
+			if e.GetType() == "blob" {
+				files = append(files, path)
+			}
+		}
+		slices.Sort(files)
+		if t.GetTruncated() && (max <= 0 || len(files) <= max) {
+			return nil, fmt.Errorf("the tree of %s is too large for GitHub to list", sha)
+		}
+		if !below {
+			return nil, notFound("no such directory")
+		}
+		return files, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return vcs.CapFiles(files, max)
 }
 
 func (p *Provider) ResolveRef(ctx context.Context, repo, ref string) (string, error) {

@@ -58,6 +58,7 @@ type Provider struct {
 var (
 	_ vcs.Provider   = (*Provider)(nil)
 	_ vcs.PushLister = (*Provider)(nil)
+	_ vcs.FileLister = (*Provider)(nil)
 )
 
 // New returns a Provider for the instance and token of cfg.
@@ -134,6 +135,43 @@ func (p *Provider) ReadDir(ctx context.Context, repo, sha, dir string) ([]string
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// ListFiles returns the paths of the files (blobs, symbolic links
+// included) below dir of repo at sha, at any depth, sorted
+// (vcs.FileLister), reading the recursive tree a page at a time and no
+// further than max files.
+func (p *Provider) ListFiles(ctx context.Context, repo, sha, dir string, max int) ([]string, error) {
+	recursive := true
+	opt := &glapi.ListTreeOptions{Ref: &sha, Recursive: &recursive, ListOptions: glapi.ListOptions{PerPage: pageSize, Page: 1}}
+	if dir != "" {
+		opt.Path = &dir
+	}
+	var files []string
+	entries := 0
+	for {
+		nodes, resp, err := p.client.Repositories.ListTree(repo, opt, glapi.WithContext(ctx))
+		if err != nil {
+			return nil, p.interpretError(resp, err, "listing the files below %q at %s of %s", dir, sha, repo)
+		}
+		entries += len(nodes)
+		for _, n := range nodes {
+			if n.Type == "blob" {
+				files = append(files, n.Path)
+			}
+		}
+		if resp.NextPage == 0 || (max > 0 && len(files) > max) {
+			break
+		}
+		opt.Page = resp.NextPage
+	}
+	if entries == 0 {
+		// Git has no empty directories: GitLab lists nothing for a path
+		// that does not exist at the commit.
+		return nil, fmt.Errorf("gitlab: listing the files below %q at %s of %s: %w", dir, sha, repo, vcs.ErrNotFound)
+	}
+	slices.Sort(files)
+	return vcs.CapFiles(files, max)
 }
 
 // ResolveRef returns the commit branch ref of repo points at, or, when

@@ -41,7 +41,10 @@ type Provider struct {
 	statuses map[string]map[string]vcs.Status // "repo@sha" -> context -> latest
 }
 
-var _ vcs.Provider = (*Provider)(nil)
+var (
+	_ vcs.Provider   = (*Provider)(nil)
+	_ vcs.FileLister = (*Provider)(nil)
+)
 
 // New returns a Provider over the repositories under cfg.Root.
 func New(cfg Config) (*Provider, error) {
@@ -245,6 +248,46 @@ func (p *Provider) ReadDir(ctx context.Context, repo, sha, dir string) ([]string
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// ListFiles returns the paths of the files below dir of repo at commit
+// sha, a full SHA, at any depth, sorted (vcs.FileLister). Symbolic links
+// are files; submodules are not listed.
+func (p *Provider) ListFiles(ctx context.Context, repo, sha, dir string, max int) ([]string, error) {
+	if dir != "" {
+		if err := checkPath(dir); err != nil {
+			return nil, err
+		}
+	}
+	gitDir, err := p.commit(ctx, repo, sha)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := p.lookup(ctx, gitDir, sha+"^{commit}:"+dir)
+	if err != nil {
+		return nil, err
+	}
+	if objs[0].typ != "tree" {
+		return nil, fmt.Errorf("local: directory %s at %s of %s: %w", dir, sha, repo, vcs.ErrNotFound)
+	}
+	out, err := p.run(ctx, gitDir, nil, "ls-tree", "-r", "-z", "--full-tree", objs[0].oid)
+	if err != nil {
+		return nil, err
+	}
+	prefix := ""
+	if dir != "" {
+		prefix = dir + "/"
+	}
+	files := []string{}
+	for entry := range strings.SplitSeq(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		// "<mode> SP <type> SP <oid> TAB <path>", the path below dir
+		meta, name, ok := strings.Cut(entry, "\t")
+		if fields := strings.Fields(meta); ok && len(fields) == 3 && fields[1] == "blob" {
+			files = append(files, prefix+name)
+		}
+	}
+	slices.Sort(files)
+	return vcs.CapFiles(files, max)
 }
 
 // ResolveRef returns the commit a branch or tag of repo points at. A

@@ -59,6 +59,7 @@ type Config struct {
 func Exercise(t *testing.T, cfg Config) {
 	t.Helper()
 	exerciseRead(t, cfg)
+	exerciseListFiles(t, cfg)
 	exerciseRefs(t, cfg)
 	exerciseChangedFiles(t, cfg)
 	exercisePullRequests(t, cfg)

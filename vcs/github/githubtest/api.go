@@ -339,6 +339,11 @@ func (s *Server) accessToken(w http.ResponseWriter, req *http.Request, c caller)
 		tok.perms = granted
 	}
 	value := newToken()
+	tok.record = &IssuedToken{Installation: id, Permissions: maps.Clone(tok.perms)}
+	for _, r := range listed {
+		tok.record.Repositories = append(tok.record.Repositories, r.fullName())
+	}
+	s.issued = append(s.issued, tok.record)
 	s.tokens[value] = tok
 	s.stats.TokensIssued++
 	answer := map[string]any{
@@ -367,6 +372,9 @@ func (s *Server) revokeToken(w http.ResponseWriter, req *http.Request, c caller)
 		return
 	}
 	cred, _ := credential(req)
+	if t, ok := s.tokens[cred]; ok && t.record != nil {
+		t.record.Revoked = true
+	}
 	delete(s.tokens, cred)
 	s.stats.TokensRevoked++
 	w.WriteHeader(http.StatusNoContent)

@@ -68,7 +68,9 @@
 // write), answering 403 "Resource not accessible by integration"
 // otherwise. Asking for a repository outside the installation or a
 // permission beyond its own (contents, pull_requests and metadata read,
-// statuses and checks write) is 422, as on GitHub. App endpoints take an RS256 JWT
+// statuses and checks write) is 422, as on GitHub. IssuedTokens reads
+// back what each installation token was narrowed to and whether it was
+// revoked, never its value. App endpoints take an RS256 JWT
 // whose iss is an App added with AddApp, checked with its public key,
 // with iat not in the future and exp no more than ten minutes ahead.
 //

@@ -57,7 +57,8 @@ type Server struct {
 	apps     map[int64]*rsa.PublicKey
 	installs map[int64]*installation
 	tokens   map[string]issuedToken
-	seq      int64 // ids of repositories, installations and pull requests; commit order
+	issued   []*IssuedToken // every installation token issued, oldest first
+	seq      int64          // ids of repositories, installations and pull requests; commit order
 	limit    RateLimit
 	window   time.Time // start of the current rate window
 	inWindow int
@@ -77,6 +78,8 @@ type issuedToken struct {
 	repos map[string]bool
 	// perms are the token's permissions; nil: the installation's.
 	perms map[string]string
+	// record is what IssuedTokens reports of the token.
+	record *IssuedToken
 }
 
 type repo struct {
@@ -573,6 +576,36 @@ type Stats struct {
 	// CheckRunsCreated and CheckRunsUpdated count check runs created
 	// and updated.
 	CheckRunsCreated, CheckRunsUpdated int
+}
+
+// IssuedToken is what the server recorded of an installation token it
+// issued: what it was narrowed to and whether it was revoked. It holds
+// no token value.
+type IssuedToken struct {
+	// Installation is the installation the token is of.
+	Installation int64
+	// Repositories are the full names of the repositories the token was
+	// narrowed to, sorted; nil for a token of all the installation's.
+	Repositories []string
+	// Permissions are the token's permissions (metadata: read among
+	// them); nil for a token with the installation's.
+	Permissions map[string]string
+	// Revoked says whether DELETE /installation/token ended the token.
+	Revoked bool
+}
+
+// IssuedTokens returns what the server recorded of the installation
+// tokens it issued, oldest first.
+func (s *Server) IssuedTokens() []IssuedToken {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]IssuedToken, len(s.issued))
+	for i, t := range s.issued {
+		out[i] = *t
+		out[i].Repositories = slices.Clone(t.Repositories)
+		out[i].Permissions = maps.Clone(t.Permissions)
+	}
+	return out
 }
 
 // Stats returns the counts so far.

@@ -7,6 +7,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit/vcs/github/githubtest"
 )
 
 // TestNarrowedToken: an installation token asked for with repositories
@@ -77,6 +79,13 @@ func TestNarrowedToken(t *testing.T) {
 	resp, _ = b.do(t, "DELETE", "/installation/token", pat, "", "")
 	require.Equal(t, http.StatusForbidden, resp.StatusCode)
 	require.Equal(t, 1, b.srv.Stats().TokensRevoked)
+
+	// What each token issued was narrowed to, and which was revoked.
+	issued := b.srv.IssuedTokens()
+	require.Len(t, issued, 2, "refused asks issue nothing")
+	require.Equal(t, githubtest.IssuedToken{Installation: id, Repositories: []string{"acme/api"},
+		Permissions: map[string]string{"contents": "read", "metadata": "read"}, Revoked: true}, issued[0])
+	require.Equal(t, githubtest.IssuedToken{Installation: id, Repositories: []string{"acme/api", "acme/web"}}, issued[1])
 }
 
 func repoID(t *testing.T, b *bundle, repo string) float64 {
