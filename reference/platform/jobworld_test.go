@@ -1,0 +1,212 @@
+package platform_test
+
+import (
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/vcs/status"
+)
+
+// worldWorkflow is a GitHub workflow using what real ones do: the full
+// history checked out by actions/checkout, a local composite action with
+// an input (defaulted or given) and an output, $GITHUB_ENV between
+// steps, $GITHUB_OUTPUT read by a dependent job and an ::error
+// annotation.
+const worldWorkflow = `on: push
+jobs:
+  a:
+    runs-on: ubuntu-latest
+    outputs:
+      x: ${{ steps.set.outputs.x }}
+    steps:
+      - uses: actions/checkout@v4
+        with:
+          fetch-depth: 0
+      - run: echo "commits=$(git rev-list --count HEAD)"
+      - id: greet
+        uses: ./.github/actions/greet
+      - id: greet2
+        uses: ./.github/actions/greet
+        with:
+          who: cikit
+      - run: echo "said '${{ steps.greet.outputs.greeting }}' and '${{ steps.greet2.outputs.greeting }}'"
+      - run: echo "STAGE=from-the-env-file" >> "$GITHUB_ENV"
+      - run: echo "stage is $STAGE"
+      - id: set
+        run: echo "x=forty-two" >> "$GITHUB_OUTPUT"
+      - run: echo "::error file=app.go,line=3::boom"
+  b:
+    needs: a
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo "x is ${{ needs.a.outputs.x }}"
+`
+
+// greetAction is the workflow's local composite action.
+const greetAction = `name: greet
+description: Greets someone.
+inputs:
+  who:
+    description: Whom to greet.
+    default: world
+outputs:
+  greeting:
+    description: What it said.
+    value: ${{ steps.g.outputs.greeting }}
+runs:
+  using: composite
+  steps:
+    - id: g
+      shell: bash
+      run: echo "greeting=hello ${{ inputs.who }}" >> "$GITHUB_OUTPUT"
+    - shell: bash
+      run: echo "greeting ${{ inputs.who }}"
+`
+
+// worldGitLab runs three variants of one job, each printing its index and
+// the commit.
+const worldGitLab = `test:
+  parallel: 3
+  script:
+    - echo "node $CI_NODE_INDEX of $CI_NODE_TOTAL at $CI_COMMIT_SHA"
+`
+
+// worldFiles are the files of the repository of TestJobWorld.
+var worldFiles = map[string]string{
+	".github/workflows/ci.yml":         worldWorkflow,
+	".github/actions/greet/action.yml": greetAction,
+	".gitlab-ci.yml":                   worldGitLab,
+	"app.go":                           "package app\n\nfunc boom() {}\n",
+}
+
+// commit writes files into the world's repository, commits them, tells
+// the fake GitHub and makes the new commit the world's.
+func (w *world) commit(t *testing.T, msg string, files map[string]string) {
+	t.Helper()
+	repo := filepath.Join(w.root, "repos", repoName)
+	for name, data := range files {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(repo, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(repo, name), []byte(data), 0o644))
+	}
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=e2e", "-c", "user.email=e2e@example.com", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = repo
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+		return strings.TrimSpace(string(out))
+	}
+	git("add", "-A")
+	git("commit", "-q", "-m", msg)
+	w.sha = git("rev-parse", "HEAD")
+	require.NoError(t, w.github.CommitAs(repoName, "main", w.sha, files))
+}
+
+// waitFileStatuses waits for the commit statuses of the pipeline file and
+// of its given jobs to leave pending and returns the job statuses by job
+// and the run's id.
+func (w *world) waitFileStatuses(t *testing.T, within time.Duration, file string, jobs ...string) (map[string]string, string) {
+	t.Helper()
+	var got map[string]string
+	var run string
+	waitFor(t, within, "the commit statuses of "+file, func() bool {
+		all := w.statuses(t)
+		pipe, ok := all[status.PipelineContext(file)]
+		if !ok || pipe.State == "pending" {
+			return false
+		}
+		got = map[string]string{}
+		for _, j := range jobs {
+			st, ok := all[status.JobContext(file, j)]
+			if !ok || st.State == "pending" {
+				return false
+			}
+			got[j] = st.State
+		}
+		run = runIDOf(t, pipe)
+		return true
+	})
+	return got, run
+}
+
+// jobView is what these tests read of GET /api/v1/runs/{run}/jobs/{job}.
+type jobView struct {
+	State       string             `json:"state"`
+	Commit      string             `json:"commit"`
+	Annotations []cikit.Annotation `json:"annotations"`
+	Outputs     map[string]string  `json:"outputs"`
+	EnvNames    []string           `json:"env_names"`
+}
+
+func jobOf(t *testing.T, base, run, job string) (jobView, string) {
+	t.Helper()
+	var v jobView
+	u := base + "/api/v1/runs/" + run + "/jobs/" + url.PathEscape(job)
+	require.Equal(t, 200, getJSON(t, u, &v), "GET %s", u)
+	code, log := getText(t, u+"/log")
+	require.Equal(t, 200, code, "GET %s/log: %s", u, log)
+	return v, log
+}
+
+// TestJobWorld: a push of a repository with a GitHub workflow and a
+// GitLab file runs both at the pushed commit, each job in the world its
+// format promises: the workflow's checkout has the full history, its
+// composite action takes an input's default or the given value and
+// returns an output, $GITHUB_ENV holds between steps, an output of job a
+// reaches job b as needs.a.outputs.x and an ::error command is an
+// annotation of the job; the GitLab job's three parallel variants each
+// see their index and the commit. Asserted from the job logs and the job
+// API.
+func TestJobWorld(t *testing.T) {
+	w := newWorld(t, map[string]string{"README.md": "the first commit\n"})
+	w.commit(t, "the pipelines", worldFiles)
+	w.cfg.Runners.Local = 3
+	s := serve(t, w.cfg)
+	base := s.p.URL()
+	code, body := deliver(t, base, "delivery-world", pushBody(w.sha))
+	require.Equal(t, 202, code, body)
+
+	const workflow = ".github/workflows/ci.yml"
+	states, run := w.waitFileStatuses(t, 120*time.Second, workflow, "a", "b")
+	require.Equal(t, map[string]string{"a": "success", "b": "success"}, states)
+
+	a, log := jobOf(t, base, run, "a")
+	require.Equal(t, "succeeded", a.State)
+	require.Equal(t, w.sha, a.Commit, "job a checked out the pushed commit")
+	require.Contains(t, log, "commits=2\n", "fetch-depth: 0 fetched the full history")
+	require.Contains(t, log, "greeting world\n")
+	require.Contains(t, log, "greeting cikit\n")
+	require.Contains(t, log, "said 'hello world' and 'hello cikit'\n")
+	require.Contains(t, log, "stage is from-the-env-file\n")
+	require.Equal(t, map[string]string{"x": "forty-two"}, a.Outputs)
+	require.Len(t, a.Annotations, 1, "%+v", a.Annotations)
+	require.Equal(t, "error", a.Annotations[0].Level)
+	require.Equal(t, "boom", a.Annotations[0].Message)
+	require.Equal(t, "app.go", a.Annotations[0].File)
+	require.Equal(t, 3, a.Annotations[0].Line)
+	require.Contains(t, a.EnvNames, "GITHUB_SHA")
+	require.Contains(t, a.EnvNames, "STAGE", "a variable of $GITHUB_ENV is in the job's environment")
+	require.Contains(t, log, "\n##[error]boom\n")
+	require.NotContains(t, log, "\n::error", "the workflow command is not printed as is")
+
+	_, log = jobOf(t, base, run, "b")
+	require.Contains(t, log, "x is forty-two\n")
+
+	variants := []string{"test 1/3", "test 2/3", "test 3/3"}
+	states, run = w.waitFileStatuses(t, 120*time.Second, ".gitlab-ci.yml", variants...)
+	for i, v := range variants {
+		require.Equal(t, "success", states[v], v)
+		job, log := jobOf(t, base, run, v)
+		require.Equal(t, w.sha, job.Commit, "%s checked out the pushed commit", v)
+		require.Contains(t, log, "node "+string(rune('1'+i))+" of 3 at "+w.sha+"\n", v)
+		require.Contains(t, job.EnvNames, "CI_NODE_INDEX")
+		require.Contains(t, job.EnvNames, "CI_COMMIT_SHA")
+	}
+}
