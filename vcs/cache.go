@@ -173,3 +173,9 @@ func isCommitSHA(s string) bool {
 	}
 	return true
 }
+
+// ListFiles lists through p, uncached, when p is a FileLister (see
+// ListFiles).
+func (c *cached) ListFiles(ctx context.Context, repo, sha, dir string, max int) ([]string, error) {
+	return ListFiles(ctx, c.Provider, repo, sha, dir, max)
+}

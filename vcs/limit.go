@@ -2,6 +2,7 @@ package vcs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 )
@@ -68,4 +69,28 @@ func (c *cached) ReadFileMax(ctx context.Context, repo, sha, path string, max in
 		c.add(&cacheEntry{key: key, data: slices.Clone(data), err: err})
 	}
 	return data, err
+}
+
+// FileLister is a Provider that can list every file below a directory of
+// a commit, at any depth, as GitLab's rules:exists globs need.
+type FileLister interface {
+	// ListFiles returns the slash-separated paths, relative to the
+	// repository root, of the files below dir ("" for the root) of repo
+	// at commit sha, sorted. A dir that does not exist is an error
+	// matching ErrNotFound; more than max files is ErrTooManyFiles.
+	ListFiles(ctx context.Context, repo, sha, dir string, max int) ([]string, error)
+}
+
+// ErrTooManyFiles is a FileLister refusing to list more files than it
+// was asked for.
+var ErrTooManyFiles = errors.New("vcs: too many files")
+
+// ListFiles lists the files below dir of repo at sha when p is a
+// FileLister, and fails with an error matching errors.ErrUnsupported
+// otherwise.
+func ListFiles(ctx context.Context, p Provider, repo, sha, dir string, max int) ([]string, error) {
+	if l, ok := p.(FileLister); ok {
+		return l.ListFiles(ctx, repo, sha, dir, max)
+	}
+	return nil, fmt.Errorf("vcs: listing the files of %s: %w", repo, errors.ErrUnsupported)
 }

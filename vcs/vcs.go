@@ -522,6 +522,34 @@ func (m *Memory) ReadDir(ctx context.Context, repo, sha, dir string) ([]string, 
 	return names, nil
 }
 
+// ListFiles returns the paths of the files below dir of repo at commit
+// sha, at any depth, sorted (FileLister).
+func (m *Memory) ListFiles(ctx context.Context, repo, sha, dir string, max int) ([]string, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	c, err := m.commit(repo, sha)
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for p := range c {
+		if dir == "" || strings.HasPrefix(p, dir+"/") {
+			files = append(files, p)
+		}
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("vcs: directory %s at %s of %s: %w", dir, sha, repo, ErrNotFound)
+	}
+	slices.Sort(files)
+	if len(files) > max {
+		return files[:max], ErrTooManyFiles
+	}
+	return files, nil
+}
+
 func (m *Memory) OpenPullRequest(ctx context.Context, repo, branch string) (int, bool, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, false, err

@@ -1,10 +1,13 @@
 package platform_test
 
 import (
+	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +15,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/internal/semantics"
+	"github.com/cikit/cikit/vcs/github/githubtest"
 	"github.com/cikit/cikit/vcs/status"
 )
 
@@ -208,5 +213,98 @@ func TestJobWorld(t *testing.T) {
 		require.Contains(t, log, "node "+string(rune('1'+i))+" of 3 at "+w.sha+"\n", v)
 		require.Contains(t, job.EnvNames, "CI_NODE_INDEX")
 		require.Contains(t, job.EnvNames, "CI_COMMIT_SHA")
+	}
+}
+
+// branchCommit commits files on a new branch of the world's repository,
+// made from main, and returns the commit's SHA; main stays where it was.
+func (w *world) branchCommit(t *testing.T, branch string, files map[string]string) string {
+	t.Helper()
+	repo := filepath.Join(w.root, "repos", repoName)
+	git := func(args ...string) string {
+		cmd := exec.Command("git", append([]string{"-c", "user.name=e2e", "-c", "user.email=e2e@example.com", "-c", "commit.gpgsign=false"}, args...)...)
+		cmd.Dir = repo
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "git %v: %s", args, out)
+		return strings.TrimSpace(string(out))
+	}
+	git("checkout", "-q", "-b", branch, "main")
+	for name, data := range files {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(repo, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(repo, name), []byte(data), 0o644))
+	}
+	git("add", "-A")
+	git("commit", "-q", "-m", branch)
+	sha := git("rev-parse", "HEAD")
+	git("checkout", "-q", "main")
+	require.NoError(t, w.github.CommitAs(repoName, branch, sha, files))
+	return sha
+}
+
+// pushBranchBody is a GitHub push event of branch to sha by alice.
+func pushBranchBody(branch, sha string) []byte {
+	return fmt.Appendf(nil, `{"ref": "refs/heads/%s", "before": "0000000000000000000000000000000000000000", "after": %q,
+		"created": true, "deleted": false,
+		"head_commit": {"id": %q, "timestamp": %q, "added": [], "removed": [], "modified": []},
+		"commits": [{"id": %q, "timestamp": %q, "added": [], "removed": [], "modified": []}],
+		"repository": {"name": "app", "full_name": %q, "default_branch": "main", "owner": {"login": "acme"}},
+		"pusher": {"name": "alice"}, "sender": {"login": "alice"}}`,
+		branch, sha, sha, time.Now().UTC().Format(time.RFC3339), sha, time.Now().UTC().Format(time.RFC3339), repoName)
+}
+
+// TestSemantics runs the cases of package semantics, one per run-time
+// semantic of a format, on one embedded platform: each case is a commit
+// on its own branch of one repository, pushed with a signed webhook, and
+// the cases run at once. Each job's commit status, state and log are
+// what the case says; a pipeline that must not run has an error status
+// saying why.
+func TestSemantics(t *testing.T) {
+	w := newWorld(t, map[string]string{"README.md": "the cases branch from here\n"})
+	w.cfg.Runners.Local = 4
+	s := serve(t, w.cfg)
+	base := s.p.URL()
+	shas := map[string]string{}
+	for _, c := range semantics.Cases {
+		files := map[string]string{c.Path: c.File}
+		for k, v := range c.Files {
+			files[k] = v
+		}
+		shas[c.Name] = w.branchCommit(t, "case/"+c.Name, files)
+	}
+	for _, c := range semantics.Cases {
+		code, body := deliver(t, base, "delivery-"+c.Name, pushBranchBody("case/"+c.Name, shas[c.Name]))
+		require.Equal(t, 202, code, "%s: %s", c.Name, body)
+	}
+	for _, c := range semantics.Cases {
+		t.Run(c.Name, func(t *testing.T) {
+			w.sha = shas[c.Name]
+			if c.Error != "" {
+				var pipe githubtest.Status
+				waitFor(t, 120*time.Second, "the pipeline's status", func() bool {
+					var ok bool
+					pipe, ok = w.statuses(t)[status.PipelineContext(c.Path)]
+					return ok && pipe.State != "pending"
+				})
+				require.Equal(t, "failure", pipe.State, "%+v", pipe)
+				require.Contains(t, pipe.Description, c.Error)
+				return
+			}
+			ids := slices.Sorted(maps.Keys(c.Jobs))
+			states, run := w.waitFileStatuses(t, 120*time.Second, c.Path, ids...)
+			for _, id := range ids {
+				want := c.Jobs[id]
+				require.Equal(t, map[bool]string{false: "success", true: "failure"}[want.Failed], states[id], "job %s", id)
+				_, log := jobOf(t, base, run, id)
+				for _, l := range want.Lines {
+					require.Contains(t, log, strings.ReplaceAll(l, semantics.SHA, w.sha)+"\n", "job %s:\n%s", id, log)
+				}
+				for _, n := range want.Never {
+					require.NotContains(t, log, n, "job %s", id)
+				}
+			}
+			var r apiRun
+			require.Equal(t, 200, getJSON(t, base+"/api/v1/runs/"+run, &r))
+			require.ElementsMatch(t, ids, slices.Collect(maps.Keys(r.states())), "the jobs of the run")
+		})
 	}
 }

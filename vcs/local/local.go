@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -245,6 +246,45 @@ func (p *Provider) ReadDir(ctx context.Context, repo, sha, dir string) ([]string
 	}
 	slices.Sort(names)
 	return names, nil
+}
+
+// ListFiles returns the paths of the files below dir of repo at commit
+// sha, a full SHA, at any depth, sorted (vcs.FileLister). Symbolic links
+// are files; submodules are not listed.
+func (p *Provider) ListFiles(ctx context.Context, repo, sha, dir string, max int) ([]string, error) {
+	if dir != "" {
+		if err := checkPath(dir); err != nil {
+			return nil, err
+		}
+	}
+	gitDir, err := p.commit(ctx, repo, sha)
+	if err != nil {
+		return nil, err
+	}
+	objs, err := p.lookup(ctx, gitDir, sha+"^{commit}:"+dir)
+	if err != nil {
+		return nil, err
+	}
+	if objs[0].typ != "tree" {
+		return nil, fmt.Errorf("local: directory %s at %s of %s: %w", dir, sha, repo, vcs.ErrNotFound)
+	}
+	out, err := p.run(ctx, gitDir, nil, "ls-tree", "-r", "-z", "--full-tree", objs[0].oid)
+	if err != nil {
+		return nil, err
+	}
+	files := []string{}
+	for entry := range strings.SplitSeq(strings.TrimSuffix(string(out), "\x00"), "\x00") {
+		// "<mode> SP <type> SP <oid> TAB <name>"
+		meta, name, ok := strings.Cut(entry, "\t")
+		if fields := strings.Fields(meta); ok && len(fields) == 3 && fields[1] == "blob" {
+			if len(files) == max {
+				return files, vcs.ErrTooManyFiles
+			}
+			files = append(files, path.Join(dir, name))
+		}
+	}
+	slices.Sort(files)
+	return files, nil
 }
 
 // ResolveRef returns the commit a branch or tag of repo points at. A
