@@ -3,8 +3,11 @@
 // files depend on (the default shell, working directories, the matrix
 // and env contexts, GitLab's shell session, after_script, variables,
 // rules:exists, trigger: and the warnings of keys not honoured yet), with
-// what each job must print. The tests of `cikit run` and of the embedded
-// platform run the same cases, so both executors keep the same
+// what each job must print; and WorldFiles, a repository whose GitHub
+// workflow and GitLab file use the job's world together (checkout of the
+// full history, a composite action, environment and output files, an
+// annotation, parallel variants). The tests of `cikit run` and of the
+// embedded platform run the same files, so both executors keep the same
 // semantics.
 package semantics
 

@@ -15,64 +15,6 @@ import (
 	"github.com/cikit/cikit/internal/testenv"
 )
 
-// The job world of TestRunJobWorld: the files TestJobWorld of the
-// platform pushes, run by cikit run.
-const (
-	worldWorkflow = `on: push
-jobs:
-  a:
-    runs-on: ubuntu-latest
-    outputs:
-      x: ${{ steps.set.outputs.x }}
-    steps:
-      - uses: actions/checkout@v4
-        with:
-          fetch-depth: 0
-      - run: echo "commits=$(git rev-list --count HEAD)"
-      - id: greet
-        uses: ./.github/actions/greet
-      - id: greet2
-        uses: ./.github/actions/greet
-        with:
-          who: cikit
-      - run: echo "said '${{ steps.greet.outputs.greeting }}' and '${{ steps.greet2.outputs.greeting }}'"
-      - run: echo "STAGE=from-the-env-file" >> "$GITHUB_ENV"
-      - run: echo "stage is $STAGE"
-      - id: set
-        run: echo "x=forty-two" >> "$GITHUB_OUTPUT"
-      - run: echo "::error file=app.go,line=3::boom"
-  b:
-    needs: a
-    runs-on: ubuntu-latest
-    steps:
-      - run: echo "x is ${{ needs.a.outputs.x }}"
-`
-	greetAction = `name: greet
-description: Greets someone.
-inputs:
-  who:
-    description: Whom to greet.
-    default: world
-outputs:
-  greeting:
-    description: What it said.
-    value: ${{ steps.g.outputs.greeting }}
-runs:
-  using: composite
-  steps:
-    - id: g
-      shell: bash
-      run: echo "greeting=hello ${{ inputs.who }}" >> "$GITHUB_OUTPUT"
-    - shell: bash
-      run: echo "greeting ${{ inputs.who }}"
-`
-	worldGitLab = `test:
-  parallel: 3
-  script:
-    - echo "node $CI_NODE_INDEX of $CI_NODE_TOTAL at $CI_COMMIT_SHA"
-`
-)
-
 // pushPayload is a GitHub push event of main to sha by alice in acme/app.
 func pushPayload(t *testing.T, sha string) string {
 	t.Helper()
@@ -131,12 +73,7 @@ func jobLines(stdout string, r *result) map[string]string {
 // and the index and commit of each parallel variant of a GitLab job.
 func TestRunJobWorld(t *testing.T) {
 	t.Parallel()
-	dir, sha := gitRepo(t, map[string]string{
-		".github/workflows/ci.yml":         worldWorkflow,
-		".github/actions/greet/action.yml": greetAction,
-		".gitlab-ci.yml":                   worldGitLab,
-		"app.go":                           "package app\n\nfunc boom() {}\n",
-	})
+	dir, sha := gitRepo(t, semantics.WorldFiles)
 
 	out, r := reportOf(t, dir, "-file", ".github/workflows/ci.yml", "-event-path", pushPayload(t, sha))
 	require.Equal(t, ExitOK, out.code, out.stdout+out.stderr)
