@@ -8,7 +8,9 @@
 // tests and the embedded platform, and Cached keeps a provider's answers
 // about files at commits. Providers that can list recent pushes
 // (PushLister) let ingest's Reconciler build the pushes whose webhook never
-// came. The implementations: vcs/github, vcs/gitlab and vcs/local (git
+// came; those that can list every file of a commit (FileLister, through
+// ListFiles) let GitLab's rules:exists globs be decided. The
+// implementations: vcs/github, vcs/gitlab and vcs/local (git
 // repositories on this machine); vcs/vcstest is the conformance suite
 // they pass; vcs/status delivers statuses without making the scheduler
 // wait.
