@@ -82,7 +82,8 @@
 // status saying why (IngesterConfig.Statuses). RunStore.CreateRuns then
 // writes the delivery's record and the runs in one transaction, so that
 // each delivery (and each replay of its body under another id: the
-// SemanticKey) makes its runs once, and events older than their ref's newest are dropped.
+// SemanticKey) makes its runs once, and events older than their ref's
+// newest are dropped.
 // ManualTrigger starts pipelines on request through the same path.
 //
 // # From runs to the platform
