@@ -103,10 +103,25 @@ func (p *Platform) unmatched(offers []fleet.Offer, labels []string) {
 			p.log.Warn("platform: the run of a job no runner matches", "run", o.RunID, "job", o.JobID, "err", err)
 			continue
 		}
-		now := p.now()
+		job, err := p.jobs.JobGet(ctx, o.RunID, o.JobID)
+		if err != nil {
+			p.log.Warn("platform: a job no runner matches", "run", o.RunID, "job", o.JobID, "err", err)
+			continue
+		}
+		if job.Attempt != o.Attempt || job.State != cikit.JobQueued {
+			// Another server's runner took it: nothing waits.
+			continue
+		}
+		// Ordered as of the job's queueing, so that the statuses of its
+		// start and end, which may come first when another server's
+		// runner took it, are never replaced by this one.
+		at := job.QueuedAt
+		if at.IsZero() {
+			at = p.now()
+		}
 		ev := &dag.OutboxEvent{ID: "unmatched-" + o.RunID + "-" + o.JobID + "-" + strconv.Itoa(o.Attempt), Type: dag.EventJobQueued,
 			RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt, Pipeline: run.Pipeline, SHA: run.SHA,
-			State: string(cikit.JobQueued), CreatedAt: now}
+			State: string(cikit.JobQueued), CreatedAt: at}
 		c, ok := status.FromEvent(ev, p.targetURL)
 		if !ok {
 			continue
