@@ -74,12 +74,16 @@
 // turns each Event into pipeline runs: it skips a delivery already taken
 // in, lets a push to a branch other than the default one wait and yield to
 // a pull request of the same commit, reads every pipeline file at the
-// event's commit through a vcs.Provider, compiles it with the event (the
-// commit's files listed for GitLab's rules:exists globs when the provider
-// is a vcs.FileLister), and keeps those whose triggers match. RunStore.CreateRuns then writes the
-// delivery's record and the runs in one transaction, so that each delivery
-// (and each replay of its body under another id: the SemanticKey) makes
-// its runs once, and events older than their ref's newest are dropped.
+// event's commit through a vcs.Provider, compiles it with the event, and
+// keeps those whose triggers match (GitLab's rules:exists globs are
+// matched against the commit's files when the provider is a
+// vcs.FileLister). A file that does not compile, for a reason other than
+// having no job for the event, runs nothing and gets a failure commit
+// status saying why (IngesterConfig.Statuses). RunStore.CreateRuns then
+// writes the delivery's record and the runs in one transaction, so that
+// each delivery (and each replay of its body under another id: the
+// SemanticKey) makes its runs once, and events older than their ref's
+// newest are dropped.
 // ManualTrigger starts pipelines on request through the same path.
 //
 // # From runs to the platform

@@ -65,7 +65,11 @@ type IngesterConfig struct {
 	// matching paths" on the event's commit for each pipeline that only
 	// its path filters kept from running (its context is
 	// status.PipelineContext of the file), so that checks a branch
-	// protection requires do not wait forever. A *status.Reporter fits.
+	// protection requires do not wait forever, and a failure status
+	// "does not compile: …" with the first error for each pipeline file
+	// that does not compile (a key refused as not supported among them),
+	// so that such a push is never silent on the forge. A
+	// *status.Reporter fits.
 	Statuses interface {
 		Report(repo, sha string, st vcs.Status) error
 	}
@@ -207,9 +211,9 @@ func (in *Ingester) ingest(ctx context.Context, ev *Event) (d *Delivery, created
 		return nil, false, err
 	}
 	p := &CreateRunsParams{Event: ev, Reason: reason}
-	var skipped []string
+	var notRun []vcs.Status
 	if reason == "" {
-		if p.Runs, p.Reason, skipped, err = in.plan(ctx, ev); err != nil {
+		if p.Runs, p.Reason, notRun, err = in.plan(ctx, ev); err != nil {
 			return nil, false, err
 		}
 	}
@@ -219,7 +223,7 @@ func (in *Ingester) ingest(ctx context.Context, ev *Event) (d *Delivery, created
 	}
 	in.seen.put(ev, d)
 	if created && (len(d.RunIDs) > 0 || d.Dropped == p.Reason) {
-		in.reportSkipped(ctx, ev, skipped)
+		in.reportNotRun(ctx, ev, notRun)
 	}
 	if created {
 		in.log.InfoContext(ctx, "delivery taken in", "delivery", ev.DeliveryID, "key", ev.Key(), "sha", ev.SHA,
@@ -295,16 +299,16 @@ func (in *Ingester) yield(ctx context.Context, ev *Event) (string, error) {
 	return "", nil
 }
 
-// reportSkipped reports the pipelines files that only their path filters
-// kept from running as successes.
-func (in *Ingester) reportSkipped(ctx context.Context, ev *Event, files []string) {
+// reportNotRun reports the statuses of the pipeline files that do not
+// run: a success for those only their path filters kept from running, a
+// failure saying why for those that do not compile.
+func (in *Ingester) reportNotRun(ctx context.Context, ev *Event, sts []vcs.Status) {
 	if in.cfg.Statuses == nil {
 		return
 	}
-	for _, f := range files {
-		st := vcs.Status{Context: status.PipelineContext(f), State: vcs.StateSuccess, Description: "skipped: no matching paths"}
+	for _, st := range sts {
 		if err := in.cfg.Statuses.Report(ev.Org+"/"+ev.Repo, ev.SHA, st); err != nil {
-			in.log.WarnContext(ctx, "reporting a pipeline skipped by its paths", "file", f, "sha", ev.SHA, "err", err)
+			in.log.WarnContext(ctx, "reporting a pipeline that does not run", "context", st.Context, "sha", ev.SHA, "err", err)
 		}
 	}
 }
@@ -351,9 +355,11 @@ func (in *Ingester) changedFiles(ctx context.Context, ev *Event) []string {
 }
 
 // plan reads and compiles the pipelines at ev's commit and returns the
-// runs of those ev triggers, or the reason there are none, and the files
-// of the pipelines only their path filters keep from running.
-func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams, string, []string, error) {
+// runs of those ev triggers, or the reason there are none, and the
+// statuses of the pipelines that do not run and say so on the commit:
+// those only their path filters keep from running, and those that do not
+// compile.
+func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams, string, []vcs.Status, error) {
 	repo := ev.Org + "/" + ev.Repo
 	files, err := in.pipelineFiles(ctx, repo, ev.SHA)
 	if err != nil {
@@ -366,7 +372,7 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 	if cev.ChangedFiles == nil {
 		cev.ChangedFiles = in.changedFiles(ctx, ev)
 	}
-	var skipped []string
+	var notRun []vcs.Status
 	src := &source{vcs: in.cfg.VCS, repo: repo, sha: ev.SHA}
 	var runs []*dag.RunCreateParams
 	var why []string
@@ -382,12 +388,16 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 		}
 		if compiler.HasErrors(diags) {
 			why = append(why, fmt.Sprintf("%s does not compile: %s", f, diags[0]))
+			if first, ok := refusal(diags); ok {
+				notRun = append(notRun, vcs.Status{Context: status.PipelineContext(f), State: vcs.StateFailure,
+					Description: fmt.Sprintf("does not compile: %s", first)})
+			}
 			continue
 		}
 		if ok, reason := plan.Triggered(cev); !ok {
 			why = append(why, f+": "+reason)
 			if plan.SkippedByPaths(cev) {
-				skipped = append(skipped, f)
+				notRun = append(notRun, vcs.Status{Context: status.PipelineContext(f), State: vcs.StateSuccess, Description: "skipped: no matching paths"})
 			}
 			continue
 		}
@@ -406,9 +416,22 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 		})
 	}
 	if len(runs) > 0 {
-		return runs, "", skipped, nil
+		return runs, "", notRun, nil
 	}
-	return nil, strings.Join(why, "; "), skipped, nil
+	return nil, strings.Join(why, "; "), notRun, nil
+}
+
+// refusal returns the first error of diags that makes the file a broken
+// pipeline, which its commit status reports. Only errors saying that no
+// job runs for the event (GitLab creates no pipeline then) are none: they
+// are no failure of the commit.
+func refusal(diags []compiler.Diagnostic) (compiler.Diagnostic, bool) {
+	for _, d := range diags {
+		if d.Severity == compiler.SeverityError && d.Rule != compiler.RuleJobs {
+			return d, true
+		}
+	}
+	return compiler.Diagnostic{}, false
 }
 
 // isCompileRefusal reports whether a compile error is the file's fault

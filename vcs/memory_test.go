@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -91,3 +92,32 @@ func (f *memoryFixture) ClosePullRequest(t *testing.T, repo string, number int) 
 func (f *memoryFixture) Statuses(t *testing.T, repo, sha string) []vcs.Status {
 	return f.m.Statuses(repo, sha)
 }
+
+// TestMemoryListFiles: the files below a directory at any depth, sorted,
+// bounded; through the cache the same; a provider that cannot list says
+// so with errors.ErrUnsupported.
+func TestMemoryListFiles(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := &vcs.Memory{}
+	m.AddCommit("acme/api", "c1", map[string]string{"a/b/c.go": "", "a/d.go": "", "ab.go": "", "z": ""})
+	for _, p := range []vcs.Provider{m, vcs.Cached(m, 10)} {
+		files, err := vcs.ListFiles(ctx, p, "acme/api", "c1", "", 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{"a/b/c.go", "a/d.go", "ab.go", "z"}, files)
+		files, err = vcs.ListFiles(ctx, p, "acme/api", "c1", "a", 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{"a/b/c.go", "a/d.go"}, files, "a directory's files, not those of a sibling with its prefix")
+		files, err = vcs.ListFiles(ctx, p, "acme/api", "c1", "", 2)
+		require.ErrorIs(t, err, vcs.ErrTooManyFiles)
+		require.Len(t, files, 2)
+		_, err = vcs.ListFiles(ctx, p, "acme/api", "c1", "missing", 10)
+		require.ErrorIs(t, err, vcs.ErrNotFound)
+	}
+	_, err := vcs.ListFiles(ctx, readOnly{m}, "acme/api", "c1", "", 10)
+	require.ErrorIs(t, err, errors.ErrUnsupported)
+}
+
+// readOnly is a Provider without the optional interfaces of the one it
+// wraps.
+type readOnly struct{ vcs.Provider }

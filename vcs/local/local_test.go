@@ -159,3 +159,30 @@ func TestReadFileMax(t *testing.T) {
 	_, err = vcs.ReadFileMax(context.Background(), c, "acme/api", sha, ".cikit.yml", 9)
 	require.ErrorAs(t, err, &tl, "a cached answer is checked against the bound")
 }
+
+// TestListFiles: every file below a directory, at any depth, sorted;
+// past the bound, as many as asked and vcs.ErrTooManyFiles; a missing
+// directory is not found. Through the cache, the same answers.
+func TestListFiles(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.CreateRepo(t, "acme/api", "main")
+	sha := f.Commit(t, "acme/api", "main", map[string]string{".gitlab-ci.yml": "x", "cmd/app/main.go": "package main",
+		"cmd/app/internal/x.go": "package internal", "README.md": "hi"})
+	for _, p := range []vcs.Provider{f.p, vcs.Cached(f.p, 10)} {
+		ctx := context.Background()
+		files, err := vcs.ListFiles(ctx, p, "acme/api", sha, "", 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{".gitlab-ci.yml", "README.md", "cmd/app/internal/x.go", "cmd/app/main.go"}, files)
+		files, err = vcs.ListFiles(ctx, p, "acme/api", sha, "cmd", 10)
+		require.NoError(t, err)
+		require.Equal(t, []string{"cmd/app/internal/x.go", "cmd/app/main.go"}, files)
+		files, err = vcs.ListFiles(ctx, p, "acme/api", sha, "", 3)
+		require.ErrorIs(t, err, vcs.ErrTooManyFiles)
+		require.Len(t, files, 3)
+		_, err = vcs.ListFiles(ctx, p, "acme/api", sha, "missing", 10)
+		require.ErrorIs(t, err, vcs.ErrNotFound)
+		_, err = vcs.ListFiles(ctx, p, "acme/api", sha, "../x", 10)
+		require.Error(t, err)
+	}
+}

@@ -1,0 +1,233 @@
+// Package semantics holds small real-world-style GitHub workflows and
+// GitLab files, one for each run-time semantic of a format that real
+// files depend on (the default shell, working directories, the matrix
+// and env contexts, GitLab's shell session, after_script, variables,
+// rules:exists, trigger: and the warnings of keys not honoured yet), with
+// what each job must print; and WorldFiles, a repository whose GitHub
+// workflow and GitLab file use the job's world together (checkout of the
+// full history, a composite action, environment and output files, an
+// annotation, parallel variants). The tests of `cikit run` and of the
+// embedded platform run the same files, so both executors keep the same
+// semantics.
+package semantics
+
+// SHA stands, in a case's wanted lines, for the commit the run is for.
+const SHA = "{sha}"
+
+// Case is one pipeline file and what running it must give.
+type Case struct {
+	// Name is the case's name: short, unique, usable as a git branch
+	// name.
+	Name string
+	// Path is where the pipeline file is in the repository
+	// (".github/workflows/ci.yml" or ".gitlab-ci.yml"), and File its
+	// content.
+	Path, File string
+	// Files are more files of the repository, by path.
+	Files map[string]string
+	// Jobs are, by job id, what each job that runs must give; no other
+	// job runs.
+	Jobs map[string]Job
+	// Error, when set, says that the pipeline does not run at all, and
+	// is a part of the message that says why; Jobs is empty then.
+	Error string
+}
+
+// Job is what one job of a case must give.
+type Job struct {
+	// Failed says that the job fails; otherwise it succeeds.
+	Failed bool
+	// Lines are lines its output holds, whole, in any order; SHA in one
+	// stands for the run's commit.
+	Lines []string
+	// Never are texts its output never holds.
+	Never []string
+}
+
+// Cases are the cases, one per semantic.
+var Cases = []Case{
+	{
+		Name: "github-default-shell",
+		Path: ".github/workflows/ci.yml",
+		File: `on: push
+jobs:
+  shell:
+    runs-on: ubuntu-latest
+    steps:
+      - run: |
+          [[ $- == *e* ]] && echo "bash $BASH_VERSION with errexit" | cut -d' ' -f1,3-
+          false
+          echo "after false"
+`,
+		Jobs: map[string]Job{"shell": {Failed: true, Lines: []string{"bash with errexit"}, Never: []string{"after false"}}},
+	},
+	{
+		Name: "github-expression-shell-and-directory",
+		Path: ".github/workflows/ci.yml",
+		File: `on: push
+env:
+  SHELL_NAME: sh
+  DIR: sub
+jobs:
+  expr:
+    runs-on: ubuntu-latest
+    defaults:
+      run:
+        shell: ${{ 'bash' }}
+    steps:
+      - run: mkdir -p sub
+      - run: echo "default shell ${BASH_VERSION:+bash} in ${PWD##*/}"
+        working-directory: ${{ env.DIR }}
+      - run: echo "step shell ${BASH_VERSION:-sh}"
+        shell: ${{ env.SHELL_NAME }}
+`,
+		Jobs: map[string]Job{"expr": {Lines: []string{"default shell bash in sub", "step shell sh"}}},
+	},
+	{
+		Name: "github-absolute-working-directory",
+		Path: ".github/workflows/ci.yml",
+		File: `on: push
+jobs:
+  abs:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo "at $PWD"
+        working-directory: /
+`,
+		Jobs: map[string]Job{"abs": {Lines: []string{"at /"}}},
+	},
+	{
+		Name: "github-matrix-objects",
+		Path: ".github/workflows/ci.yml",
+		File: `on: push
+jobs:
+  build:
+    runs-on: ubuntu-latest
+    strategy:
+      matrix:
+        target:
+          - {os: linux, arch: amd64}
+        tags:
+          - [fast, race]
+    steps:
+      - run: echo "os=${{ matrix.target.os }} arch=${{ matrix.target.arch }} tags=${{ join(matrix.tags, '+') }}"
+`,
+		Jobs: map[string]Job{"build (linux, amd64, fast, race)": {Lines: []string{"os=linux arch=amd64 tags=fast+race"}}},
+	},
+	{
+		Name: "github-env-context",
+		Path: ".github/workflows/ci.yml",
+		File: `on: push
+env:
+  NAME: world
+jobs:
+  env:
+    runs-on: ubuntu-latest
+    env:
+      GREETING: hello
+    steps:
+      - run: echo "loud=${{ env.LOUD }} shell=$LOUD"
+        env:
+          LOUD: ${{ env.GREETING }} ${{ env.NAME }}!
+`,
+		Jobs: map[string]Job{"env": {Lines: []string{"loud=hello world! shell=hello world!"}}},
+	},
+	{
+		Name: "github-context-of-the-run",
+		Path: ".github/workflows/ci.yml",
+		File: `on: push
+jobs:
+  ctx:
+    runs-on: ubuntu-latest
+    steps:
+      - run: test "${{ github.workspace }}" = "$GITHUB_WORKSPACE" && test "$PWD" = "$GITHUB_WORKSPACE" && echo workspace-ok
+      - run: echo "actor=$GITHUB_ACTOR/${{ github.actor }} owner=${{ github.repository_owner }} event=${{ github.event_name }} pusher=${{ github.event.pusher.name }} sha=${{ github.sha }}"
+`,
+		Jobs: map[string]Job{"ctx": {Lines: []string{"workspace-ok", "actor=alice/alice owner=acme event=push pusher=alice sha=" + SHA}}},
+	},
+	{
+		Name: "gitlab-one-shell-session",
+		Path: ".gitlab-ci.yml",
+		File: `session:
+  before_script:
+    - mkdir -p sub && cd sub
+    - GREETING=hi
+  script:
+    - echo "in ${PWD##*/} $GREETING"
+`,
+		Jobs: map[string]Job{"session": {Lines: []string{"in sub hi"}}},
+	},
+	{
+		Name: "gitlab-after-script-status",
+		Path: ".gitlab-ci.yml",
+		File: `fails:
+  script:
+    - exit 1
+  after_script:
+    - echo "status $CI_JOB_STATUS"
+passes:
+  script:
+    - X=set
+  after_script:
+    - echo "status $CI_JOB_STATUS x=${X:-unset}"
+`,
+		Jobs: map[string]Job{
+			"fails":  {Failed: true, Lines: []string{"status failed"}},
+			"passes": {Lines: []string{"status success x=unset"}},
+		},
+	},
+	{
+		Name: "gitlab-variables",
+		Path: ".gitlab-ci.yml",
+		File: `variables:
+  BASE: /opt
+  BIN: $BASE/bin
+  LITERAL: $$BASE
+vars:
+  variables:
+    TOOL: ${BIN}/tool
+  script:
+    - echo "tool=$TOOL literal=$LITERAL"
+`,
+		Jobs: map[string]Job{"vars": {Lines: []string{"tool=/opt/bin/tool literal=$BASE"}}},
+	},
+	{
+		Name:  "gitlab-rules-exists",
+		Path:  ".gitlab-ci.yml",
+		Files: map[string]string{"cmd/app/main.go": "package main\n\nfunc main() {}\n"},
+		File: `present:
+  rules:
+    - exists: ["**/*.go"]
+  script:
+    - echo present ran
+absent:
+  rules:
+    - exists: ["missing/**/*.go"]
+  script:
+    - echo absent ran
+`,
+		Jobs: map[string]Job{"present": {Lines: []string{"present ran"}}},
+	},
+	{
+		Name: "gitlab-trigger",
+		Path: ".gitlab-ci.yml",
+		File: `build:
+  script:
+    - echo built
+child:
+  trigger:
+    include: child.yml
+`,
+		Error: "trigger: (child/multi-project pipelines) is not supported yet",
+	},
+	{
+		Name: "gitlab-key-not-honoured",
+		Path: ".gitlab-ci.yml",
+		File: `build:
+  interruptible: true
+  script:
+    - echo built
+`,
+		Jobs: map[string]Job{"build": {Lines: []string{"--- warning: .gitlab-ci.yml:2: interruptible is not honoured yet: a newer pipeline does not cancel the job", "built"}}},
+	},
+}
