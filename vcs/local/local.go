@@ -218,6 +218,13 @@ func (p *Provider) ReadFileMax(ctx context.Context, repo, sha, path string, max 
 // submodules are not listed. A directory holding only directories is an
 // empty list.
 func (p *Provider) ReadDir(ctx context.Context, repo, sha, dir string) ([]string, error) {
+	return p.lsTree(ctx, repo, sha, dir)
+}
+
+// lsTree returns the paths, relative to dir, of the files (blobs) `git
+// ls-tree` with flags lists in directory dir of repo at commit sha,
+// sorted; a dir that is no directory there is not found.
+func (p *Provider) lsTree(ctx context.Context, repo, sha, dir string, flags ...string) ([]string, error) {
 	if dir != "" {
 		if err := checkPath(dir); err != nil {
 			return nil, err
@@ -234,13 +241,13 @@ func (p *Provider) ReadDir(ctx context.Context, repo, sha, dir string) ([]string
 	if objs[0].typ != "tree" {
 		return nil, fmt.Errorf("local: directory %s at %s of %s: %w", dir, sha, repo, vcs.ErrNotFound)
 	}
-	out, err := p.run(ctx, gitDir, nil, "ls-tree", "-z", "--full-tree", objs[0].oid)
+	out, err := p.run(ctx, gitDir, nil, append(append([]string{"ls-tree", "-z", "--full-tree"}, flags...), objs[0].oid)...)
 	if err != nil {
 		return nil, err
 	}
 	names := []string{}
 	for entry := range strings.SplitSeq(strings.TrimSuffix(string(out), "\x00"), "\x00") {
-		// "<mode> SP <type> SP <oid> TAB <name>"
+		// "<mode> SP <type> SP <oid> TAB <path>"
 		meta, name, ok := strings.Cut(entry, "\t")
 		if fields := strings.Fields(meta); ok && len(fields) == 3 && fields[1] == "blob" {
 			names = append(names, name)
@@ -254,39 +261,16 @@ func (p *Provider) ReadDir(ctx context.Context, repo, sha, dir string) ([]string
 // sha, a full SHA, at any depth, sorted (vcs.FileLister). Symbolic links
 // are files; submodules are not listed.
 func (p *Provider) ListFiles(ctx context.Context, repo, sha, dir string, max int) ([]string, error) {
+	files, err := p.lsTree(ctx, repo, sha, dir, "-r")
+	if err != nil {
+		return nil, err
+	}
 	if dir != "" {
-		if err := checkPath(dir); err != nil {
-			return nil, err
+		// Sorted still: the same prefix on every path.
+		for i, f := range files {
+			files[i] = dir + "/" + f
 		}
 	}
-	gitDir, err := p.commit(ctx, repo, sha)
-	if err != nil {
-		return nil, err
-	}
-	objs, err := p.lookup(ctx, gitDir, sha+"^{commit}:"+dir)
-	if err != nil {
-		return nil, err
-	}
-	if objs[0].typ != "tree" {
-		return nil, fmt.Errorf("local: directory %s at %s of %s: %w", dir, sha, repo, vcs.ErrNotFound)
-	}
-	out, err := p.run(ctx, gitDir, nil, "ls-tree", "-r", "-z", "--full-tree", objs[0].oid)
-	if err != nil {
-		return nil, err
-	}
-	prefix := ""
-	if dir != "" {
-		prefix = dir + "/"
-	}
-	files := []string{}
-	for entry := range strings.SplitSeq(strings.TrimSuffix(string(out), "\x00"), "\x00") {
-		// "<mode> SP <type> SP <oid> TAB <path>", the path below dir
-		meta, name, ok := strings.Cut(entry, "\t")
-		if fields := strings.Fields(meta); ok && len(fields) == 3 && fields[1] == "blob" {
-			files = append(files, prefix+name)
-		}
-	}
-	slices.Sort(files)
 	return vcs.CapFiles(files, max)
 }
 
