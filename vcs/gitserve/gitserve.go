@@ -10,11 +10,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/cikit/cikit/vcs/internal/gitdir"
 )
 
 // Defaults of Config.
@@ -82,27 +82,15 @@ type Handler struct {
 
 // New returns a Handler over the repositories under cfg.Root.
 func New(cfg Config) (*Handler, error) {
-	if cfg.Root == "" {
-		return nil, errors.New("gitserve: Config.Root must name the directory the repositories are under")
-	}
 	if cfg.Authorize == nil {
 		return nil, errors.New("gitserve: Config.Authorize is required: every request must be authorized")
 	}
 	if cfg.MaxRequestBytes < 0 || cfg.Timeout < 0 {
 		return nil, errors.New("gitserve: Config.MaxRequestBytes and Config.Timeout must not be negative")
 	}
-	root, err := filepath.Abs(cfg.Root)
+	root, git, err := gitdir.Open(cfg.Root, cmp.Or(cfg.Git, DefaultGit))
 	if err != nil {
-		return nil, fmt.Errorf("gitserve: Config.Root: %w", err)
-	}
-	if fi, err := os.Stat(root); err != nil {
-		return nil, fmt.Errorf("gitserve: Config.Root: %w", err)
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("gitserve: Config.Root %s is not a directory", root)
-	}
-	git, err := exec.LookPath(cmp.Or(cfg.Git, DefaultGit))
-	if err != nil {
-		return nil, fmt.Errorf("gitserve: Config.Git: %w", err)
+		return nil, fmt.Errorf("gitserve: %w", err)
 	}
 	return &Handler{
 		root:      root,
@@ -112,20 +100,9 @@ func New(cfg Config) (*Handler, error) {
 		timeout:   cmp.Or(cfg.Timeout, DefaultTimeout),
 		realm:     cmp.Or(cfg.Realm, DefaultRealm),
 		log:       cmp.Or(cfg.Logger, slog.New(slog.DiscardHandler)),
-		env: []string{
-			"GIT_CONFIG_NOSYSTEM=1",
-			"GIT_CONFIG_GLOBAL=" + os.DevNull,
-			"HOME=" + os.DevNull,
-			"XDG_CONFIG_HOME=" + os.DevNull,
-			"GIT_TERMINAL_PROMPT=0",
-			"GIT_NO_REPLACE_OBJECTS=1",
-			"LC_ALL=C",
-			// Command-line configuration: a runner fetches a job's
-			// commit by its SHA.
-			"GIT_CONFIG_COUNT=1",
-			"GIT_CONFIG_KEY_0=uploadpack.allowAnySHA1InWant",
-			"GIT_CONFIG_VALUE_0=true",
-		},
+		// Command-line configuration: a runner fetches a job's commit
+		// by its SHA.
+		env: gitdir.Env("GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=uploadpack.allowAnySHA1InWant", "GIT_CONFIG_VALUE_0=true"),
 	}, nil
 }
 
@@ -171,23 +148,7 @@ func parsePath(p string) (req request, ok bool, err error) {
 // CheckRepo reports whether repo is a repository name the Handler serves:
 // "org/name" or deeper, each part letters, digits, '.', '_' and '-', not
 // starting with '.' or '-' — the names vcs/local reads.
-func CheckRepo(repo string) error {
-	parts := strings.Split(repo, "/")
-	if len(parts) < 2 {
-		return fmt.Errorf("repository %q is not org/name", repo)
-	}
-	for _, part := range parts {
-		if part == "" || part[0] == '.' || part[0] == '-' {
-			return fmt.Errorf("repository %q has an empty part or one starting with '.' or '-'", repo)
-		}
-		for _, c := range []byte(part) {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
-				return fmt.Errorf("repository %q has a character other than letters, digits, '.', '_' and '-'", repo)
-			}
-		}
-	}
-	return nil
-}
+func CheckRepo(repo string) error { return gitdir.CheckRepo(repo) }
 
 // ServeHTTP answers one request of git's smart HTTP protocol.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -259,16 +220,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // gitDir returns the git directory of repo, which exists.
-func (h *Handler) gitDir(repo string) (string, bool) {
-	dir := filepath.Join(h.root, filepath.FromSlash(repo))
-	if fi, err := os.Stat(filepath.Join(dir, ".git")); err == nil && fi.IsDir() {
-		return filepath.Join(dir, ".git"), true
-	}
-	if fi, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil && fi.Mode().IsRegular() {
-		return dir, true
-	}
-	return "", false
-}
+func (h *Handler) gitDir(repo string) (string, bool) { return gitdir.Find(h.root, repo) }
 
 // protocol returns the Git-Protocol header when it is well formed
 // (colon-separated key=value pairs, as "version=2"), for git's

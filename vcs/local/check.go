@@ -19,30 +19,6 @@ func isSHA(s string) bool {
 	return true
 }
 
-// checkRepo accepts "org/name" and deeper, each part letters, digits,
-// '.', '_' and '-', not starting with '.' or '-'.
-func checkRepo(repo string) error {
-	parts := strings.Split(repo, "/")
-	if len(parts) < 2 {
-		return fmt.Errorf("local: repository %q is not org/name", repo)
-	}
-	for _, part := range parts {
-		if part == "" || part[0] == '.' || part[0] == '-' {
-			return fmt.Errorf("local: repository %q has an empty part or one starting with '.' or '-'", repo)
-		}
-		for _, c := range []byte(part) {
-			if !isWordByte(c) && c != '.' && c != '-' {
-				return fmt.Errorf("local: repository %q has a character other than letters, digits, '.', '_' and '-'", repo)
-			}
-		}
-	}
-	return nil
-}
-
-func isWordByte(c byte) bool {
-	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
-}
-
 // checkPath accepts a relative, slash-separated path with no empty, "."
 // or ".." part, no part starting with '-', and no control characters.
 func checkPath(p string) error {

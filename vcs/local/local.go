@@ -4,17 +4,15 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/cikit/cikit/vcs"
+	"github.com/cikit/cikit/vcs/internal/gitdir"
 )
 
 // DefaultGit is the git executable a Provider runs unless Config.Git
@@ -48,39 +46,14 @@ var (
 
 // New returns a Provider over the repositories under cfg.Root.
 func New(cfg Config) (*Provider, error) {
-	if cfg.Root == "" {
-		return nil, errors.New("local: Config.Root must name the directory the repositories are under")
-	}
-	root, err := filepath.Abs(cfg.Root)
+	root, git, err := gitdir.Open(cfg.Root, cmp.Or(cfg.Git, DefaultGit))
 	if err != nil {
-		return nil, fmt.Errorf("local: Config.Root: %w", err)
-	}
-	if fi, err := os.Stat(root); err != nil {
-		return nil, fmt.Errorf("local: Config.Root: %w", err)
-	} else if !fi.IsDir() {
-		return nil, fmt.Errorf("local: Config.Root %s is not a directory", root)
-	}
-	git, err := exec.LookPath(cmp.Or(cfg.Git, DefaultGit))
-	if err != nil {
-		return nil, fmt.Errorf("local: Config.Git: %w", err)
+		return nil, fmt.Errorf("local: %w", err)
 	}
 	return &Provider{
-		root: root,
-		git:  git,
-		// No inherited environment: nothing from the user's
-		// configuration, terminal or replace refs changes what a commit
-		// reads as.
-		env: []string{
-			"GIT_CONFIG_NOSYSTEM=1",
-			"GIT_CONFIG_GLOBAL=" + os.DevNull,
-			"HOME=" + os.DevNull,
-			"XDG_CONFIG_HOME=" + os.DevNull,
-			"GIT_TERMINAL_PROMPT=0",
-			"GIT_NO_REPLACE_OBJECTS=1",
-			"GIT_LITERAL_PATHSPECS=1",
-			"GIT_ATTR_NOSYSTEM=1",
-			"LC_ALL=C",
-		},
+		root:     root,
+		git:      git,
+		env:      gitdir.Env("GIT_LITERAL_PATHSPECS=1", "GIT_ATTR_NOSYSTEM=1"),
 		pulls:    map[string][]*vcs.PullRequest{},
 		statuses: map[string]map[string]vcs.Status{},
 	}, nil
@@ -89,14 +62,10 @@ func New(cfg Config) (*Provider, error) {
 // gitDir returns the git directory of repo: <root>/repo/.git, or
 // <root>/repo itself when it is bare.
 func (p *Provider) gitDir(repo string) (string, error) {
-	if err := checkRepo(repo); err != nil {
-		return "", err
+	if err := gitdir.CheckRepo(repo); err != nil {
+		return "", fmt.Errorf("local: %w", err)
 	}
-	dir := filepath.Join(p.root, filepath.FromSlash(repo))
-	if fi, err := os.Stat(filepath.Join(dir, ".git")); err == nil && fi.IsDir() {
-		return filepath.Join(dir, ".git"), nil
-	}
-	if fi, err := os.Stat(filepath.Join(dir, "HEAD")); err == nil && fi.Mode().IsRegular() {
+	if dir, ok := gitdir.Find(p.root, repo); ok {
 		return dir, nil
 	}
 	return "", fmt.Errorf("local: repository %s: %w", repo, vcs.ErrNotFound)
