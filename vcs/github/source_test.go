@@ -2,10 +2,7 @@ package github_test
 
 import (
 	"context"
-	"encoding/base64"
-	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -13,48 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit"
-	"github.com/cikit/cikit/internal/testenv"
 	"github.com/cikit/cikit/vcs"
 	"github.com/cikit/cikit/vcs/github"
 	"github.com/cikit/cikit/vcs/github/githubtest"
+	"github.com/cikit/cikit/vcs/gitserve/gitservetest"
 )
-
-// gitWith runs git in dir with src's credential, given as git's
-// configuration in the environment (never in a URL or a file), and
-// returns its output and error.
-func gitWith(t *testing.T, dir string, src *cikit.CheckoutSource, args ...string) (string, error) {
-	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		testenv.ToolUnavailable(t, "git", err)
-	}
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	if src != nil {
-		basic := base64.StdEncoding.EncodeToString([]byte(src.Username + ":" + src.Token))
-		cmd.Env = append(cmd.Env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader",
-			"GIT_CONFIG_VALUE_0=Authorization: Basic "+basic)
-	}
-	out, err := cmd.CombinedOutput()
-	return strings.TrimSpace(string(out)), err
-}
-
-// fetch fetches sha from url into a new repository, depth 1, as a runner
-// does, and returns the repository.
-func fetch(t *testing.T, src *cikit.CheckoutSource, url, sha string) (string, error) {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := gitWith(t, dir, nil, "init", "-q"); err != nil {
-		t.Fatalf("git init: %v: %s", err, out)
-	}
-	out, err := gitWith(t, dir, src, "fetch", "-q", "--depth=1", url, sha)
-	if err != nil {
-		return dir, fmt.Errorf("%w: %s", err, out)
-	}
-	_, err = gitWith(t, dir, nil, "checkout", "-q", "FETCH_HEAD")
-	return dir, err
-}
 
 // TestMintSource: the minted credential fetches its repository's commit
 // with a real git client, and nothing else: not another repository of
@@ -84,31 +44,31 @@ func TestMintSource(t *testing.T) {
 	require.NotContains(t, src.String(), src.Token)
 
 	// The commit, and only it, depth 1; its files are the API's.
-	dir, err := fetch(t, src, src.URL, sha)
+	dir, err := gitservetest.Fetch(t, src, src.URL, sha)
 	require.NoError(t, err)
-	head, _ := gitWith(t, dir, nil, "rev-parse", "HEAD")
+	head, _ := gitservetest.Client(t, dir, nil, "rev-parse", "HEAD")
 	require.Equal(t, sha, head)
 	data, err := os.ReadFile(dir + "/sub/dir/x.txt")
 	require.NoError(t, err)
 	require.Equal(t, "x\n", string(data))
-	count, _ := gitWith(t, dir, nil, "rev-list", "--count", "HEAD")
+	count, _ := gitservetest.Client(t, dir, nil, "rev-list", "--count", "HEAD")
 	require.Equal(t, "1", count)
 	// An older commit, not a ref's tip, is fetched by its SHA too.
-	_, err = fetch(t, src, src.URL, first)
+	_, err = gitservetest.Fetch(t, src, src.URL, first)
 	require.NoError(t, err)
 
 	// Another repository the installation covers is not the token's.
-	_, err = fetch(t, src, b.ts.URL+"/acme/secret.git", secret)
+	_, err = gitservetest.Fetch(t, src, b.ts.URL+"/acme/secret.git", secret)
 	require.ErrorContains(t, err, "not found")
 	other, err := p.MintSource(ctx, "acme/secret", 10*time.Minute)
 	require.NoError(t, err)
-	_, err = fetch(t, other, b.ts.URL+"/acme/api.git", sha)
+	_, err = gitservetest.Fetch(t, other, b.ts.URL+"/acme/api.git", sha)
 	require.Error(t, err, "nor the other way round")
 
 	// No push, even of a commit on top of the fetched one.
-	_, err = gitWith(t, dir, nil, "commit", "-q", "--allow-empty", "-m", "injected")
+	_, err = gitservetest.Client(t, dir, nil, "commit", "-q", "--allow-empty", "-m", "injected")
 	require.NoError(t, err)
-	out, err := gitWith(t, dir, src, "push", src.URL, "HEAD:refs/heads/main")
+	out, err := gitservetest.Client(t, dir, src, "push", src.URL, "HEAD:refs/heads/main")
 	require.Error(t, err)
 	require.Contains(t, out, "403")
 	main, err := p.ResolveRef(ctx, "acme/api", "main")
@@ -118,9 +78,9 @@ func TestMintSource(t *testing.T) {
 	// A wrong token is refused with a challenge (git then wants a
 	// user name it cannot prompt for), as is no credential.
 	refused := b.srv.Stats().GitRefused
-	_, err = fetch(t, &cikit.CheckoutSource{Username: github.SourceUsername, Token: "ghs_wrong"}, src.URL, sha)
+	_, err = gitservetest.Fetch(t, &cikit.CheckoutSource{Username: github.SourceUsername, Token: "ghs_wrong"}, src.URL, sha)
 	require.ErrorContains(t, err, "could not read Username")
-	_, err = fetch(t, nil, src.URL, sha)
+	_, err = gitservetest.Fetch(t, nil, src.URL, sha)
 	require.ErrorContains(t, err, "could not read Username")
 	require.Equal(t, refused+2, b.srv.Stats().GitRefused)
 
@@ -145,16 +105,16 @@ func TestMintSource(t *testing.T) {
 
 	// Revoked, it stops working; revoking twice is no error.
 	require.NoError(t, p.RevokeSource(ctx, src))
-	_, err = fetch(t, src, src.URL, sha)
+	_, err = gitservetest.Fetch(t, src, src.URL, sha)
 	require.ErrorContains(t, err, "could not read Username")
 	require.NoError(t, p.RevokeSource(ctx, src))
-	_, err = fetch(t, again, again.URL, sha)
+	_, err = gitservetest.Fetch(t, again, again.URL, sha)
 	require.NoError(t, err, "revoking one token leaves the others")
 	require.Equal(t, 1, b.srv.Stats().TokensRevoked)
 
 	// Expired, it stops working too.
 	b.clock.Advance(time.Hour)
-	_, err = fetch(t, again, again.URL, sha)
+	_, err = gitservetest.Fetch(t, again, again.URL, sha)
 	require.ErrorContains(t, err, "could not read Username")
 }
 
@@ -226,7 +186,7 @@ func localRepo(t *testing.T) (dir, first, second string) {
 	t.Helper()
 	dir = t.TempDir()
 	run := func(args ...string) string {
-		out, err := gitWith(t, dir, nil, args...)
+		out, err := gitservetest.Client(t, dir, nil, args...)
 		require.NoError(t, err, "git %v: %s", args, out)
 		return out
 	}
@@ -266,12 +226,12 @@ func TestMintSourceImported(t *testing.T) {
 	require.Equal(t, "package main\n", string(data))
 	src, err := p.MintSource(ctx, "acme/api", time.Minute)
 	require.NoError(t, err)
-	dir, err := fetch(t, src, src.URL, sha)
+	dir, err := gitservetest.Fetch(t, src, src.URL, sha)
 	require.NoError(t, err)
 	got, err := os.ReadFile(dir + "/go.mod")
 	require.NoError(t, err)
 	require.Equal(t, "module example.com/x\n", string(got))
-	_, err = fetch(t, src, src.URL, first)
+	_, err = gitservetest.Fetch(t, src, src.URL, first)
 	require.NoError(t, err, "the real commit's parent came along")
 }
 

@@ -2,10 +2,7 @@ package gitlab_test
 
 import (
 	"context"
-	"encoding/base64"
-	"fmt"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -13,46 +10,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit"
-	"github.com/cikit/cikit/internal/testenv"
 	"github.com/cikit/cikit/vcs"
 	"github.com/cikit/cikit/vcs/gitlab"
 	"github.com/cikit/cikit/vcs/gitlab/gitlabtest"
+	"github.com/cikit/cikit/vcs/gitserve/gitservetest"
 )
-
-// gitWith runs git in dir with src's credential, given as git's
-// configuration in the environment (never in a URL or a file).
-func gitWith(t *testing.T, dir string, src *cikit.CheckoutSource, args ...string) (string, error) {
-	t.Helper()
-	if _, err := exec.LookPath("git"); err != nil {
-		testenv.ToolUnavailable(t, "git", err)
-	}
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0",
-		"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t", "GIT_COMMITTER_EMAIL=t@example.com")
-	if src != nil {
-		basic := base64.StdEncoding.EncodeToString([]byte(src.Username + ":" + src.Token))
-		cmd.Env = append(cmd.Env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader",
-			"GIT_CONFIG_VALUE_0=Authorization: Basic "+basic)
-	}
-	out, err := cmd.CombinedOutput()
-	return strings.TrimSpace(string(out)), err
-}
-
-// fetch fetches sha from url into a new repository, depth 1, as a runner
-// does, checks it out and returns the repository.
-func fetch(t *testing.T, src *cikit.CheckoutSource, url, sha string) (string, error) {
-	t.Helper()
-	dir := t.TempDir()
-	if out, err := gitWith(t, dir, nil, "init", "-q"); err != nil {
-		t.Fatalf("git init: %v: %s", err, out)
-	}
-	if out, err := gitWith(t, dir, src, "fetch", "-q", "--depth=1", url, sha); err != nil {
-		return dir, fmt.Errorf("%w: %s", err, out)
-	}
-	_, err := gitWith(t, dir, nil, "checkout", "-q", "FETCH_HEAD")
-	return dir, err
-}
 
 // TestMintSource: the minted deploy token fetches its project's commit
 // with a real git client, and nothing else: not another project, not a
@@ -81,34 +43,34 @@ func TestMintSource(t *testing.T) {
 	require.Len(t, names, 1)
 	require.True(t, strings.HasPrefix(names[0], "cikit-checkout-"))
 
-	dir, err := fetch(t, src, src.URL, sha)
+	dir, err := gitservetest.Fetch(t, src, src.URL, sha)
 	require.NoError(t, err)
-	head, _ := gitWith(t, dir, nil, "rev-parse", "HEAD")
+	head, _ := gitservetest.Client(t, dir, nil, "rev-parse", "HEAD")
 	require.Equal(t, sha, head)
 	data, err := os.ReadFile(dir + "/a/b/c.txt")
 	require.NoError(t, err)
 	require.Equal(t, "c\n", string(data))
-	_, err = fetch(t, src, src.URL, first)
+	_, err = gitservetest.Fetch(t, src, src.URL, first)
 	require.NoError(t, err, "an older commit by its SHA")
-	refs, err := gitWith(t, dir, src, "ls-remote", src.URL)
+	refs, err := gitservetest.Client(t, dir, src, "ls-remote", src.URL)
 	require.NoError(t, err)
 	require.Contains(t, refs, sha+"\trefs/heads/main")
 	require.Contains(t, refs, tagObject+"\trefs/tags/v1")
 	require.Contains(t, refs, first+"\trefs/tags/v1^{}", "the tag is a real tag object")
 
 	// Another project is not the token's; nor the API.
-	_, err = fetch(t, src, b.url+"/group/secret.git", secret)
+	_, err = gitservetest.Fetch(t, src, b.url+"/group/secret.git", secret)
 	require.ErrorContains(t, err, "could not be found")
 	_, err = b.provider(t, src.Token).DefaultBranch(ctx, "group/sub/api")
 	require.ErrorIs(t, err, gitlab.ErrUnauthorized)
 	// The user name is part of a deploy token's credential.
-	_, err = fetch(t, &cikit.CheckoutSource{Username: "someone", Token: src.Token}, src.URL, sha)
+	_, err = gitservetest.Fetch(t, &cikit.CheckoutSource{Username: "someone", Token: src.Token}, src.URL, sha)
 	require.Error(t, err)
 
 	// No push.
-	_, err = gitWith(t, dir, nil, "commit", "-q", "--allow-empty", "-m", "injected")
+	_, err = gitservetest.Client(t, dir, nil, "commit", "-q", "--allow-empty", "-m", "injected")
 	require.NoError(t, err)
-	out, err := gitWith(t, dir, src, "push", src.URL, "HEAD:refs/heads/main")
+	out, err := gitservetest.Client(t, dir, src, "push", src.URL, "HEAD:refs/heads/main")
 	require.Error(t, err)
 	require.Contains(t, out, "403")
 	main, err := b.p.ResolveRef(ctx, "group/sub/api", "main")
@@ -121,16 +83,16 @@ func TestMintSource(t *testing.T) {
 	require.NoError(t, err)
 	require.NotEqual(t, src.Token, again.Token)
 	require.NoError(t, b.p.RevokeSource(ctx, src))
-	_, err = fetch(t, src, src.URL, sha)
+	_, err = gitservetest.Fetch(t, src, src.URL, sha)
 	require.Error(t, err)
 	require.ErrorContains(t, b.p.RevokeSource(ctx, src), "not a live deploy token")
 	names, err = b.srv.DeployTokens("group/sub/api")
 	require.NoError(t, err)
 	require.Len(t, names, 1)
-	_, err = fetch(t, again, again.URL, sha)
+	_, err = gitservetest.Fetch(t, again, again.URL, sha)
 	require.NoError(t, err)
 	b.clock.Advance(time.Hour)
-	_, err = fetch(t, again, again.URL, sha)
+	_, err = gitservetest.Fetch(t, again, again.URL, sha)
 	require.Error(t, err)
 	st := b.srv.GitStats()
 	require.Equal(t, 2, st.DeployTokensCreated)
@@ -150,11 +112,11 @@ func TestMintSourceFork(t *testing.T) {
 	mine := b.commit(t, "someone/api", "feature", map[string]string{"b": "2"})
 	src, err := b.p.MintSource(context.Background(), "someone/api", time.Minute)
 	require.NoError(t, err)
-	dir, err := fetch(t, src, src.URL, mine)
+	dir, err := gitservetest.Fetch(t, src, src.URL, mine)
 	require.NoError(t, err)
-	parent, _ := gitWith(t, dir, nil, "cat-file", "-p", "HEAD")
+	parent, _ := gitservetest.Client(t, dir, nil, "cat-file", "-p", "HEAD")
 	require.Contains(t, parent, "parent "+base)
-	_, err = fetch(t, src, src.URL, base)
+	_, err = gitservetest.Fetch(t, src, src.URL, base)
 	require.NoError(t, err)
 }
 
@@ -189,7 +151,7 @@ func TestMintSourceErrors(t *testing.T) {
 	// Without a git directory the server says it serves no git.
 	src, err := b.p.MintSource(ctx, "group/api", time.Minute)
 	require.NoError(t, err)
-	_, err = fetch(t, src, src.URL, strings.Repeat("a", 40))
+	_, err = gitservetest.Fetch(t, src, src.URL, strings.Repeat("a", 40))
 	require.ErrorContains(t, err, "serves no git: Config.GitDir is empty")
 }
 
@@ -206,10 +168,10 @@ func TestMintSourceImported(t *testing.T) {
 		if args[0] == "add" {
 			require.NoError(t, os.WriteFile(local+"/go.mod", []byte("module example.com/x\n"), 0o644))
 		}
-		out, err := gitWith(t, local, nil, args...)
+		out, err := gitservetest.Client(t, local, nil, args...)
 		require.NoError(t, err, "%s", out)
 	}
-	want, _ := gitWith(t, local, nil, "rev-parse", "HEAD")
+	want, _ := gitservetest.Client(t, local, nil, "rev-parse", "HEAD")
 	sha, err := b.srv.ImportGit("group/api", "main", local, "HEAD")
 	require.NoError(t, err)
 	require.Equal(t, want, sha)
@@ -221,7 +183,7 @@ func TestMintSourceImported(t *testing.T) {
 	require.Equal(t, "module example.com/x\n", string(data))
 	src, err := b.p.MintSource(ctx, "group/api", time.Minute)
 	require.NoError(t, err)
-	dir, err := fetch(t, src, src.URL, sha)
+	dir, err := gitservetest.Fetch(t, src, src.URL, sha)
 	require.NoError(t, err)
 	got, err := os.ReadFile(dir + "/go.mod")
 	require.NoError(t, err)

@@ -1,9 +1,7 @@
 package githubtest_test
 
 import (
-	"encoding/base64"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -11,8 +9,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/internal/testenv"
 	"github.com/cikit/cikit/vcs/github/githubtest"
+	"github.com/cikit/cikit/vcs/gitserve/gitservetest"
 )
 
 // TestGitWhileSeeding: git fetches every commit while the test keeps
@@ -47,13 +47,7 @@ func TestGitWhileSeeding(t *testing.T) {
 	})
 	work := t.TempDir()
 	git := func(args ...string) (string, error) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = work
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "GIT_TERMINAL_PROMPT=0",
-			"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader",
-			"GIT_CONFIG_VALUE_0=Authorization: Basic "+base64.StdEncoding.EncodeToString([]byte("x:"+pat)))
-		out, err := cmd.CombinedOutput()
-		return strings.TrimSpace(string(out)), err
+		return gitservetest.Client(t, work, &cikit.CheckoutSource{Username: "x", Token: pat}, args...)
 	}
 	_, err := git("init", "-q")
 	require.NoError(t, err)

@@ -1,7 +1,8 @@
 // Package gitservetest makes git repositories and serves them over smart
 // HTTP with gitserve, for tests of whatever fetches from a forge: a
 // directory of bare repositories filled by commits made without a work
-// tree, and an httptest server with a basic-auth check.
+// tree, an httptest server with a basic-auth check, and the git client of
+// a runner holding a checkout credential (Client, Fetch).
 //
 //	repos := gitservetest.NewRepos(t)
 //	repos.Create(t, "acme/api", "main")
@@ -11,6 +12,7 @@
 package gitservetest
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/http"
@@ -22,6 +24,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/internal/testenv"
 	"github.com/cikit/cikit/vcs/gitserve"
 )
 
@@ -48,6 +52,44 @@ func Git(tb testing.TB, dir, stdin string, env []string, args ...string) string 
 		tb.Fatalf("git %s: %v: %s", strings.Join(args, " "), err, stderr.String())
 	}
 	return strings.TrimSpace(stdout.String())
+}
+
+// Client runs git in dir as a runner does, with Env and the credential
+// of src (none when src is nil) as an HTTP basic Authorization header
+// given as git's configuration in the environment, never in a URL or a
+// file. It returns git's trimmed combined output and error.
+func Client(tb testing.TB, dir string, src *cikit.CheckoutSource, args ...string) (string, error) {
+	tb.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		testenv.ToolUnavailable(tb, "git", err)
+	}
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(append([]string{}, Env...), "PATH="+os.Getenv("PATH"))
+	if src != nil {
+		basic := base64.StdEncoding.EncodeToString([]byte(src.Username + ":" + src.Token))
+		cmd.Env = append(cmd.Env, "GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.extraHeader",
+			"GIT_CONFIG_VALUE_0=Authorization: Basic "+basic)
+	}
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), err
+}
+
+// Fetch fetches commit sha from url with src's credential (see Client)
+// into a new repository, depth 1, as a runner does, checks it out and
+// returns the repository. The error is the fetch's, with git's output,
+// or the checkout's.
+func Fetch(tb testing.TB, src *cikit.CheckoutSource, url, sha string) (string, error) {
+	tb.Helper()
+	dir := tb.TempDir()
+	if out, err := Client(tb, dir, nil, "init", "-q"); err != nil {
+		tb.Fatalf("git init: %v: %s", err, out)
+	}
+	if out, err := Client(tb, dir, src, "fetch", "-q", "--depth=1", url, sha); err != nil {
+		return dir, fmt.Errorf("%w: %s", err, out)
+	}
+	_, err := Client(tb, dir, nil, "checkout", "-q", "FETCH_HEAD")
+	return dir, err
 }
 
 // Repos is a directory of bare repositories laid out as gitserve and
