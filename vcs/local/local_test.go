@@ -3,17 +3,12 @@ package local_test
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit/vcs"
+	"github.com/cikit/cikit/vcs/gitserve/gitservetest"
 	"github.com/cikit/cikit/vcs/local"
 	"github.com/cikit/cikit/vcs/vcstest"
 )
@@ -27,88 +22,50 @@ func TestConformance(t *testing.T) {
 }
 
 // fixture makes real commits with git in bare repositories under a
-// temporary root, without a work tree: each commit is the branch head's
-// tree, read into a private index, with the changes applied.
+// temporary root, without a work tree (gitservetest.Repos).
 type fixture struct {
-	p    *local.Provider
-	root string
-	mu   sync.Mutex
-	n    int
+	p     *local.Provider
+	repos *gitservetest.Repos
 }
 
 func setup(t *testing.T) *fixture {
 	t.Helper()
-	root := t.TempDir()
-	p, err := local.New(local.Config{Root: root})
+	repos := gitservetest.NewRepos(t)
+	p, err := local.New(local.Config{Root: repos.Root})
 	require.NoError(t, err)
-	return &fixture{p: p, root: root}
+	return &fixture{p: p, repos: repos}
 }
 
 // git runs git in dir with a clean environment plus env, returning its
 // trimmed standard output.
 func git(t *testing.T, dir, stdin string, env []string, args ...string) string {
 	t.Helper()
-	cmd := exec.Command("git", args...)
-	cmd.Dir = dir
-	cmd.Env = append([]string{"GIT_CONFIG_NOSYSTEM=1", "HOME=" + os.DevNull, "GIT_CONFIG_GLOBAL=" + os.DevNull,
-		"GIT_AUTHOR_NAME=cikit", "GIT_AUTHOR_EMAIL=cikit@example.com",
-		"GIT_COMMITTER_NAME=cikit", "GIT_COMMITTER_EMAIL=cikit@example.com"}, env...)
-	cmd.Stdin = strings.NewReader(stdin)
-	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "git %s: %s", strings.Join(args, " "), out)
-	return strings.TrimSpace(string(out))
+	return gitservetest.Git(t, dir, stdin, env, args...)
 }
 
-func (f *fixture) dir(repo string) string { return filepath.Join(f.root, filepath.FromSlash(repo)) }
+func (f *fixture) dir(repo string) string { return f.repos.Dir(repo) }
 
 func (f *fixture) CreateRepo(t *testing.T, repo, defaultBranch string) {
 	t.Helper()
-	git(t, f.root, "", nil, "init", "--quiet", "--bare", "--initial-branch="+defaultBranch, "--", f.dir(repo))
+	f.repos.Create(t, repo, defaultBranch)
 }
 
 func (f *fixture) Commit(t *testing.T, repo, branch string, files map[string]string, deleted ...string) string {
 	t.Helper()
-	f.mu.Lock()
-	f.n++
-	n := f.n
-	f.mu.Unlock()
-	dir := f.dir(repo)
-	env := []string{"GIT_INDEX_FILE=" + filepath.Join(t.TempDir(), "index")}
-	ref := "refs/heads/" + branch
-	head, err := f.p.ResolveRef(context.Background(), repo, branch)
-	if err == nil {
-		git(t, dir, "", env, "read-tree", head)
-	} else {
+	if _, err := f.p.ResolveRef(context.Background(), repo, branch); err != nil {
 		require.ErrorIs(t, err, vcs.ErrNotFound)
-		git(t, dir, "", env, "read-tree", "--empty")
 	}
-	var info strings.Builder
-	for p, content := range files {
-		oid := git(t, dir, content, env, "hash-object", "-w", "--stdin")
-		fmt.Fprintf(&info, "100644 %s\t%s\n", oid, p)
-	}
-	for _, p := range deleted {
-		fmt.Fprintf(&info, "0 %s\t%s\n", strings.Repeat("0", 40), p)
-	}
-	git(t, dir, info.String(), env, "update-index", "--index-info")
-	tree := git(t, dir, "", env, "write-tree")
-	args := []string{"commit-tree", tree, "-m", fmt.Sprintf("commit %d", n)}
-	if head != "" {
-		args = append(args, "-p", head)
-	}
-	sha := git(t, dir, "", env, args...)
-	git(t, dir, "", nil, "update-ref", ref, sha)
-	return sha
+	return f.repos.Commit(t, repo, branch, files, deleted...)
 }
 
 func (f *fixture) Branch(t *testing.T, repo, branch, sha string) {
 	t.Helper()
-	git(t, f.dir(repo), "", nil, "update-ref", "refs/heads/"+branch, sha)
+	f.repos.SetRef(t, repo, "refs/heads/"+branch, sha)
 }
 
 func (f *fixture) Tag(t *testing.T, repo, tag, sha string) {
 	t.Helper()
-	git(t, f.dir(repo), "", nil, "update-ref", "refs/tags/"+tag, sha)
+	f.repos.SetRef(t, repo, "refs/tags/"+tag, sha)
 }
 
 func (f *fixture) OpenPullRequest(t *testing.T, repo, headRepo, headBranch, baseBranch string) int {
