@@ -158,7 +158,7 @@ func inside(dir, rel string) (string, error) {
 		return "", fmt.Errorf("%q must be relative to the workspace", rel)
 	}
 	p := filepath.Join(dir, rel)
-	if r, err := filepath.Rel(dir, p); err != nil || r == ".." || strings.HasPrefix(r, "../") {
+	if !within(p, dir) {
 		return "", fmt.Errorf("%q is outside the workspace", rel)
 	}
 	return p, nil
