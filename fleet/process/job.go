@@ -495,8 +495,7 @@ func (j *jobRun) execStep(ctx context.Context, step cikit.Step, name string, aft
 	} else {
 		fmt.Fprintf(j.pw, "--- %s\n", name)
 	}
-	if step.Uses != "" && step.Timeout > 0 {
-		// A script step's timeout is runCommand's.
+	if step.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, step.Timeout, errStepTimeout)
 		defer cancel()
@@ -547,8 +546,8 @@ func (j *jobRun) execStep(ctx context.Context, step cikit.Step, name string, aft
 	return x, err, cikit.FailureScript, outputs
 }
 
-// errStepTimeout is the cause of the end of an action step's context
-// when its timeout passed.
+// errStepTimeout is the cause of the end of a step's context when its
+// timeout passed.
 var errStepTimeout = errors.New("step timed out")
 
 // stepTimedOut returns err, or the step's timeout when that ended it.
@@ -689,15 +688,11 @@ func (j *jobRun) expandStep(step *cikit.Step) error {
 	return nil
 }
 
-// runCommand runs a step's script with procs.
+// runCommand runs a step's script with procs, in ctx, which ends with
+// errStepTimeout at the step's timeout (see execStep).
 func (j *jobRun) runCommand(ctx context.Context, step cikit.Step, extra map[string]string) (stepExit, error) {
 	if err := ctx.Err(); err != nil {
 		return stepExit{code: -1}, nil
-	}
-	if step.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, step.Timeout)
-		defer cancel()
 	}
 	dir, err := j.workingDirectory(step.WorkingDirectory)
 	if err != nil {
@@ -708,8 +703,8 @@ func (j *jobRun) runCommand(ctx context.Context, step cikit.Step, extra map[stri
 		return stepExit{code: -1}, err
 	}
 	x, err := j.procs.run(ctx, argv, dir, j.stepEnv(step.Env, extra))
-	if step.Timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) != errTimeout {
-		return stepExit{code: -1}, fmt.Errorf("timed out after %s", step.Timeout)
+	if context.Cause(ctx) == errStepTimeout {
+		return stepExit{code: -1}, stepTimedOut(ctx, step, err)
 	}
 	return x, err
 }
