@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -57,10 +56,17 @@ func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) error {
 	if err := e.checkoutDir(j.ws, dir); err != nil {
 		return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("checkout: %w", err)}
 	}
-	started := time.Now()
-	res, err := e.cfg.Checkout.Checkout(ctx, checkout.Request{
+	req := checkout.Request{
 		Source: jc.Source, Repository: jc.Repository, SHA: jc.SHA, Ref: jc.Ref, Options: opts, Dir: j.ws, Log: j.pw,
-	})
+		// A sandbox does not show the runner's cache: in it, git would
+		// find no commit.
+		Dissociate: e.sandbox != nil,
+	}
+	if e.sandbox != nil && e.sandbox.uid >= 0 {
+		req.Owner = &checkout.Owner{UID: e.sandbox.uid, GID: e.sandbox.gid}
+	}
+	started := time.Now()
+	res, err := e.cfg.Checkout.Checkout(ctx, req)
 	if err != nil {
 		// What is there goes back to the job's user, for the steps that
 		// may still run.
@@ -71,14 +77,6 @@ func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) error {
 	}
 	if res.Duration == 0 {
 		res.Duration = time.Since(started)
-	}
-	if e.sandbox != nil {
-		if err := dissociate(ctx, dir); err != nil {
-			return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("checkout: %w", err)}
-		}
-	}
-	if err := e.ownTree(dir); err != nil {
-		return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("checkout: %w", err)}
 	}
 	if j.res.Commit == "" {
 		j.res.Commit = res.Commit
@@ -119,23 +117,6 @@ func (e *Executor) checkoutDir(ws, dir string) error {
 		return nil
 	}
 	return os.Lchown(dir, os.Getuid(), os.Getgid())
-}
-
-// dissociate gives the repository checked out in dir copies of the
-// objects it borrows from the runner's cache (git's alternates), which a
-// sandbox does not show: in it, git would find no commit.
-func dissociate(ctx context.Context, dir string) error {
-	alternates := filepath.Join(dir, ".git", "objects", "info", "alternates")
-	if _, err := os.Lstat(alternates); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	cmd := exec.CommandContext(ctx, "git", "repack", "-a", "-d", "-q")
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull, "HOME=" + os.DevNull, "LC_ALL=C"}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("copying the cache's objects into the workspace: git repack: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	return os.Remove(alternates)
 }
 
 // ownTree gives everything below dir to the sandbox's user, when that is
