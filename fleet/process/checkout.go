@@ -31,17 +31,16 @@ type Checkouter interface {
 }
 
 // checkoutError is a failed checkout: its class decides whether the job
-// is retried.
+// is retried. The functions preparing the workspace return it as
+// *checkoutError, nil when they succeed.
 type checkoutError struct {
 	class cikit.FailureClass
 	err   error
 }
 
-func (e *checkoutError) Error() string { return e.err.Error() }
-
 // checkout puts the job's commit into the workspace as opts say, through
 // Config.Checkout, and gives it to the sandbox's user.
-func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) error {
+func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) *checkoutError {
 	e, jc := j.e, j.job.Context
 	if e.cfg.Checkout == nil {
 		return &checkoutError{cikit.FailureInfrastructure, errors.New("checkout: the job asks for its commit and this runner has no checkout configured (process.Config.Checkout)")}

@@ -192,8 +192,8 @@ func (j *jobRun) run(ctx context.Context) Result {
 	for _, w := range spec.Warnings {
 		fmt.Fprintf(j.pw, "--- warning: %s\n", w)
 	}
-	if err := j.prepareWorkspace(jobCtx); err != nil {
-		return j.checkoutFailed(jobCtx, err)
+	if ce := j.prepareWorkspace(jobCtx); ce != nil {
+		return j.checkoutFailed(jobCtx, ce)
 	}
 
 	if j.procs, err = e.startProcs(jobCtx, root, j.pw, j.job.Lease); err != nil {
@@ -217,7 +217,7 @@ func (j *jobRun) run(ctx context.Context) Result {
 
 // prepareWorkspace fills the workspace before the first step: the job's
 // commit, or a copy of the runner's fixed directory.
-func (j *jobRun) prepareWorkspace(ctx context.Context) error {
+func (j *jobRun) prepareWorkspace(ctx context.Context) *checkoutError {
 	e, jc, co := j.e, j.job.Context, j.spec.Checkout
 	switch {
 	case jc == nil || jc.Source == nil:
@@ -239,7 +239,7 @@ func (j *jobRun) prepareWorkspace(ctx context.Context) error {
 }
 
 // checkoutFailed returns the result of a job whose checkout failed.
-func (j *jobRun) checkoutFailed(ctx context.Context, err error) Result {
+func (j *jobRun) checkoutFailed(ctx context.Context, ce *checkoutError) Result {
 	if ctx.Err() != nil {
 		if context.Cause(ctx) == errTimeout {
 			return j.fail(cikit.FailureTimeout, "timed out after %s during the checkout", j.timeout)
@@ -248,11 +248,7 @@ func (j *jobRun) checkoutFailed(ctx context.Context, err error) Result {
 		r.State = cikit.JobCancelled
 		return r
 	}
-	var ce *checkoutError
-	if errors.As(err, &ce) {
-		return j.fail(ce.class, "%v", ce)
-	}
-	return j.fail(cikit.FailureInfrastructure, "%v", err)
+	return j.fail(ce.class, "%v", ce.err)
 }
 
 // setUpEnv builds the job's environment and expression evaluator.
@@ -616,12 +612,8 @@ func (j *jobRun) checkoutStep(ctx context.Context, step cikit.Step) (stepExit, e
 		}
 		fmt.Fprintf(j.pw, "--- warning: actions/checkout input %q is not used: %s\n", k, why)
 	}
-	if err := j.checkout(ctx, opts); err != nil {
-		var ce *checkoutError
-		if errors.As(err, &ce) {
-			return stepExit{code: -1}, ce.err, ce.class
-		}
-		return stepExit{code: -1}, err, cikit.FailureInfrastructure
+	if ce := j.checkout(ctx, opts); ce != nil {
+		return stepExit{code: -1}, ce.err, ce.class
 	}
 	return stepExit{code: 0}, nil, ""
 }
