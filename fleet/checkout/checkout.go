@@ -143,6 +143,9 @@ type Request struct {
 	// runner's (git refuses a repository another user owns, and the
 	// steps must be able to write their files).
 	Owner *Owner
+	// Dissociate, as Config.Dissociate, gives this checkout's work tree
+	// its own copy of the objects it needs.
+	Dissociate bool
 	// Log receives progress lines (default: discarded). Nothing written
 	// to it holds the credential.
 	Log io.Writer
@@ -164,7 +167,7 @@ type Result struct {
 	Fetched int64
 	// Alternates are the object directories of the cache the work tree
 	// borrows (git's objects/info/alternates), unless
-	// Config.Dissociate: git commands of the job's steps need them, so
+	// Config.Dissociate or Request.Dissociate: git commands of the job's steps need them, so
 	// a sandbox must show them to the job read-only, at the same path —
 	// never writable, since other jobs' work trees borrow them too.
 	Alternates []string
@@ -172,15 +175,16 @@ type Result struct {
 
 // target is a validated request.
 type target struct {
-	url, repo string
-	expires   time.Time // when the credential stops working; zero if unknown
-	own       bool      // the run's own repository
-	want      string    // the SHA or ref name to fetch
-	isSHA     bool
-	branch    string // the local branch to create, "" for detached
-	depth     int    // 0 full history, else how many commits
-	root, dir string // the workspace, and the work tree in it
-	owner     *Owner
+	url, repo  string
+	expires    time.Time // when the credential stops working; zero if unknown
+	own        bool      // the run's own repository
+	want       string    // the SHA or ref name to fetch
+	isSHA      bool
+	branch     string // the local branch to create, "" for detached
+	depth      int    // 0 full history, else how many commits
+	root, dir  string // the workspace, and the work tree in it
+	owner      *Owner
+	dissociate bool // Config.Dissociate or Request.Dissociate
 }
 
 // Checkout puts the commit req asks for into req.Dir/Options.Path, through
@@ -208,6 +212,7 @@ func (c *Checkouter) Checkout(ctx context.Context, req Request) (Result, error) 
 	if err != nil {
 		return Result{}, &Error{Class: cikit.FailureConfig, Op: "checkout", Err: fmt.Errorf("%w: %v", ErrInvalidRequest, err)}
 	}
+	t.dissociate = c.dissociate || req.Dissociate
 	env := c.remoteEnv(req.Source, t.url)
 	mirror := filepath.Join(c.cache, mirrorName(t.url))
 
@@ -219,7 +224,7 @@ func (c *Checkouter) Checkout(ctx context.Context, req Request) (Result, error) 
 		return Result{}, err
 	}
 	res := Result{Commit: commit, Duration: c.now().Sub(start), Fetched: fetched}
-	if !c.dissociate {
+	if !t.dissociate {
 		res.Alternates = []string{filepath.Join(mirror, "objects")}
 	}
 	fmt.Fprintf(log, "Checked out %s into %s in %s (%d objects fetched)\n", commit, cmp.Or(req.Options.Path, "the workspace"),
@@ -772,7 +777,7 @@ func (c *Checkouter) workTree(ctx context.Context, log io.Writer, env []string, 
 	if o.Clean {
 		steps = append(steps, []string{"clean", "-ffdxq"})
 	}
-	if c.dissociate {
+	if t.dissociate {
 		steps = append(steps, []string{"repack", "-a", "-d", "-q"})
 	}
 	for _, args := range steps {
@@ -780,7 +785,7 @@ func (c *Checkouter) workTree(ctx context.Context, log io.Writer, env []string, 
 			return fail(ctx, op, t.own, false, err)
 		}
 	}
-	if c.dissociate {
+	if t.dissociate {
 		if err := os.Remove(filepath.Join(gitDir, "objects", "info", "alternates")); err != nil {
 			return fail(ctx, op, t.own, false, err)
 		}

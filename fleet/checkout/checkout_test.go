@@ -369,10 +369,10 @@ func TestErrors(t *testing.T) {
 	}
 }
 
-// A remote that accepts the connection and never answers is given up on
-// at the checkout's timeout, as an infrastructure failure.
-func TestTimeout(t *testing.T) {
-	t.Parallel()
+// hangingServer serves HTTP requests that never get an answer until the
+// test ends.
+func hangingServer(t *testing.T) *httptest.Server {
+	t.Helper()
 	release := make(chan struct{})
 	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		select {
@@ -382,6 +382,14 @@ func TestTimeout(t *testing.T) {
 	}))
 	t.Cleanup(hang.Close)
 	t.Cleanup(func() { close(release) })
+	return hang
+}
+
+// A remote that accepts the connection and never answers is given up on
+// at the checkout's timeout, as an infrastructure failure.
+func TestTimeout(t *testing.T) {
+	t.Parallel()
+	hang := hangingServer(t)
 	c, err := checkout.New(checkout.Config{CacheDir: t.TempDir(), Timeout: 500 * time.Millisecond})
 	require.NoError(t, err)
 	_, err = c.Checkout(context.Background(), checkout.Request{
@@ -398,15 +406,7 @@ func TestTimeout(t *testing.T) {
 // long before the checkout's own.
 func TestStall(t *testing.T) {
 	t.Parallel()
-	release := make(chan struct{})
-	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-release:
-		case <-r.Context().Done():
-		}
-	}))
-	t.Cleanup(hang.Close)
-	t.Cleanup(func() { close(release) })
+	hang := hangingServer(t)
 	c, err := checkout.New(checkout.Config{CacheDir: t.TempDir(), StallTimeout: time.Second, Timeout: time.Hour})
 	require.NoError(t, err)
 	_, err = c.Checkout(context.Background(), checkout.Request{
@@ -431,19 +431,22 @@ func TestAlternatesAndDissociate(t *testing.T) {
 	require.Equal(t, res.Alternates[0]+"\n", read(t, filepath.Join(req.Dir, ".git", "objects", "info", "alternates")))
 
 	for _, depth := range []int{0, -1} {
-		cache := t.TempDir()
-		c, err := checkout.New(checkout.Config{CacheDir: cache, Dissociate: true})
-		require.NoError(t, err)
-		req := b.request(t, b.sha)
-		req.Options.Depth = depth
-		res, err = c.Checkout(b.ctx, req)
-		require.NoError(t, err)
-		require.Empty(t, res.Alternates)
-		require.NoFileExists(t, filepath.Join(req.Dir, ".git", "objects", "info", "alternates"))
-		require.NoError(t, os.RemoveAll(cache))
-		git(t, req.Dir, "fsck", "--no-dangling")
-		require.Equal(t, "", git(t, req.Dir, "status", "--porcelain"))
-		require.Equal(t, "hello\n", git(t, req.Dir, "show", "HEAD:README.md")+"\n")
+		// Dissociated by the Checkouter's Config, then by the Request.
+		for _, perRequest := range []bool{false, true} {
+			cache := t.TempDir()
+			c, err := checkout.New(checkout.Config{CacheDir: cache, Dissociate: !perRequest})
+			require.NoError(t, err)
+			req := b.request(t, b.sha)
+			req.Options.Depth, req.Dissociate = depth, perRequest
+			res, err = c.Checkout(b.ctx, req)
+			require.NoError(t, err)
+			require.Empty(t, res.Alternates)
+			require.NoFileExists(t, filepath.Join(req.Dir, ".git", "objects", "info", "alternates"))
+			require.NoError(t, os.RemoveAll(cache))
+			git(t, req.Dir, "fsck", "--no-dangling")
+			require.Equal(t, "", git(t, req.Dir, "status", "--porcelain"))
+			require.Equal(t, "hello\n", git(t, req.Dir, "show", "HEAD:README.md")+"\n")
+		}
 	}
 }
 

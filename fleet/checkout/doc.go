@@ -54,8 +54,9 @@
 // job's steps read them: Result.Alternates names the directories, which
 // a sandbox must show to the job read-only at the same path (never
 // writable: other jobs borrow them too). An executor that cannot sets
-// Config.Dissociate, and each work tree gets its own copy of the objects
-// it needs, at the cost of copying them on every checkout. Request.Owner
+// Config.Dissociate (or Request.Dissociate, for one checkout), and each
+// work tree gets its own copy of the objects it needs, at the cost of
+// copying them on every checkout. Request.Owner
 // gives the work tree to the user the job's steps run as, when the runner
 // runs as another (root): git refuses a repository another user owns.
 //

@@ -26,7 +26,7 @@ func FuzzPrepare(f *testing.F) {
 	}
 	git, err := exec.LookPath("git")
 	if err != nil {
-		f.Skip("git is not installed")
+		f.Fatalf("git is required: %v", err)
 	}
 	const dir = "/ws"
 	const sha = "0123456789abcdef0123456789abcdef01234567"

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -32,17 +31,16 @@ type Checkouter interface {
 }
 
 // checkoutError is a failed checkout: its class decides whether the job
-// is retried.
+// is retried. The functions preparing the workspace return it as
+// *checkoutError, nil when they succeed.
 type checkoutError struct {
 	class cikit.FailureClass
 	err   error
 }
 
-func (e *checkoutError) Error() string { return e.err.Error() }
-
 // checkout puts the job's commit into the workspace as opts say, through
 // Config.Checkout, and gives it to the sandbox's user.
-func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) error {
+func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) *checkoutError {
 	e, jc := j.e, j.job.Context
 	if e.cfg.Checkout == nil {
 		return &checkoutError{cikit.FailureInfrastructure, errors.New("checkout: the job asks for its commit and this runner has no checkout configured (process.Config.Checkout)")}
@@ -57,10 +55,17 @@ func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) error {
 	if err := e.checkoutDir(j.ws, dir); err != nil {
 		return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("checkout: %w", err)}
 	}
-	started := time.Now()
-	res, err := e.cfg.Checkout.Checkout(ctx, checkout.Request{
+	req := checkout.Request{
 		Source: jc.Source, Repository: jc.Repository, SHA: jc.SHA, Ref: jc.Ref, Options: opts, Dir: j.ws, Log: j.pw,
-	})
+		// A sandbox does not show the runner's cache: in it, git would
+		// find no commit.
+		Dissociate: e.sandbox != nil,
+	}
+	if e.sandbox != nil && e.sandbox.uid >= 0 {
+		req.Owner = &checkout.Owner{UID: e.sandbox.uid, GID: e.sandbox.gid}
+	}
+	started := time.Now()
+	res, err := e.cfg.Checkout.Checkout(ctx, req)
 	if err != nil {
 		// What is there goes back to the job's user, for the steps that
 		// may still run.
@@ -71,14 +76,6 @@ func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) error {
 	}
 	if res.Duration == 0 {
 		res.Duration = time.Since(started)
-	}
-	if e.sandbox != nil {
-		if err := dissociate(ctx, dir); err != nil {
-			return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("checkout: %w", err)}
-		}
-	}
-	if err := e.ownTree(dir); err != nil {
-		return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("checkout: %w", err)}
 	}
 	if j.res.Commit == "" {
 		j.res.Commit = res.Commit
@@ -121,23 +118,6 @@ func (e *Executor) checkoutDir(ws, dir string) error {
 	return os.Lchown(dir, os.Getuid(), os.Getgid())
 }
 
-// dissociate gives the repository checked out in dir copies of the
-// objects it borrows from the runner's cache (git's alternates), which a
-// sandbox does not show: in it, git would find no commit.
-func dissociate(ctx context.Context, dir string) error {
-	alternates := filepath.Join(dir, ".git", "objects", "info", "alternates")
-	if _, err := os.Lstat(alternates); errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	cmd := exec.CommandContext(ctx, "git", "repack", "-a", "-d", "-q")
-	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=" + os.DevNull, "HOME=" + os.DevNull, "LC_ALL=C"}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("copying the cache's objects into the workspace: git repack: %v: %s", err, strings.TrimSpace(string(out)))
-	}
-	return os.Remove(alternates)
-}
-
 // ownTree gives everything below dir to the sandbox's user, when that is
 // not the executor's.
 func (e *Executor) ownTree(dir string) error {
@@ -158,7 +138,7 @@ func inside(dir, rel string) (string, error) {
 		return "", fmt.Errorf("%q must be relative to the workspace", rel)
 	}
 	p := filepath.Join(dir, rel)
-	if r, err := filepath.Rel(dir, p); err != nil || r == ".." || strings.HasPrefix(r, "../") {
+	if !within(p, dir) {
 		return "", fmt.Errorf("%q is outside the workspace", rel)
 	}
 	return p, nil

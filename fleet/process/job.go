@@ -192,8 +192,8 @@ func (j *jobRun) run(ctx context.Context) Result {
 	for _, w := range spec.Warnings {
 		fmt.Fprintf(j.pw, "--- warning: %s\n", w)
 	}
-	if err := j.prepareWorkspace(jobCtx); err != nil {
-		return j.checkoutFailed(jobCtx, err)
+	if ce := j.prepareWorkspace(jobCtx); ce != nil {
+		return j.checkoutFailed(jobCtx, ce)
 	}
 
 	if j.procs, err = e.startProcs(jobCtx, root, j.pw, j.job.Lease); err != nil {
@@ -217,7 +217,7 @@ func (j *jobRun) run(ctx context.Context) Result {
 
 // prepareWorkspace fills the workspace before the first step: the job's
 // commit, or a copy of the runner's fixed directory.
-func (j *jobRun) prepareWorkspace(ctx context.Context) error {
+func (j *jobRun) prepareWorkspace(ctx context.Context) *checkoutError {
 	e, jc, co := j.e, j.job.Context, j.spec.Checkout
 	switch {
 	case jc == nil || jc.Source == nil:
@@ -239,7 +239,7 @@ func (j *jobRun) prepareWorkspace(ctx context.Context) error {
 }
 
 // checkoutFailed returns the result of a job whose checkout failed.
-func (j *jobRun) checkoutFailed(ctx context.Context, err error) Result {
+func (j *jobRun) checkoutFailed(ctx context.Context, ce *checkoutError) Result {
 	if ctx.Err() != nil {
 		if context.Cause(ctx) == errTimeout {
 			return j.fail(cikit.FailureTimeout, "timed out after %s during the checkout", j.timeout)
@@ -248,11 +248,7 @@ func (j *jobRun) checkoutFailed(ctx context.Context, err error) Result {
 		r.State = cikit.JobCancelled
 		return r
 	}
-	var ce *checkoutError
-	if errors.As(err, &ce) {
-		return j.fail(ce.class, "%v", ce)
-	}
-	return j.fail(cikit.FailureInfrastructure, "%v", err)
+	return j.fail(ce.class, "%v", ce.err)
 }
 
 // setUpEnv builds the job's environment and expression evaluator.
@@ -495,8 +491,7 @@ func (j *jobRun) execStep(ctx context.Context, step cikit.Step, name string, aft
 	} else {
 		fmt.Fprintf(j.pw, "--- %s\n", name)
 	}
-	if step.Uses != "" && step.Timeout > 0 {
-		// A script step's timeout is runCommand's.
+	if step.Timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeoutCause(ctx, step.Timeout, errStepTimeout)
 		defer cancel()
@@ -547,8 +542,8 @@ func (j *jobRun) execStep(ctx context.Context, step cikit.Step, name string, aft
 	return x, err, cikit.FailureScript, outputs
 }
 
-// errStepTimeout is the cause of the end of an action step's context
-// when its timeout passed.
+// errStepTimeout is the cause of the end of a step's context when its
+// timeout passed.
 var errStepTimeout = errors.New("step timed out")
 
 // stepTimedOut returns err, or the step's timeout when that ended it.
@@ -617,12 +612,8 @@ func (j *jobRun) checkoutStep(ctx context.Context, step cikit.Step) (stepExit, e
 		}
 		fmt.Fprintf(j.pw, "--- warning: actions/checkout input %q is not used: %s\n", k, why)
 	}
-	if err := j.checkout(ctx, opts); err != nil {
-		var ce *checkoutError
-		if errors.As(err, &ce) {
-			return stepExit{code: -1}, ce.err, ce.class
-		}
-		return stepExit{code: -1}, err, cikit.FailureInfrastructure
+	if ce := j.checkout(ctx, opts); ce != nil {
+		return stepExit{code: -1}, ce.err, ce.class
 	}
 	return stepExit{code: 0}, nil, ""
 }
@@ -689,15 +680,11 @@ func (j *jobRun) expandStep(step *cikit.Step) error {
 	return nil
 }
 
-// runCommand runs a step's script with procs.
+// runCommand runs a step's script with procs, in ctx, which ends with
+// errStepTimeout at the step's timeout (see execStep).
 func (j *jobRun) runCommand(ctx context.Context, step cikit.Step, extra map[string]string) (stepExit, error) {
 	if err := ctx.Err(); err != nil {
 		return stepExit{code: -1}, nil
-	}
-	if step.Timeout > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, step.Timeout)
-		defer cancel()
 	}
 	dir, err := j.workingDirectory(step.WorkingDirectory)
 	if err != nil {
@@ -708,8 +695,8 @@ func (j *jobRun) runCommand(ctx context.Context, step cikit.Step, extra map[stri
 		return stepExit{code: -1}, err
 	}
 	x, err := j.procs.run(ctx, argv, dir, j.stepEnv(step.Env, extra))
-	if step.Timeout > 0 && errors.Is(ctx.Err(), context.DeadlineExceeded) && context.Cause(ctx) != errTimeout {
-		return stepExit{code: -1}, fmt.Errorf("timed out after %s", step.Timeout)
+	if context.Cause(ctx) == errStepTimeout {
+		return stepExit{code: -1}, stepTimedOut(ctx, step, err)
 	}
 	return x, err
 }
