@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"encoding/json"
 	"path/filepath"
 	"runtime"
@@ -233,7 +234,7 @@ func gitlabVars(p Params, rc cikit.RunContext, runID, runURL string) map[string]
 		env["CI_COMMIT_BRANCH"] = rc.RefName
 	}
 	if rc.SHA != "" {
-		env["CI_COMMIT_BEFORE_SHA"] = cmpOr(beforeSHA(rc.Payload), nullSHA)
+		env["CI_COMMIT_BEFORE_SHA"] = cmp.Or(beforeSHA(rc.Payload), nullSHA)
 	}
 	set("CI_PIPELINE_ID", runID)
 	set("CI_PIPELINE_URL", runURL)
@@ -279,13 +280,6 @@ func gitlabVars(p Params, rc cikit.RunContext, runID, runURL string) map[string]
 		env["TMPDIR"] = p.Temp
 	}
 	return env
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // beforeSHA is the "before" commit of a push payload (GitHub's and

@@ -188,8 +188,6 @@ type localPlan struct {
 	*selection
 	event *localEvent
 	rc    cikit.RunContext
-	// expander evaluates ${{ }} for a GitHub workflow; nil for others.
-	expander *githubExpander
 	// vars and secrets are a GitHub workflow's vars and secrets contexts.
 	vars, secrets map[string]string
 }
@@ -265,7 +263,6 @@ func planRun(ctx context.Context, o *runOptions, stderr io.Writer) (*localPlan, 
 	lp := &localPlan{dir: o.dir, plan: plan, selection: sel, event: ev, rc: ev.runContext()}
 	lp.notes = append(lp.notes, lp.applyValues()...)
 	if plan.Format == compiler.FormatGitHub {
-		lp.expander = newGitHubExpander(abs, sel.jobs, o.vars, o.secrets, ev.typedInputs)
 		lp.vars, lp.secrets = o.vars, o.secrets
 	}
 	return lp, nil
@@ -421,10 +418,6 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 	con := &console{w: stdout}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	r := &localRun{con: con, width: prefixWidth(lp.jobs), outputs: map[string]map[string]string{}}
-	var expander process.Expander
-	if lp.expander != nil {
-		expander = lp.expander
-	}
 	newRunner := cfg.newRunner
 	if newRunner == nil {
 		newRunner = newExecutor
@@ -436,7 +429,6 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 		PassEnv:        cfg.passEnv,
 		Output:         r.output,
 		Logger:         logger,
-		Expander:       expander,
 	})
 	if err != nil {
 		fmt.Fprintf(stderr, "cikit run: %v\n", err)
@@ -454,9 +446,6 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 			jc, err := lp.jobContext(ctx, store, runID, j, r.outputsOf)
 			if err != nil {
 				return dag.Outcome{State: cikit.JobFailed, ExitCode: -1, Reason: err.Error(), FailureClass: cikit.FailureInfrastructure}
-			}
-			if lp.expander != nil {
-				lp.expander.set(j.ID(), jc)
 			}
 			res := exec.RunJob(ctx, process.Job{Spec: j.Spec, Context: jc, Vars: lp.vars, Secrets: lp.secrets})
 			r.setOutputs(j.ID(), res.Outputs)
