@@ -127,12 +127,10 @@ func (g *ghCompiler) buildVariantEnv(wf *ghWorkflow, j *ghJob, v *ghVariant, id 
 		Outputs:      j.outputs,
 		Permissions:  j.permissions,
 	}
-	spec.Warnings = j.warnings
 	if spec.Permissions == nil {
 		spec.Permissions = wf.permissions
-		spec.Warnings = g.inheritedPermissions(wf, j.warnings)
 	}
-	spec.Warnings = withRunWarnings(wf, spec.Warnings)
+	spec.Warnings = g.jobWarnings(wf, j)
 	if j.coeExpr.set() {
 		if b, known := x.bool(j.coeExpr); known {
 			spec.AllowFailure = b
@@ -296,12 +294,8 @@ func (g *ghCompiler) buildCall(wf *ghWorkflow, j *ghJob, x *ghEval, id, name str
 			When:        when,
 			If:          cond,
 			Permissions: perms,
-			Warnings:    j.warnings,
+			Warnings:    g.jobWarnings(wf, j),
 		}
-		if j.permissions == nil {
-			spec.Warnings = g.inheritedPermissions(wf, j.warnings)
-		}
-		spec.Warnings = withRunWarnings(wf, spec.Warnings)
 		if j.concurrency != nil {
 			spec.Concurrency = x.concurrency(j.concurrency, j.concNode, j.concCancel)
 		}
@@ -338,11 +332,7 @@ func (g *ghCompiler) buildCall(wf *ghWorkflow, j *ghJob, x *ghEval, id, name str
 	g.stack = g.stack[:len(g.stack)-1]
 	// What the caller asks for and is not honoured holds for every job it
 	// calls.
-	callerWarnings := j.warnings
-	if j.permissions == nil {
-		callerWarnings = g.inheritedPermissions(wf, j.warnings)
-	}
-	callerWarnings = withRunWarnings(wf, callerWarnings)
+	callerWarnings := g.jobWarnings(wf, j)
 	out := make([]*jobDecl, 0, len(inner))
 	for _, d := range inner {
 		s := d.spec
@@ -717,22 +707,17 @@ func secretsList(names []string) string {
 	return strings.Join(parts, ", ")
 }
 
-// inheritedPermissions returns the warnings of a job that takes the
-// workflow's permissions: the job's own, after the one saying the
-// permissions are not applied, when the workflow sets some. It is
-// reported where a job takes them, since jobs with permissions of their
-// own do not.
-func (g *ghCompiler) inheritedPermissions(wf *ghWorkflow, own []string) []string {
-	if len(wf.permissions) == 0 {
-		return own
+// jobWarnings returns the warnings of job j of wf: those of the run the
+// workflow asks for; then, when j takes the workflow's permissions and
+// the workflow sets some, the one saying they are not applied (reported
+// where a job takes them, since jobs with permissions of their own do
+// not); then the job's own.
+func (g *ghCompiler) jobWarnings(wf *ghWorkflow, j *ghJob) []string {
+	own := j.warnings
+	if j.permissions == nil && len(wf.permissions) > 0 {
+		w := g.c.notHonoured(wf.permNode, "permissions are not applied yet: the job's steps get no GitHub token with them")
+		own = append([]string{w}, own...)
 	}
-	w := g.c.notHonoured(wf.permNode, "permissions are not applied yet: the job's steps get no GitHub token with them")
-	return append([]string{w}, own...)
-}
-
-// withRunWarnings returns the warnings of a job of wf: those of the run
-// the workflow asks for, then the job's own.
-func withRunWarnings(wf *ghWorkflow, own []string) []string {
 	if len(wf.runWarnings) == 0 {
 		return own
 	}

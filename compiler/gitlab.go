@@ -275,7 +275,7 @@ func (g *glFront) readWorkflow() bool {
 			}
 		case "auto_cancel":
 			if !k.val.isNull() {
-				g.runWarnings = append(g.runWarnings, g.notHonoured(k.key, "workflow:auto_cancel is not honoured yet: a newer pipeline does not cancel this one"))
+				g.runWarnings = append(g.runWarnings, g.notHonoured(k.key, glAutoCancelWarning))
 			}
 		default:
 			g.unknownGLKey(k, "in workflow", glWorkflowKeys)
@@ -299,7 +299,7 @@ func (g *glFront) readWorkflow() bool {
 		g.globals = g.globals.overlay(dec.rule.variables)
 	}
 	if dec.rule != nil && dec.rule.autoCancel != nil {
-		g.runWarnings = append(g.runWarnings, g.notHonoured(dec.rule.autoCancel, "workflow:auto_cancel is not honoured yet: a newer pipeline does not cancel this one"))
+		g.runWarnings = append(g.runWarnings, g.notHonoured(dec.rule.autoCancel, glAutoCancelWarning))
 	}
 	return true
 }
@@ -398,6 +398,10 @@ func (g *glFront) boolean(v *glv, key string) (b, ok bool) {
 	g.gat(v, RuleType, "%q must be true or false, got %s", key, v.what())
 	return false, false
 }
+
+// glAutoCancelWarning is the warning of workflow:auto_cancel, set in
+// workflow or by a workflow rule.
+const glAutoCancelWarning = "workflow:auto_cancel is not honoured yet: a newer pipeline does not cancel this one"
 
 // glVarsDecl is a variables mapping: values as written, the names whose
 // values must not be expanded (expand: false), and where each is written.

@@ -361,7 +361,7 @@ func (r *glReader) key(k glEntry) {
 		}
 	case "interruptible":
 		if b, ok := g.boolean(v, k.name); ok && b {
-			r.warn(k.key, "interruptible is not honoured yet: a newer pipeline does not cancel the job")
+			r.warn(k.key, glInterruptibleWarning)
 		}
 	case "coverage":
 		if c, ok := g.str(v, k.name); ok && c != "" {
@@ -377,6 +377,10 @@ func (r *glReader) key(k glEntry) {
 		r.g.unknownGLKey(k, "in a job", glJobKeys)
 	}
 }
+
+// glInterruptibleWarning is the warning of interruptible, set by the job
+// or by a rule.
+const glInterruptibleWarning = "interruptible is not honoured yet: a newer pipeline does not cancel the job"
 
 // glServiceKeys say what the GitLab keys around a job's run ask for,
 // which the platform does not do yet.
@@ -481,7 +485,7 @@ func (g *glFront) decide(j *glJob, r *glReader, vars *glVarsDecl) *glVarsDecl {
 		j.spec.If = dec.cond
 		rule := dec.rule
 		if rule.interruptible != nil {
-			j.spec.Warnings = append(j.spec.Warnings, g.notHonoured(rule.interruptible, "interruptible is not honoured yet: a newer pipeline does not cancel the job"))
+			j.spec.Warnings = append(j.spec.Warnings, g.notHonoured(rule.interruptible, glInterruptibleWarning))
 		}
 		if rule.when != "" {
 			when = string(rule.when)

@@ -744,11 +744,10 @@ func (c *checker) nativeCheckout(v *yaml.Node, own owner) *cikit.Checkout {
 			if !ok || p == "" {
 				continue
 			}
-			if clean := path.Clean(p); !fs.ValidPath(clean) {
+			switch clean := path.Clean(p); {
+			case !fs.ValidPath(clean):
 				c.at(val, RuleValue, `"path" of the checkout%s must be a relative path inside the workspace, got %q`, own.of(), p)
-				continue
-			}
-			if clean := path.Clean(p); clean != "." {
+			case clean != ".":
 				co.Path = clean
 			}
 		default:

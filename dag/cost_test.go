@@ -229,10 +229,11 @@ func stateChangeCosts(t *testing.T, redis bool, n int) map[string]cost {
 		}
 		f()
 		st, rows := c.reset()
-		out[name] = cost{Statements: st, Rows: rows}
+		cst := cost{Statements: st, Rows: rows}
 		if rc != nil {
-			out[name] = cost{Statements: st, Rows: rows, RedisCommands: rc.reset()}
+			cst.RedisCommands = rc.reset()
 		}
+		out[name] = cst
 	}
 	// The first completion warms the pool's connections and prepared
 	// statements; the second is measured.

@@ -455,17 +455,9 @@ func (s *PostgresStore) JobGet(ctx context.Context, runID, jobID string) (*Job, 
 		return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, jobID, cikit.ErrNotFound)
 	}
 	j := &Job{RunID: runID}
-	var ready, queued, started, finished *time.Time
-	var result []byte
-	if err := s.pool.QueryRow(ctx, `SELECT state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result
-		FROM jobs WHERE run_id = $1 AND job_id = $2`, runID, jobID).
-		Scan(&j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished, &result); err != nil {
-		return nil, fmt.Errorf("dag: run %q job %q: %w", runID, jobID, interpretError(err))
-	}
-	if j.Result, err = decodeResult(result); err != nil {
+	if err := scanJob(s.pool.QueryRow(ctx, `SELECT `+jobRow+` FROM jobs WHERE run_id = $1 AND job_id = $2`, runID, jobID).Scan, j); err != nil {
 		return nil, fmt.Errorf("dag: run %q job %q: %w", runID, jobID, err)
 	}
-	j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
 	j.Spec = rg.specs[i].Clone()
 	return j, nil
 }
@@ -489,7 +481,7 @@ func (s *PostgresStore) JobGetMany(ctx context.Context, keys []JobKey) ([]*Job, 
 	}
 	// A lateral subquery with a LIMIT is one index probe per key: a
 	// plain join may hash the whole jobs table (see nestedLoops).
-	rows, err := s.pool.Query(ctx, `SELECT t.i, j.state, j.attempt, j.exit_code, j.reason, j.runner, j.ready_at, j.queued_at, j.started_at, j.finished_at, j.result
+	rows, err := s.pool.Query(ctx, `SELECT t.i, `+jobRow+`
 		FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(r, jid, i)
 		CROSS JOIN LATERAL (SELECT * FROM jobs WHERE run_id = t.r AND job_id = t.jid LIMIT 1) j`, runIDs, jobIDs)
 	if err != nil {
@@ -499,12 +491,7 @@ func (s *PostgresStore) JobGetMany(ctx context.Context, keys []JobKey) ([]*Job, 
 	for rows.Next() {
 		var i int
 		j := &Job{}
-		var ready, queued, started, finished *time.Time
-		var result []byte
-		if err := rows.Scan(&i, &j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished, &result); err != nil {
-			return nil, interpretError(err)
-		}
-		if j.Result, err = decodeResult(result); err != nil {
+		if err := scanJob(rows.Scan, j, &i); err != nil {
 			return nil, err
 		}
 		k := keys[i-1]
@@ -517,7 +504,6 @@ func (s *PostgresStore) JobGetMany(ctx context.Context, keys []JobKey) ([]*Job, 
 			continue
 		}
 		j.RunID = k.RunID
-		j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
 		j.Spec = rg.specs[pos].Clone()
 		out[i-1] = j
 	}
@@ -533,7 +519,7 @@ func (s *PostgresStore) JobAttempts(ctx context.Context, runID, jobID string) ([
 	if !ok {
 		return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, jobID, cikit.ErrNotFound)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT attempt, state, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result
+	rows, err := s.pool.Query(ctx, `SELECT `+jobRow+`
 		FROM job_attempts WHERE run_id = $1 AND job_id = $2 ORDER BY attempt`, runID, jobID)
 	if err != nil {
 		return nil, interpretError(err)
@@ -542,15 +528,9 @@ func (s *PostgresStore) JobAttempts(ctx context.Context, runID, jobID string) ([
 	var out []*Job
 	for rows.Next() {
 		j := &Job{RunID: runID, Spec: rg.specs[i].Clone()}
-		var ready, queued, started, finished *time.Time
-		var result []byte
-		if err := rows.Scan(&j.Attempt, &j.State, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished, &result); err != nil {
-			return nil, interpretError(err)
-		}
-		if j.Result, err = decodeResult(result); err != nil {
+		if err := scanJob(rows.Scan, j); err != nil {
 			return nil, err
 		}
-		j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
 		out = append(out, j)
 	}
 	return out, interpretError(rows.Err())
@@ -660,8 +640,7 @@ func (s *PostgresStore) jobs(ctx context.Context, tx conn, runID string, lock bo
 		b.Queue(lockRun, runID)
 	}
 	b.Queue(`SELECT `+runColumns+` FROM pipeline_runs WHERE id = $1`, runID)
-	b.Queue(`SELECT state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result
-		FROM jobs WHERE run_id = $1 ORDER BY position`, runID)
+	b.Queue(`SELECT `+jobRow+` FROM jobs WHERE run_id = $1 ORDER BY position`, runID)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	if lock {
@@ -684,15 +663,9 @@ func (s *PostgresStore) jobs(ctx context.Context, tx conn, runID string, lock bo
 			return nil, nil, nil, fmt.Errorf("dag: run %q has more jobs than its graph", runID)
 		}
 		j := &Job{RunID: runID, Spec: rg.specs[len(jobs)]}
-		var ready, queued, started, finished *time.Time
-		var result []byte
-		if err := rows.Scan(&j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished, &result); err != nil {
-			return nil, nil, nil, interpretError(err)
-		}
-		if j.Result, err = decodeResult(result); err != nil {
+		if err := scanJob(rows.Scan, j); err != nil {
 			return nil, nil, nil, fmt.Errorf("dag: run %q: %w", runID, err)
 		}
-		j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
 		jobs = append(jobs, j)
 	}
 	if err := rows.Err(); err != nil {
@@ -933,41 +906,45 @@ func (s *PostgresStore) lockRunsFor(ctx context.Context, tx pgx.Tx, ids []string
 		}
 	}
 	for _, id := range ids {
-		var r *lockedRun
-		if full[id] {
-			rg, run, jobs, err := s.jobs(ctx, tx, id, true)
-			if err == nil {
-				r = &lockedRun{rg: rg, run: run, jobs: jobs, full: true}
-			} else if !refusal(err) {
-				return nil, err
-			} else {
-				runs[id] = &lockedRun{refusal: err}
-				continue
-			}
-		} else {
-			rg, err := s.graph(ctx, tx, id)
-			if err == nil {
-				var scope []int
-				for _, it := range items {
-					if it.runID == id {
-						scope = append(scope, scopeOf(rg, it.job)...)
-					}
-				}
-				r = &lockedRun{rg: rg, jobs: make([]*Job, rg.g.Len())}
-				r.run, err = s.readJobs(ctx, tx, id, r, scope, true)
-			}
-			if err != nil {
-				if !refusal(err) {
-					return nil, err
-				}
-				runs[id] = &lockedRun{refusal: err}
-				continue
-			}
+		r, err := s.lockRunFor(ctx, tx, id, full[id], items)
+		switch {
+		case refusal(err):
+			runs[id] = &lockedRun{refusal: err}
+		case err != nil:
+			return nil, err
+		default:
+			r.initial, r.changed = r.run.State, make(map[int]*Job)
+			runs[id] = r
 		}
-		r.initial, r.changed = r.run.State, make(map[int]*Job)
-		runs[id] = r
 	}
 	return runs, nil
+}
+
+// lockRunFor locks run id and reads it whole when full is set, else the
+// jobs scopeOf names for the events of items about it.
+func (s *PostgresStore) lockRunFor(ctx context.Context, tx pgx.Tx, id string, full bool, items []lockedEvent) (*lockedRun, error) {
+	if full {
+		rg, run, jobs, err := s.jobs(ctx, tx, id, true)
+		if err != nil {
+			return nil, err
+		}
+		return &lockedRun{rg: rg, run: run, jobs: jobs, full: true}, nil
+	}
+	rg, err := s.graph(ctx, tx, id)
+	if err != nil {
+		return nil, err
+	}
+	var scope []int
+	for _, it := range items {
+		if it.runID == id {
+			scope = append(scope, scopeOf(rg, it.job)...)
+		}
+	}
+	r := &lockedRun{rg: rg, jobs: make([]*Job, rg.g.Len())}
+	if r.run, err = s.readJobs(ctx, tx, id, r, scope, true); err != nil {
+		return nil, err
+	}
+	return r, nil
 }
 
 // applyLocked works out and records item's write on r, reading the jobs
@@ -1055,8 +1032,7 @@ func (s *PostgresStore) readJobs(ctx context.Context, tx pgx.Tx, runID string, r
 		b.Queue(lockRun, runID)
 		b.Queue(`SELECT `+runColumns+` FROM pipeline_runs WHERE id = $1`, runID)
 	}
-	b.Queue(`SELECT position, state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at
-		FROM jobs WHERE run_id = $1 AND position = ANY($2)`, runID, positions)
+	b.Queue(`SELECT position, `+jobRow+` FROM jobs WHERE run_id = $1 AND position = ANY($2)`, runID, positions)
 	br := tx.SendBatch(ctx, b)
 	defer br.Close()
 	var run *Run
@@ -1078,14 +1054,12 @@ func (s *PostgresStore) readJobs(ctx context.Context, tx pgx.Tx, runID string, r
 	for rows.Next() {
 		var pos int
 		j := &Job{RunID: runID}
-		var ready, queued, started, finished *time.Time
-		if err := rows.Scan(&pos, &j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished); err != nil {
-			return nil, interpretError(err)
+		if err := scanJob(rows.Scan, j, &pos); err != nil {
+			return nil, fmt.Errorf("dag: run %q: %w", runID, err)
 		}
 		if pos < 0 || pos >= len(r.jobs) {
 			return nil, fmt.Errorf("dag: run %q has a job at position %d, its graph %d jobs", runID, pos, len(r.jobs))
 		}
-		j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
 		j.Spec = r.rg.specs[pos]
 		r.jobs[pos] = j
 		r.read = append(r.read, pos)
@@ -1371,6 +1345,24 @@ func (s *PostgresStore) OutboxPending(ctx context.Context, limit int) ([]*Outbox
 func (s *PostgresStore) OutboxMarkPublished(ctx context.Context, ids []string) error {
 	_, err := s.pool.Exec(ctx, `UPDATE outbox SET published_at = $2 WHERE id = ANY($1) AND published_at IS NULL`, ids, s.now())
 	return interpretError(err)
+}
+
+// jobRow are the columns of a job's row (in jobs or job_attempts) that
+// scanJob reads.
+const jobRow = `state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result`
+
+// scanJob scans a row of lead's columns then jobRow's into lead and j
+// with scan (a row's or rows' Scan).
+func scanJob(scan func(dest ...any) error, j *Job, lead ...any) error {
+	var ready, queued, started, finished *time.Time
+	var result []byte
+	if err := scan(append(lead, &j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished, &result)...); err != nil {
+		return interpretError(err)
+	}
+	j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)
+	var err error
+	j.Result, err = decodeResult(result)
+	return err
 }
 
 // jsonText is b as a text parameter that SQL casts to jsonb: NULL for nil.
