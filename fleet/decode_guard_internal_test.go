@@ -1,9 +1,6 @@
 package fleet
 
 import (
-	"bufio"
-	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -12,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit/internal/httpguard"
+	"github.com/cikit/cikit/internal/httpguard/httpguardtest"
 )
 
 // TestDecodeBodyCutByTheBodyGuard: a runner call whose body the server's
@@ -32,14 +30,10 @@ func TestDecodeBodyCutByTheBodyGuard(t *testing.T) {
 		}
 	})))
 	t.Cleanup(srv.Close)
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	require.NoError(t, err)
-	defer conn.Close()
-	// The headers of a 2-byte JSON body, and none of its bytes.
-	_, err = fmt.Fprintf(conn, "POST /v1/jobs/r/j/complete HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n")
-	require.NoError(t, err)
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	require.NoError(t, err)
-	defer res.Body.Close()
-	require.Equal(t, http.StatusRequestTimeout, res.StatusCode)
+	// The headers of a 2-byte JSON body, and none of its bytes by the
+	// time the guard reads.
+	got := httpguardtest.Send(t.Context(), httpguardtest.SlowRequest{Addr: srv.Listener.Addr().String(), Path: "/v1/jobs/r/j/complete",
+		Header: http.Header{"Content-Type": {"application/json"}}, Length: 2, Interval: time.Hour})
+	require.NoError(t, got.Err)
+	require.Equal(t, http.StatusRequestTimeout, got.Status)
 }

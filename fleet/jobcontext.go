@@ -278,15 +278,16 @@ func (req *completeRequest) result() (*dag.JobResult, *fieldError) {
 		default:
 			return nil, invalid(f+".level", "%q is not error, warning or notice", a.Level)
 		}
-		if len(a.Message) > maxAnnotationMessageBytes {
-			return nil, tooLarge(f+".message", "%d bytes; at most %d are allowed", len(a.Message), maxAnnotationMessageBytes)
-		}
-		for name, v := range map[string]string{"message": a.Message, "title": a.Title, "file": a.File, "step": a.Step} {
-			if name != "message" && len(v) > maxAnnotationFieldBytes {
-				return nil, tooLarge(f+"."+name, "%d bytes; at most %d are allowed", len(v), maxAnnotationFieldBytes)
+		for _, fv := range [...]struct {
+			name, v string
+			max     int
+		}{{"message", a.Message, maxAnnotationMessageBytes}, {"title", a.Title, maxAnnotationFieldBytes},
+			{"file", a.File, maxAnnotationFieldBytes}, {"step", a.Step, maxAnnotationFieldBytes}} {
+			if len(fv.v) > fv.max {
+				return nil, tooLarge(f+"."+fv.name, "%d bytes; at most %d are allowed", len(fv.v), fv.max)
 			}
-			if why := storable(v); why != "" {
-				return nil, invalid(f+"."+name, "%s", why)
+			if why := storable(fv.v); why != "" {
+				return nil, invalid(f+"."+fv.name, "%s", why)
 			}
 		}
 		if a.Line < 0 || a.EndLine < 0 || a.Col < 0 || a.EndColumn < 0 {

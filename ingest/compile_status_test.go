@@ -11,7 +11,6 @@ import (
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/ingest"
 	"github.com/cikit/cikit/vcs"
-	"github.com/cikit/cikit/vcs/status"
 )
 
 // TestNotCompilingIsAFailureStatus: a push whose GitLab file does not
@@ -32,12 +31,7 @@ func TestNotCompilingIsAFailureStatus(t *testing.T) {
 		".github/workflows/ci.yml": "on: push\njobs:\n  lint:\n    runs-on: ubuntu-latest\n    steps: [{run: make lint}]\n",
 	})
 	p.SetRef("acme/api", "main", "head")
-	reporter, err := status.New(status.Config{Provider: p, Rate: 1000, Burst: 1000})
-	require.NoError(t, err)
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = reporter.Run(rctx) }()
-	defer func() { cancel(); <-done }()
+	reporter := runReporter(t, p)
 
 	store := dag.NewMemoryStore(dag.MemoryConfig{})
 	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: ingest.NewMemoryRunStore(store, nil), VCS: p, Statuses: reporter})

@@ -59,12 +59,7 @@ func TestPathFiltersAndRequiredChecks(t *testing.T) {
 	code["src/main.go"] = "package main // changed"
 	p.AddCommit("acme/api", "code-head", code)
 
-	reporter, err := status.New(status.Config{Provider: p, Rate: 1000, Burst: 1000})
-	require.NoError(t, err)
-	rctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); _ = reporter.Run(rctx) }()
-	defer func() { cancel(); <-done }()
+	reporter := runReporter(t, p)
 
 	store := dag.NewMemoryStore(dag.MemoryConfig{})
 	in, err := ingest.NewIngester(ingest.IngesterConfig{Runs: ingest.NewMemoryRunStore(store, nil), VCS: p, Statuses: reporter})
@@ -169,4 +164,17 @@ jobs:
 		RefType: ingest.RefBranch, RefName: "main", Before: "bad", SHA: "base", DefaultBranch: "main"})
 	require.NoError(t, err)
 	require.Len(t, d.RunIDs, 1, "the path-filtered pipeline runs: %s", d.Dropped)
+}
+
+// runReporter returns a status reporter posting to p, running until the
+// test ends.
+func runReporter(t *testing.T, p vcs.Provider) *status.Reporter {
+	t.Helper()
+	reporter, err := status.New(status.Config{Provider: p, Rate: 1000, Burst: 1000})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = reporter.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return reporter
 }

@@ -3,6 +3,7 @@ package ingest
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"strconv"
 	"unicode/utf8"
 
@@ -26,10 +27,7 @@ func RunContext(ev *Event, format compiler.Format) (rc *cikit.RunContext, note s
 		rc.Repository = ev.Repo
 	}
 	if len(ev.Variables) > 0 {
-		rc.Inputs = make(map[string]string, len(ev.Variables))
-		for k, v := range ev.Variables {
-			rc.Inputs[k] = v
-		}
+		rc.Inputs = maps.Clone(ev.Variables)
 	}
 	if ev.RefType == RefTag {
 		rc.Ref = "refs/tags/" + ev.RefName

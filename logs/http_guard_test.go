@@ -1,10 +1,7 @@
 package logs_test
 
 import (
-	"bufio"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -13,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit/internal/httpguard"
+	"github.com/cikit/cikit/internal/httpguard/httpguardtest"
 	"github.com/cikit/cikit/logs"
 )
 
@@ -32,14 +30,10 @@ func TestHTTPChunkCutByTheBodyGuardIs408(t *testing.T) {
 	srv := httptest.NewServer(guard.Handler(h))
 	t.Cleanup(srv.Close)
 
-	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
-	require.NoError(t, err)
-	defer conn.Close()
-	// The headers of a 5-byte chunk, and none of its bytes.
-	_, err = fmt.Fprintf(conn, "PATCH /v1/jobs/run-1/build/log?attempt=1&step=0&seq=0 HTTP/1.1\r\nHost: x\r\nContent-Range: bytes 0-4\r\nContent-Length: 5\r\n\r\n")
-	require.NoError(t, err)
-	res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	require.NoError(t, err)
-	defer res.Body.Close()
-	require.Equal(t, http.StatusRequestTimeout, res.StatusCode)
+	// The headers of a 5-byte chunk, and none of its bytes by the time
+	// the guard reads.
+	got := httpguardtest.Send(t.Context(), httpguardtest.SlowRequest{Addr: srv.Listener.Addr().String(), Method: http.MethodPatch,
+		Path: "/v1/jobs/run-1/build/log?attempt=1&step=0&seq=0", Header: http.Header{"Content-Range": {"bytes 0-4"}}, Length: 5, Interval: time.Hour})
+	require.NoError(t, got.Err)
+	require.Equal(t, http.StatusRequestTimeout, got.Status)
 }

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -91,9 +92,7 @@ func (b *bencher) newEnv(ctx context.Context, name string, o envOptions) (_ *env
 		return nil, err
 	}
 	files := map[string]string{".cikit.yml": o.pipeline}
-	for name, content := range o.files {
-		files[name] = content
-	}
+	maps.Copy(files, o.files)
 	if e.sha, err = e.commitFiles(ctx, "the pipeline", files); err != nil {
 		return nil, err
 	}
@@ -192,14 +191,6 @@ func (e *env) git(ctx context.Context, args ...string) (string, error) {
 	return strings.TrimSpace(string(out)), nil
 }
 
-// commit commits what is staged (or nothing) and returns the new SHA.
-func (e *env) commit(ctx context.Context, msg string) (string, error) {
-	if _, err := e.git(ctx, "commit", "-q", "--allow-empty", "-m", msg); err != nil {
-		return "", err
-	}
-	return e.git(ctx, "rev-parse", "HEAD")
-}
-
 // commitFiles writes files (by slash-separated path, their folders
 // made), commits them and returns the new SHA.
 func (e *env) commitFiles(ctx context.Context, msg string, files map[string]string) (string, error) {
@@ -215,7 +206,10 @@ func (e *env) commitFiles(ctx context.Context, msg string, files map[string]stri
 	if _, err := e.git(ctx, "add", "-A"); err != nil {
 		return "", err
 	}
-	return e.commit(ctx, msg)
+	if _, err := e.git(ctx, "commit", "-q", "--allow-empty", "-m", msg); err != nil {
+		return "", err
+	}
+	return e.git(ctx, "rev-parse", "HEAD")
 }
 
 // fakeBefore returns a commit id no delivery used before, as the "before"

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/cikit/cikit/vcs/status"
 )
 
 // goPipeline vets and tests the Go module of its repository. The sandbox
@@ -66,11 +64,7 @@ func pushedCommitIsTested(t *testing.T, w *world) {
 	s := serve(t, w.cfg)
 	base := s.p.URL()
 
-	code, body := deliver(t, base, "delivery-go-1", pushBody(w.sha))
-	require.Equal(t, 202, code, body)
-	first := w.waitStatuses(t, 120*time.Second, "test")
-	require.Equal(t, "success", first[status.JobContext(".cikit.yml", "test")].State, "%+v", first)
-	firstRun := runIDOf(t, first[status.PipelineContext(".cikit.yml")])
+	firstRun := w.pushed(t, base, "delivery-go-1", w.sha, "test", "success")
 	var job struct {
 		State            string        `json:"state"`
 		Commit           string        `json:"commit"`
@@ -97,12 +91,7 @@ func pushedCommitIsTested(t *testing.T, w *world) {
 	git("commit", "-q", "-am", "a test that fails")
 	second := git("rev-parse", "HEAD")
 	require.NoError(t, w.github.CommitAs(repoName, "main", second, map[string]string{"app_test.go": goTest(5)}))
-	code, body = deliver(t, base, "delivery-go-2", pushBody(second))
-	require.Equal(t, 202, code, body)
-	w.sha = second
-	got := w.waitStatuses(t, 120*time.Second, "test")
-	require.Equal(t, "failure", got[status.JobContext(".cikit.yml", "test")].State, "%+v", got)
-	secondRun := runIDOf(t, got[status.PipelineContext(".cikit.yml")])
+	secondRun := w.pushed(t, base, "delivery-go-2", second, "test", "failure")
 	require.NotEqual(t, firstRun, secondRun)
 	_, text = getText(t, base+"/api/v1/runs/"+secondRun+"/jobs/test/log")
 	require.Contains(t, text, "Add(2, 2) = 4")

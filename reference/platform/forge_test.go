@@ -109,6 +109,19 @@ func checkoutTokens(gh *githubtest.Server) []githubtest.IssuedToken {
 	return out
 }
 
+// pushed delivers a push of sha, which becomes w's commit, waits for the
+// commit statuses of its pipeline and of job jobID, requires the job's to
+// be state, and returns the run's id.
+func (w *world) pushed(t *testing.T, base, delivery, sha, jobID, state string) string {
+	t.Helper()
+	code, body := deliver(t, base, delivery, pushBody(sha))
+	require.Equal(t, 202, code, body)
+	w.sha = sha
+	got := w.waitStatuses(t, 120*time.Second, jobID)
+	require.Equal(t, state, got[status.JobContext(".cikit.yml", jobID)].State, "%+v", got)
+	return runIDOf(t, got[status.PipelineContext(".cikit.yml")])
+}
+
 // jobOf reads a job of a run in the API.
 func jobOf(t *testing.T, base, runID, jobID string) forgeJob {
 	t.Helper()
@@ -154,11 +167,7 @@ func testGitHubChecksOut(t *testing.T, postgres bool) {
 	s := serve(t, w.cfg)
 	base := s.p.URL()
 
-	code, body := deliver(t, base, "delivery-forge-github", pushBody(w.sha))
-	require.Equal(t, 202, code, body)
-	got := w.waitStatuses(t, 120*time.Second, "show")
-	require.Equal(t, "success", got[status.JobContext(".cikit.yml", "show")].State, "%+v", got)
-	runID := runIDOf(t, got[status.PipelineContext(".cikit.yml")])
+	runID := w.pushed(t, base, "delivery-forge-github", w.sha, "show", "success")
 	job := jobOf(t, base, runID, "show")
 	require.Equal(t, w.sha, job.Commit)
 	_, log := getText(t, base+"/api/v1/runs/"+runID+"/jobs/show/log")
@@ -185,12 +194,7 @@ func TestGitHubCommitNotFoundIsNotRetried(t *testing.T) {
 	s := serve(t, w.cfg)
 	base := s.p.URL()
 
-	code, body := deliver(t, base, "delivery-forge-missing", pushBody(missing))
-	require.Equal(t, 202, code, body)
-	w.sha = missing
-	got := w.waitStatuses(t, 120*time.Second, "show")
-	require.Equal(t, "failure", got[status.JobContext(".cikit.yml", "show")].State, "%+v", got)
-	runID := runIDOf(t, got[status.PipelineContext(".cikit.yml")])
+	runID := w.pushed(t, base, "delivery-forge-missing", missing, "show", "failure")
 	job := jobOf(t, base, runID, "show")
 	require.Equal(t, "failed", job.State)
 	require.Equal(t, 1, job.Attempt, "a commit that does not exist is not retried: %+v", job)
@@ -222,11 +226,7 @@ func TestUnreachableForgeIsRetried(t *testing.T) {
 	s := serve(t, w.cfg)
 	base := s.p.URL()
 
-	code, body := deliver(t, base, "delivery-forge-unreachable", pushBody(w.sha))
-	require.Equal(t, 202, code, body)
-	got := w.waitStatuses(t, 120*time.Second, "show")
-	require.Equal(t, "failure", got[status.JobContext(".cikit.yml", "show")].State, "%+v", got)
-	runID := runIDOf(t, got[status.PipelineContext(".cikit.yml")])
+	runID := w.pushed(t, base, "delivery-forge-unreachable", w.sha, "show", "failure")
 	job := jobOf(t, base, runID, "show")
 	require.Equal(t, 2, job.Attempt, "the unreachable forge is retried: %+v", job)
 	require.Len(t, job.Attempts, 1)
@@ -469,11 +469,7 @@ func TestRevocationDoesNotDelayCompletion(t *testing.T) {
 	s := serve(t, w.cfg)
 	base := s.p.URL()
 
-	code, body := deliver(t, base, "delivery-forge-slow-revoke", pushBody(w.sha))
-	require.Equal(t, 202, code, body)
-	got := w.waitStatuses(t, 120*time.Second, "show")
-	require.Equal(t, "success", got[status.JobContext(".cikit.yml", "show")].State, "%+v", got)
-	runID := runIDOf(t, got[status.PipelineContext(".cikit.yml")])
+	runID := w.pushed(t, base, "delivery-forge-slow-revoke", w.sha, "show", "success")
 	require.Equal(t, "succeeded", jobOf(t, base, runID, "show").State)
 	select {
 	case <-blocked:

@@ -157,24 +157,20 @@ func (r *sourceRevoker) sweep(ctx context.Context) {
 	now := r.now()
 	for k, m := range live {
 		expired := !m.src.ExpiresAt.IsZero() && !now.Before(m.src.ExpiresAt)
-		running := true
 		if !expired {
-			ok, err := r.stillRuns(ctx, m)
-			if err != nil {
-				continue // the lease store failed: ask again next time
+			// An error is the lease store failing: ask again next time.
+			if running, err := r.stillRuns(ctx, m); err != nil || running {
+				continue
 			}
-			running = ok
 		}
-		if expired || !running {
-			r.mu.Lock()
-			if r.live[k] == m {
-				delete(r.live, k)
-				if !expired {
-					r.due = append(r.due, m)
-				}
+		r.mu.Lock()
+		if r.live[k] == m {
+			delete(r.live, k)
+			if !expired {
+				r.due = append(r.due, m)
 			}
-			r.mu.Unlock()
 		}
+		r.mu.Unlock()
 	}
 }
 
