@@ -38,6 +38,11 @@ const (
 	// MaxOutputsBytes bounds all the outputs of one job together (names
 	// and values): 1 MiB, GitHub Actions' limit per job.
 	MaxOutputsBytes = 1 << 20
+	// MaxExpandBytes bounds JobSpec.Expand, what the compiler keeps of a
+	// job whose matrix only the run can compute to expand it then: 2 MiB,
+	// room for the pipeline file (at most 1 MiB by default) and what it
+	// calls. The compiler refuses a larger one with a diagnostic.
+	MaxExpandBytes = 2 << 20
 
 	// DefaultMaxLogBytes is the default size of a job's log: 4 MiB, the
 	// default of GitLab Runner's output_limit (4096 KiB). Past it the log

@@ -95,6 +95,15 @@ type JobSpec struct {
 	MatrixJSON map[string]json.RawMessage `json:"matrix_json,omitempty"`
 	// MatrixOf is the ID of the job as written, for a matrix variant.
 	MatrixOf string `json:"matrix_of,omitempty"`
+	// Expand, when set, marks a job whose matrix only the run can compute
+	// (a GitHub matrix read from the outputs of the jobs it needs, such as
+	// fromJSON(needs.setup.outputs.matrix)). The job is never run as it
+	// is: once its needs are done, the scheduler expands it into its
+	// variants (dag.Expander), which run as jobs of their own, and the job
+	// ends as they all have. Its content belongs to the compiler, which
+	// wrote it and which expands it (compiler.ExpandJob); to everything
+	// else it is opaque. At most MaxExpandBytes.
+	Expand json.RawMessage `json:"expand,omitempty"`
 	// Checkout, when set, is how the runner puts the run's commit into
 	// the workspace before the first step: native pipelines and GitLab
 	// jobs have one. Nil for a job that checks out in a step (GitHub's
@@ -278,6 +287,7 @@ func (j *JobSpec) Clone() *JobSpec {
 	c.Permissions = maps.Clone(j.Permissions)
 	c.Matrix = maps.Clone(j.Matrix)
 	c.MatrixJSON = maps.Clone(j.MatrixJSON)
+	c.Expand = slices.Clone(j.Expand)
 	c.Checkout = clonePtr(j.Checkout)
 	c.Warnings = slices.Clone(j.Warnings)
 	return &c
