@@ -65,10 +65,8 @@ func TestGlobMatch(t *testing.T) {
 	require.Len(t, expandBraces(strings.Repeat("{a,b}", 20), maxGlobAlternatives), maxGlobAlternatives)
 }
 
-func TestRefSlugAndServiceName(t *testing.T) {
+func TestServiceName(t *testing.T) {
 	t.Parallel()
-	require.Equal(t, "feature-my-branch-1-2", refSlug("Feature/My_Branch-1.2"))
-	require.Len(t, refSlug(strings.Repeat("a", 100)), 63)
 	require.Equal(t, "tutum__wordpress", glServiceName("tutum/wordpress:latest"))
 	require.Equal(t, "registry.example.com:5000__postgres", glServiceName("registry.example.com:5000/postgres:16"))
 	require.Equal(t, "docker", glServiceName("docker:19.03-dind"))

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/compiler/expr"
+	"github.com/cikit/cikit/internal/refslug"
 )
 
 // GitLab decides at pipeline creation which jobs a pipeline has: rules,
@@ -154,7 +155,7 @@ func newGLVars(e *Event) *glVars {
 	}
 	if v.refName != "" {
 		set("CI_COMMIT_REF_NAME", v.refName)
-		set("CI_COMMIT_REF_SLUG", refSlug(v.refName))
+		set("CI_COMMIT_REF_SLUG", refslug.Of(v.refName))
 	}
 	switch v.ref {
 	case refBranch:

@@ -191,19 +191,3 @@ func expandBraces(p string, limit int) []string {
 
 // isGlob reports whether a path pattern holds glob characters.
 func isGlob(p string) bool { return strings.ContainsAny(p, "*?[{") }
-
-// refSlug is GitLab's CI_COMMIT_REF_SLUG: the ref name lowercased, every
-// character but a-z and 0-9 replaced by "-", at most 63 bytes, without
-// leading or trailing "-".
-func refSlug(ref string) string {
-	b := []byte(strings.ToLower(ref))
-	for i, c := range b {
-		if !('a' <= c && c <= 'z' || '0' <= c && c <= '9') {
-			b[i] = '-'
-		}
-	}
-	if len(b) > 63 {
-		b = b[:63]
-	}
-	return strings.Trim(string(b), "-")
-}

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/internal/refslug"
 )
 
 // Params is what the run-time semantics of one job depend on: its spec,
@@ -226,7 +227,7 @@ func gitlabVars(p Params, rc cikit.RunContext, runID, runURL string) map[string]
 		refName = rc.HeadRef // GitLab's ref of a merge request pipeline is its source branch
 	}
 	set("CI_COMMIT_REF_NAME", refName)
-	set("CI_COMMIT_REF_SLUG", Slug(refName))
+	set("CI_COMMIT_REF_SLUG", refslug.Of(refName))
 	switch {
 	case rc.RefType == "tag":
 		set("CI_COMMIT_TAG", rc.RefName)
@@ -348,22 +349,6 @@ func pipelineSource(event string) string {
 		return "web"
 	}
 	return event
-}
-
-// Slug is GitLab's CI_COMMIT_REF_SLUG of a ref name: lowercased, every
-// character but 0-9 and a-z replaced by "-", cut to 63 bytes, without a
-// leading or trailing "-".
-func Slug(ref string) string {
-	b := []byte(strings.ToLower(ref))
-	for i, c := range b {
-		if (c < 'a' || c > 'z') && (c < '0' || c > '9') {
-			b[i] = '-'
-		}
-	}
-	if len(b) > 63 {
-		b = b[:63]
-	}
-	return strings.Trim(string(b), "-")
 }
 
 // serverURL is the forge's base URL: the repository's URL without its

@@ -132,21 +132,6 @@ func TestOverrides(t *testing.T) {
 	require.Nil(t, cikitruntime.Overrides(cikitruntime.Params{Spec: &cikit.JobSpec{Format: "gitlab"}}))
 }
 
-func TestSlug(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		"main": "main", "feature/Login-Page": "feature-login-page", "-x_y.z-": "x-y-z", "über": "ber",
-		"a" + string(make([]byte, 70)): "a",
-	} {
-		require.Equal(t, want, cikitruntime.Slug(in), in)
-	}
-	long := ""
-	for range 70 {
-		long += "a"
-	}
-	require.Len(t, cikitruntime.Slug(long), 63)
-}
-
 func TestEventJSON(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, `{}`, string(cikitruntime.EventJSON(nil)))
