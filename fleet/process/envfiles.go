@@ -47,8 +47,8 @@ func (j *jobRun) applyFiles(f runtime.Files, step string, outputs *map[string]st
 	var errs []error
 	if kvs, err := readEnvFile(f.Env, runtime.ParseEnvFile); err != nil {
 		errs = append(errs, fmt.Errorf("GITHUB_ENV: %w", err))
-	} else {
-		j.gh.AddEnv(kvs)
+	} else if err := j.gh.AddEnv(kvs); err != nil {
+		errs = append(errs, fmt.Errorf("GITHUB_ENV: %w", err))
 	}
 	if dirs, err := readEnvFile(f.Path, runtime.ParsePathFile); err != nil {
 		errs = append(errs, fmt.Errorf("GITHUB_PATH: %w", err))

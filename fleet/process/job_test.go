@@ -291,6 +291,22 @@ echo "### done" >> "$GITHUB_STEP_SUMMARY"`},
 	})
 }
 
+// TestRunJobGitHubEnvRefusesNodeOptions: as on GitHub, a step cannot set
+// NODE_OPTIONS for the later steps through GITHUB_ENV: its step fails,
+// naming it, and the later steps do not see it.
+func TestRunJobGitHubEnvRefusesNodeOptions(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{ID: "env", Format: "github", Steps: []cikit.Step{
+		{Name: "inject", Run: `echo "NODE_OPTIONS=--require=./evil.js" >> "$GITHUB_ENV"; echo "OK=1" >> "$GITHUB_ENV"`},
+		{Name: "after", Run: `echo "node_options=[$NODE_OPTIONS] ok=$OK"`, If: &cikit.Condition{Lang: cikit.LangGitHub, Expr: "always()"}},
+	}}})
+	out := b.out.String()
+	require.Equal(t, cikit.JobFailed, res.State, out)
+	require.Contains(t, res.Reason, `step "inject": GITHUB_ENV: NODE_OPTIONS cannot be set through GITHUB_ENV`)
+	require.Contains(t, out, "node_options=[] ok=1\n")
+}
+
 // TestRunJobWorkflowCommands: a GitHub job's workflow commands act: a
 // masked value is *** from then on, annotations are the result's with
 // their step, groups stay in the log.

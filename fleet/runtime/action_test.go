@@ -157,7 +157,7 @@ func TestActionRun(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, runs)
 	c.SetStep("say", runtime.Success, runtime.Success, map[string]string{"text": "hello world"})
-	c.AddEnv([]runtime.KV{{Name: "FROM_ACTION", Value: "1"}})
+	require.NoError(t, c.AddEnv([]runtime.KV{{Name: "FROM_ACTION", Value: "1"}}))
 
 	out, err := a.EvalOutputs(c)
 	require.NoError(t, err)

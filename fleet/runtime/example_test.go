@@ -48,7 +48,7 @@ func ExampleGitHub() {
 	// The step ran and wrote its files.
 	env, _ := runtime.ParseEnvFile(strings.NewReader("CGO_ENABLED=0\n"), runtime.DefaultEnvFileBytes)
 	out, _ := runtime.ParseEnvFile(strings.NewReader("version=1.4.7\n"), runtime.DefaultEnvFileBytes)
-	g.AddEnv(env)
+	_ = g.AddEnv(env)
 	g.SetStep("v", runtime.Success, runtime.Success, map[string]string{out[0].Name: out[0].Value})
 
 	next, _ := g.StepEnv(&cikit.Step{})

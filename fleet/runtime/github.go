@@ -275,12 +275,23 @@ func (g *GitHub) baseEnv() map[string]string {
 
 // AddEnv records variables a step wrote to GITHUB_ENV: the later steps
 // see them in their environment and in env.*, above the job's env and
-// below their own.
-func (g *GitHub) AddEnv(kvs []KV) {
+// below their own. As on GitHub, NODE_OPTIONS (in any case) cannot be
+// set so, since it would run code in every later Node.js process: it is
+// left out, and the error names it; the other variables are recorded.
+func (g *GitHub) AddEnv(kvs []KV) error {
+	var refused []string
 	for _, kv := range kvs {
+		if strings.EqualFold(kv.Name, "NODE_OPTIONS") {
+			refused = append(refused, kv.Name)
+			continue
+		}
 		g.files.vars[kv.Name] = kv.Value
 	}
 	g.env = g.baseEnv()
+	if len(refused) > 0 {
+		return fmt.Errorf("%s cannot be set through GITHUB_ENV, as on GitHub: set it in the env of the steps that need it", strings.Join(slices.Compact(refused), ", "))
+	}
+	return nil
 }
 
 // FileEnv returns what steps wrote to GITHUB_ENV so far.

@@ -106,7 +106,7 @@ func TestGitHubEnvAcrossSteps(t *testing.T) {
 	require.Equal(t, map[string]string{"A": "job", "B": "step job", "C": "job-c"}, env)
 	require.Equal(t, "step job", expand(t, g, "${{ env.B }}"), "the step's run reads its own env")
 
-	g.AddEnv([]runtime.KV{{Name: "A", Value: "file"}, {Name: "D", Value: "d"}})
+	require.NoError(t, g.AddEnv([]runtime.KV{{Name: "A", Value: "file"}, {Name: "D", Value: "d"}}))
 	require.Equal(t, "file d job", expand(t, g, "${{ env.A }} ${{ env.D }} ${{ env.B }}"), "GITHUB_ENV overrides the job's env; the step's env is over")
 	env, err = g.StepEnv(&cikit.Step{Env: map[string]string{"D": "own"}})
 	require.NoError(t, err)
@@ -115,6 +115,12 @@ func TestGitHubEnvAcrossSteps(t *testing.T) {
 
 	_, err = g.StepEnv(&cikit.Step{Env: map[string]string{"X": "${{ fromJSON('{') }}"}})
 	require.ErrorContains(t, err, "env X:")
+
+	// As on GitHub, NODE_OPTIONS cannot come from GITHUB_ENV; the rest of
+	// the file still applies.
+	err = g.AddEnv([]runtime.KV{{Name: "node_options", Value: "--require=/tmp/x.js"}, {Name: "E", Value: "e"}})
+	require.ErrorContains(t, err, "node_options cannot be set through GITHUB_ENV")
+	require.Equal(t, map[string]string{"A": "file", "D": "d", "E": "e"}, g.FileEnv())
 }
 
 func TestGitHubStepRuns(t *testing.T) {
