@@ -115,7 +115,7 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	r := &memRun{graph: g, jobs: make([]Job, len(p.Jobs)), attempts: make(map[string][]*Job), context: rc}
 	states := Initial(g)
 	for i, spec := range p.Jobs {
-		r.jobs[i] = Job{Spec: spec.Clone(), State: states[i], Attempt: 1}
+		r.jobs[i] = Job{Spec: spec.Clone(), State: states[i], Attempt: 1, FailureAllowed: spec.AllowFailure}
 		switch states[i] {
 		case cikit.JobReady:
 			r.jobs[i].ReadyAt = now
@@ -398,7 +398,8 @@ func (r *memRun) states() []cikit.JobState {
 }
 
 func (r *memRun) updateRun(now time.Time) {
-	r.run.State = RunStatus(r.graph, r.states())
+	g := r.graph.withAllowed(func(i int) bool { return r.jobs[i].FailureAllowed })
+	r.run.State = RunStatus(g, r.states())
 	switch {
 	case !r.run.State.Terminal():
 		r.run.FinishedAt = time.Time{} // running again after a retry

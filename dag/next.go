@@ -303,7 +303,7 @@ func propagate(g *Graph, base func(int) cikit.JobState, j int, s cikit.JobState,
 				continue
 			}
 			switch {
-			case Satisfied(ps, g.Node(p).AllowFailure):
+			case Satisfied(ps, g.allowsFailure(p)):
 				if allSatisfied(g, c, state) {
 					set(c, Arrival(g, c))
 				}
@@ -398,7 +398,7 @@ func settle(g *Graph, base func(int) cikit.JobState, order []int) []Change {
 				case to != cikit.JobPending:
 				case s == cikit.JobCancelled:
 					to = cikit.JobCancelled
-				case s.Terminal() && !Satisfied(s, g.Node(p).AllowFailure):
+				case s.Terminal() && !Satisfied(s, g.allowsFailure(p)):
 					to = cikit.JobSkipped
 				}
 			}
@@ -424,7 +424,7 @@ func whenDecided(g *Graph, i int, state func(int) cikit.JobState) (cikit.JobStat
 		if !s.Terminal() {
 			return "", false
 		}
-		unsatisfied = unsatisfied || !Satisfied(s, g.Node(p).AllowFailure)
+		unsatisfied = unsatisfied || !Satisfied(s, g.allowsFailure(p))
 	}
 	if g.Node(i).When == cikit.WhenAlways || unsatisfied {
 		return cikit.JobReady, true
@@ -434,7 +434,7 @@ func whenDecided(g *Graph, i int, state func(int) cikit.JobState) (cikit.JobStat
 
 func allSatisfied(g *Graph, i int, state func(int) cikit.JobState) bool {
 	for _, p := range g.Parents(i) {
-		if !Satisfied(state(p), g.Node(p).AllowFailure) {
+		if !Satisfied(state(p), g.allowsFailure(p)) {
 			return false
 		}
 	}
@@ -478,7 +478,7 @@ func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
 		switch s {
 		case cikit.JobManual:
 			person[i] = personWaits
-			if !g.Node(i).AllowFailure {
+			if !g.allowsFailure(i) {
 				person[i] = personHolds
 			}
 		case cikit.JobPending:
@@ -487,7 +487,7 @@ func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
 			}
 			sum.open = sum.open || person[i] == 0
 		}
-		sum.add(s, g.Node(i).AllowFailure)
+		sum.add(s, g.allowsFailure(i))
 	}
 	return sum.state()
 }
@@ -560,7 +560,7 @@ func consequenceReason(g *Graph, state func(int) cikit.JobState, i int) string {
 	}
 	for _, p := range g.Parents(i) {
 		switch s := state(p); {
-		case s == cikit.JobFailed && !g.Node(p).AllowFailure:
+		case s == cikit.JobFailed && !g.allowsFailure(p):
 			return fmt.Sprintf("needs %s, which failed", g.Node(p).ID)
 		case s == cikit.JobSkipped || s == cikit.JobCancelled:
 			return fmt.Sprintf("needs %s, which was %s", g.Node(p).ID, s)
@@ -588,7 +588,7 @@ func retryFailed(g *Graph, states []cikit.JobState) ([]Change, error) {
 		s := states[i]
 		// A manual job still waiting for a person, and what waits for
 		// it, are not retried: they have not run.
-		retry := s.Terminal() && s != cikit.JobSucceeded && !(s == cikit.JobFailed && g.Node(i).AllowFailure)
+		retry := s.Terminal() && s != cikit.JobSucceeded && !(s == cikit.JobFailed && g.allowsFailure(i))
 		for _, p := range g.Parents(i) {
 			// What ran after a retried job (always and on_failure jobs,
 			// and what needs them) runs again after its new attempt.
@@ -611,7 +611,7 @@ func retryFailed(g *Graph, states []cikit.JobState) ([]Change, error) {
 		}
 		blocked := false
 		for _, p := range g.Parents(i) {
-			blocked = blocked || next[p].Terminal() && !Satisfied(next[p], g.Node(p).AllowFailure)
+			blocked = blocked || next[p].Terminal() && !Satisfied(next[p], g.allowsFailure(p))
 		}
 		switch {
 		case blocked:
