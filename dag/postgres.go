@@ -278,8 +278,30 @@ func collectOwners(rows pgx.Rows, err error, owner map[string]string) error {
 	return nil
 }
 
+// insertRuns inserts runs' rows, numbering them: each pipeline's counter
+// grows by its runs in the statement, and they take the numbers up to it
+// in the order given. The counter's row stays locked until the
+// transaction ends, so concurrent creations of a pipeline's runs take
+// turns there, and their numbers are distinct and grow with the order in
+// which they commit. The pipelines' rows are taken in one order, so two
+// creations of runs of several pipelines cannot deadlock.
+const insertRuns = `WITH t AS (
+		SELECT * FROM unnest($1::text[], $2::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+			WITH ORDINALITY AS t(id, st, fin, k, pl, br, sha, ctx, ord)
+	), c AS (
+		INSERT INTO pipeline_run_numbers AS c (pipeline, last)
+		SELECT pl, count(*) FROM t GROUP BY pl ORDER BY pl COLLATE "C"
+		ON CONFLICT (pipeline) DO UPDATE SET last = c.last + excluded.last
+		RETURNING pipeline, last
+	)
+	INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key, pipeline, branch, sha, context, number)
+	SELECT t.id, t.st, $3, t.fin, nullif(t.k, ''), t.pl, t.br, t.sha, t.ctx::json,
+		c.last - count(*) OVER (PARTITION BY t.pl) + row_number() OVER (PARTITION BY t.pl ORDER BY t.ord)
+	FROM t JOIN c ON c.pipeline = t.pl
+	RETURNING id, number`
+
 // insertRuns writes new runs, their jobs, needs, ended attempts and
-// outbox events, in one round trip.
+// outbox events, in one round trip; it numbers the runs (Run.Number).
 func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newRun, now time.Time) error {
 	if len(fresh) == 0 {
 		return nil
@@ -337,11 +359,21 @@ func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newR
 		evs = append(evs, events(newEventID, now, run, false, initial)...)
 	}
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key, pipeline, branch, sha, context)
-		SELECT id, st, $3, fin, nullif(k, ''), pl, br, sha, ctx::json
-		FROM unnest($1::text[], $2::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
-			AS t(id, st, fin, k, pl, br, sha, ctx)`,
-		runIDs, runStates, now, runFinished, runKeys, runPipelines, runBranches, runSHAs, runContexts)
+	byID := make(map[string]*Run, len(fresh))
+	for _, n := range fresh {
+		byID[n.run.ID] = n.run
+	}
+	b.Queue(insertRuns, runIDs, runStates, now, runFinished, runKeys, runPipelines, runBranches, runSHAs, runContexts).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id string
+			var number int64
+			if err := rows.Scan(&id, &number); err != nil {
+				return err
+			}
+			byID[id].Number = number
+		}
+		return rows.Err()
+	})
 	b.Queue(`INSERT INTO jobs (run_id, position, job_id, spec, state, reason, ready_at, finished_at, allow_failure)
 		SELECT r, pos, j, sp::jsonb, st, rs, rd, fn, af
 		FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::timestamptz[], $9::bool[])
@@ -1177,14 +1209,14 @@ func (s *PostgresStore) runTx(ctx context.Context, tx conn, runID string) (*Run,
 }
 
 // runColumns are the columns of pipeline_runs scanRun reads.
-const runColumns = `state, created_at, finished_at, idempotency_key, pipeline, branch, sha`
+const runColumns = `state, created_at, finished_at, idempotency_key, pipeline, branch, sha, number`
 
 // scanRun reads a run's row: runColumns.
 func scanRun(runID string, row pgx.Row) (*Run, error) {
 	run := &Run{ID: runID}
 	var finished *time.Time
 	var key *string
-	if err := row.Scan(&run.State, &run.CreatedAt, &finished, &key, &run.Pipeline, &run.Branch, &run.SHA); err != nil {
+	if err := row.Scan(&run.State, &run.CreatedAt, &finished, &key, &run.Pipeline, &run.Branch, &run.SHA, &run.Number); err != nil {
 		return nil, interpretError(err)
 	}
 	run.FinishedAt = deref(finished)

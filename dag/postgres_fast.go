@@ -406,7 +406,7 @@ const nestedLoops = `SELECT set_config('enable_hashjoin', 'off', true), set_conf
 
 // readRuns reads runs' rows, after lockRuns: a statement of its own, so
 // that it sees what was committed while it waited for the locks.
-const readRuns = `SELECT id, state, created_at, finished_at, idempotency_key FROM pipeline_runs WHERE id = ANY($1)`
+const readRuns = `SELECT id, state, created_at, finished_at, idempotency_key, number FROM pipeline_runs WHERE id = ANY($1)`
 
 // lockChildren locks PENDING jobs before readyChildren counts their needs:
 // two writes completing two needs of one job take turns here, and the
@@ -648,7 +648,7 @@ func (s *PostgresStore) fastUpdate(ctx context.Context, tx batchSender, fast []*
 		r := &Run{}
 		var finished *time.Time
 		var key *string
-		if err := rows.Scan(&r.ID, &r.State, &r.CreatedAt, &finished, &key); err != nil {
+		if err := rows.Scan(&r.ID, &r.State, &r.CreatedAt, &finished, &key, &r.Number); err != nil {
 			return nil, nil, interpretError(err)
 		}
 		r.CreatedAt, r.FinishedAt = r.CreatedAt.UTC(), deref(finished)

@@ -460,6 +460,12 @@ type Run struct {
 	Pipeline string
 	Branch   string
 	SHA      string
+	// Number is the run's number among the runs of its Pipeline: 1 for
+	// the first created, then 2, 3 … in creation order (GitHub's
+	// run_number, GitLab's CI_PIPELINE_IID). Numbers are unique within a
+	// pipeline and grow with creation; a store need not leave no gap.
+	// An idempotent RunCreate returns the run with its number.
+	Number int64
 	// Context is what the run knows of the event that started it, as
 	// RunCreateParams.Context gave it; nil when it was not given. Only
 	// RunGet reads it (it may hold a payload of up to
