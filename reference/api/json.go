@@ -11,7 +11,10 @@ import (
 // RunSummary is a run as the list of runs shows it. Times are RFC 3339 in
 // UTC, durations integer nanoseconds.
 type RunSummary struct {
-	ID       string         `json:"id"`
+	ID string `json:"id"`
+	// Number is the run's number among its pipeline's runs: 1, 2, 3 …
+	// in creation order (dag.Run.Number).
+	Number   int64          `json:"number"`
 	Pipeline string         `json:"pipeline"`
 	Branch   string         `json:"branch"`
 	SHA      string         `json:"sha"`
@@ -168,7 +171,7 @@ func summary(run *dag.Run, now time.Time) RunSummary {
 		end = now
 	}
 	return RunSummary{
-		ID: run.ID, Pipeline: run.Pipeline, Branch: run.Branch, SHA: run.SHA, State: run.State,
+		ID: run.ID, Number: run.Number, Pipeline: run.Pipeline, Branch: run.Branch, SHA: run.SHA, State: run.State,
 		CreatedAt: run.CreatedAt.UTC(), FinishedAt: utc(run.FinishedAt), Duration: max(end.Sub(run.CreatedAt), 0),
 	}
 }
