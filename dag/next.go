@@ -149,7 +149,9 @@ func Arrival(g *Graph, i int) cikit.JobState {
 }
 
 // Satisfied reports whether a job in state s with the given allow_failure
-// lets the jobs that need it run.
+// lets the jobs that need it run. For a FAILED job, allowFailure is
+// whether its failure was allowed (Job.FailureAllowed, see
+// AllowedFailure), not only what its spec asks.
 func Satisfied(s cikit.JobState, allowFailure bool) bool {
 	return s == cikit.JobSucceeded || s == cikit.JobFailed && allowFailure
 }
@@ -158,6 +160,10 @@ func Satisfied(s cikit.JobState, allowFailure bool) bool {
 // resulting change in the order it happens: the event's own transition
 // first, then its consequences. It does not modify states. A transition
 // the rules forbid returns a *cikit.TransitionError and no changes.
+//
+// A FAILED job allows failure as its node says (Node.AllowFailure); the
+// stores, which know how each attempt failed, decide a failure limited
+// to exit codes by it (AllowedFailure) and give the rules their answer.
 //
 // The rules, from seed 004:
 //   - When a job finishes, every PENDING job whose needs are now all
