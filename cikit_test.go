@@ -70,16 +70,37 @@ func TestJobSpecCloneIsDeep(t *testing.T) {
 func TestRetryPolicy(t *testing.T) {
 	t.Parallel()
 	var none *cikit.Retry
-	require.False(t, none.Retries(cikit.FailureInfrastructure, 1))
 	all := &cikit.Retry{Max: 2}
-	require.True(t, all.Retries(cikit.FailureScript, 1))
-	require.True(t, all.Retries(cikit.FailureScript, 2))
-	require.False(t, all.Retries(cikit.FailureScript, 3), "two retries: attempts 2 and 3")
 	infra := &cikit.Retry{Max: 1, When: []string{"runner_system_failure", "stuck_or_timeout_failure"}}
-	require.True(t, infra.Retries(cikit.FailureInfrastructure, 1))
-	require.True(t, infra.Retries(cikit.FailureTimeout, 1))
-	require.False(t, infra.Retries(cikit.FailureScript, 1), "test failures are not retried")
 	native := &cikit.Retry{Max: 1, When: []string{"failure"}}
-	require.True(t, native.Retries(cikit.FailureScript, 1))
-	require.False(t, native.Retries(cikit.FailureInfrastructure, 1))
+	oom := &cikit.Retry{Max: 1, ExitCodes: []int{137}}
+	oomOrInfra := &cikit.Retry{Max: 1, When: []string{"runner_system_failure"}, ExitCodes: []int{137}}
+	for _, c := range []struct {
+		name     string
+		r        *cikit.Retry
+		class    cikit.FailureClass
+		exitCode int
+		attempt  int
+		want     bool
+	}{
+		{"no policy", none, cikit.FailureInfrastructure, -1, 1, false},
+		{"always, first retry", all, cikit.FailureScript, 1, 1, true},
+		{"always, second retry", all, cikit.FailureScript, 1, 2, true},
+		{"two retries: attempts 2 and 3", all, cikit.FailureScript, 1, 3, false},
+		{"when runner failure", infra, cikit.FailureInfrastructure, -1, 1, true},
+		{"when timeout", infra, cikit.FailureTimeout, -1, 1, true},
+		{"test failures are not retried", infra, cikit.FailureScript, 1, 1, false},
+		{"native failure", native, cikit.FailureScript, 1, 1, true},
+		{"native failure is not infrastructure", native, cikit.FailureInfrastructure, -1, 1, false},
+		{"exit code listed", oom, cikit.FailureScript, 137, 1, true},
+		{"exit code not listed", oom, cikit.FailureScript, 1, 1, false},
+		{"exit codes alone retry nothing else", oom, cikit.FailureInfrastructure, -1, 1, false},
+		{"a timeout is no step exit", oom, cikit.FailureTimeout, 137, 1, false},
+		{"exit codes within max", oom, cikit.FailureScript, 137, 2, false},
+		{"when or exit code: the code", oomOrInfra, cikit.FailureScript, 137, 1, true},
+		{"when or exit code: the class", oomOrInfra, cikit.FailureInfrastructure, -1, 1, true},
+		{"when or exit code: neither", oomOrInfra, cikit.FailureScript, 2, 1, false},
+	} {
+		require.Equal(t, c.want, c.r.Retries(c.class, c.exitCode, c.attempt), c.name)
+	}
 }

@@ -65,6 +65,11 @@ type JobContext struct {
 	// from 1.
 	RunID   string `json:"run_id"`
 	Attempt int    `json:"attempt"`
+	// RunNumber is the run's number among its pipeline's runs, from 1
+	// (dag.Run.Number): GitHub's run_number, GitLab's CI_PIPELINE_IID.
+	// Zero when the platform does not number runs; the runtime then
+	// gives 1.
+	RunNumber int64 `json:"run_number,omitempty"`
 	// RunURL is the run's page on the platform, when the platform knows
 	// its public URL.
 	RunURL string `json:"run_url,omitempty"`

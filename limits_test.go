@@ -22,7 +22,7 @@ func TestFormatBytes(t *testing.T) {
 func TestRetryNeverRetriesConfig(t *testing.T) {
 	t.Parallel()
 	for _, r := range []*cikit.Retry{{Max: 2}, {Max: 2, When: []string{"always"}}} {
-		require.False(t, r.Retries(cikit.FailureConfig, 1), "%+v", r)
-		require.True(t, r.Retries(cikit.FailureInfrastructure, 1), "%+v", r)
+		require.False(t, r.Retries(cikit.FailureConfig, 1, 1), "%+v", r)
+		require.True(t, r.Retries(cikit.FailureInfrastructure, -1, 1), "%+v", r)
 	}
 }

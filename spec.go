@@ -52,7 +52,10 @@ type JobSpec struct {
 	// fails, and keeps its failure out of the run's status.
 	AllowFailure bool `json:"allow_failure,omitempty"`
 	// AllowFailureExitCodes, when set, limits AllowFailure to failures
-	// with one of these exit codes.
+	// of a step that exited with one of these codes (FailureScript): a
+	// failure with another code, or one that is not a step's exit (a
+	// timeout, a lost runner), fails the run as if AllowFailure were
+	// false (GitLab's allow_failure:exit_codes).
 	AllowFailureExitCodes []int `json:"allow_failure_exit_codes,omitempty"`
 	// When says in which outcome of its needs the job runs; empty means
 	// WhenOnSuccess.
@@ -192,8 +195,14 @@ type Retry struct {
 	// Max is the number of retries after the first attempt.
 	Max int `json:"max"`
 	// When lists the failure classes retried ("always",
-	// "runner_system_failure", "script_failure" …); empty means always.
+	// "runner_system_failure", "script_failure" …); empty means always,
+	// unless ExitCodes is set.
 	When []string `json:"when,omitempty"`
+	// ExitCodes, when set, also retries a failure of a step that exited
+	// with one of these codes (FailureScript), whatever When says
+	// (GitLab's retry:exit_codes); with ExitCodes and no When, only those
+	// failures are retried.
+	ExitCodes []int `json:"exit_codes,omitempty"`
 }
 
 // Concurrency places a job in a concurrency group: at most one job of the
@@ -267,7 +276,7 @@ func (j *JobSpec) Clone() *JobSpec {
 	c.If = clonePtr(j.If)
 	if j.Retry != nil {
 		r := *j.Retry
-		r.When = slices.Clone(r.When)
+		r.When, r.ExitCodes = slices.Clone(r.When), slices.Clone(r.ExitCodes)
 		c.Retry = &r
 	}
 	c.Concurrency = clonePtr(j.Concurrency)
@@ -342,15 +351,19 @@ var retryClasses = map[string][]FailureClass{
 }
 
 // Retries reports whether attempt (1 for the first) of a job that failed
-// with class gets another attempt under policy r: when the attempt is
-// within r.Max retries and the class is one r.When names (all when
-// empty). A nil policy retries nothing, and no policy retries
-// FailureConfig.
-func (r *Retry) Retries(class FailureClass, attempt int) bool {
+// with class and exitCode gets another attempt under policy r: when the
+// attempt is within r.Max retries and the class is one r.When names, or
+// a step exited (FailureScript) with one of r.ExitCodes. Empty When and
+// ExitCodes retry every failure. A nil policy retries nothing, and no
+// policy retries FailureConfig.
+func (r *Retry) Retries(class FailureClass, exitCode, attempt int) bool {
 	if r == nil || attempt > r.Max || class == FailureConfig {
 		return false
 	}
-	if len(r.When) == 0 {
+	if len(r.When) == 0 && len(r.ExitCodes) == 0 {
+		return true
+	}
+	if class == FailureScript && slices.Contains(r.ExitCodes, exitCode) {
 		return true
 	}
 	for _, w := range r.When {

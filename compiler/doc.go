@@ -255,8 +255,7 @@
 // run yet, in GitHub workflows and the native format), GitLab's
 // workflow:name and workflow:auto_cancel, interruptible, coverage,
 // hooks, id_tokens, identity, pages, release, dast_configuration,
-// manual_confirmation, retry:exit_codes and allow_failure:exit_codes,
-// GitLab CI/CD steps (run: with step:), the git variables the checkout
+// manual_confirmation, GitLab CI/CD steps (run: with step:), the git variables the checkout
 // does not follow (GIT_CLONE_PATH, GIT_CHECKOUT, GIT_CLEAN_FLAGS …), the
 // inputs of actions/checkout its checkout does not follow (token, lfs,
 // sparse-checkout, ssh-key …; it follows ref, fetch-depth, path,

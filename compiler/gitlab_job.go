@@ -124,13 +124,6 @@ func (g *glFront) job(e *glEntry) *glJob {
 	if r.trigger == nil {
 		j.spec.Checkout = g.checkout(j, vars, j.spec.Env)
 	}
-	if len(j.spec.AllowFailureExitCodes) > 0 {
-		at := r.exitCodesAt
-		if at == nil {
-			at = e.key // set by a rule
-		}
-		j.spec.Warnings = append(j.spec.Warnings, g.notHonoured(at, "allow_failure:exit_codes of job %q is not enforced yet: a failure with any exit code is allowed", j.name))
-	}
 	return j
 }
 
@@ -253,7 +246,6 @@ type glReader struct {
 	whenNode     *glv
 	allowFailure *bool
 	exitCodes    []int
-	exitCodesAt  *yaml.Node // where exit codes were set, for the warning
 	startIn      *glv
 	rules        []*glRule
 	rulesSet     bool
@@ -305,14 +297,10 @@ func (r *glReader) key(k glEntry) {
 		}
 	case "retry":
 		s.Retry = g.retry(v)
-		if codes := v.get("exit_codes"); codes != nil && !codes.isNull() && s.Retry != nil {
-			r.warn(codes.n, "retry:exit_codes is not honoured yet: the job is retried whatever its exit code")
-		}
 	case "timeout":
 		s.Timeout = g.duration(v, "timeout", RuleTimeout)
 	case "allow_failure":
 		r.allowFailure, r.exitCodes = g.allowFailure(v)
-		r.exitCodesAt = k.key
 	case "when":
 		r.when, r.whenNode = g.when(v, glJobWhen), v
 	case "start_in":
@@ -884,9 +872,7 @@ func (g *glFront) retry(v *glv) *cikit.Retry {
 				r.When = append(r.When, w)
 			}
 		case "exit_codes":
-			// Retrying on chosen exit codes narrows when; JobSpec's Retry
-			// has failure classes only, so the codes count as failures.
-			g.exitCodes(k.val)
+			r.ExitCodes = g.exitCodes(k.val)
 		default:
 			g.unknownGLKey(k, "in retry", []string{"exit_codes", "max", "when"})
 		}
@@ -894,8 +880,8 @@ func (g *glFront) retry(v *glv) *cikit.Retry {
 	if r.Max == 0 {
 		return nil
 	}
-	if slices.Equal(r.When, []string{"always"}) {
-		r.When = nil
+	if slices.Contains(r.When, "always") {
+		r.When, r.ExitCodes = nil, nil // every failure, whatever its code
 	}
 	return r
 }

@@ -278,3 +278,34 @@ func TestGitLabLimits(t *testing.T) {
 		require.Equal(t, compiler.RuleLimit, diags[0].Rule)
 	})
 }
+
+// TestGitLabExitCodes: allow_failure:exit_codes and retry:exit_codes reach
+// the job's spec, without a warning, as the run-time decides with them.
+func TestGitLabExitCodes(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name    string
+		job     string
+		allow   bool
+		allowOn []int
+		retry   *cikit.Retry
+	}{
+		{name: "allow on codes", job: "allow_failure: {exit_codes: [1, 3]}", allow: true, allowOn: []int{1, 3}},
+		{name: "allow on one code", job: "allow_failure: {exit_codes: 137}", allow: true, allowOn: []int{137}},
+		{name: "allow any", job: "allow_failure: true", allow: true},
+		{name: "retry on codes", job: "retry: {max: 2, exit_codes: [137]}", retry: &cikit.Retry{Max: 2, ExitCodes: []int{137}}},
+		{name: "retry on codes or classes", job: "retry: {max: 1, when: runner_system_failure, exit_codes: 137}",
+			retry: &cikit.Retry{Max: 1, When: []string{"runner_system_failure"}, ExitCodes: []int{137}}},
+		{name: "retry always covers the codes", job: "retry: {max: 1, when: always, exit_codes: 137}", retry: &cikit.Retry{Max: 1}},
+	} {
+		src := "job:\n  script: make\n  " + c.job + "\n"
+		plan, diags, err := compiler.CompileBytes(".gitlab-ci.yml", []byte(src), compiler.Options{})
+		require.NoError(t, err, c.name)
+		require.Empty(t, diags, c.name)
+		job := plan.Job("job")
+		require.Equal(t, c.allow, job.AllowFailure, c.name)
+		require.Equal(t, c.allowOn, job.AllowFailureExitCodes, c.name)
+		require.Equal(t, c.retry, job.Retry, c.name)
+		require.Empty(t, job.Warnings, c.name)
+	}
+}

@@ -98,7 +98,7 @@ func (c *counters) rebuild(ctx context.Context, runID string, g *Graph, states [
 			ck, dk := c.countKey(runID, id), c.doneKey(runID, id)
 			var done []any
 			for _, pi := range parents {
-				if Satisfied(states[pi], g.Node(pi).AllowFailure) {
+				if Satisfied(states[pi], g.allowsFailure(pi)) {
 					done = append(done, g.Node(pi).ID)
 				}
 			}

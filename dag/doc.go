@@ -14,8 +14,12 @@
 // job states and one event (queue, start, complete, cancel, expire). When
 // a job finishes, every job whose needs are all satisfied — SUCCEEDED, or
 // FAILED with allow_failure — becomes READY; a job that failed without
-// allow_failure makes all its descendants SKIPPED. RunStatus aggregates
-// job states into the run's state. A job the compiler decided never runs
+// allow_failure makes all its descendants SKIPPED. A failure limited to
+// exit codes (GitLab's allow_failure:exit_codes) is allowed or not by how
+// the attempt failed: a store decides it when the failure is reported
+// (AllowedFailure), keeps the answer with the attempt (Job.FailureAllowed)
+// and the rules read that. RunStatus aggregates job states into the run's
+// state. A job the compiler decided never runs
 // (Node.Never) starts SKIPPED with everything that needs it, and fails
 // nothing. A job of When always runs once all its needs have ended,
 // whatever their outcome; one of When on_failure only if one of them did

@@ -39,6 +39,40 @@ type Graph struct {
 	children [][]int
 	order    []int // a topological order, stable with respect to node order
 	rank     []int // rank[i] is node i's position in order
+	// allowed, when set, overrides the nodes' AllowFailure with what a
+	// run recorded of its jobs' failures (see withJobs).
+	allowed func(i int) bool
+}
+
+// allowsFailure reports whether job i, FAILED, lets the jobs that need it
+// run and stays out of the run's status: as the run recorded it when g
+// was made by withJobs, else as its node says.
+func (g *Graph) allowsFailure(i int) bool {
+	if g.allowed != nil {
+		return g.allowed(i)
+	}
+	return g.nodes[i].AllowFailure
+}
+
+// withAllowed returns a copy of g whose allowsFailure answers with
+// allowed; g is unchanged, and the copy shares its immutable parts.
+func (g *Graph) withAllowed(allowed func(i int) bool) *Graph {
+	c := *g
+	c.allowed = allowed
+	return &c
+}
+
+// withJobs is g deciding failures as jobs (a run's, indexed like g's
+// nodes) record them (Job.FailureAllowed): a failure limited to exit
+// codes may be allowed in one attempt and not in another. A job not read
+// (nil) answers by its node.
+func (g *Graph) withJobs(jobs []*Job) *Graph {
+	return g.withAllowed(func(i int) bool {
+		if j := jobs[i]; j != nil {
+			return j.FailureAllowed
+		}
+		return g.nodes[i].AllowFailure
+	})
 }
 
 // CycleError reports a dependency cycle. Cycle lists the members in need

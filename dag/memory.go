@@ -38,6 +38,8 @@ type MemoryStore struct {
 	// jobs of each concurrency group, in creation order.
 	lines  map[line][]*memRun
 	groups map[GroupKey][]memJob
+	// numbers holds the last run number of each pipeline.
+	numbers map[string]int64
 	// order holds every run by creation time, then ID, oldest first:
 	// RunList reads it backwards.
 	order []*memRun
@@ -84,7 +86,7 @@ func (s *MemoryStore) index(r *memRun) {
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	s := &MemoryStore{now: cfg.Now, newID: cfg.NewID, runs: make(map[string]*memRun), keys: make(map[string]string),
-		lines: make(map[line][]*memRun), groups: make(map[GroupKey][]memJob)}
+		lines: make(map[line][]*memRun), groups: make(map[GroupKey][]memJob), numbers: make(map[string]int64)}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -115,7 +117,7 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	r := &memRun{graph: g, jobs: make([]Job, len(p.Jobs)), attempts: make(map[string][]*Job), context: rc}
 	states := Initial(g)
 	for i, spec := range p.Jobs {
-		r.jobs[i] = Job{Spec: spec.Clone(), State: states[i], Attempt: 1}
+		r.jobs[i] = Job{Spec: spec.Clone(), State: states[i], Attempt: 1, FailureAllowed: spec.AllowFailure}
 		switch states[i] {
 		case cikit.JobReady:
 			r.jobs[i].ReadyAt = now
@@ -136,7 +138,9 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	if _, dup := s.runs[id]; dup {
 		return nil, fmt.Errorf("dag: run ID %q: %w", id, cikit.ErrConflict)
 	}
-	r.run = Run{ID: id, CreatedAt: now, IdempotencyKey: p.IdempotencyKey, Pipeline: p.Pipeline, Branch: p.Branch, SHA: p.SHA}
+	s.numbers[p.Pipeline]++
+	r.run = Run{ID: id, CreatedAt: now, IdempotencyKey: p.IdempotencyKey, Pipeline: p.Pipeline, Branch: p.Branch, SHA: p.SHA,
+		Number: s.numbers[p.Pipeline]}
 	if p.IdempotencyKey != "" {
 		s.keys[p.IdempotencyKey] = id
 	}
@@ -398,7 +402,8 @@ func (r *memRun) states() []cikit.JobState {
 }
 
 func (r *memRun) updateRun(now time.Time) {
-	r.run.State = RunStatus(r.graph, r.states())
+	g := r.graph.withAllowed(func(i int) bool { return r.jobs[i].FailureAllowed })
+	r.run.State = RunStatus(g, r.states())
 	switch {
 	case !r.run.State.Terminal():
 		r.run.FinishedAt = time.Time{} // running again after a retry

@@ -149,7 +149,9 @@ func Arrival(g *Graph, i int) cikit.JobState {
 }
 
 // Satisfied reports whether a job in state s with the given allow_failure
-// lets the jobs that need it run.
+// lets the jobs that need it run. For a FAILED job, allowFailure is
+// whether its failure was allowed (Job.FailureAllowed, see
+// AllowedFailure), not only what its spec asks.
 func Satisfied(s cikit.JobState, allowFailure bool) bool {
 	return s == cikit.JobSucceeded || s == cikit.JobFailed && allowFailure
 }
@@ -158,6 +160,10 @@ func Satisfied(s cikit.JobState, allowFailure bool) bool {
 // resulting change in the order it happens: the event's own transition
 // first, then its consequences. It does not modify states. A transition
 // the rules forbid returns a *cikit.TransitionError and no changes.
+//
+// A FAILED job allows failure as its node says (Node.AllowFailure); the
+// stores, which know how each attempt failed, decide a failure limited
+// to exit codes by it (AllowedFailure) and give the rules their answer.
 //
 // The rules, from seed 004:
 //   - When a job finishes, every PENDING job whose needs are now all
@@ -303,7 +309,7 @@ func propagate(g *Graph, base func(int) cikit.JobState, j int, s cikit.JobState,
 				continue
 			}
 			switch {
-			case Satisfied(ps, g.Node(p).AllowFailure):
+			case Satisfied(ps, g.allowsFailure(p)):
 				if allSatisfied(g, c, state) {
 					set(c, Arrival(g, c))
 				}
@@ -398,7 +404,7 @@ func settle(g *Graph, base func(int) cikit.JobState, order []int) []Change {
 				case to != cikit.JobPending:
 				case s == cikit.JobCancelled:
 					to = cikit.JobCancelled
-				case s.Terminal() && !Satisfied(s, g.Node(p).AllowFailure):
+				case s.Terminal() && !Satisfied(s, g.allowsFailure(p)):
 					to = cikit.JobSkipped
 				}
 			}
@@ -424,7 +430,7 @@ func whenDecided(g *Graph, i int, state func(int) cikit.JobState) (cikit.JobStat
 		if !s.Terminal() {
 			return "", false
 		}
-		unsatisfied = unsatisfied || !Satisfied(s, g.Node(p).AllowFailure)
+		unsatisfied = unsatisfied || !Satisfied(s, g.allowsFailure(p))
 	}
 	if g.Node(i).When == cikit.WhenAlways || unsatisfied {
 		return cikit.JobReady, true
@@ -434,7 +440,7 @@ func whenDecided(g *Graph, i int, state func(int) cikit.JobState) (cikit.JobStat
 
 func allSatisfied(g *Graph, i int, state func(int) cikit.JobState) bool {
 	for _, p := range g.Parents(i) {
-		if !Satisfied(state(p), g.Node(p).AllowFailure) {
+		if !Satisfied(state(p), g.allowsFailure(p)) {
 			return false
 		}
 	}
@@ -478,7 +484,7 @@ func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
 		switch s {
 		case cikit.JobManual:
 			person[i] = personWaits
-			if !g.Node(i).AllowFailure {
+			if !g.allowsFailure(i) {
 				person[i] = personHolds
 			}
 		case cikit.JobPending:
@@ -487,7 +493,7 @@ func RunStatus(g *Graph, states []cikit.JobState) cikit.RunState {
 			}
 			sum.open = sum.open || person[i] == 0
 		}
-		sum.add(s, g.Node(i).AllowFailure)
+		sum.add(s, g.allowsFailure(i))
 	}
 	return sum.state()
 }
@@ -560,7 +566,7 @@ func consequenceReason(g *Graph, state func(int) cikit.JobState, i int) string {
 	}
 	for _, p := range g.Parents(i) {
 		switch s := state(p); {
-		case s == cikit.JobFailed && !g.Node(p).AllowFailure:
+		case s == cikit.JobFailed && !g.allowsFailure(p):
 			return fmt.Sprintf("needs %s, which failed", g.Node(p).ID)
 		case s == cikit.JobSkipped || s == cikit.JobCancelled:
 			return fmt.Sprintf("needs %s, which was %s", g.Node(p).ID, s)
@@ -588,7 +594,7 @@ func retryFailed(g *Graph, states []cikit.JobState) ([]Change, error) {
 		s := states[i]
 		// A manual job still waiting for a person, and what waits for
 		// it, are not retried: they have not run.
-		retry := s.Terminal() && s != cikit.JobSucceeded && !(s == cikit.JobFailed && g.Node(i).AllowFailure)
+		retry := s.Terminal() && s != cikit.JobSucceeded && !(s == cikit.JobFailed && g.allowsFailure(i))
 		for _, p := range g.Parents(i) {
 			// What ran after a retried job (always and on_failure jobs,
 			// and what needs them) runs again after its new attempt.
@@ -611,7 +617,7 @@ func retryFailed(g *Graph, states []cikit.JobState) ([]Change, error) {
 		}
 		blocked := false
 		for _, p := range g.Parents(i) {
-			blocked = blocked || next[p].Terminal() && !Satisfied(next[p], g.Node(p).AllowFailure)
+			blocked = blocked || next[p].Terminal() && !Satisfied(next[p], g.allowsFailure(p))
 		}
 		switch {
 		case blocked:

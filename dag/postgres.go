@@ -278,8 +278,30 @@ func collectOwners(rows pgx.Rows, err error, owner map[string]string) error {
 	return nil
 }
 
+// insertRuns inserts runs' rows, numbering them: each pipeline's counter
+// grows by its runs in the statement, and they take the numbers up to it
+// in the order given. The counter's row stays locked until the
+// transaction ends, so concurrent creations of a pipeline's runs take
+// turns there, and their numbers are distinct and grow with the order in
+// which they commit. The pipelines' rows are taken in one order, so two
+// creations of runs of several pipelines cannot deadlock.
+const insertRuns = `WITH t AS (
+		SELECT * FROM unnest($1::text[], $2::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
+			WITH ORDINALITY AS t(id, st, fin, k, pl, br, sha, ctx, ord)
+	), c AS (
+		INSERT INTO pipeline_run_numbers AS c (pipeline, last)
+		SELECT pl, count(*) FROM t GROUP BY pl ORDER BY pl COLLATE "C"
+		ON CONFLICT (pipeline) DO UPDATE SET last = c.last + excluded.last
+		RETURNING pipeline, last
+	)
+	INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key, pipeline, branch, sha, context, number)
+	SELECT t.id, t.st, $3, t.fin, nullif(t.k, ''), t.pl, t.br, t.sha, t.ctx::json,
+		c.last - count(*) OVER (PARTITION BY t.pl) + row_number() OVER (PARTITION BY t.pl ORDER BY t.ord)
+	FROM t JOIN c ON c.pipeline = t.pl
+	RETURNING id, number`
+
 // insertRuns writes new runs, their jobs, needs, ended attempts and
-// outbox events, in one round trip.
+// outbox events, in one round trip; it numbers the runs (Run.Number).
 func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newRun, now time.Time) error {
 	if len(fresh) == 0 {
 		return nil
@@ -312,7 +334,7 @@ func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newR
 			if err != nil {
 				return fmt.Errorf("dag: job %q: %w", spec.ID, err)
 			}
-			j := &Job{RunID: run.ID, Spec: spec, State: n.states[i], Attempt: 1}
+			j := &Job{RunID: run.ID, Spec: spec, State: n.states[i], Attempt: 1, FailureAllowed: spec.AllowFailure}
 			switch j.State {
 			case cikit.JobReady:
 				j.ReadyAt = now
@@ -337,11 +359,21 @@ func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newR
 		evs = append(evs, events(newEventID, now, run, false, initial)...)
 	}
 	b := &pgx.Batch{}
-	b.Queue(`INSERT INTO pipeline_runs (id, state, created_at, finished_at, idempotency_key, pipeline, branch, sha, context)
-		SELECT id, st, $3, fin, nullif(k, ''), pl, br, sha, ctx::json
-		FROM unnest($1::text[], $2::text[], $4::timestamptz[], $5::text[], $6::text[], $7::text[], $8::text[], $9::text[])
-			AS t(id, st, fin, k, pl, br, sha, ctx)`,
-		runIDs, runStates, now, runFinished, runKeys, runPipelines, runBranches, runSHAs, runContexts)
+	byID := make(map[string]*Run, len(fresh))
+	for _, n := range fresh {
+		byID[n.run.ID] = n.run
+	}
+	b.Queue(insertRuns, runIDs, runStates, now, runFinished, runKeys, runPipelines, runBranches, runSHAs, runContexts).Query(func(rows pgx.Rows) error {
+		for rows.Next() {
+			var id string
+			var number int64
+			if err := rows.Scan(&id, &number); err != nil {
+				return err
+			}
+			byID[id].Number = number
+		}
+		return rows.Err()
+	})
 	b.Queue(`INSERT INTO jobs (run_id, position, job_id, spec, state, reason, ready_at, finished_at, allow_failure)
 		SELECT r, pos, j, sp::jsonb, st, rs, rd, fn, af
 		FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::timestamptz[], $9::bool[])
@@ -796,11 +828,11 @@ func (s *PostgresStore) transitionsTx(ctx context.Context, tx pgx.Tx, ids []stri
 		for _, j := range a.changed {
 			i, _ := r.rg.g.Index(j.ID())
 			r.changed[i] = j
-			if !r.full && Satisfied(j.State, j.Spec.AllowFailure) {
+			if !r.full && Satisfied(j.State, j.FailureAllowed) {
 				r.satisfied = append(r.satisfied, i)
 			}
 		}
-		if w.repairs && Satisfied(r.jobs[w.ev.Job].State, r.rg.specs[w.ev.Job].AllowFailure) {
+		if w.repairs && Satisfied(r.jobs[w.ev.Job].State, r.jobs[w.ev.Job].FailureAllowed) {
 			r.satisfied = append(r.satisfied, w.ev.Job) // the count-down the first delivery may not have made
 		}
 		r.ended = append(r.ended, a.ended...)
@@ -866,7 +898,7 @@ func (s *PostgresStore) transitionsTx(ctx context.Context, tx pgx.Tx, ids []stri
 			// Even a write that changed nothing (a redelivered
 			// completion) rebuilds: the counters the first delivery
 			// left undone are made right.
-			s.rebuildCounters(ctx, id, r.rg.g, statesOf(r.jobs))
+			s.rebuildCounters(ctx, id, r.rg.g.withJobs(r.jobs), statesOf(r.jobs))
 		default:
 			for _, p := range r.satisfied {
 				for _, c := range r.rg.g.Children(p) {
@@ -987,10 +1019,10 @@ func scopeOf(rg *runGraph, je *JobEvent) []int {
 	spec := rg.specs[i]
 	switch je.Kind {
 	case EventComplete, EventExpire:
-		if je.Outcome == cikit.JobFailed && RetryOnFailure(spec, je.FailureClass, je.Attempt) {
+		if je.Outcome == cikit.JobFailed && RetryOnFailure(spec, je.FailureClass, je.ExitCode, je.Attempt) {
 			return []int{i} // a retry changes only the job
 		}
-		if je.Kind == EventComplete && Satisfied(je.Outcome, spec.AllowFailure) {
+		if je.Kind == EventComplete && Satisfied(je.Outcome, AllowedFailure(spec, je.FailureClass, je.ExitCode)) {
 			scope := []int{i}
 			for _, c := range rg.g.Children(i) {
 				scope = append(scope, c)
@@ -1095,12 +1127,12 @@ const runProbe = `SELECT
 // now and PostgreSQL tells about the others (runProbe).
 func (s *PostgresStore) lockedStatus(ctx context.Context, tx pgx.Tx, runID string, r *lockedRun) (cikit.RunState, error) {
 	if r.full {
-		return RunStatus(r.rg.g, statesOf(r.jobs)), nil
+		return RunStatus(r.rg.g.withJobs(r.jobs), statesOf(r.jobs)), nil
 	}
 	var known runSummary
 	for _, i := range r.read {
 		j := r.jobs[i]
-		known.add(j.State, j.Spec.AllowFailure)
+		known.add(j.State, j.FailureAllowed)
 		known.open = known.open || j.State == cikit.JobPending && !r.rg.manual
 	}
 	switch {
@@ -1177,14 +1209,14 @@ func (s *PostgresStore) runTx(ctx context.Context, tx conn, runID string) (*Run,
 }
 
 // runColumns are the columns of pipeline_runs scanRun reads.
-const runColumns = `state, created_at, finished_at, idempotency_key, pipeline, branch, sha`
+const runColumns = `state, created_at, finished_at, idempotency_key, pipeline, branch, sha, number`
 
 // scanRun reads a run's row: runColumns.
 func scanRun(runID string, row pgx.Row) (*Run, error) {
 	run := &Run{ID: runID}
 	var finished *time.Time
 	var key *string
-	if err := row.Scan(&run.State, &run.CreatedAt, &finished, &key, &run.Pipeline, &run.Branch, &run.SHA); err != nil {
+	if err := row.Scan(&run.State, &run.CreatedAt, &finished, &key, &run.Pipeline, &run.Branch, &run.SHA, &run.Number); err != nil {
 		return nil, interpretError(err)
 	}
 	run.FinishedAt = deref(finished)
@@ -1267,6 +1299,7 @@ type jobColumns struct {
 	results                             []*string
 	attempts, exitCodes                 []int
 	ready, queued, started, finished    []*time.Time
+	allowed                             []bool
 }
 
 func columns(js []*Job) (*jobColumns, error) {
@@ -1275,6 +1308,7 @@ func columns(js []*Job) (*jobColumns, error) {
 		c.runs, c.ids, c.states = append(c.runs, j.RunID), append(c.ids, j.ID()), append(c.states, string(j.State))
 		c.reasons, c.runners = append(c.reasons, j.Reason), append(c.runners, j.Runner)
 		c.attempts, c.exitCodes = append(c.attempts, j.Attempt), append(c.exitCodes, j.ExitCode)
+		c.allowed = append(c.allowed, j.FailureAllowed)
 		c.ready, c.queued = append(c.ready, nullTime(j.ReadyAt)), append(c.queued, nullTime(j.QueuedAt))
 		c.started, c.finished = append(c.started, nullTime(j.StartedAt)), append(c.finished, nullTime(j.FinishedAt))
 		r, err := encodeResult(j.Result)
@@ -1296,11 +1330,11 @@ func queueAttempts(b *pgx.Batch, ended []*Job) error {
 	if err != nil {
 		return err
 	}
-	b.Queue(`INSERT INTO job_attempts (run_id, job_id, attempt, state, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result)
-		SELECT r, j, a, st, ec, rs, rn, rd, qd, sd, fd, res::jsonb FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::text[], $7::text[],
-			$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[]) AS t(r, j, a, st, ec, rs, rn, rd, qd, sd, fd, res)
+	b.Queue(`INSERT INTO job_attempts (run_id, job_id, attempt, state, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result, allow_failure)
+		SELECT r, j, a, st, ec, rs, rn, rd, qd, sd, fd, res::jsonb, af FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::int[], $6::text[], $7::text[],
+			$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::bool[]) AS t(r, j, a, st, ec, rs, rn, rd, qd, sd, fd, res, af)
 		ON CONFLICT DO NOTHING`,
-		c.runs, c.ids, c.attempts, c.states, c.exitCodes, c.reasons, c.runners, c.ready, c.queued, c.started, c.finished, c.results)
+		c.runs, c.ids, c.attempts, c.states, c.exitCodes, c.reasons, c.runners, c.ready, c.queued, c.started, c.finished, c.results, c.allowed)
 	return nil
 }
 
@@ -1314,12 +1348,13 @@ func queueJobUpdates(b *pgx.Batch, runID string, changed []*Job) error {
 		return err
 	}
 	b.Queue(`UPDATE jobs j SET state = v.state, attempt = v.attempt, exit_code = v.exit_code, reason = v.reason, runner = v.runner,
-			ready_at = v.ready_at, queued_at = v.queued_at, started_at = v.started_at, finished_at = v.finished_at, result = v.result::jsonb
+			ready_at = v.ready_at, queued_at = v.queued_at, started_at = v.started_at, finished_at = v.finished_at, result = v.result::jsonb,
+			allow_failure = v.allow_failure
 		FROM unnest($2::text[], $3::text[], $4::int[], $5::int[], $6::text[], $7::text[],
-			$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[])
-			AS v(job_id, state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result)
+			$8::timestamptz[], $9::timestamptz[], $10::timestamptz[], $11::timestamptz[], $12::text[], $13::bool[])
+			AS v(job_id, state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result, allow_failure)
 		WHERE j.run_id = $1 AND j.job_id = v.job_id`,
-		runID, c.ids, c.states, c.attempts, c.exitCodes, c.reasons, c.runners, c.ready, c.queued, c.started, c.finished, c.results)
+		runID, c.ids, c.states, c.attempts, c.exitCodes, c.reasons, c.runners, c.ready, c.queued, c.started, c.finished, c.results, c.allowed)
 	return nil
 }
 
@@ -1349,14 +1384,15 @@ func (s *PostgresStore) OutboxMarkPublished(ctx context.Context, ids []string) e
 
 // jobRow are the columns of a job's row (in jobs or job_attempts) that
 // scanJob reads.
-const jobRow = `state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result`
+const jobRow = `state, attempt, exit_code, reason, runner, ready_at, queued_at, started_at, finished_at, result, allow_failure`
 
 // scanJob scans a row of lead's columns then jobRow's into lead and j
 // with scan (a row's or rows' Scan).
 func scanJob(scan func(dest ...any) error, j *Job, lead ...any) error {
 	var ready, queued, started, finished *time.Time
 	var result []byte
-	if err := scan(append(lead, &j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished, &result)...); err != nil {
+	if err := scan(append(lead, &j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner, &ready, &queued, &started, &finished, &result,
+		&j.FailureAllowed)...); err != nil {
 		return interpretError(err)
 	}
 	j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)

@@ -313,7 +313,8 @@ func fastEligible(rg *runGraph, i int, e *JobEvent) bool {
 		return true
 	case EventComplete:
 		satisfied := e.Outcome == cikit.JobSucceeded ||
-			e.Outcome == cikit.JobFailed && spec.AllowFailure && !RetryOnFailure(spec, e.FailureClass, e.Attempt)
+			e.Outcome == cikit.JobFailed && AllowedFailure(spec, e.FailureClass, e.ExitCode) &&
+				!RetryOnFailure(spec, e.FailureClass, e.ExitCode, e.Attempt)
 		children := rg.g.Children(i)
 		if !satisfied || rg.manual {
 			// In a run with a manual job, any completion may end the
@@ -373,7 +374,7 @@ const fastUpdate = `UPDATE jobs j SET state = v.to_state,
 				AND o.state NOT IN ('succeeded', 'failed', 'skipped', 'cancelled')
 				AND octet_length(o.run_id) || ':' || o.run_id || o.job_id <> ALL($12::text[])))
 	RETURNING j.run_id, j.job_id, j.state, j.attempt, j.exit_code, j.reason, j.runner,
-		j.ready_at, j.queued_at, j.started_at, j.finished_at`
+		j.ready_at, j.queued_at, j.started_at, j.finished_at, j.allow_failure`
 
 // jobKey is job jobID of run runID as one string, as fastUpdate spells
 // it in SQL: the run ID's length in bytes, a colon, the run ID and the
@@ -405,7 +406,7 @@ const nestedLoops = `SELECT set_config('enable_hashjoin', 'off', true), set_conf
 
 // readRuns reads runs' rows, after lockRuns: a statement of its own, so
 // that it sees what was committed while it waited for the locks.
-const readRuns = `SELECT id, state, created_at, finished_at, idempotency_key FROM pipeline_runs WHERE id = ANY($1)`
+const readRuns = `SELECT id, state, created_at, finished_at, idempotency_key, number FROM pipeline_runs WHERE id = ANY($1)`
 
 // lockChildren locks PENDING jobs before readyChildren counts their needs:
 // two writes completing two needs of one job take turns here, and the
@@ -423,7 +424,7 @@ const readyChildren = `UPDATE jobs c SET state = 'ready', ready_at = $3
 			WHERE d.run_id = c.run_id AND d.job_id = c.job_id
 				AND NOT (p.state = 'succeeded' OR p.state = 'failed' AND p.allow_failure))
 	RETURNING c.run_id, c.job_id, c.state, c.attempt, c.exit_code, c.reason, c.runner,
-		c.ready_at, c.queued_at, c.started_at, c.finished_at`
+		c.ready_at, c.queued_at, c.started_at, c.finished_at, c.allow_failure`
 
 // fast applies events in one batch: a transaction of conditional updates,
 // then, with Redis, the count-down of the jobs that need the completed
@@ -647,7 +648,7 @@ func (s *PostgresStore) fastUpdate(ctx context.Context, tx batchSender, fast []*
 		r := &Run{}
 		var finished *time.Time
 		var key *string
-		if err := rows.Scan(&r.ID, &r.State, &r.CreatedAt, &finished, &key); err != nil {
+		if err := rows.Scan(&r.ID, &r.State, &r.CreatedAt, &finished, &key, &r.Number); err != nil {
 			return nil, nil, interpretError(err)
 		}
 		r.CreatedAt, r.FinishedAt = r.CreatedAt.UTC(), deref(finished)
@@ -688,7 +689,7 @@ func scanJobs(rows pgx.Rows) ([]*Job, error) {
 		j := &Job{Spec: &cikit.JobSpec{}}
 		var ready, queued, started, finished *time.Time
 		if err := rows.Scan(&j.RunID, &j.Spec.ID, &j.State, &j.Attempt, &j.ExitCode, &j.Reason, &j.Runner,
-			&ready, &queued, &started, &finished); err != nil {
+			&ready, &queued, &started, &finished, &j.FailureAllowed); err != nil {
 			return nil, interpretError(err)
 		}
 		j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = deref(ready), deref(queued), deref(started), deref(finished)

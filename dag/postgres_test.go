@@ -108,10 +108,13 @@ func TestPostgresStoreRunCreateManyTx(t *testing.T) {
 	require.Equal(t, runs[0].ID, runs[2].ID, "a key repeated in the batch returns the batch's run")
 	require.Equal(t, before.ID, runs[3].ID, "a key used before returns that run")
 	require.NotEqual(t, runs[0].ID, runs[1].ID)
+	require.Equal(t, []int64{1, 2, 1, 1}, []int64{runs[0].Number, runs[1].Number, runs[2].Number, runs[3].Number},
+		"each pipeline's runs are numbered, the runs created before counted")
 	for _, r := range runs[:2] {
 		got, err := s.RunGet(ctx, r.ID)
 		require.NoError(t, err)
 		require.Equal(t, r.Pipeline, got.Pipeline)
+		require.Equal(t, r.Number, got.Number)
 		jobs, err := s.JobList(ctx, r.ID)
 		require.NoError(t, err)
 		require.Len(t, jobs, 4)
@@ -120,6 +123,17 @@ func TestPostgresStoreRunCreateManyTx(t *testing.T) {
 	}
 	res := advanceAll(t, s, runs[1].ID)
 	require.Equal(t, cikit.RunSucceeded, res.State, "the needs were written: the run goes to its end")
+
+	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
+		runs, err = s.RunCreateManyTx(ctx, tx, []*dag.RunCreateParams{
+			{Jobs: pipeline(), Pipeline: "acme/api:.cikit.yml", Branch: "a", Supersede: dag.SupersedeNever},
+			{Jobs: pipeline(), Pipeline: "acme/web:.cikit.yml", Branch: "a", Supersede: dag.SupersedeNever},
+			{Jobs: pipeline(), Pipeline: "acme/api:.cikit.yml", Branch: "b", Supersede: dag.SupersedeNever},
+		})
+		return err
+	})
+	require.NoError(t, err)
+	require.Equal(t, []int64{2, 1, 3}, []int64{runs[0].Number, runs[1].Number, runs[2].Number}, "a batch's runs of a pipeline are numbered in its order")
 
 	err = pgx.BeginFunc(ctx, db, func(tx pgx.Tx) error {
 		_, err := s.RunCreateManyTx(ctx, tx, []*dag.RunCreateParams{{Jobs: pipeline(), IdempotencyKey: "b"},

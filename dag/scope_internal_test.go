@@ -12,7 +12,8 @@ import (
 )
 
 // genScopeSpecs draws a random acyclic pipeline of up to 12 jobs, with
-// every kind of When, allowed failures and retries.
+// every kind of When, allowed failures (some only with exit code 1) and
+// retries (some only on exit code 2).
 func genScopeSpecs(t *rapid.T) []*cikit.JobSpec {
 	n := rapid.IntRange(1, 12).Draw(t, "jobs")
 	whens := []cikit.When{"", "", "", "", cikit.WhenAlways, cikit.WhenOnFailure, cikit.WhenManual, cikit.WhenDelayed}
@@ -32,8 +33,14 @@ func genScopeSpecs(t *rapid.T) []*cikit.JobSpec {
 			StartIn:      time.Hour,
 			Steps:        []cikit.Step{{Run: "true"}},
 		}
+		if specs[i].AllowFailure && rapid.Bool().Draw(t, fmt.Sprintf("exitcodes%d", i)) {
+			specs[i].AllowFailureExitCodes = []int{1}
+		}
 		if rapid.Bool().Draw(t, fmt.Sprintf("retry%d", i)) {
 			specs[i].Retry = &cikit.Retry{Max: 1}
+			if rapid.Bool().Draw(t, fmt.Sprintf("retrycodes%d", i)) {
+				specs[i].Retry.ExitCodes = []int{2}
+			}
 		}
 	}
 	return specs
@@ -66,13 +73,14 @@ func applyOn(g *Graph, jobs []*Job, je *JobEvent) (*applied, error) {
 }
 
 // probed is what PostgresStore.lockedStatus learns from runProbe about a
-// run in states, turned into its state.
-func probed(rg *runGraph, states []cikit.JobState) cikit.RunState {
+// run of jobs, turned into its state: the allow_failure column holds
+// each job's FailureAllowed.
+func probed(rg *runGraph, jobs []*Job) cikit.RunState {
 	var sum runSummary
 	pending := false
-	for i, s := range states {
-		sum.add(s, rg.specs[i].AllowFailure)
-		pending = pending || s == cikit.JobPending
+	for _, j := range jobs {
+		sum.add(j.State, j.FailureAllowed)
+		pending = pending || j.State == cikit.JobPending
 	}
 	sum.open = sum.open || pending && !rg.manual
 	return sum.state()
@@ -99,15 +107,15 @@ func TestPropertyScopedWritesAgreeWithWholeRuns(t *testing.T) {
 		rg := newRunGraph(g, specs, "", "", "")
 		jobs := make([]*Job, g.Len())
 		for i, s := range Initial(g) {
-			jobs[i] = &Job{RunID: "r", Spec: specs[i], State: s, Attempt: 1}
+			jobs[i] = &Job{RunID: "r", Spec: specs[i], State: s, Attempt: 1, FailureAllowed: specs[i].AllowFailure}
 		}
 		kinds := []EventKind{EventQueue, EventStart, EventComplete, EventComplete, EventExpire, EventCancelJob, EventPlay, EventRelease}
 		outcomes := []cikit.JobState{cikit.JobSucceeded, cikit.JobSucceeded, cikit.JobFailed, cikit.JobCancelled}
 		for step := range 40 {
-			if got, want := probed(rg, statesOf(jobs)), RunStatus(g, statesOf(jobs)); got != want {
+			if got, want := probed(rg, jobs), RunStatus(g.withJobs(jobs), statesOf(jobs)); got != want {
 				t.Fatalf("step %d: the run's state from the kinds of its jobs' states is %s, RunStatus says %s (states %v)", step, got, want, statesOf(jobs))
 			}
-			if RunStatus(g, statesOf(jobs)).Terminal() && rapid.Bool().Draw(t, fmt.Sprintf("retry-failed%d", step)) {
+			if RunStatus(g.withJobs(jobs), statesOf(jobs)).Terminal() && rapid.Bool().Draw(t, fmt.Sprintf("retry-failed%d", step)) {
 				w := &write{ev: Event{Kind: EventRetryFailed}}
 				if _, err := w.apply(g, jobs, time.Unix(0, 0)); err != nil {
 					t.Fatalf("step %d: retry of the failed jobs: %v", step, err)
@@ -122,7 +130,8 @@ func TestPropertyScopedWritesAgreeWithWholeRuns(t *testing.T) {
 				Attempt:      jobs[i].Attempt,
 				Runner:       "x",
 				Outcome:      rapid.SampledFrom(outcomes).Draw(t, fmt.Sprintf("outcome%d", step)),
-				FailureClass: rapid.SampledFrom([]cikit.FailureClass{cikit.FailureScript, cikit.FailureInfrastructure}).Draw(t, fmt.Sprintf("class%d", step)),
+				FailureClass: rapid.SampledFrom([]cikit.FailureClass{cikit.FailureScript, cikit.FailureInfrastructure, cikit.FailureTimeout}).Draw(t, fmt.Sprintf("class%d", step)),
+				ExitCode:     rapid.IntRange(1, 2).Draw(t, fmt.Sprintf("exit%d", step)),
 			}
 			if je.Kind == EventExpire {
 				je.Outcome = cikit.JobFailed
@@ -160,7 +169,7 @@ func TestPropertyScopedWritesAgreeWithWholeRuns(t *testing.T) {
 func describe(jobs []*Job) []string {
 	out := make([]string, len(jobs))
 	for i, j := range jobs {
-		out[i] = fmt.Sprintf("%s:%s@%d exit=%d reason=%q runner=%q", j.ID(), j.State, j.Attempt, j.ExitCode, j.Reason, j.Runner)
+		out[i] = fmt.Sprintf("%s:%s@%d exit=%d allowed=%t reason=%q runner=%q", j.ID(), j.State, j.Attempt, j.ExitCode, j.FailureAllowed, j.Reason, j.Runner)
 	}
 	return out
 }

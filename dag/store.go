@@ -410,14 +410,31 @@ func (r *JobResult) Clone() *JobResult {
 // failures are not the code's, so they are retried on their own.
 const DefaultInfrastructureRetries = 2
 
-// RetryOnFailure decides whether attempt of job spec, failed with class,
-// gets a new attempt: by the job's retry policy, or for an
-// infrastructure failure without one, up to DefaultInfrastructureRetries.
-func RetryOnFailure(spec *cikit.JobSpec, class cikit.FailureClass, attempt int) bool {
+// RetryOnFailure decides whether attempt of job spec, failed with class
+// and exitCode, gets a new attempt: by the job's retry policy (see
+// cikit.Retry.Retries), or for an infrastructure failure without one, up
+// to DefaultInfrastructureRetries.
+func RetryOnFailure(spec *cikit.JobSpec, class cikit.FailureClass, exitCode, attempt int) bool {
 	if spec.Retry != nil {
-		return spec.Retry.Retries(class, attempt)
+		return spec.Retry.Retries(class, exitCode, attempt)
 	}
 	return class == cikit.FailureInfrastructure && attempt <= DefaultInfrastructureRetries
+}
+
+// AllowedFailure reports whether a failure of a job of spec, of class
+// and with exitCode, is allowed: it lets the jobs that need the job run
+// and stays out of the run's status. It is when the spec allows failure
+// and, if it limits that to exit codes (AllowFailureExitCodes), a step
+// exited with one of them: a timeout or a lost runner is not allowed
+// then, whatever code the step had, as in GitLab. Every store decides a
+// failure with it when the failure is reported, and records the answer
+// in Job.FailureAllowed.
+func AllowedFailure(spec *cikit.JobSpec, class cikit.FailureClass, exitCode int) bool {
+	if !spec.AllowFailure {
+		return false
+	}
+	return len(spec.AllowFailureExitCodes) == 0 ||
+		class == cikit.FailureScript && slices.Contains(spec.AllowFailureExitCodes, exitCode)
 }
 
 // TransitionResult is what a transition changed.
@@ -443,6 +460,12 @@ type Run struct {
 	Pipeline string
 	Branch   string
 	SHA      string
+	// Number is the run's number among the runs of its Pipeline: 1 for
+	// the first created, then 2, 3 … in creation order (GitHub's
+	// run_number, GitLab's CI_PIPELINE_IID). Numbers are unique within a
+	// pipeline and grow with creation; a store need not leave no gap.
+	// An idempotent RunCreate returns the run with its number.
+	Number int64
 	// Context is what the run knows of the event that started it, as
 	// RunCreateParams.Context gave it; nil when it was not given. Only
 	// RunGet reads it (it may hold a payload of up to
@@ -459,6 +482,11 @@ type Job struct {
 	Attempt int // starts at 1
 	// ExitCode is set by JobComplete; meaningful only after the job ran.
 	ExitCode int
+	// FailureAllowed says whether the attempt, once FAILED, lets the jobs
+	// that need it run and stays out of the run's status: the spec's
+	// AllowFailure until the attempt fails, then AllowedFailure of how it
+	// failed. A new attempt starts again from the spec's.
+	FailureAllowed bool
 	// Runner is who runs or ran the attempt, as JobStart named it.
 	Runner string
 	// Reason explains a terminal state that is not success: a failure
@@ -496,6 +524,7 @@ func (j *Job) Duration() time.Duration {
 func (j *Job) newAttempt() {
 	j.Attempt++
 	j.ExitCode, j.Reason, j.Runner, j.Result = 0, "", "", nil
+	j.FailureAllowed = j.Spec.AllowFailure
 	j.ReadyAt, j.QueuedAt, j.StartedAt, j.FinishedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
 }
 

@@ -104,7 +104,7 @@ func (s *MemoryStore) JobListWaiting(ctx context.Context, p *WaitingListParams) 
 // waitingJobs pages through the waiting jobs over index jobs_waiting:
 // the runs' rows are read only for the jobs the index yields.
 const waitingJobs = `SELECT j.run_id, j.job_id, j.state, j.attempt, j.exit_code, j.reason, j.runner,
-		j.ready_at, j.queued_at, j.started_at, j.finished_at
+		j.ready_at, j.queued_at, j.started_at, j.finished_at, j.allow_failure
 	FROM jobs j JOIN pipeline_runs r ON r.id = j.run_id
 	WHERE j.state IN ('ready', 'queued')
 		AND (j.run_id COLLATE "C", j.position) > ($1::text COLLATE "C",

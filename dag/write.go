@@ -21,6 +21,10 @@ type write struct {
 	repairs bool
 	// reason is why a cancel event cancels; "run cancelled" when empty.
 	reason string
+	// allowed is whether the failure the job event reports, if it
+	// reports one, is allowed (AllowedFailure): the rules read it for the
+	// event's job, the job's record keeps it.
+	allowed bool
 }
 
 // newWrite resolves a run event ev, or the job event je when it is not
@@ -51,9 +55,13 @@ func newWrite(g *Graph, jobs []*Job, runID string, je *JobEvent, ev Event) (*wri
 		return w, nil
 	}
 	w.ev.Job = i
+	w.allowed = j.FailureAllowed
+	if je.Outcome == cikit.JobFailed {
+		w.allowed = AllowedFailure(j.Spec, je.FailureClass, je.ExitCode)
+	}
 	failing := j.State == cikit.JobRunning || je.Kind == EventExpire && waiting(j.State)
 	if (je.Kind == EventComplete || je.Kind == EventExpire) && je.Outcome == cikit.JobFailed && failing &&
-		RetryOnFailure(j.Spec, je.FailureClass, j.Attempt) {
+		RetryOnFailure(j.Spec, je.FailureClass, je.ExitCode, j.Attempt) {
 		w.ev.Kind, w.retrying = EventRetryJob, true
 	}
 	return w, nil
@@ -90,11 +98,30 @@ func (v *view) state(i int) cikit.JobState {
 	return cikit.JobPending
 }
 
+// rules is g deciding failures as the run's jobs recorded them, and the
+// failure the job event reports as the write decided it (allowed).
+func (w *write) rules(g *Graph, jobs []*Job) *Graph {
+	own := -1
+	if w.job != nil && !w.repairs {
+		own = w.ev.Job
+	}
+	return g.withAllowed(func(i int) bool {
+		switch j := jobs[i]; {
+		case i == own:
+			return w.allowed
+		case j != nil:
+			return j.FailureAllowed
+		}
+		return g.Node(i).AllowFailure
+	})
+}
+
 // changes are the changes of the write, or an *unreadError naming the
 // jobs it needs that jobs does not hold (nil there). A run event needs
 // every job; a job event its job, the jobs below it and the jobs those
 // need (see nextJob).
 func (w *write) changes(g *Graph, jobs []*Job) ([]Change, error) {
+	g = w.rules(g, jobs)
 	v := &view{jobs: jobs}
 	var changes []Change
 	var err error
@@ -129,6 +156,7 @@ func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
 		}
 		return nil, err
 	}
+	g = w.rules(g, jobs)
 	v := &view{jobs: jobs}
 	out := &applied{changed: make([]*Job, 0, len(changes))}
 	for k, c := range changes {
@@ -137,6 +165,7 @@ func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
 		if own && w.retrying {
 			last := j.clone()
 			last.State, last.FinishedAt, last.ExitCode, last.Reason = cikit.JobFailed, now, w.job.ExitCode, w.job.Reason
+			last.FailureAllowed = w.allowed
 			last.Result = w.job.Result.Clone()
 			out.ended = append(out.ended, last)
 		}
@@ -165,6 +194,7 @@ func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
 				j.Reason = w.cancelReason()
 			case own:
 				j.ExitCode, j.Reason, j.Result = w.job.ExitCode, w.job.Reason, w.job.Result.Clone()
+				j.FailureAllowed = w.allowed
 			default:
 				j.Reason = consequenceReason(g, v.state, c.Job)
 			}

@@ -17,22 +17,23 @@ import (
 func TestContextCacheIsBounded(t *testing.T) {
 	t.Parallel()
 	var c contextCache
-	_, ok := c.get("r0")
+	_, _, ok := c.get("r0")
 	require.False(t, ok)
-	c.put("none", nil)
-	rc, ok := c.get("none")
+	c.put("none", nil, 7)
+	rc, number, ok := c.get("none")
 	require.True(t, ok, "a run without a context is remembered too")
 	require.Nil(t, rc)
+	require.Equal(t, int64(7), number, "with its number")
 
 	payload := json.RawMessage(`"` + strings.Repeat("p", cikit.MaxPayloadBytes-2) + `"`)
 	n := runContextCacheBytes/cikit.MaxPayloadBytes + 2
 	for i := range n {
-		c.put(fmt.Sprint("r", i), &cikit.RunContext{Repository: fmt.Sprint("acme/", i), Payload: payload})
+		c.put(fmt.Sprint("r", i), &cikit.RunContext{Repository: fmt.Sprint("acme/", i), Payload: payload}, int64(i+1))
 	}
 	require.LessOrEqual(t, c.bytes, runContextCacheBytes)
-	_, ok = c.get("r0")
+	_, _, ok = c.get("r0")
 	require.False(t, ok, "the oldest is forgotten")
-	rc, ok = c.get(fmt.Sprint("r", n-1))
+	rc, _, ok = c.get(fmt.Sprint("r", n-1))
 	require.True(t, ok)
 	require.Equal(t, fmt.Sprint("acme/", n-1), rc.Repository)
 	require.Len(t, c.runs, c.order.Len())

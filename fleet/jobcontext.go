@@ -69,16 +69,16 @@ func (f *claimFailure) Error() string { return f.err.Error() }
 // the jobs it needs, read in one JobGetMany. The source is minted later,
 // with the job token, which names the run's repository.
 func (s *Server) jobContext(ctx context.Context, o *Offer) (*cikit.JobContext, error) {
-	rc, ok := s.contexts.get(o.RunID)
+	rc, number, ok := s.contexts.get(o.RunID)
 	if !ok {
 		run, err := s.cfg.Jobs.RunGet(ctx, o.RunID)
 		if err != nil {
 			return nil, &claimFailure{class: cikit.FailureInfrastructure, err: fmt.Errorf("reading the job's run: %w", err)}
 		}
-		rc = run.Context
-		s.contexts.put(o.RunID, rc)
+		rc, number = run.Context, run.Number
+		s.contexts.put(o.RunID, rc, number)
 	}
-	jc := &cikit.JobContext{RunID: o.RunID, Attempt: o.Attempt}
+	jc := &cikit.JobContext{RunID: o.RunID, RunNumber: number, Attempt: o.Attempt}
 	if rc != nil {
 		jc.RunContext = *rc // shared with the cache, and never modified
 	}
@@ -113,8 +113,8 @@ func (s *Server) jobContext(ctx context.Context, o *Offer) (*cikit.JobContext, e
 // runContextCacheBytes bounds the run contexts a Server keeps.
 const runContextCacheBytes = 32 << 20
 
-// contextCache keeps the contexts of the runs whose jobs were claimed
-// last, which never change once a run is created: the jobs of a run are
+// contextCache keeps the contexts and numbers of the runs whose jobs
+// were claimed last, which never change once a run is created: the jobs of a run are
 // claimed with one read of it, not one each. It holds at most
 // runContextCacheBytes of them, roughly counted, and forgets the oldest
 // first.
@@ -126,22 +126,24 @@ type contextCache struct {
 }
 
 type cachedContext struct {
-	runID string
-	rc    *cikit.RunContext // nil for a run without one
-	size  int
+	runID  string
+	rc     *cikit.RunContext // nil for a run without one
+	number int64
+	size   int
 }
 
-func (c *contextCache) get(runID string) (*cikit.RunContext, bool) {
+func (c *contextCache) get(runID string) (rc *cikit.RunContext, number int64, ok bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.runs[runID]
 	if !ok {
-		return nil, false
+		return nil, 0, false
 	}
-	return e.Value.(*cachedContext).rc, true
+	cc := e.Value.(*cachedContext)
+	return cc.rc, cc.number, true
 }
 
-func (c *contextCache) put(runID string, rc *cikit.RunContext) {
+func (c *contextCache) put(runID string, rc *cikit.RunContext, number int64) {
 	size := len(runID) + 256
 	if rc != nil {
 		size += len(rc.Payload) + 1024
@@ -165,7 +167,7 @@ func (c *contextCache) put(runID string, rc *cikit.RunContext) {
 		delete(c.runs, old.runID)
 		c.bytes -= old.size
 	}
-	c.runs[runID] = c.order.PushBack(&cachedContext{runID: runID, rc: rc, size: size})
+	c.runs[runID] = c.order.PushBack(&cachedContext{runID: runID, rc: rc, number: number, size: size})
 	c.bytes += size
 }
 

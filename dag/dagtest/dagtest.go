@@ -552,6 +552,8 @@ func Exercise(t *testing.T, factory Factory) {
 	t.Run("RunList", func(t *testing.T) { exerciseRunList(t, factory) })
 	t.Run("Manual", func(t *testing.T) { exerciseManual(t, factory) })
 	t.Run("Results", func(t *testing.T) { exerciseResults(t, factory) })
+	t.Run("ExitCodes", func(t *testing.T) { exerciseExitCodes(t, factory) })
+	t.Run("RunNumbers", func(t *testing.T) { exerciseRunNumbers(t, factory) })
 
 	t.Run("RunsAreSeparate", func(t *testing.T) {
 		t.Parallel()

@@ -17,9 +17,9 @@ import (
 //
 //   - github: the run (sha, ref, ref_name, ref_type, repository,
 //     repository_owner, actor, triggering_actor, event_name, event — the
-//     payload —, head_ref, base_ref, run_id, run_attempt, job, workspace,
-//     server_url, api_url, graphql_url, event_path, repositoryUrl,
-//     action_path, token);
+//     payload —, head_ref, base_ref, run_id, run_number, run_attempt,
+//     job, workspace, server_url, api_url, graphql_url, event_path,
+//     repositoryUrl, action_path, token);
 //   - env: the job's env expanded, the variables earlier steps wrote to
 //     GITHUB_ENV (AddEnv), and in a step's own values its env (StepEnv);
 //   - matrix: the variant's values, objects and arrays as such
@@ -90,7 +90,7 @@ func NewGitHub(p Params) (*GitHub, error) {
 				"sha": rc.SHA, "ref": rc.Ref, "ref_name": rc.RefName, "ref_type": rc.RefType,
 				"repository": rc.Repository, "repository_owner": owner(rc.Repository),
 				"actor": rc.Actor, "triggering_actor": rc.Actor, "event_name": rc.Event, "event": event,
-				"head_ref": rc.HeadRef, "base_ref": rc.BaseRef, "run_id": runID, "run_attempt": strconv.Itoa(attempt),
+				"head_ref": rc.HeadRef, "base_ref": rc.BaseRef, "run_id": runID, "run_number": runNumber(p.Context), "run_attempt": strconv.Itoa(attempt),
 				"job": jobKey(p.Spec), "workspace": p.Workspace, "server_url": server,
 				"api_url": apiURL(server), "graphql_url": graphqlURL(server), "action_path": "", "token": "",
 				"event_path": p.eventPath(), "repositoryUrl": repositoryGitURL(server, rc.Repository),

@@ -56,6 +56,7 @@ func TestGitHubContexts(t *testing.T) {
 		"${{ github.event.head_commit.message }}":            "fix it",
 		"${{ join(github.event.commits.*.id, ',') }}":        "a,b",
 		"${{ github.run_id }}-${{ github.run_attempt }}":     "r-42-2",
+		"${{ github.run_number }}":                           "7",
 		"${{ github.job }}":                                  "test",
 		"${{ github.workspace }}":                            "/ws",
 		"${{ github.server_url }}":                           "https://github.com",

@@ -100,7 +100,8 @@ func EventJSON(jc *cikit.JobContext) []byte {
 //   - always CI=true and CIKIT_* (CIKIT_PROVIDER, CIKIT_REPOSITORY,
 //     CIKIT_SHA, CIKIT_REF, CIKIT_REF_NAME, CIKIT_REF_TYPE, CIKIT_EVENT,
 //     CIKIT_ACTOR, CIKIT_BASE_REF, CIKIT_HEAD_REF, CIKIT_PR_NUMBER,
-//     CIKIT_DEFAULT_BRANCH, CIKIT_RUN_ID, CIKIT_ATTEMPT, CIKIT_PIPELINE_URL,
+//     CIKIT_DEFAULT_BRANCH, CIKIT_RUN_ID, CIKIT_RUN_NUMBER, CIKIT_ATTEMPT,
+//     CIKIT_PIPELINE_URL,
 //     CIKIT_JOB_ID, CIKIT_JOB_NAME, CIKIT_WORKSPACE, CIKIT_TEMP), those
 //     the run knows;
 //   - for a GitHub workflow (Spec.Format "github") GitHub's default
@@ -143,6 +144,7 @@ func Env(p Params) map[string]string {
 	set("CIKIT_PR_NUMBER", pr)
 	set("CIKIT_DEFAULT_BRANCH", rc.DefaultBranch)
 	set("CIKIT_RUN_ID", runID)
+	set("CIKIT_RUN_NUMBER", runNumber(p.Context))
 	set("CIKIT_ATTEMPT", strconv.Itoa(attempt))
 	set("CIKIT_PIPELINE_URL", runURL)
 	set("CIKIT_JOB_ID", p.Spec.ID)
@@ -163,6 +165,7 @@ func Env(p Params) map[string]string {
 			"GITHUB_REPOSITORY":       rc.Repository,
 			"GITHUB_REPOSITORY_OWNER": owner(rc.Repository),
 			"GITHUB_RUN_ID":           runID,
+			"GITHUB_RUN_NUMBER":       runNumber(p.Context),
 			"GITHUB_RUN_ATTEMPT":      strconv.Itoa(attempt),
 			"GITHUB_WORKSPACE":        p.Workspace,
 			"GITHUB_EVENT_NAME":       rc.Event,
@@ -207,6 +210,15 @@ func Overrides(p Params) map[string]string {
 	return out
 }
 
+// runNumber is the run's number (JobContext.RunNumber) as the variables
+// spell it: 1 for a run the platform did not number, as a first run is.
+func runNumber(c *cikit.JobContext) string {
+	if c == nil {
+		return "1"
+	}
+	return strconv.FormatInt(max(c.RunNumber, 1), 10)
+}
+
 // nullSHA is GitLab's CI_COMMIT_BEFORE_SHA when there is no previous
 // commit (a new branch, a pipeline not started by a push).
 const nullSHA = "0000000000000000000000000000000000000000"
@@ -238,6 +250,7 @@ func gitlabVars(p Params, rc cikit.RunContext, runID, runURL string) map[string]
 		env["CI_COMMIT_BEFORE_SHA"] = cmp.Or(beforeSHA(rc.Payload), nullSHA)
 	}
 	set("CI_PIPELINE_ID", runID)
+	set("CI_PIPELINE_IID", runNumber(p.Context))
 	set("CI_PIPELINE_URL", runURL)
 	set("CI_PIPELINE_SOURCE", pipelineSource(rc.Event))
 	set("CI_JOB_ID", p.Spec.ID)

@@ -21,7 +21,7 @@ func pushContext() *cikit.JobContext {
 			Payload: json.RawMessage(`{"before":"fedcba9876543210fedcba9876543210fedcba98","pusher":{"name":"octocat"},` +
 				`"commits":[{"id":"0123456789abcdef0123456789abcdef01234567","message":"Fix login\r\n\nThe form\nnow works.\n","timestamp":"2026-01-02T03:04:05Z","author":{"name":"Mona","email":"mona@example.com"}}]}`),
 		},
-		RunID: "r-42", Attempt: 2, RunURL: "https://ci.example/runs/r-42",
+		RunID: "r-42", RunNumber: 7, Attempt: 2, RunURL: "https://ci.example/runs/r-42",
 	}
 }
 
@@ -33,13 +33,14 @@ func TestEnvCommon(t *testing.T) {
 		"CI": "true", "CIKIT_PROVIDER": "github", "CIKIT_REPOSITORY": "acme/api",
 		"CIKIT_SHA": "0123456789abcdef0123456789abcdef01234567", "CIKIT_REF": "refs/heads/feature/Login-Page",
 		"CIKIT_REF_NAME": "feature/Login-Page", "CIKIT_REF_TYPE": "branch", "CIKIT_EVENT": "push",
-		"CIKIT_ACTOR": "octocat", "CIKIT_DEFAULT_BRANCH": "main", "CIKIT_RUN_ID": "r-42", "CIKIT_ATTEMPT": "2",
+		"CIKIT_ACTOR": "octocat", "CIKIT_DEFAULT_BRANCH": "main", "CIKIT_RUN_ID": "r-42", "CIKIT_RUN_NUMBER": "7", "CIKIT_ATTEMPT": "2",
 		"CIKIT_PIPELINE_URL": "https://ci.example/runs/r-42", "CIKIT_JOB_ID": "build", "CIKIT_JOB_NAME": "Build",
 		"CIKIT_WORKSPACE": "/ws/build", "CIKIT_TEMP": "/tmp/job",
 	}, got))
 
 	bare := cikitruntime.Env(cikitruntime.Params{Spec: &cikit.JobSpec{ID: "x"}})
-	require.Equal(t, map[string]string{"CI": "true", "CIKIT_ATTEMPT": "1", "CIKIT_JOB_ID": "x"}, bare, "a job without a run context sees only what it knows")
+	require.Equal(t, map[string]string{"CI": "true", "CIKIT_ATTEMPT": "1", "CIKIT_RUN_NUMBER": "1", "CIKIT_JOB_ID": "x"}, bare,
+		"a job without a run context sees only what it knows, and that it is a first run")
 }
 
 func TestEnvGitHub(t *testing.T) {
@@ -51,7 +52,7 @@ func TestEnvGitHub(t *testing.T) {
 	want := map[string]string{
 		"GITHUB_ACTIONS": "true", "GITHUB_SHA": jc.SHA, "GITHUB_REF": jc.Ref, "GITHUB_REF_NAME": jc.RefName,
 		"GITHUB_REF_TYPE": "branch", "GITHUB_REPOSITORY": "acme/api", "GITHUB_REPOSITORY_OWNER": "acme",
-		"GITHUB_RUN_ID": "r-42", "GITHUB_RUN_ATTEMPT": "2", "GITHUB_WORKSPACE": "/ws/t",
+		"GITHUB_RUN_ID": "r-42", "GITHUB_RUN_NUMBER": "7", "GITHUB_RUN_ATTEMPT": "2", "GITHUB_WORKSPACE": "/ws/t",
 		"GITHUB_EVENT_NAME": "push", "GITHUB_EVENT_PATH": "/tmp/j/event.json", "GITHUB_ACTOR": "octocat",
 		"GITHUB_TRIGGERING_ACTOR": "octocat", "GITHUB_HEAD_REF": "", "GITHUB_BASE_REF": "",
 		"GITHUB_SERVER_URL": "https://github.com", "GITHUB_API_URL": "https://api.github.com",
@@ -72,6 +73,7 @@ func TestEnvGitHub(t *testing.T) {
 	require.Equal(t, "https://ghe.example/api/v3", got["GITHUB_API_URL"])
 	require.Equal(t, "/e.json", got["GITHUB_EVENT_PATH"])
 	require.Equal(t, "1", got["GITHUB_RUN_ATTEMPT"])
+	require.Equal(t, "1", got["GITHUB_RUN_NUMBER"], "a run the platform did not number is a first run")
 	require.NotEmpty(t, got["RUNNER_OS"], "this machine's OS when the runner does not say")
 	if runtime.GOOS == "linux" {
 		require.Equal(t, "Linux", got["RUNNER_OS"])
@@ -88,7 +90,7 @@ func TestEnvGitLab(t *testing.T) {
 		"GITLAB_CI": "true", "CI_SERVER": "yes", "CI_COMMIT_SHA": jc.SHA, "CI_COMMIT_SHORT_SHA": "01234567",
 		"CI_COMMIT_REF_NAME": "feature/Login-Page", "CI_COMMIT_REF_SLUG": "feature-login-page",
 		"CI_COMMIT_BRANCH": "feature/Login-Page", "CI_COMMIT_BEFORE_SHA": "fedcba9876543210fedcba9876543210fedcba98",
-		"CI_PIPELINE_ID": "r-42", "CI_PIPELINE_URL": "https://ci.example/runs/r-42", "CI_PIPELINE_SOURCE": "push",
+		"CI_PIPELINE_ID": "r-42", "CI_PIPELINE_IID": "7", "CI_PIPELINE_URL": "https://ci.example/runs/r-42", "CI_PIPELINE_SOURCE": "push",
 		"CI_JOB_ID": "test 1/3", "CI_JOB_NAME": "test 1/3", "CI_JOB_STAGE": "test",
 		"CI_PROJECT_PATH": "acme/platform/api", "CI_PROJECT_NAMESPACE": "acme/platform", "CI_PROJECT_NAME": "api",
 		"CI_PROJECT_DIR": "/builds/acme/api", "CI_BUILDS_DIR": "/builds/acme", "CI_PROJECT_URL": jc.RepositoryURL,

@@ -1,8 +1,9 @@
 // Package semantics holds small real-world-style GitHub workflows and
 // GitLab files, one for each run-time semantic of a format that real
 // files depend on (the default shell, working directories, the matrix
-// and env contexts, GitLab's shell session, after_script, variables,
-// rules:exists, trigger: and the warnings of keys not honoured yet), with
+// and env contexts, the run number, GitLab's shell session, after_script,
+// allow_failure:exit_codes, variables, rules:exists, trigger: and the
+// warnings of keys not honoured yet), with
 // what each job must print; and WorldFiles, a repository whose GitHub
 // workflow and GitLab file use the job's world together (checkout of the
 // full history, a composite action, environment and output files, an
@@ -28,6 +29,9 @@ type Case struct {
 	// Jobs are, by job id, what each job that runs must give; no other
 	// job runs.
 	Jobs map[string]Job
+	// Skipped are the jobs of the run that do not run because a job they
+	// need failed.
+	Skipped []string
 	// Error, when set, says that the pipeline does not run at all, and
 	// is a part of the message that says why; Jobs is empty then.
 	Error string
@@ -37,11 +41,43 @@ type Case struct {
 type Job struct {
 	// Failed says that the job fails; otherwise it succeeds.
 	Failed bool
+	// Allowed says that the job's failure is allowed: the jobs that need
+	// it run, and it does not fail the run.
+	Allowed bool
 	// Lines are lines its output holds, whole, in any order; SHA in one
 	// stands for the run's commit.
 	Lines []string
 	// Never are texts its output never holds.
 	Never []string
+}
+
+// RunFailed reports whether the run of c fails: a job of it fails
+// without its failure being allowed.
+func (c *Case) RunFailed() bool {
+	for _, j := range c.Jobs {
+		if j.Failed && !j.Allowed {
+			return true
+		}
+	}
+	return false
+}
+
+// exitCodesFile is a GitLab file whose lint job exits with code and may
+// fail only with exit code 1; deploy, of the next stage, needs it.
+func exitCodesFile(code string) string {
+	return `stages: [test, deploy]
+lint:
+  stage: test
+  script:
+    - echo "lint exits ` + code + `"
+    - exit ` + code + `
+  allow_failure:
+    exit_codes: [1]
+deploy:
+  stage: deploy
+  script:
+    - echo deployed
+`
 }
 
 // Cases are the cases, one per semantic.
@@ -146,6 +182,20 @@ jobs:
 		Jobs: map[string]Job{"ctx": {Lines: []string{"workspace-ok", "actor=alice/alice owner=acme event=push pusher=alice sha=" + SHA}}},
 	},
 	{
+		Name: "github-run-number",
+		Path: ".github/workflows/ci.yml",
+		File: `on: push
+jobs:
+  number:
+    runs-on: ubuntu-latest
+    steps:
+      - run: |
+          test "$GITHUB_RUN_NUMBER" -ge 1 && test "${{ github.run_number }}" = "$GITHUB_RUN_NUMBER" &&
+            test "$CIKIT_RUN_NUMBER" = "$GITHUB_RUN_NUMBER" && echo run-number-ok
+`,
+		Jobs: map[string]Job{"number": {Lines: []string{"run-number-ok"}}},
+	},
+	{
 		Name: "gitlab-one-shell-session",
 		Path: ".gitlab-ci.yml",
 		File: `session:
@@ -175,6 +225,22 @@ passes:
 			"fails":  {Failed: true, Lines: []string{"status failed"}},
 			"passes": {Lines: []string{"status success x=unset"}},
 		},
+	},
+	{
+		Name: "gitlab-allow-failure-exit-code",
+		Path: ".gitlab-ci.yml",
+		File: exitCodesFile("1"),
+		Jobs: map[string]Job{
+			"lint":   {Failed: true, Allowed: true, Lines: []string{"lint exits 1"}},
+			"deploy": {Lines: []string{"deployed"}},
+		},
+	},
+	{
+		Name:    "gitlab-allow-failure-other-exit-code",
+		Path:    ".gitlab-ci.yml",
+		File:    exitCodesFile("2"),
+		Jobs:    map[string]Job{"lint": {Failed: true, Lines: []string{"lint exits 2"}}},
+		Skipped: []string{"deploy"},
 	},
 	{
 		Name: "gitlab-variables",

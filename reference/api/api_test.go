@@ -119,7 +119,7 @@ func TestListRunsFilters(t *testing.T) {
 	require.Equal(t, [][]string{nil}, f.pages(t, "pipeline=acme%2Fapi"), "the pipeline is compared exactly")
 
 	list := decode[api.RunList](t, f.do(t, "GET", "/api/v1/runs?limit=1"), http.StatusOK)
-	require.Equal(t, api.RunSummary{ID: "run-3", Pipeline: "acme/api:.cikit.yml", Branch: "main", SHA: "c", State: cikit.RunPending,
+	require.Equal(t, api.RunSummary{ID: "run-3", Number: 3, Pipeline: "acme/api:.cikit.yml", Branch: "main", SHA: "c", State: cikit.RunPending,
 		CreatedAt: time.Date(2026, 3, 2, 10, 0, 2, 0, time.UTC)}, list.Runs[0], "a new run's duration is zero at its creation")
 }
 

@@ -11,7 +11,10 @@ import (
 // RunSummary is a run as the list of runs shows it. Times are RFC 3339 in
 // UTC, durations integer nanoseconds.
 type RunSummary struct {
-	ID       string         `json:"id"`
+	ID string `json:"id"`
+	// Number is the run's number among its pipeline's runs: 1, 2, 3 …
+	// in creation order (dag.Run.Number).
+	Number   int64          `json:"number"`
 	Pipeline string         `json:"pipeline"`
 	Branch   string         `json:"branch"`
 	SHA      string         `json:"sha"`
@@ -58,12 +61,15 @@ type RunDetail struct {
 
 // JobDetail is one job of a run as its current attempt stands.
 type JobDetail struct {
-	ID           string   `json:"id"`
-	Name         string   `json:"name"`
-	Stage        string   `json:"stage"`
-	Needs        []string `json:"needs"`
-	RunsOn       []string `json:"runs_on"`
-	AllowFailure bool     `json:"allow_failure"`
+	ID     string   `json:"id"`
+	Name   string   `json:"name"`
+	Stage  string   `json:"stage"`
+	Needs  []string `json:"needs"`
+	RunsOn []string `json:"runs_on"`
+	// AllowFailure is whether the job's failure lets the jobs that need
+	// it run: its spec's, and once the attempt failed, whether that
+	// failure was allowed (dag.Job.FailureAllowed).
+	AllowFailure bool `json:"allow_failure"`
 	// State is the current attempt's.
 	State   cikit.JobState `json:"state"`
 	Attempt int            `json:"attempt"`
@@ -165,7 +171,7 @@ func summary(run *dag.Run, now time.Time) RunSummary {
 		end = now
 	}
 	return RunSummary{
-		ID: run.ID, Pipeline: run.Pipeline, Branch: run.Branch, SHA: run.SHA, State: run.State,
+		ID: run.ID, Number: run.Number, Pipeline: run.Pipeline, Branch: run.Branch, SHA: run.SHA, State: run.State,
 		CreatedAt: run.CreatedAt.UTC(), FinishedAt: utc(run.FinishedAt), Duration: max(end.Sub(run.CreatedAt), 0),
 	}
 }
@@ -213,7 +219,7 @@ func detail(run *dag.Run, jobs []*dag.Job, now time.Time) (*RunDetail, error) {
 func jobDetail(j *dag.Job, r *dag.JobReport, run map[string]*dag.Job, critical bool) JobDetail {
 	s := j.Spec
 	d := JobDetail{
-		ID: j.ID(), Name: s.Name, Stage: s.Stage, Needs: nonNil(s.Needs), RunsOn: nonNil(s.RunsOn), AllowFailure: s.AllowFailure,
+		ID: j.ID(), Name: s.Name, Stage: s.Stage, Needs: nonNil(s.Needs), RunsOn: nonNil(s.RunsOn), AllowFailure: j.FailureAllowed,
 		State: j.State, Attempt: j.Attempt, QueueDuration: r.QueueDuration, RunDuration: r.RunDuration,
 		Reason: j.Reason, Runner: j.Runner, StartedAt: utc(j.StartedAt), FinishedAt: utc(j.FinishedAt),
 		WaitingOn: waitingOn(j, run), Cache: make([]JobCache, len(s.Caches)), Critical: critical,
@@ -253,7 +259,7 @@ func waitingOn(j *dag.Job, run map[string]*dag.Job) []string {
 	anyOutcome := j.Spec.When == cikit.WhenAlways || j.Spec.When == cikit.WhenOnFailure
 	for _, id := range j.Spec.Needs {
 		n, ok := run[id]
-		if !ok || dag.Satisfied(n.State, n.Spec.AllowFailure) || anyOutcome && n.State.Terminal() {
+		if !ok || dag.Satisfied(n.State, n.FailureAllowed) || anyOutcome && n.State.Terminal() {
 			continue
 		}
 		out = append(out, id)

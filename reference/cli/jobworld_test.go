@@ -128,7 +128,11 @@ func TestRunSemantics(t *testing.T) {
 					states[id] = cikit.JobFailed
 				}
 			}
+			for _, id := range c.Skipped {
+				states[id] = cikit.JobSkipped
+			}
 			require.Equal(t, states, jobStates(r), "%s\n%s", out.stdout, out.stderr)
+			require.Equal(t, map[bool]cikit.RunState{false: cikit.RunSucceeded, true: cikit.RunFailed}[c.RunFailed()], r.State)
 			logs := jobLines(out.stdout, r)
 			for id, j := range c.Jobs {
 				for _, l := range j.Lines {

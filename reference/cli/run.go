@@ -598,7 +598,7 @@ func (r *localRun) onChange(j *dag.Job) {
 		r.con.printf("%s✔ succeeded in %s\n", p, round(j.Duration()))
 	case cikit.JobFailed:
 		allowed := ""
-		if j.Spec.AllowFailure {
+		if j.FailureAllowed {
 			allowed = " (allowed to fail)"
 		}
 		r.con.printf("%s✘ failed%s in %s: %s\n", p, allowed, round(j.Duration()), j.Reason)
@@ -652,7 +652,7 @@ type jobResult struct {
 func summarize(g *dag.Graph, run *dag.Run, jobs []*dag.Job, elapsed time.Duration) *result {
 	res := &result{State: run.State, Duration: elapsed}
 	for _, j := range jobs {
-		jr := jobResult{ID: j.ID(), Name: j.Spec.DisplayName(), State: j.State, AllowFailure: j.Spec.AllowFailure,
+		jr := jobResult{ID: j.ID(), Name: j.Spec.DisplayName(), State: j.State, AllowFailure: j.FailureAllowed,
 			ExitCode: j.ExitCode, Reason: j.Reason, Duration: j.Duration()}
 		if !j.StartedAt.IsZero() {
 			jr.StartedAt = &j.StartedAt

@@ -245,7 +245,11 @@ func TestSemantics(t *testing.T) {
 					require.NotContains(t, log, n, "job %s", id)
 				}
 			}
-			require.ElementsMatch(t, ids, slices.Collect(maps.Keys(r.states())), "the jobs of the run")
+			for _, id := range c.Skipped {
+				require.Equal(t, "skipped", states[id], "job %s", id)
+			}
+			require.ElementsMatch(t, append(ids, c.Skipped...), slices.Collect(maps.Keys(r.states())), "the jobs of the run")
+			require.Equal(t, map[bool]string{false: "succeeded", true: "failed"}[c.RunFailed()], r.State)
 		})
 	}
 }

@@ -273,7 +273,7 @@ func (p *Platform) report(ctx context.Context, ev *dag.OutboxEvent) bool {
 		return false
 	}
 	if ev.Type == dag.EventJobCompleted && ev.State == string(cikit.JobFailed) {
-		if j, err := p.jobs.JobGet(ctx, ev.RunID, ev.JobID); err == nil && j.Spec != nil && j.Spec.AllowFailure {
+		if j, err := p.jobs.JobGet(ctx, ev.RunID, ev.JobID); err == nil && j.FailureAllowed {
 			c.Status.State = vcs.StateSuccess
 			c.Status.Description = "failed (allowed to fail)"
 			if ev.Reason != "" {
