@@ -605,18 +605,15 @@ func (e *expansion) specs(job *cikit.JobSpec) ([]*cikit.JobSpec, error) {
 			// cannot reach here without it but for a changed compiler.
 			return nil, fmt.Errorf("compiler: cannot expand the matrix of job %q: its variant %q has a matrix computed at run time too", job.ID, s.ID)
 		}
-		needs := slices.Clone(job.Needs)
 		for _, n := range s.Needs {
-			switch {
-			case ids[n]:
-				needs = append(needs, n)
-			case !slices.Contains(job.Needs, n):
+			if !ids[n] && !slices.Contains(job.Needs, n) {
 				return nil, fmt.Errorf("compiler: cannot expand the matrix of job %q: its variant %q needs %q, which the job does not need: the job's Expand does not match it", job.ID, s.ID, n)
 			}
 		}
-		if len(needs) > 0 {
-			slices.Sort(needs)
-			s.Needs = slices.Compact(needs)
+		for _, n := range job.Needs {
+			if !slices.Contains(s.Needs, n) {
+				return nil, fmt.Errorf("compiler: cannot expand the matrix of job %q: its variant %q does not need %q, which the job needs: the job's Expand does not match it", job.ID, s.ID, n)
+			}
 		}
 		s.Format = string(FormatGitHub)
 		out[i] = s
