@@ -3,6 +3,8 @@ package compiler_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -12,6 +14,7 @@ import (
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/compiler"
 	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/internal/testenv"
 )
 
 const expandWorkflow = ".github/workflows/ci.yml"
@@ -606,4 +609,53 @@ func TestExpandJobCancelled(t *testing.T) {
 	cancel()
 	_, err := compiler.ExpandJob(ctx, &dag.ExpandRequest{Job: b})
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// TestExpandJobRealWorkflow expands the matrix of go-sql-driver/mysql's
+// test workflow, which its job list computes in Python, with the value
+// that script prints, and checks it against the same matrix written in.
+func TestExpandJobRealWorkflow(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join(testenv.SharedTestdata(t, "gha"), "go-sql-driver__mysql__test.yml"))
+	require.NoError(t, err)
+	const m = `{"os":["ubuntu-latest","macos-latest","windows-latest"],"go":["1.21"],` +
+		`"mysql":["8.1","8.0","5.7","5.6","mariadb-10.11","mariadb-10.6","mariadb-10.5","mariadb-10.4","mariadb-10.3"],` +
+		`"include":[{"os":"ubuntu-latest","go":"1.20","mysql":"8.1"},{"os":"ubuntu-latest","go":"1.19","mysql":"8.1"},{"os":"ubuntu-latest","go":"1.18","mysql":"8.1"}]}`
+	const runtime = "${{ fromJSON(needs.list.outputs.matrix) }}"
+	require.Contains(t, string(data), runtime)
+	c := expandCase{
+		files:   map[string]string{expandWorkflow: strings.Replace(string(data), runtime, "@M@", 1)},
+		runtime: runtime, constant: "${{ fromJSON('" + m + "') }}",
+		outputs: map[string]map[string]string{"list": {"matrix": m}},
+	}
+	opts := compiler.Options{Event: expandEvent}
+	placeholder, got := expandAll(t, compileFiles(t, c.source(c.runtime), opts), c)
+	want := variantsOf(compileFiles(t, c.source(c.constant), opts), placeholder.ID)
+	require.Len(t, got, 30)
+	require.Empty(t, gocmp.Diff(want, got), "the variants (-constant +run time)")
+	// The axes of a matrix computed as an object are in the order of
+	// their names, in either form (GitHub keeps the object's order).
+	require.Equal(t, "test (1.21, 8.1, ubuntu-latest)", got[0].ID)
+	require.Equal(t, "test (1.18, 8.1, ubuntu-latest)", got[29].ID)
+	require.Equal(t, []string{"windows-latest"}, got[26].RunsOn)
+	t.Logf("template: %d bytes for a workflow of %d bytes", len(placeholder.Expand), len(data))
+}
+
+// BenchmarkExpandJob measures an expansion: the workflow compiled again,
+// its matrix computed from the outputs (4 variants of a job with every
+// templated key).
+func BenchmarkExpandJob(b *testing.B) {
+	c := expandCases[0]
+	plan, diags, err := compiler.Compile(context.Background(), fstestSource(c.source(c.runtime)), expandWorkflow, compiler.Options{Event: expandEvent})
+	require.NoError(b, err)
+	require.False(b, compiler.HasErrors(diags))
+	job := plan.Job("b")
+	req := &dag.ExpandRequest{Job: job, Needs: map[string]cikit.NeedResult{"a": {Result: cikit.JobSucceeded, Outputs: c.outputs["a"]}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		vs, err := compiler.ExpandJob(context.Background(), req)
+		if err != nil || len(vs) != 4 {
+			b.Fatalf("%d variants, %v", len(vs), err)
+		}
+	}
 }
