@@ -189,7 +189,7 @@ func (g *ghCompiler) checkExpandable(j *ghJob, call *ghCall) {
 				}
 				if s := r.String(); !reported[s] {
 					reported[s] = true
-					g.c.at(j.matrix.key, RuleMatrix, "the matrix of job %q reads %s, which is not known when the matrix is computed: a matrix that the compiler cannot compute is computed when the jobs the job needs are done, with their outputs and results (needs.*) added to what the compiler knows", j.id, s)
+					g.c.at(j.matrix.key, RuleMatrix, "the matrix of job %q reads %s, which is not known before the job runs: a matrix the compiler cannot compute is computed once the jobs it needs are done, from what the compiler knows and needs.*", j.id, s)
 				}
 			}
 		}

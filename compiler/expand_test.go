@@ -377,6 +377,86 @@ jobs:
 		constant: `${{ fromJSON('["-x","-v"]') }}`,
 		outputs:  map[string]map[string]string{"call/prepare": {"flags": `["-x","-v"]`}},
 	},
+	{
+		name: "a variant of a matrix caller calls a workflow with a matrix from another of its jobs",
+		ids:  []string{"call (1)/test (a)", "call (1)/test (b)"},
+		files: map[string]string{
+			expandWorkflow: `
+on: push
+jobs:
+  call:
+    strategy:
+      matrix:
+        n: [1]
+    uses: ./.github/workflows/test.yml
+    with:
+      n: ${{ matrix.n }}
+`,
+			".github/workflows/test.yml": `
+on:
+  workflow_call:
+    inputs:
+      n: {type: number, required: true}
+jobs:
+  prepare:
+    runs-on: ubuntu-latest
+    outputs:
+      flags: ${{ steps.f.outputs.flags }}
+    steps: [{id: f, run: echo}]
+  test:
+    needs: prepare
+    strategy:
+      matrix:
+        flag: @M@
+    runs-on: ubuntu-${{ inputs.n }}
+    steps:
+      - run: pytest ${{ matrix.flag }}
+`,
+		},
+		runtime:  "${{ fromJSON(needs.prepare.outputs.flags) }}",
+		constant: `${{ fromJSON('["a","b"]') }}`,
+		outputs:  map[string]map[string]string{"call (1)/prepare": {"flags": `["a","b"]`}},
+	},
+	{
+		name: "a matrix from the outputs of a called workflow",
+		ids:  []string{"b (x)", "b (y)"},
+		files: map[string]string{
+			expandWorkflow: `
+on: push
+jobs:
+  c:
+    uses: ./.github/workflows/list.yml
+  b:
+    needs: c
+    strategy:
+      matrix:
+        t: @M@
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo ${{ matrix.t }} ${{ needs.c.outputs.list }}
+`,
+			".github/workflows/list.yml": `
+on:
+  workflow_call:
+    outputs:
+      list:
+        value: ${{ jobs.pack.outputs.list }}
+jobs:
+  compile:
+    runs-on: ubuntu-latest
+    steps: [{run: make}]
+  pack:
+    needs: compile
+    runs-on: ubuntu-latest
+    outputs:
+      list: ${{ steps.p.outputs.list }}
+    steps: [{id: p, run: echo}]
+`,
+		},
+		runtime:  "${{ fromJSON(needs.c.outputs.list) }}",
+		constant: `${{ fromJSON('["x","y"]') }}`,
+		outputs:  map[string]map[string]string{"c/pack": {"list": `["x","y"]`}},
+	},
 }
 
 // TestExpandJobAgreesWithCompile checks that a matrix computed at run
@@ -572,7 +652,7 @@ jobs:
 		{name: "needs outputs, linted", files: map[string]string{expandWorkflow: expandSimple}},
 		{name: "inputs, linted", files: map[string]string{expandWorkflow: strings.Replace(expandSimple, "needs.a.outputs.m", "github.event.inputs.m", 1)}},
 		{name: "the repository", files: map[string]string{expandWorkflow: strings.Replace(expandSimple, "needs.a.outputs.m", "github.repository", 1)},
-			opts: compiler.Options{Event: expandEvent}, want: `the matrix of job "b" reads github.repository, which is not known when the matrix is computed`},
+			opts: compiler.Options{Event: expandEvent}, want: `the matrix of job "b" reads github.repository, which is not known before the job runs`},
 		{name: "the run number, linted", files: map[string]string{expandWorkflow: strings.Replace(expandSimple, "needs.a.outputs.m", "github.run_number", 1)},
 			want: `reads github.run_number`},
 		{name: "vars without any", files: map[string]string{expandWorkflow: strings.Replace(expandSimple, "needs.a.outputs.m", "vars.M", 1)},
