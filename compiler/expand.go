@@ -43,6 +43,9 @@ type expandBody struct {
 	// they were at the commit.
 	File  string            `json:"file"`
 	Files map[string]string `json:"files"`
+	// Binary holds, in base64, the files that are not UTF-8 (YAML may be
+	// UTF-16), which a JSON string cannot hold as they are.
+	Binary map[string][]byte `json:"binary,omitempty"`
 	// Event and the limits are the Options the workflow was compiled
 	// with, but for Event.ChangedFiles, which decides triggers only.
 	Event         *Event `json:"event,omitempty"`
@@ -124,19 +127,12 @@ func (g *ghCompiler) fillExpand() {
 	if len(g.placeholders) == 0 || c.expand != nil {
 		return
 	}
-	t := expandBody{File: c.file, Files: map[string]string{c.file: string(g.data)},
+	t := expandBody{File: c.file, Files: map[string]string{},
 		MaxMatrixJobs: c.opts.MaxMatrixJobs, MaxJobs: c.opts.MaxJobs, MaxFileBytes: c.opts.MaxFileBytes}
+	t.keep(c.file, g.data)
 	for p, ce := range g.parsed {
 		if ce != nil {
-			t.Files[p] = string(ce.data)
-		}
-	}
-	for p, data := range t.Files {
-		if !utf8.ValidString(data) {
-			// YAML is text; a file that parsed is UTF-8, so this is the
-			// compiler's own mistake.
-			c.at(g.placeholders[0].key, RuleMatrix, "the matrix of job %q is computed at run time, and %s, which it is computed with, is not UTF-8 text", g.placeholders[0].spec.ID, p)
-			return
+			t.keep(p, ce.data)
 		}
 	}
 	if ev := c.opts.Event; ev != nil {
@@ -163,6 +159,18 @@ func (g *ghCompiler) fillExpand() {
 		}
 		d.spec.Expand = b
 	}
+}
+
+// keep adds the file at path to the template.
+func (t *expandBody) keep(path string, data []byte) {
+	if utf8.Valid(data) {
+		t.Files[path] = string(data)
+		return
+	}
+	if t.Binary == nil {
+		t.Binary = map[string][]byte{}
+	}
+	t.Binary[path] = data
 }
 
 // checkExpandable reports what the matrix of job j reads that is not
@@ -480,17 +488,19 @@ func ghResult(s cikit.JobState) string {
 
 // templateSource is the FileSource of an expansion: the files the
 // template keeps.
-type templateSource map[string]string
+type templateSource struct{ t *expandTemplate }
 
 func (s templateSource) ReadFile(ctx context.Context, path string) ([]byte, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	data, ok := s[path]
-	if !ok {
-		return nil, &fs.PathError{Op: "read", Path: path, Err: fs.ErrNotExist}
+	if data, ok := s.t.Files[path]; ok {
+		return []byte(data), nil
 	}
-	return []byte(data), nil
+	if data, ok := s.t.Binary[path]; ok {
+		return data, nil
+	}
+	return nil, &fs.PathError{Op: "read", Path: path, Err: fs.ErrNotExist}
 }
 
 // ExpandError is ExpandJob failing because of what the job's matrix is
@@ -563,18 +573,19 @@ func ExpandJob(ctx context.Context, req *dag.ExpandRequest) ([]*cikit.JobSpec, e
 	case t.Job != job.ID:
 		return nil, fmt.Errorf("compiler: the Expand of job %q was written for job %q", job.ID, t.Job)
 	}
-	data, ok := t.Files[t.File]
-	if !ok {
+	src := templateSource{&t}
+	data, err := src.ReadFile(ctx, t.File)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil, fmt.Errorf("compiler: the Expand of job %q does not hold its workflow %s", job.ID, t.File)
-	}
-	if err := ctx.Err(); err != nil {
+	case err != nil:
 		return nil, err
 	}
 	c := newChecker(t.File)
-	c.ctx, c.src = ctx, templateSource(t.Files)
+	c.ctx, c.src = ctx, src
 	c.opts = Options{Format: FormatGitHub, Event: t.Event, MaxMatrixJobs: t.MaxMatrixJobs, MaxJobs: t.MaxJobs, MaxFileBytes: t.MaxFileBytes}
 	c.expand = &expansion{job: job.ID, needs: ghNeedsContext(req.Needs)}
-	c.run(compileGitHub, []byte(data))
+	c.run(compileGitHub, data)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

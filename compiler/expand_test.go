@@ -681,6 +681,22 @@ jobs:
 	}
 }
 
+// TestExpandJobUTF16 checks that a workflow in UTF-16, which YAML reads
+// and a JSON string cannot hold as it is, expands.
+func TestExpandJobUTF16(t *testing.T) {
+	t.Parallel()
+	var utf16 []byte
+	for _, r := range "\ufeff" + expandSimple {
+		utf16 = append(utf16, byte(r), byte(r>>8))
+	}
+	b := expandPlaceholder(t, string(utf16), compiler.Options{Event: expandEvent})
+	vs, err := compiler.ExpandJob(context.Background(), &dag.ExpandRequest{Job: b,
+		Needs: map[string]cikit.NeedResult{"a": {Result: cikit.JobSucceeded, Outputs: map[string]string{"m": `{"v":["é",2]}`}}}})
+	require.NoError(t, err)
+	require.Equal(t, "b (é)", vs[0].ID)
+	require.Equal(t, "b (2)", vs[1].ID)
+}
+
 // TestExpandJobCancelled checks that an expansion stops with its context.
 func TestExpandJobCancelled(t *testing.T) {
 	t.Parallel()
