@@ -189,9 +189,10 @@
 // when it is a mapping), for a person reading the plan, and Expand holds
 // what it takes to compile the job again: the workflow file, the
 // workflows of the repository it calls, the event (its changed files
-// aside) and the limits of Options. A placeholder of a job that calls a
-// reusable workflow is the caller alone, its name and condition, without
-// steps. The scheduler never runs a placeholder: when its needs are done,
+// aside) and the limits of Options. The placeholder holds no concurrency
+// group and no timeout, which are its variants'; a placeholder of a job
+// that calls a reusable workflow is the caller alone, its name and
+// condition, without steps. The scheduler never runs a placeholder: when its needs are done,
 // it calls its dag.Expander, ExpandJob, which compiles the workflow again
 // with the needs context known to that matrix alone, and returns the
 // variants exactly as Compile would have made them of the same matrix

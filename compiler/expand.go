@@ -73,10 +73,11 @@ func (e *expansion) record(out []*jobDecl) {
 }
 
 // placeholder builds the one job that stands for job j, whose matrix only
-// the run can compute: the job as it is without a matrix (a job calling a
-// reusable workflow: the caller alone, its name and condition), with
-// MatrixOf its own ID and Matrix the matrix as written, under "*". Its
-// Expand is set once every file is read (fillExpand).
+// the run can compute: the job as it is without a matrix but for its
+// concurrency group and timeout (a job calling a reusable workflow: the
+// caller alone, its name and condition), with MatrixOf its own ID and
+// Matrix the matrix as written, under "*". Its Expand is set once every
+// file is read (fillExpand).
 func (g *ghCompiler) placeholder(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 	c := g.c
 	if c.expand == nil {
@@ -106,6 +107,10 @@ func (g *ghCompiler) placeholder(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobD
 		d = &jobDecl{spec: spec, key: j.key, hasNeeds: j.hasNeeds, needs: j.needs, stage: -1}
 	} else {
 		d = g.buildVariant(wf, j, nil, j.id, call)[0]
+		// Never run, the placeholder holds no concurrency group (its
+		// variants, waiting for the group, would wait for it) and no
+		// timeout: they are each variant's.
+		d.spec.Concurrency, d.spec.Timeout = nil, 0
 	}
 	d.spec.MatrixOf = j.id
 	d.spec.Matrix = g.unexpandedMatrix(j.matrix)

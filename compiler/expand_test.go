@@ -71,6 +71,8 @@ func expandAll(t *testing.T, plan *compiler.Plan, c expandCase) (*cikit.JobSpec,
 	require.NotNil(t, placeholder, "the run-time form has a placeholder")
 	require.Equal(t, placeholder.ID, placeholder.MatrixOf)
 	require.Contains(t, placeholder.Matrix, "*")
+	require.Nil(t, placeholder.Concurrency, "the placeholder holds no concurrency group")
+	require.Zero(t, placeholder.Timeout)
 	require.LessOrEqual(t, len(placeholder.Expand), cikit.MaxExpandBytes)
 	needs := map[string]cikit.NeedResult{}
 	for _, n := range placeholder.Needs {
