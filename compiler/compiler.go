@@ -148,8 +148,9 @@ func (o Options) maxMatrixJobs() int {
 // Plan is a compiled pipeline: its jobs, fully resolved, and their graph.
 // A Plan is never returned together with an error diagnostic (warnings
 // may come with it), so every Plan is valid: job IDs are unique, every need names a job, there is no cycle and
-// every job has at least one step, or starts another pipeline (Uses, as a
-// GitLab trigger job does).
+// every job has at least one step, starts another pipeline (Uses, as a
+// GitLab trigger job does), or is a placeholder for a matrix computed at
+// run time (Expand; see ExpandJob), which may have none.
 //
 // A Plan is not modified by the compiler after it is returned; callers
 // that modify Jobs must not rely on Graph afterwards.

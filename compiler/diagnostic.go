@@ -126,6 +126,9 @@ type checker struct {
 	// honoured yet (a schedule), for the Warnings of every job of the
 	// native format.
 	runWarnings []string
+	// expand is set when the compilation expands a job whose matrix
+	// only the run can compute (ExpandJob).
+	expand      *expansion
 	sizes       map[*yaml.Node]int // subtree sizes, for charging aliases
 	aliasNodes  int
 	planEntries int

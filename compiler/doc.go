@@ -176,14 +176,47 @@
 // job and the values of its axes, "test (ubuntu-latest, 20)" (the values
 // an include adds are not shown, as on GitHub), and MatrixOf names the job
 // it comes from. Expressions the compiler can evaluate (fromJSON of a
-// constant, inputs with known values) are; a matrix computed from what
-// only the run knows, such as a job's outputs, is not expanded: the job
-// stays one, with MatrixOf set and Matrix holding the single key "*", the
-// matrix as written in JSON, for the scheduler to expand when the data is
-// there. Fields that take expressions (name, runs-on, the container and
-// service images, timeout-minutes, continue-on-error, concurrency,
-// environment) are evaluated for each variant, what cannot be evaluated
-// yet kept as written.
+// constant, inputs with known values) are. Fields that take expressions
+// (name, runs-on, the container and service images, timeout-minutes,
+// continue-on-error, concurrency, environment) are evaluated for each
+// variant, what cannot be evaluated yet kept as written.
+//
+// A matrix (or an axis, an include or exclude list, a value of it) read
+// from the outputs or results of the jobs the job needs, such as
+// matrix: ${{ fromJSON(needs.setup.outputs.matrix) }}, is known only once
+// they are done. The job then compiles to one placeholder: MatrixOf is its
+// own ID, Matrix holds the single key "*", the matrix as written (in JSON
+// when it is a mapping), for a person reading the plan, and Expand holds
+// what it takes to compile the job again: the workflow file, the
+// workflows of the repository it calls, the event (its changed files
+// aside) and the limits of Options. The placeholder holds no concurrency
+// group and no timeout, which are its variants'; a placeholder of a job
+// that calls a reusable workflow is the caller alone, its name and
+// condition, without steps. The scheduler never runs a placeholder: when its needs are done,
+// it calls its dag.Expander, ExpandJob, which compiles the workflow again
+// with the needs context known to that matrix alone, and returns the
+// variants exactly as Compile would have made them of the same matrix
+// written in: IDs, names, Matrix, MatrixJSON and every field above, each
+// variant needing what the placeholder needs (the jobs of a called
+// workflow also their siblings they run after), none with Expand. The
+// jobs that need the matrix job need the placeholder, which ends when its
+// variants have.
+//
+// Only needs.* is added when the matrix is expanded. A matrix that reads
+// anything else the compiler does not know (github.repository, the run
+// number, vars the event does not give) is an error at compile time; when
+// linting, without an event, the inputs, vars and what an event gives of
+// the github context are taken to be known. A placeholder whose Expand
+// would be larger than cikit.MaxExpandBytes is an error at its job, as is
+// a matrix computed at run time of a job that calls a workflow with one of
+// its own: a variant cannot be a placeholder. ExpandJob fails, with an
+// *ExpandError naming the job and quoting the value (cut short), when the
+// outputs make no matrix: not JSON, not an object of lists, include or
+// exclude entries that are not objects, no variant left, or more than
+// Options.MaxMatrixJobs; the scheduler fails the job so, with
+// cikit.FailureConfig. Expand is private to the compiler: its content may
+// change between versions, and a version ExpandJob does not read is
+// refused, not guessed at.
 //
 // A job's if: becomes When and If. GitHub adds success() to a condition
 // that calls no status function; so no condition, or success(), is

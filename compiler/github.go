@@ -74,12 +74,13 @@ const ghMaxCalledWorkflows = 20
 
 // compileGitHub is the front end of GitHub workflows.
 func compileGitHub(c *checker, root *yaml.Node) *draft {
-	g := &ghCompiler{c: c, calledFiles: map[string]bool{}, stack: []string{c.file}}
+	g := &ghCompiler{c: c, calledFiles: map[string]bool{}, stack: []string{c.file}, data: c.data}
 	d := &draft{}
 	wf := g.workflow(root, c.file, false)
 	if wf == nil {
 		return d
 	}
+	g.top = wf
 	d.name = wf.name
 	d.triggers = wf.triggers
 	if wf.concurrency != nil {
@@ -92,6 +93,7 @@ func compileGitHub(c *checker, root *yaml.Node) *draft {
 		c.chargeJobs(len(d.jobs), js, j.key, j.id)
 		d.jobs = append(d.jobs, js...)
 	}
+	g.fillExpand()
 	return d
 }
 
@@ -118,6 +120,12 @@ type ghCompiler struct {
 	// github the github context of Options.Event: made once.
 	envs   map[ghEnvKey]*expr.GitHubEnv
 	github map[string]any
+	// top is the top workflow, and data its content; placeholders are
+	// the jobs whose matrices only the run can compute, which get their
+	// JobSpec.Expand once every file is read.
+	top          *ghWorkflow
+	data         []byte
+	placeholders []*jobDecl
 }
 
 // ghEntries returns the pairs of mapping m in order. GitHub reads no merge

@@ -104,7 +104,7 @@ func benchmarkGitHubMatrix(b *testing.B, oses, gos int, extra bool) {
 	jobs := oses*gos + 2
 	const path = ".github/workflows/ci.yml"
 	plan, diags, err := compiler.CompileBytes(path, data, compiler.Options{})
-	if err != nil || len(diags) > 0 || plan == nil || len(plan.Jobs) != jobs {
+	if err != nil || compiler.HasErrors(diags) || plan == nil || len(plan.Jobs) != jobs {
 		b.Fatalf("bad benchmark workflow: %v %v", err, diags)
 	}
 	b.SetBytes(int64(len(data)))

@@ -1,7 +1,6 @@
 package compiler
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"path"
@@ -28,6 +27,21 @@ type ghCall struct {
 	inputs map[string]any
 	// binding rewrites the callee's expressions for the caller's run.
 	binding *ghBinding
+	// parent is the call the caller's own workflow is compiled for, nil
+	// when the caller is a job of the top workflow; path is what the IDs
+	// of the callee's jobs get in front in the plan: the caller's path
+	// and ID, "caller/" ("outer/caller (1)/" when nested).
+	parent *ghCall
+	path   string
+}
+
+// pathOf is the ID in the plan of the job of the workflow compiled for
+// call (nil at the top) whose ID there is id.
+func (call *ghCall) pathOf(id string) string {
+	if call == nil {
+		return id
+	}
+	return call.path + id
 }
 
 // build turns one job of wf into the jobs of the plan: one, one per matrix
@@ -44,12 +58,7 @@ func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 		// reported as well.
 		return []*jobDecl{{spec: &cikit.JobSpec{ID: j.id, Name: j.id}, key: j.key, stage: -1}}
 	case !known:
-		decls := g.buildVariant(wf, j, nil, j.id, call)
-		for _, d := range decls {
-			d.spec.MatrixOf = cmp.Or(d.spec.MatrixOf, j.id)
-			d.spec.Matrix = g.unexpandedMatrix(j.matrix)
-		}
-		return decls
+		return g.placeholder(wf, j, call)
 	}
 	out := make([]*jobDecl, 0, len(vs))
 	seen := make(map[string]int, len(vs))
@@ -79,6 +88,9 @@ func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 				g.c.chargePlan(len(d.spec.Matrix), j.key)
 			}
 		}
+	}
+	if e := g.c.expand; e != nil && e.job == call.pathOf(j.id) {
+		e.record(out)
 	}
 	return out
 }
@@ -512,7 +524,7 @@ func (g *ghCompiler) within(file string, data []byte, f func()) {
 // run. id is the ID of the caller's variant.
 func (g *ghCompiler) bindCall(spec *ghCallSpec, j *ghJob, x *ghEval, p, id string) *ghCall {
 	c := g.c
-	call := &ghCall{caller: j, variant: x.variant, inputs: map[string]any{}}
+	call := &ghCall{caller: j, variant: x.variant, inputs: map[string]any{}, parent: x.call, path: x.call.pathOf(id) + "/"}
 	b := &ghBinding{prefix: id + "/", inputs: map[string]expr.Node{}}
 	call.binding = b
 	var declared []string

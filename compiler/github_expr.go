@@ -987,6 +987,9 @@ func (g *ghCompiler) constantCondition(t ghText) {
 // evalValue evaluates t for job j (without variant): for the parts of a
 // matrix.
 func (g *ghCompiler) evalValue(t ghText, j *ghJob, call *ghCall) (any, bool) {
+	if e := g.c.expand; e != nil && e.job == call.pathOf(j.id) {
+		return g.evalExpanding(t, j, call)
+	}
 	x := &ghEval{g: g, wf: j.wf, job: j, call: call}
 	x.environment()
 	// The matrix is being computed: it is not known yet.

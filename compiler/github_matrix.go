@@ -306,7 +306,7 @@ func (g *ghCompiler) resolveMatrix(m *ghMatrix, j *ghJob, call *ghCall) (*matrix
 		}
 		obj, isObj := v.(map[string]any)
 		if !isObj {
-			g.c.at(m.expr.node, RuleMatrix, "the matrix of job %q must evaluate to an object of axes, got %s", j.id, jsonText(v))
+			g.c.at(m.expr.node, RuleMatrix, "the matrix of job %q must evaluate to an object of axes, got %s", j.id, valueText(v))
 			return nil, false
 		}
 		return g.matrixFromValue(obj, m.expr.node, j)
@@ -321,14 +321,17 @@ func (g *ghCompiler) resolveMatrix(m *ghMatrix, j *ghJob, call *ghCall) (*matrix
 			}
 			list, isList := v.([]any)
 			if !isList {
-				g.c.at(a.expr.node, RuleMatrix, "matrix axis %q of job %q must evaluate to a list of values, got %s", a.name, j.id, jsonText(v))
+				g.c.at(a.expr.node, RuleMatrix, "matrix axis %q of job %q must evaluate to a list of values, got %s", a.name, j.id, valueText(v))
 				return nil, false
 			}
 			values = list
 		}
 		resolved := make([]any, len(values))
 		for i, v := range values {
-			resolved[i] = g.evalNested(v, j, call)
+			var known bool
+			if resolved[i], known = g.evalNested(v, j, call); !known {
+				return nil, false
+			}
 		}
 		decl.axes = append(decl.axes, matrixAxis{name: a.name, values: resolved})
 	}
@@ -340,14 +343,14 @@ func (g *ghCompiler) resolveMatrix(m *ghMatrix, j *ghJob, call *ghCall) (*matrix
 			}
 			list, isList := v.([]any)
 			if !isList {
-				g.c.at(expr.node, RuleMatrix, "matrix %s of job %q must evaluate to a list of objects, got %s", which, j.id, jsonText(v))
+				g.c.at(expr.node, RuleMatrix, "matrix %s of job %q must evaluate to a list of objects, got %s", which, j.id, valueText(v))
 				return nil, false
 			}
 			var out []variant
 			for _, item := range list {
 				obj, isObj := item.(map[string]any)
 				if !isObj {
-					g.c.at(expr.node, RuleMatrix, "matrix %s of job %q must evaluate to a list of objects, got an entry %s", which, j.id, jsonText(item))
+					g.c.at(expr.node, RuleMatrix, "matrix %s of job %q must evaluate to a list of objects, got an entry %s", which, j.id, valueText(item))
 					return nil, false
 				}
 				out = append(out, variantOf(obj))
@@ -363,7 +366,7 @@ func (g *ghCompiler) resolveMatrix(m *ghMatrix, j *ghJob, call *ghCall) (*matrix
 				}
 				obj, isObj := v.(map[string]any)
 				if !isObj {
-					g.c.at(r.expr.node, RuleMatrix, "an entry of matrix %s of job %q must evaluate to an object, got %s", which, j.id, jsonText(v))
+					g.c.at(r.expr.node, RuleMatrix, "an entry of matrix %s of job %q must evaluate to an object, got %s", which, j.id, valueText(v))
 					return nil, false
 				}
 				out = append(out, variantOf(obj))
@@ -371,7 +374,10 @@ func (g *ghCompiler) resolveMatrix(m *ghMatrix, j *ghJob, call *ghCall) (*matrix
 			}
 			vals := make(map[string]any, len(r.values))
 			for k, v := range r.values {
-				vals[k] = g.evalNested(v, j, call)
+				var known bool
+				if vals[k], known = g.evalNested(v, j, call); !known {
+					return nil, false
+				}
 			}
 			out = append(out, variant{keys: r.keys, values: vals})
 		}
@@ -397,14 +403,14 @@ func (g *ghCompiler) matrixFromValue(obj map[string]any, at *yaml.Node, j *ghJob
 		case "include", "exclude":
 			list, isList := v.([]any)
 			if !isList {
-				g.c.at(at, RuleMatrix, "%q of the matrix of job %q must be a list of objects, got %s", k, j.id, jsonText(v))
+				g.c.at(at, RuleMatrix, "%q of the matrix of job %q must be a list of objects, got %s", k, j.id, valueText(v))
 				return nil, false
 			}
 			var rows []variant
 			for _, item := range list {
 				obj, isObj := item.(map[string]any)
 				if !isObj {
-					g.c.at(at, RuleMatrix, "%q of the matrix of job %q must be a list of objects, got an entry %s", k, j.id, jsonText(item))
+					g.c.at(at, RuleMatrix, "%q of the matrix of job %q must be a list of objects, got an entry %s", k, j.id, valueText(item))
 					return nil, false
 				}
 				rows = append(rows, variantOf(obj))
@@ -417,7 +423,7 @@ func (g *ghCompiler) matrixFromValue(obj map[string]any, at *yaml.Node, j *ghJob
 		default:
 			list, isList := v.([]any)
 			if !isList || len(list) == 0 {
-				g.c.at(at, RuleMatrix, "matrix axis %q of job %q must be a non-empty list, got %s", k, j.id, jsonText(v))
+				g.c.at(at, RuleMatrix, "matrix axis %q of job %q must be a non-empty list, got %s", k, j.id, valueText(v))
 				return nil, false
 			}
 			decl.axes = append(decl.axes, matrixAxis{name: k, values: list})
@@ -436,38 +442,38 @@ func variantOf(obj map[string]any) variant {
 	return variant{keys: sortedKeys(obj), values: obj}
 }
 
-// evalNested evaluates the expressions in a literal matrix value, where
-// they can be evaluated now; others stay as written, for the run.
-func (g *ghCompiler) evalNested(v any, j *ghJob, call *ghCall) any {
+// evalNested evaluates the expressions in a literal matrix value; known
+// is false when one depends on the run: then the whole matrix does.
+func (g *ghCompiler) evalNested(v any, j *ghJob, call *ghCall) (any, bool) {
 	if !holdsExpr(v) {
-		return v
+		return v, true
 	}
 	switch v := v.(type) {
 	case string:
-		if !hasExpr(v) {
-			return v
-		}
-		if out, known := g.evalValue(ghText{v, nil}, j, call); known {
-			return out
-		}
-		return v
+		return g.evalValue(ghText{v, nil}, j, call)
 	case []any:
 		out := make([]any, len(v))
 		for i, x := range v {
-			out[i] = g.evalNested(x, j, call)
+			var known bool
+			if out[i], known = g.evalNested(x, j, call); !known {
+				return nil, false
+			}
 		}
-		return out
+		return out, true
 	case map[string]any:
 		out := make(map[string]any, len(v))
 		for k, x := range v {
-			out[k] = g.evalNested(x, j, call)
+			var known bool
+			if out[k], known = g.evalNested(x, j, call); !known {
+				return nil, false
+			}
 		}
 		if o, ok := g.order[reflect.ValueOf(v).Pointer()]; ok {
 			g.setOrder(out, o.keys)
 		}
-		return out
+		return out, true
 	}
-	return v
+	return v, true
 }
 
 // variantID names a variant GitHub's way: the job's ID and the variant's

@@ -203,6 +203,18 @@ func renderValue(b *strings.Builder, indent string, v reflect.Value) {
 			return
 		}
 		renderValue(b, indent, v.Elem())
+	case v.Type() == reflect.TypeOf(json.RawMessage(nil)):
+		// JobSpec.Expand: what it keeps, not its bytes.
+		var t struct {
+			Job, File string
+			Files     map[string]string
+			Event     json.RawMessage
+		}
+		if err := json.Unmarshal(v.Bytes(), &t); err != nil {
+			fmt.Fprintf(b, " invalid: %v\n", err)
+			return
+		}
+		fmt.Fprintf(b, " job %q of %s, files [%s], event %t\n", t.Job, t.File, strings.Join(slices.Sorted(maps.Keys(t.Files)), ", "), t.Event != nil)
 	case v.Type() == reflect.TypeOf(map[string]json.RawMessage(nil)):
 		m := make(map[string]string, v.Len())
 		for _, k := range v.MapKeys() {
