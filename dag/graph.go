@@ -46,8 +46,8 @@ type Graph struct {
 	index    map[string]int
 	parents  [][]int
 	children [][]int
-	order    []int // a topological order, stable with respect to node order
-	rank     []int // rank[i] is node i's position in order
+	order    []int   // a topological order, stable with respect to node order
+	rank     []int   // rank[i] is node i's position in order
 	variants [][]int // variants[i] are placeholder i's variants, in node order
 }
 

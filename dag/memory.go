@@ -93,7 +93,7 @@ func (s *MemoryStore) index(r *memRun) {
 func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	s := &MemoryStore{now: cfg.Now, newID: cfg.NewID, runs: make(map[string]*memRun), keys: make(map[string]string),
 		lines: make(map[line][]*memRun), groups: make(map[GroupKey][]memJob),
-		x:     &expansion{expander: cfg.Expander, maxJobs: cfg.MaxJobs}}
+		x: &expansion{expander: cfg.Expander, maxJobs: cfg.MaxJobs}}
 	if s.x.maxJobs <= 0 {
 		s.x.maxJobs = DefaultMaxJobs
 	}
