@@ -1028,8 +1028,8 @@ func (s *PostgresStore) lockRunFor(ctx context.Context, tx pgx.Tx, id string, fu
 					scope = append(scope, scopeOf(rg, it.job)...)
 				}
 			}
-			r = &lockedRun{rg: rg, jobs: make([]*Job, rg.g.Len())}
-			if r.run, err = s.readJobs(ctx, tx, id, r, scope, false); err != nil {
+			r = &lockedRun{rg: rg, run: r.run, jobs: make([]*Job, rg.g.Len())}
+			if _, err = s.readJobs(ctx, tx, id, r, scope, false); err != nil {
 				return nil, err
 			}
 		}
