@@ -35,6 +35,9 @@ type runGraph struct {
 	// graph was read at; the locked path reads the graph again when the
 	// run's has grown since.
 	expansions int
+	// placeholders says that the run has jobs to expand, whose
+	// expansions grow it.
+	placeholders bool
 }
 
 // newRunGraph is the runGraph of a run's graph and specs.
@@ -42,6 +45,7 @@ func newRunGraph(g *Graph, specs []*cikit.JobSpec, branch, pipeline, sha string)
 	rg := &runGraph{g: g, specs: specs, branch: branch, pipeline: pipeline, sha: sha}
 	for _, s := range specs {
 		rg.manual = rg.manual || s.When == cikit.WhenManual
+		rg.placeholders = rg.placeholders || s.Expand != nil
 	}
 	return rg
 }
@@ -125,14 +129,7 @@ func (s *PostgresStore) graphOf(ctx context.Context, q querier, runID, jobID str
 
 // expandable reports whether a run has placeholders, whose expansions
 // grow it.
-func (rg *runGraph) expandable() bool {
-	for _, s := range rg.specs {
-		if s.Expand != nil {
-			return true
-		}
-	}
-	return false
-}
+func (rg *runGraph) expandable() bool { return rg.placeholders }
 
 // readGraph reads a run's graph from its jobs' specs, and caches it.
 func (s *PostgresStore) readGraph(ctx context.Context, q querier, runID string) (*runGraph, error) {
