@@ -115,6 +115,7 @@ func agreeRuns(t *testing.T, runs int, stores []agreeStore, gen func(t *rapid.T)
 			if err != nil {
 				t.Fatal(err)
 			}
+			checkPlaceholders(t, jobs)
 			batch := agreeEvents(t, step, jobs)
 			if len(batch) == 0 {
 				if !retried && run.State == cikit.RunFailed {
@@ -174,6 +175,47 @@ func agreeRuns(t *testing.T, runs int, stores []agreeStore, gen func(t *rapid.T)
 		}
 		t.Fatal("the run did not end in 200 steps")
 	})
+}
+
+// checkPlaceholders checks the placeholders of run-time matrices among
+// a run's jobs:
+//
+//   - SAFETY: a placeholder is never READY, QUEUED, RUNNING, MANUAL or
+//     DELAYED: it is never dispatched;
+//   - SAFETY: an expanded placeholder is terminal iff all its variants
+//     are, and then SUCCEEDED iff they are all satisfied.
+func checkPlaceholders(t *rapid.T, jobs []*dag.Job) {
+	specs := make([]*cikit.JobSpec, len(jobs))
+	for i, j := range jobs {
+		specs[i] = j.Spec
+	}
+	g, err := dag.FromSpecs(specs)
+	if err != nil {
+		t.Fatalf("the run's jobs do not form a graph: %v", err)
+	}
+	for i, j := range jobs {
+		if !g.Node(i).Expand {
+			continue
+		}
+		switch j.State {
+		case cikit.JobReady, cikit.JobQueued, cikit.JobRunning, cikit.JobManual, cikit.JobDelayed, cikit.JobCancelRequested:
+			t.Fatalf("placeholder %s is %s", j.ID(), j.State)
+		}
+		if !g.Expanded(i) {
+			continue
+		}
+		ended, satisfied := true, true
+		for _, v := range g.Variants(i) {
+			ended = ended && jobs[v].State.Terminal()
+			satisfied = satisfied && dag.Satisfied(jobs[v].State, jobs[v].Spec.AllowFailure)
+		}
+		switch {
+		case ended != j.State.Terminal():
+			t.Fatalf("placeholder %s is %s, its variants ended: %v", j.ID(), j.State, ended)
+		case ended && satisfied != (j.State == cikit.JobSucceeded):
+			t.Fatalf("placeholder %s is %s, its variants satisfied: %v", j.ID(), j.State, satisfied)
+		}
+	}
 }
 
 // agreeEvents draws a batch: for some jobs that can move, their next
