@@ -89,7 +89,10 @@
 // had expanded waits again for its variants, of which those that failed
 // get new attempts and the others keep their results (its needs did not
 // run again, so an expansion would give the same variants); one whose
-// expansion failed is expanded again once its needs are satisfied.
+// expansion failed is expanded again once its needs are satisfied. (A
+// placeholder of When always or on_failure that expanded after a need
+// failed keeps its variants when that need is retried: they run again as
+// first expanded, not from the need's new outputs.)
 // PostgresStore expands on the locked path only: completions of the
 // jobs a placeholder needs, and of its variants, never take the fast
 // path.
