@@ -8,11 +8,13 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/dag/dagtest"
+	"github.com/cikit/cikit/internal/pgtest"
 	"github.com/cikit/cikit/internal/redistest"
 )
 
@@ -28,21 +30,73 @@ func TestStoresAgree(t *testing.T) {
 		runs = 5
 	}
 	ns := redistest.New(t)
-	stores := []struct {
-		name  string
-		store dag.Store
-	}{
+	agreeRuns(t, runs, []agreeStore{
 		{"memory", dag.NewMemoryStore(dag.MemoryConfig{})},
 		{"postgres", newPostgresStore(t, nil, nil)},
 		{"postgres+redis", newPostgresStore(t, nil, ns)},
+	}, func(t *rapid.T) []*cikit.JobSpec { return dagtest.GenSpecs(t, 12) })
+}
+
+// TestStoresAgreeExpand is TestStoresAgree for runs with a placeholder of
+// a run-time matrix (dagtest.ListExpander), which expands into 0 to 4
+// variants (none is an expansion that fails), the placeholder being of
+// any kind the generator draws: the stores expand, run, cancel and retry
+// the variants and end the placeholder alike.
+func TestStoresAgreeExpand(t *testing.T) {
+	t.Parallel()
+	runs := 100
+	if testing.Short() {
+		runs = 5
 	}
+	ns := redistest.New(t)
+	agreeRuns(t, runs, []agreeStore{
+		{"memory", dag.NewMemoryStore(dag.MemoryConfig{Expander: dagtest.ListExpander})},
+		{"postgres", newExpandingPostgresStore(t, nil)},
+		{"postgres+redis", newExpandingPostgresStore(t, ns)},
+	}, func(t *rapid.T) []*cikit.JobSpec {
+		specs := dagtest.GenSpecs(t, 10)
+		p := rapid.IntRange(0, len(specs)-1).Draw(t, "placeholder")
+		var names []string
+		for k := range rapid.IntRange(0, 4).Draw(t, "variants") {
+			names = append(names, fmt.Sprint("v", k))
+		}
+		ph := dagtest.Placeholder(specs[p].ID, dagtest.ListExpand{List: names}, specs[p].Needs...)
+		ph.When, ph.AllowFailure, ph.StartIn = specs[p].When, specs[p].AllowFailure, specs[p].StartIn
+		specs[p] = ph
+		return specs
+	})
+}
+
+// newExpandingPostgresStore is newPostgresStore with dagtest.ListExpander.
+func newExpandingPostgresStore(t *testing.T, ns *redistest.NS) *dag.PostgresStore {
+	t.Helper()
+	db := pgtest.New(t)
+	cfg := dag.PostgresConfig{Pool: db.Pool, Expander: dagtest.ListExpander}
+	if ns != nil {
+		cfg.Redis, cfg.KeyPrefix = ns.Client, ns.Prefix
+	}
+	s, err := dag.NewPostgresStore(cfg)
+	require.NoError(t, err)
+	require.NoError(t, s.Migrate(t.Context()))
+	return s
+}
+
+// agreeStore is a store of an agreement test.
+type agreeStore struct {
+	name  string
+	store dag.Store
+}
+
+// agreeRuns drives runs random runs of specs gen draws through stores in
+// lockstep (see TestStoresAgree).
+func agreeRuns(t *testing.T, runs int, stores []agreeStore, gen func(t *rapid.T) []*cikit.JobSpec) {
 	n := 0
 	rapid.Check(t, func(t *rapid.T) {
 		if n++; n > runs {
 			return
 		}
 		ctx := context.Background()
-		specs := dagtest.GenSpecs(t, 12)
+		specs := gen(t)
 		ids := make([]string, len(stores))
 		for i, s := range stores {
 			run, err := s.store.RunCreate(ctx, &dag.RunCreateParams{Jobs: specs})
@@ -61,6 +115,7 @@ func TestStoresAgree(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			checkPlaceholders(t, jobs)
 			batch := agreeEvents(t, step, jobs)
 			if len(batch) == 0 {
 				if !retried && run.State == cikit.RunFailed {
@@ -122,6 +177,47 @@ func TestStoresAgree(t *testing.T) {
 	})
 }
 
+// checkPlaceholders checks the placeholders of run-time matrices among
+// a run's jobs:
+//
+//   - SAFETY: a placeholder is never READY, QUEUED, RUNNING, MANUAL or
+//     DELAYED: it is never dispatched;
+//   - SAFETY: an expanded placeholder is terminal iff all its variants
+//     are, and then SUCCEEDED iff they are all satisfied.
+func checkPlaceholders(t *rapid.T, jobs []*dag.Job) {
+	specs := make([]*cikit.JobSpec, len(jobs))
+	for i, j := range jobs {
+		specs[i] = j.Spec
+	}
+	g, err := dag.FromSpecs(specs)
+	if err != nil {
+		t.Fatalf("the run's jobs do not form a graph: %v", err)
+	}
+	for i, j := range jobs {
+		if !g.Node(i).Expand {
+			continue
+		}
+		switch j.State {
+		case cikit.JobReady, cikit.JobQueued, cikit.JobRunning, cikit.JobManual, cikit.JobDelayed, cikit.JobCancelRequested:
+			t.Fatalf("placeholder %s is %s", j.ID(), j.State)
+		}
+		if !g.Expanded(i) {
+			continue
+		}
+		ended, satisfied := true, true
+		for _, v := range g.Variants(i) {
+			ended = ended && jobs[v].State.Terminal()
+			satisfied = satisfied && dag.Satisfied(jobs[v].State, jobs[v].Spec.AllowFailure)
+		}
+		switch {
+		case ended != j.State.Terminal():
+			t.Fatalf("placeholder %s is %s, its variants ended: %v", j.ID(), j.State, ended)
+		case ended && satisfied != (j.State == cikit.JobSucceeded):
+			t.Fatalf("placeholder %s is %s, its variants satisfied: %v", j.ID(), j.State, satisfied)
+		}
+	}
+}
+
 // agreeEvents draws a batch: for some jobs that can move, their next
 // event, with a random outcome and failure class for completions.
 func agreeEvents(t *rapid.T, step int, jobs []*dag.Job) []*dag.JobEvent {
@@ -159,10 +255,7 @@ func agreeEvents(t *rapid.T, step int, jobs []*dag.Job) []*dag.JobEvent {
 
 // agreeOn applies do to every store's run and requires the same answer
 // and the same jobs afterwards.
-func agreeOn(t *rapid.T, what string, stores []struct {
-	name  string
-	store dag.Store
-}, ids []string, do func(dag.Store, string) (string, error)) {
+func agreeOn(t *rapid.T, what string, stores []agreeStore, ids []string, do func(dag.Store, string) (string, error)) {
 	var first, firstJobs string
 	for i, s := range stores {
 		got, err := do(s.store, ids[i])

@@ -253,8 +253,8 @@ func (t memGroupTx) members(_ context.Context, key GroupKey) ([]groupMember, err
 // lockRuns has nothing to do: the store's mutex serialises all writes.
 func (memGroupTx) lockRuns(context.Context, []string) error { return nil }
 
-func (t memGroupTx) transition(_ context.Context, runID string, je *JobEvent, reason string) (*TransitionResult, error) {
-	return t.s.transitionLocked(runID, je, Event{}, reason)
+func (t memGroupTx) transition(ctx context.Context, runID string, je *JobEvent, reason string) (*TransitionResult, error) {
+	return t.s.transitionLocked(ctx, runID, je, Event{}, reason)
 }
 
 func (s *MemoryStore) GroupNext(ctx context.Context, key GroupKey) (*Job, error) {
@@ -383,11 +383,10 @@ func (s *PostgresStore) GroupNext(ctx context.Context, key GroupKey) (*Job, erro
 		if !ok {
 			return nil
 		}
-		rg, err := s.graph(ctx, tx, m.runID)
+		rg, i, ok, err := s.graphOf(ctx, tx, m.runID, m.jobID)
 		if err != nil {
 			return err
 		}
-		i, ok := rg.g.Index(m.jobID)
 		if !ok {
 			return fmt.Errorf("dag: run %q has no job %q: %w", m.runID, m.jobID, cikit.ErrNotFound)
 		}

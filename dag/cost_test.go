@@ -14,6 +14,7 @@ import (
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/dag/dagtest"
 	"github.com/cikit/cikit/internal/pgtest"
 	"github.com/cikit/cikit/internal/redistest"
 )
@@ -124,7 +125,7 @@ func countedStore(t testing.TB, c *rowCounter, rc *redisCounter) *dag.PostgresSt
 	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	pc := dag.PostgresConfig{Pool: pool}
+	pc := dag.PostgresConfig{Pool: pool, Expander: dagtest.ListExpander, MaxJobs: 2000}
 	if rc != nil {
 		ns := redistest.New(t)
 		ns.Client.AddHook(rc)
@@ -143,15 +144,18 @@ type cost struct {
 	RedisCommands int
 }
 
-// worldSpecs is pairSpecs(n), n at least 12, and two jobs more: report, of When always,
-// needs a-4, and deploy is in a concurrency group. Job a-5 has a timeout
-// of a minute.
+// worldSpecs is pairSpecs(n), n at least 12, and four jobs more: report, of When always,
+// needs a-4, deploy is in a concurrency group, and fan is the placeholder
+// of a run-time matrix of 3 variants that needs setup. Job a-5 has a
+// timeout of a minute.
 func worldSpecs(n int) []*cikit.JobSpec {
 	specs := pairSpecs(n)
 	specs[5].Timeout = time.Minute
 	return append(specs,
 		&cikit.JobSpec{ID: "report", Needs: []string{"a-4"}, When: cikit.WhenAlways, Steps: []cikit.Step{{Run: "true"}}},
-		&cikit.JobSpec{ID: "deploy", Concurrency: &cikit.Concurrency{Group: "prod"}, Steps: []cikit.Step{{Run: "true"}}})
+		&cikit.JobSpec{ID: "deploy", Concurrency: &cikit.Concurrency{Group: "prod"}, Steps: []cikit.Step{{Run: "true"}}},
+		&cikit.JobSpec{ID: "setup", Steps: []cikit.Step{{Run: "true"}}},
+		dagtest.Placeholder("fan", dagtest.ListExpand{List: []string{"x", "y", "z"}}, "setup"))
 }
 
 // stateChangeCosts runs state changes on runs of about n jobs (see
@@ -161,8 +165,9 @@ func worldSpecs(n int) []*cikit.JobSpec {
 // made first, and a runner's claim (start) of a job of a cancelled run;
 // and those of the locked path: a failure, a failure retried, a
 // completion an always job waits for, a concurrency group's job queued,
-// started and completed, a job expired, and the completion that ends a
-// run.
+// started and completed, a job expired, the completion that expands a
+// placeholder into 3 variants and that of the variant that ends it, and
+// the completion that ends a run.
 func stateChangeCosts(t *testing.T, redis bool, n int) map[string]cost {
 	ctx := t.Context()
 	c := &rowCounter{}
@@ -193,6 +198,8 @@ func stateChangeCosts(t *testing.T, redis bool, n int) map[string]cost {
 		apply(ev(dag.EventQueue, run.ID, id))
 		apply(ev(dag.EventStart, run.ID, id))
 	}
+	apply(ev(dag.EventQueue, run.ID, "setup"))
+	apply(ev(dag.EventStart, run.ID, "setup"))
 	apply(ev(dag.EventQueue, cancelled.ID, "a-0"))
 	_, err = s.RunCancel(ctx, cancelled.ID)
 	require.NoError(t, err)
@@ -293,6 +300,20 @@ func stateChangeCosts(t *testing.T, redis bool, n int) map[string]cost {
 		require.Len(t, res, 1, "a-5 is the one job past its timeout")
 		require.Equal(t, "a-5", res[0].Changed[0].ID())
 	})
+	measure("complete the job a placeholder needs, expanding it into 3 variants", func() {
+		require.Equal(t, map[string]cikit.JobState{"setup": cikit.JobSucceeded, "fan (x)": cikit.JobReady, "fan (y)": cikit.JobReady,
+			"fan (z)": cikit.JobReady}, changed(apply(ev(dag.EventComplete, run.ID, "setup"))[0]))
+	})
+	for _, kind := range []dag.EventKind{dag.EventQueue, dag.EventStart} {
+		for _, r := range apply(ev(kind, run.ID, "fan (x)"), ev(kind, run.ID, "fan (y)"), ev(kind, run.ID, "fan (z)")) {
+			require.NoError(t, r.Err)
+		}
+	}
+	apply(ev(dag.EventComplete, run.ID, "fan (x)"), ev(dag.EventComplete, run.ID, "fan (y)"))
+	measure("complete the last variant, ending its placeholder", func() {
+		require.Equal(t, map[string]cikit.JobState{"fan (z)": cikit.JobSucceeded, "fan": cikit.JobSucceeded},
+			changed(apply(ev(dag.EventComplete, run.ID, "fan (z)"))[0]))
+	})
 	measure("the completion that ends a run", func() {
 		res := apply(ev(dag.EventComplete, ending.ID, "b-0"))
 		require.NoError(t, res[0].Err)
@@ -313,7 +334,7 @@ func TestStateChangeCostIsIndependentOfRunSize(t *testing.T) {
 		t.Run(fmt.Sprintf("redis=%v", redis), func(t *testing.T) {
 			t.Parallel()
 			small, large := stateChangeCosts(t, redis, 12), stateChangeCosts(t, redis, 1000)
-			require.Len(t, large, 9)
+			require.Len(t, large, 11)
 			require.Equal(t, small, large, "costs in runs of about 12 jobs, then of 1,000")
 		})
 	}

@@ -88,8 +88,18 @@ func (c *counters) countDown(ctx context.Context, edges []edge) []edge {
 // concurrently either comes before it and is overwritten by the same
 // truth, or after it and finds its need already counted.
 func (c *counters) rebuild(ctx context.Context, runID string, g *Graph, states []cikit.JobState) error {
+	all := make([]int, g.Len())
+	for i := range all {
+		all[i] = i
+	}
+	return c.rebuildJobs(ctx, runID, g, func(i int) cikit.JobState { return states[i] }, all)
+}
+
+// rebuildJobs is rebuild for some jobs of a run (indexes of g), on the
+// states state gives their needs.
+func (c *counters) rebuildJobs(ctx context.Context, runID string, g *Graph, state func(int) cikit.JobState, jobs []int) error {
 	_, err := c.rdb.TxPipelined(ctx, func(p redis.Pipeliner) error {
-		for i := range g.Len() {
+		for _, i := range jobs {
 			parents := g.Parents(i)
 			if len(parents) == 0 {
 				continue
@@ -98,7 +108,7 @@ func (c *counters) rebuild(ctx context.Context, runID string, g *Graph, states [
 			ck, dk := c.countKey(runID, id), c.doneKey(runID, id)
 			var done []any
 			for _, pi := range parents {
-				if Satisfied(states[pi], g.allowsFailure(pi)) {
+				if Satisfied(state(pi), g.allowsFailure(pi)) {
 					done = append(done, g.Node(pi).ID)
 				}
 			}

@@ -39,6 +39,7 @@
 //	   │                                                  ├─────► FAILED ──► descendants SKIPPED
 //	   └──a need failed──► SKIPPED                        └─────► CANCELLED
 //	   (any not-started job) ──run cancelled──► CANCELLED
+//	   (placeholder) ──needs satisfied──► expanded: PENDING until its variants end ──► SUCCEEDED/FAILED/CANCELLED
 //
 // # Stores and drivers
 //
@@ -65,6 +66,40 @@
 // Report summarises a run with the critical path of its actual durations.
 // A Driver runs one run to its end in this process on an Executor, up to
 // Parallel jobs at once; it is the scheduler loop of `cikit run`.
+//
+// # Run-time matrices
+//
+// A job whose matrix only the run can compute (cikit.JobSpec.Expand, a
+// placeholder; Node.Expand) is expanded by the store's Expander in the
+// write that would make it leave PENDING (READY, or MANUAL or DELAYED),
+// at RunCreate when it needs nothing: the Expander is given the run's
+// context, the job and how its needs ended, with their outputs. Its
+// variants join the run in the same write, at the end of the plan (so
+// positions never move), needing what it needs, and are settled by the
+// rules as any job whose needs have ended (READY, usually). The graph
+// then makes the placeholder need its variants (Node.VariantOf,
+// Graph.Variants): it stays PENDING, so it is never dispatched, listed by
+// JobListWaiting, expired or counted as running, and it ends in the write
+// of the last of them to end: SUCCEEDED when all are satisfied, else
+// CANCELLED when one was cancelled, else FAILED; its Result's outputs are
+// theirs merged, the last variant to finish that set a key giving its
+// value. The jobs that need it wait for it as for any job. An expansion
+// that fails (the Expander's error, no Expander, a run past MaxJobs,
+// variants that are not the placeholder's) fails the placeholder with its
+// reason as a failure of class cikit.FailureConfig, exit code -1, with
+// the consequences of any failure. RunCancel cancels the variants, and
+// the placeholder with them, or once those running have reported.
+// RunRetryFailed gives a placeholder that failed a new attempt: one that
+// had expanded waits again for its variants, of which those that failed
+// get new attempts and the others keep their results (its needs did not
+// run again, so an expansion would give the same variants); one whose
+// expansion failed is expanded again once its needs are satisfied. (A
+// placeholder of When always or on_failure that expanded after a need
+// failed keeps its variants when that need is retried: they run again as
+// first expanded, not from the need's new outputs.)
+// PostgresStore expands on the locked path only: completions of the
+// jobs a placeholder needs, and of its variants, never take the fast
+// path.
 //
 // # Superseded runs and concurrency groups
 //

@@ -40,6 +40,11 @@ type Outcome struct {
 	Reason string
 	// FailureClass says why a failure happened, for retry policies.
 	FailureClass cikit.FailureClass
+	// Result, when set, is what the execution reported beyond its
+	// outcome (see JobCompleteParams.Result): the job's outputs, which
+	// the store records and the expansion of a run-time matrix that
+	// reads them needs.
+	Result *JobResult
 }
 
 // DriverConfig configures a Driver.
@@ -373,7 +378,7 @@ func (d *Driver) complete(ctx context.Context, runID string, r execResult, queue
 	}
 	res, err := d.cfg.Store.JobComplete(ctx, &JobCompleteParams{
 		RunID: runID, JobID: r.job.ID(), Attempt: r.job.Attempt,
-		Outcome: o.State, ExitCode: o.ExitCode, Reason: o.Reason, FailureClass: o.FailureClass,
+		Outcome: o.State, ExitCode: o.ExitCode, Reason: o.Reason, FailureClass: o.FailureClass, Result: o.Result,
 	})
 	if err != nil {
 		return err

@@ -2,6 +2,10 @@ package dag
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
 
 	"github.com/cikit/cikit"
 )
@@ -34,4 +38,219 @@ type ExpanderFunc func(ctx context.Context, req *ExpandRequest) ([]*cikit.JobSpe
 // Expand calls f.
 func (f ExpanderFunc) Expand(ctx context.Context, req *ExpandRequest) ([]*cikit.JobSpec, error) {
 	return f(ctx, req)
+}
+
+// DefaultMaxJobs is the most jobs a run may have once its placeholders
+// are expanded, when a store's MaxJobs says nothing: the compiler's
+// default bound of a pipeline's jobs (compiler.DefaultMaxJobs).
+const DefaultMaxJobs = 1000
+
+// expansion is how a store expands the placeholders of run-time matrices
+// (Node.Expand) in the writes that make them arrive.
+type expansion struct {
+	expander Expander // nil: every expansion fails, saying so
+	maxJobs  int
+}
+
+// expandRun is a write's run as an expansion sees and grows it.
+type expandRun struct {
+	runID string
+	g     *Graph
+	specs []*cikit.JobSpec // by graph index
+	jobs  []*Job           // by graph index; nil for a job not read
+	// context returns the run's context; it is called at most once per
+	// expansion.
+	context func() (*cikit.RunContext, error)
+	// added are the indexes of the jobs the expansions added.
+	added []int
+}
+
+// arrives reports whether a job entering s left PENDING for what its
+// needs being satisfied makes it (see Arrival).
+func arrives(s cikit.JobState) bool {
+	return s == cikit.JobReady || s == cikit.JobManual || s == cikit.JobDelayed
+}
+
+// expand expands, in the write a, every placeholder that a made arrive:
+// the placeholder stays PENDING (it is never dispatched) and its
+// variants join the run at its end, settled by the rules (READY, their
+// needs being the placeholder's); or, when the expansion fails, the
+// placeholder fails with the consequences of any failure. What it
+// changes is added to a, in order; r grows by the variants. The jobs the
+// rules read for that must be in r: the placeholder's needs and, for a
+// failure, what is below it. Only the store failing (and ctx ending) is
+// an error.
+func (x *expansion) expand(ctx context.Context, r *expandRun, a *applied, now time.Time) error {
+	for {
+		k, i := -1, 0
+		for n, j := range a.changed {
+			if i, _ = r.g.Index(j.ID()); r.g.Node(i).Expand && !r.g.Expanded(i) && arrives(j.State) {
+				k = n
+				break
+			}
+		}
+		if k < 0 {
+			return nil
+		}
+		ph := r.jobs[i]
+		ph.State, ph.ReadyAt = cikit.JobPending, time.Time{}
+		if a.from[k] == cikit.JobPending {
+			a.changed, a.from = slices.Delete(a.changed, k, k+1), slices.Delete(a.from, k, k+1)
+		} else {
+			a.changed[k] = ph.clone() // a new attempt, waiting for its variants
+		}
+		variants, refused, err := x.variants(ctx, r, i)
+		if err != nil {
+			return err
+		}
+		if refused != nil {
+			w := &write{ev: Event{Kind: eventExpandFailed, Job: i}, job: &JobEvent{Kind: eventExpandFailed, RunID: r.runID,
+				JobID: ph.ID(), Attempt: ph.Attempt, Outcome: cikit.JobFailed, ExitCode: -1, Reason: refused.Error(),
+				FailureClass: cikit.FailureConfig}}
+			fa, err := w.apply(r.g, r.jobs, now)
+			if err != nil {
+				return fmt.Errorf("dag: run %q: failing job %q whose expansion failed: %w", r.runID, ph.ID(), err)
+			}
+			a.merge(fa)
+			continue
+		}
+		specs := append(slices.Clone(r.specs), variants...)
+		g, err := FromSpecs(specs)
+		if err != nil { // variants checks them: a bug, not the run's
+			return fmt.Errorf("dag: run %q: the variants of job %q do not fit its graph: %w", r.runID, ph.ID(), err)
+		}
+		var added []int
+		for _, v := range variants {
+			added = append(added, len(r.jobs))
+			r.jobs = append(r.jobs, &Job{RunID: r.runID, Spec: v, State: cikit.JobPending, Attempt: 1, FailureAllowed: v.AllowFailure})
+		}
+		r.g, r.specs, r.added = g, specs, append(r.added, added...)
+		w := &write{settles: added}
+		va, err := w.apply(g, r.jobs, now)
+		if err != nil {
+			return fmt.Errorf("dag: run %q: settling the variants of job %q: %w", r.runID, ph.ID(), err)
+		}
+		a.merge(va)
+	}
+}
+
+// merge appends what b changed to a.
+func (a *applied) merge(b *applied) {
+	a.changed, a.from, a.ended = append(a.changed, b.changed...), append(a.from, b.from...), append(a.ended, b.ended...)
+}
+
+// variants asks the Expander for the variants of placeholder i of r and
+// checks them. refused is why the placeholder cannot be expanded, which
+// fails it; err is the store failing or ctx ending.
+func (x *expansion) variants(ctx context.Context, r *expandRun, i int) (variants []*cikit.JobSpec, refused, err error) {
+	spec := r.specs[i]
+	if x.expander == nil {
+		return nil, fmt.Errorf("this store has no Expander, so the run-time matrix of job %s cannot be expanded", spec.ID), nil
+	}
+	req := &ExpandRequest{Job: spec.Clone(), Needs: make(map[string]cikit.NeedResult, len(r.g.Parents(i)))}
+	for _, p := range r.g.Parents(i) {
+		j := r.jobs[p]
+		if j == nil {
+			return nil, nil, fmt.Errorf("dag: run %q: expanding job %q needs job %q, which was not read", r.runID, spec.ID, r.specs[p].ID)
+		}
+		nr := cikit.NeedResult{Result: j.State}
+		if j.Result != nil {
+			nr.Outputs = maps.Clone(j.Result.Outputs)
+		}
+		req.Needs[j.ID()] = nr
+	}
+	if req.Run, err = r.context(); err != nil {
+		return nil, nil, err
+	}
+	out, err := x.expander.Expand(ctx, req)
+	if cerr := ctx.Err(); cerr != nil {
+		return nil, nil, cerr // not the matrix's fault
+	}
+	if err != nil {
+		return nil, err, nil
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("the matrix of job %s expands to no job", spec.ID), nil
+	}
+	if n := len(r.specs) + len(out); n > x.maxJobs {
+		return nil, fmt.Errorf("the matrix of job %s expands to %d jobs, which would make its run %d jobs, more than the %d a run may have",
+			spec.ID, len(out), n, x.maxJobs), nil
+	}
+	seen := make(map[string]bool, len(out))
+	variants = make([]*cikit.JobSpec, len(out))
+	for n, v := range out {
+		switch {
+		case v == nil:
+			return nil, fmt.Errorf("variant %d of job %s is missing", n, spec.ID), nil
+		case v.ID == "":
+			return nil, fmt.Errorf("variant %d of job %s has no ID", n, spec.ID), nil
+		case seen[v.ID]:
+			return nil, fmt.Errorf("job %s has two variants %q", spec.ID, v.ID), nil
+		case v.MatrixOf != spec.ID:
+			return nil, fmt.Errorf("variant %q of job %s says it is a variant of %q", v.ID, spec.ID, v.MatrixOf), nil
+		case v.Expand != nil:
+			return nil, fmt.Errorf("variant %q of job %s has a matrix to expand itself", v.ID, spec.ID), nil
+		}
+		if _, dup := r.g.Index(v.ID); dup {
+			return nil, fmt.Errorf("variant %q of job %s has the ID of a job of its run", v.ID, spec.ID), nil
+		}
+		seen[v.ID] = true
+		c := v.Clone()
+		if len(c.Needs) == 0 {
+			c.Needs = slices.Clone(spec.Needs)
+		} else if !sameSet(c.Needs, spec.Needs) {
+			return nil, fmt.Errorf("variant %q of job %s needs %v, not what the job needs (%v)", v.ID, spec.ID, c.Needs, spec.Needs), nil
+		}
+		variants[n] = c
+	}
+	return variants, nil, nil
+}
+
+// sameSet reports whether a and b hold the same strings, in any order.
+func sameSet(a, b []string) bool {
+	x, y := slices.Clone(a), slices.Clone(b)
+	slices.Sort(x)
+	slices.Sort(y)
+	return slices.Equal(slices.Compact(x), slices.Compact(y))
+}
+
+// checkCreated refuses the jobs of a new run that claim to be variants of
+// one of its placeholders: only its store adds those, expanding it.
+func checkCreated(specs []*cikit.JobSpec) error {
+	expand := make(map[string]bool)
+	for _, s := range specs {
+		if s.Expand != nil {
+			expand[s.ID] = true
+		}
+	}
+	for _, s := range specs {
+		if s.MatrixOf != "" && expand[s.MatrixOf] {
+			return fmt.Errorf("%w: job %q is a variant of %q, whose variants its store adds when it expands it", ErrInvalidGraph, s.ID, s.MatrixOf)
+		}
+	}
+	return nil
+}
+
+// variantsResult is the result of expanded placeholder i as its variants
+// end: their outputs merged, a key taking the value of the last variant
+// to finish that set it (variants that finished at once in plan order),
+// as a GitHub matrix job's outputs are; nil when none set any.
+func variantsResult(g *Graph, v *view, i int) *JobResult {
+	var ended []*Job
+	for _, p := range g.Variants(i) {
+		if v.state(p).Terminal() && v.jobs[p] != nil {
+			ended = append(ended, v.jobs[p])
+		}
+	}
+	slices.SortStableFunc(ended, func(a, b *Job) int { return a.FinishedAt.Compare(b.FinishedAt) })
+	out := map[string]string{}
+	for _, j := range ended {
+		if j.Result != nil {
+			maps.Copy(out, j.Result.Outputs)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return &JobResult{Outputs: out}
 }

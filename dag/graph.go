@@ -27,6 +27,15 @@ type Node struct {
 	// waits DELAYED for its StartIn (see Arrival); anything else means on
 	// success.
 	When cikit.When
+	// Expand marks the placeholder of a run-time matrix
+	// (cikit.JobSpec.Expand): a job never dispatched, which a store
+	// expands into its variants once its needs are satisfied and which
+	// ends as they all have (see Expanded).
+	Expand bool
+	// VariantOf, for a variant a store added to its run by expanding a
+	// placeholder, names that placeholder. The graph makes the
+	// placeholder need each of its variants: it ends once they have.
+	VariantOf string
 }
 
 // Graph is an immutable, validated job graph: IDs are unique, every need
@@ -37,8 +46,9 @@ type Graph struct {
 	index    map[string]int
 	parents  [][]int
 	children [][]int
-	order    []int // a topological order, stable with respect to node order
-	rank     []int // rank[i] is node i's position in order
+	order    []int   // a topological order, stable with respect to node order
+	rank     []int   // rank[i] is node i's position in order
+	variants [][]int // variants[i] are placeholder i's variants, in node order
 	// allowed, when set, overrides the nodes' AllowFailure with what a
 	// run recorded of its jobs' failures (see withJobs).
 	allowed func(i int) bool
@@ -98,6 +108,7 @@ func NewGraph(nodes []Node) (*Graph, error) {
 		index:    make(map[string]int, len(nodes)),
 		parents:  make([][]int, len(nodes)),
 		children: make([][]int, len(nodes)),
+		variants: make([][]int, len(nodes)),
 	}
 	for i, n := range nodes {
 		if n.ID == "" {
@@ -120,6 +131,23 @@ func NewGraph(nodes []Node) (*Graph, error) {
 			g.parents[i] = append(g.parents[i], p)
 			g.children[p] = append(g.children[p], i)
 		}
+	}
+	for i, n := range nodes {
+		if n.VariantOf == "" {
+			continue
+		}
+		p, ok := g.index[n.VariantOf]
+		if !ok || !nodes[p].Expand {
+			return nil, fmt.Errorf("%w: job %q is a variant of %q, which is not a job to expand", ErrInvalidGraph, n.ID, n.VariantOf)
+		}
+		if n.Expand {
+			return nil, fmt.Errorf("%w: job %q is a variant of %q and has a matrix to expand itself", ErrInvalidGraph, n.ID, n.VariantOf)
+		}
+		if !slices.Contains(g.parents[p], i) {
+			g.parents[p] = append(g.parents[p], i)
+			g.children[i] = append(g.children[i], p)
+		}
+		g.variants[p] = append(g.variants[p], i)
 	}
 	if cyc := g.findCycle(); cyc != nil {
 		return nil, &CycleError{Cycle: cyc}
@@ -240,6 +268,16 @@ func (g *Graph) Index(id string) (int, bool) {
 	return i, ok
 }
 
+// Variants returns the indexes of the variants of placeholder i, which
+// its store added to the run: none before it was expanded. The slice
+// must not be modified.
+func (g *Graph) Variants(i int) []int { return g.variants[i] }
+
+// Expanded reports whether node i is a placeholder that was expanded:
+// it waits for its variants, which it needs, and ends as they have (see
+// Next).
+func (g *Graph) Expanded(i int) bool { return len(g.variants[i]) > 0 }
+
 // Parents returns the indexes of the nodes that node i needs. The slice
 // must not be modified.
 func (g *Graph) Parents(i int) []int { return g.parents[i] }
@@ -284,11 +322,24 @@ func (g *Graph) CriticalPath(weight func(i int) time.Duration) ([]int, time.Dura
 	return path, finish[end]
 }
 
-// FromSpecs builds the graph of compiled jobs, in their order.
+// FromSpecs builds the graph of compiled jobs, in their order. A job
+// whose MatrixOf names a job to expand (JobSpec.Expand) in specs is a
+// variant of that placeholder (Node.VariantOf); a static matrix's
+// variants name a job as written that is not one of specs.
 func FromSpecs(specs []*cikit.JobSpec) (*Graph, error) {
 	nodes := make([]Node, len(specs))
+	expand := make(map[string]bool)
+	for _, s := range specs {
+		if s.Expand != nil {
+			expand[s.ID] = true
+		}
+	}
 	for i, s := range specs {
-		nodes[i] = Node{ID: s.ID, Needs: s.Needs, AllowFailure: s.AllowFailure, Never: s.When == cikit.WhenNever, When: s.When}
+		nodes[i] = Node{ID: s.ID, Needs: s.Needs, AllowFailure: s.AllowFailure, Never: s.When == cikit.WhenNever, When: s.When,
+			Expand: s.Expand != nil}
+		if s.MatrixOf != "" && expand[s.MatrixOf] {
+			nodes[i].VariantOf = s.MatrixOf
+		}
 	}
 	return NewGraph(nodes)
 }

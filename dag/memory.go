@@ -18,6 +18,13 @@ type MemoryConfig struct {
 	Now func() time.Time
 	// NewID returns a new, unique run ID. Default: a UUIDv7 string.
 	NewID func() string
+	// Expander expands the placeholders of run-time matrices
+	// (cikit.JobSpec.Expand) in the writes that satisfy their needs.
+	// Without one such a placeholder fails, saying the store has none.
+	Expander Expander
+	// MaxJobs bounds the jobs of a run, variants included: an expansion
+	// past it fails its placeholder. Default (0 or less): DefaultMaxJobs.
+	MaxJobs int
 }
 
 // MemoryStore is a Store held in process memory. It serves the embedded
@@ -26,6 +33,7 @@ type MemoryConfig struct {
 type MemoryStore struct {
 	now   func() time.Time
 	newID func() string
+	x     *expansion
 
 	mu   sync.Mutex
 	runs map[string]*memRun
@@ -86,7 +94,11 @@ func (s *MemoryStore) index(r *memRun) {
 // NewMemoryStore returns an empty MemoryStore.
 func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	s := &MemoryStore{now: cfg.Now, newID: cfg.NewID, runs: make(map[string]*memRun), keys: make(map[string]string),
-		lines: make(map[line][]*memRun), groups: make(map[GroupKey][]memJob), numbers: make(map[string]int64)}
+		lines: make(map[line][]*memRun), groups: make(map[GroupKey][]memJob), numbers: make(map[string]int64),
+		x: &expansion{expander: cfg.Expander, maxJobs: cfg.MaxJobs}}
+	if s.x.maxJobs <= 0 {
+		s.x.maxJobs = DefaultMaxJobs
+	}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -104,6 +116,9 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	}
 	g, err := FromSpecs(p.Jobs)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkCreated(p.Jobs); err != nil {
 		return nil, err
 	}
 	if err := p.Supersede.check(); err != nil {
@@ -137,6 +152,9 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	id := s.newID()
 	if _, dup := s.runs[id]; dup {
 		return nil, fmt.Errorf("dag: run ID %q: %w", id, cikit.ErrConflict)
+	}
+	if err := r.expandCreated(ctx, s.x, id, now); err != nil {
+		return nil, err
 	}
 	s.numbers[p.Pipeline]++
 	r.run = Run{ID: id, CreatedAt: now, IdempotencyKey: p.IdempotencyKey, Pipeline: p.Pipeline, Branch: p.Branch, SHA: p.SHA,
@@ -288,7 +306,7 @@ func (s *MemoryStore) queue(ctx context.Context, e *JobEvent) (*TransitionResult
 			}
 		}
 	}
-	return s.transitionLocked(e.RunID, e, Event{}, "")
+	return s.transitionLocked(ctx, e.RunID, e, Event{}, "")
 }
 
 func (s *MemoryStore) JobStart(ctx context.Context, p *JobTransitionParams) (*TransitionResult, error) {
@@ -349,12 +367,12 @@ func (s *MemoryStore) transition(ctx context.Context, runID string, je *JobEvent
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.transitionLocked(runID, je, ev, "")
+	return s.transitionLocked(ctx, runID, je, ev, "")
 }
 
 // transitionLocked is transition with the lock held; reason, when set, is
 // why a cancel event cancels.
-func (s *MemoryStore) transitionLocked(runID string, je *JobEvent, ev Event, reason string) (*TransitionResult, error) {
+func (s *MemoryStore) transitionLocked(ctx context.Context, runID string, je *JobEvent, ev Event, reason string) (*TransitionResult, error) {
 	r, err := s.get(runID)
 	if err != nil {
 		return nil, err
@@ -373,6 +391,9 @@ func (s *MemoryStore) transitionLocked(runID string, je *JobEvent, ev Event, rea
 	if err != nil {
 		return nil, err
 	}
+	if err := s.expand(ctx, r, jobs, a, now); err != nil {
+		return nil, err
+	}
 	for _, j := range a.ended {
 		r.attempts[j.ID()] = append(r.attempts[j.ID()], j)
 	}
@@ -383,6 +404,69 @@ func (s *MemoryStore) transitionLocked(runID string, je *JobEvent, ev Event, rea
 	res.Run = &run
 	s.outbox = append(s.outbox, events(newEventID, now, &run, wasTerminal, res.Changed)...)
 	return res, nil
+}
+
+// expand expands the placeholders the write a on r's jobs made arrive
+// (see expansion.expand) and records the variants in r and the store's
+// indexes. The caller holds the lock.
+func (s *MemoryStore) expand(ctx context.Context, r *memRun, jobs []*Job, a *applied, now time.Time) error {
+	er := r.expandRun(jobs)
+	if err := s.x.expand(ctx, er, a, now); err != nil {
+		return err
+	}
+	r.grow(er)
+	for _, i := range er.added {
+		if key, ok := groupKey(r.jobs[i].Spec.Concurrency, r.run.Branch); ok {
+			s.groups[key] = append(s.groups[key], memJob{run: r, i: i})
+		}
+	}
+	return nil
+}
+
+// expandRun is r, whose jobs jobs points into, as an expansion sees it.
+func (r *memRun) expandRun(jobs []*Job) *expandRun {
+	specs := make([]*cikit.JobSpec, len(r.jobs))
+	for i := range r.jobs {
+		specs[i] = r.jobs[i].Spec
+	}
+	return &expandRun{runID: r.run.ID, g: r.graph, specs: specs, jobs: jobs,
+		context: func() (*cikit.RunContext, error) { return decodeContext(r.context) }}
+}
+
+// grow takes what an expansion of r made: its graph and jobs.
+func (r *memRun) grow(er *expandRun) {
+	if len(er.added) == 0 {
+		return
+	}
+	grown := make([]Job, len(er.jobs))
+	for i, j := range er.jobs {
+		grown[i] = *j
+	}
+	r.graph, r.jobs = er.g, grown
+}
+
+// expandCreated expands the placeholders of a new run, id, that arrive
+// as it is created (they need nothing, or only jobs that never run).
+func (r *memRun) expandCreated(ctx context.Context, x *expansion, id string, now time.Time) error {
+	jobs := make([]*Job, len(r.jobs))
+	a := &applied{}
+	for i := range r.jobs {
+		jobs[i] = &r.jobs[i]
+		jobs[i].RunID = id
+		if r.graph.Node(i).Expand && arrives(jobs[i].State) {
+			a.changed, a.from = append(a.changed, jobs[i].clone()), append(a.from, cikit.JobPending)
+		}
+	}
+	if len(a.changed) == 0 {
+		return nil
+	}
+	er := r.expandRun(jobs)
+	er.runID = id
+	if err := x.expand(ctx, er, a, now); err != nil {
+		return err
+	}
+	r.grow(er)
+	return nil
 }
 
 func (s *MemoryStore) get(runID string) (*memRun, error) {

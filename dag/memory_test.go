@@ -31,6 +31,15 @@ func TestMemoryStore(t *testing.T) {
 	})
 }
 
+// TestMemoryStoreExpand runs the suite of run-time matrices on the memory
+// store.
+func TestMemoryStoreExpand(t *testing.T) {
+	t.Parallel()
+	dagtest.ExerciseExpand(t, func(t *testing.T, now func() time.Time, expander dag.Expander, maxJobs int) dag.Store {
+		return dag.NewMemoryStore(dag.MemoryConfig{Now: now, Expander: expander, MaxJobs: maxJobs})
+	})
+}
+
 func TestMemoryStoreConfig(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

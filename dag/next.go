@@ -50,6 +50,10 @@ const (
 	// EventRelease makes READY a DELAYED job whose StartIn has passed;
 	// the stores' JobsRelease applies it on their clock.
 	EventRelease
+	// eventExpandFailed fails a placeholder (Node.Expand) whose
+	// expansion failed: PENDING becomes FAILED, with the consequences of
+	// any failure. Stores apply it in the write that tried to expand.
+	eventExpandFailed
 )
 
 func (k EventKind) String() string {
@@ -76,6 +80,8 @@ func (k EventKind) String() string {
 		return "play"
 	case EventRelease:
 		return "release"
+	case eventExpandFailed:
+		return "expand-failed"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -187,12 +193,23 @@ func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
 			return nil, nil
 		}
 		var changes []Change
+		next := slices.Clone(states)
 		for _, i := range g.Order() {
 			switch s := states[i]; {
+			case s == cikit.JobPending && g.Expanded(i):
+				// An expanded placeholder ends as its variants do:
+				// with them when none runs, else once those running
+				// have reported.
+				if to, decided := joinDecided(g, i, func(v int) cikit.JobState { return next[v] }); decided {
+					changes = append(changes, Change{Job: i, From: s, To: to})
+					next[i] = to
+				}
 			case s == cikit.JobRunning:
 				changes = append(changes, Change{Job: i, From: s, To: cikit.JobCancelRequested})
+				next[i] = cikit.JobCancelRequested
 			case !s.Terminal() && s != cikit.JobCancelRequested:
 				changes = append(changes, Change{Job: i, From: s, To: cikit.JobCancelled})
+				next[i] = cikit.JobCancelled
 			}
 		}
 		return changes, nil
@@ -234,6 +251,8 @@ func nextJob(g *Graph, state func(int) cikit.JobState, ev Event) ([]Change, erro
 		want, to = cikit.JobManual, cikit.JobReady
 	case EventRelease:
 		want, to = cikit.JobDelayed, cikit.JobReady
+	case eventExpandFailed:
+		want, to = cikit.JobPending, cikit.JobFailed
 	case EventRetryJob, EventExpire:
 		to = cikit.JobFailed
 		if ev.Kind == EventRetryJob {
@@ -294,6 +313,14 @@ func propagate(g *Graph, base func(int) cikit.JobState, j int, s cikit.JobState,
 		ps := state(p)
 		for _, c := range g.Children(p) {
 			if state(c) != cikit.JobPending {
+				continue
+			}
+			if g.Expanded(c) {
+				// An expanded placeholder ends once its variants have.
+				if to, decided := joinDecided(g, c, state); decided {
+					set(c, to)
+					queue = append(queue, c)
+				}
 				continue
 			}
 			if w := g.Node(c).When; w == cikit.WhenAlways || w == cikit.WhenOnFailure {
@@ -394,7 +421,11 @@ func settle(g *Graph, base func(int) cikit.JobState, order []int) []Change {
 			continue
 		}
 		to := cikit.JobPending
-		if w := g.Node(i).When; w == cikit.WhenAlways || w == cikit.WhenOnFailure {
+		if g.Expanded(i) {
+			if s, decided := joinDecided(g, i, state); decided {
+				to = s
+			}
+		} else if w := g.Node(i).When; w == cikit.WhenAlways || w == cikit.WhenOnFailure {
 			if s, decided := whenDecided(g, i, state); decided {
 				to = s
 			}
@@ -436,6 +467,28 @@ func whenDecided(g *Graph, i int, state func(int) cikit.JobState) (cikit.JobStat
 		return cikit.JobReady, true
 	}
 	return cikit.JobSkipped, true
+}
+
+// joinDecided decides an expanded placeholder once all its variants have
+// ended: SUCCEEDED when they are all satisfied (see Satisfied), else
+// CANCELLED when one was cancelled, else FAILED.
+func joinDecided(g *Graph, i int, state func(int) cikit.JobState) (cikit.JobState, bool) {
+	satisfied, cancelled := true, false
+	for _, v := range g.variants[i] {
+		s := state(v)
+		if !s.Terminal() {
+			return "", false
+		}
+		satisfied = satisfied && Satisfied(s, g.allowsFailure(v))
+		cancelled = cancelled || s == cikit.JobCancelled
+	}
+	switch {
+	case satisfied:
+		return cikit.JobSucceeded, true
+	case cancelled:
+		return cikit.JobCancelled, true
+	}
+	return cikit.JobFailed, true
 }
 
 func allSatisfied(g *Graph, i int, state func(int) cikit.JobState) bool {
@@ -607,6 +660,14 @@ func retryFailed(g *Graph, states []cikit.JobState) ([]Change, error) {
 	state := func(i int) cikit.JobState { return next[i] }
 	for _, i := range g.Order() {
 		if !retried[i] {
+			continue
+		}
+		if g.Expanded(i) {
+			// It waits again for its variants, the failed ones of
+			// which are retried above it.
+			if to, decided := joinDecided(g, i, state); decided {
+				next[i] = to
+			}
 			continue
 		}
 		if w := g.Node(i).When; w == cikit.WhenAlways || w == cikit.WhenOnFailure {

@@ -53,6 +53,14 @@ type PostgresConfig struct {
 	Now func() time.Time
 	// NewID returns a new, unique run ID. Default: a UUIDv7 string.
 	NewID func() string
+	// Expander expands the placeholders of run-time matrices
+	// (cikit.JobSpec.Expand) in the writes that satisfy their needs, on
+	// the locked path. Without one such a placeholder fails, saying the
+	// store has none.
+	Expander Expander
+	// MaxJobs bounds the jobs of a run, variants included: an expansion
+	// past it fails its placeholder. Default: DefaultMaxJobs.
+	MaxJobs int
 }
 
 // PostgresStore is a Store in PostgreSQL, the system of record of a
@@ -75,6 +83,7 @@ type PostgresStore struct {
 	now      func() time.Time
 	newID    func() string
 	graphs   graphCache
+	x        *expansion
 	// fault, when set by a test, is called between the steps of a
 	// write; an error stops the write there, as a crash would.
 	fault func(step string) error
@@ -91,7 +100,11 @@ func NewPostgresStore(cfg PostgresConfig) (*PostgresStore, error) {
 	if cfg.CounterTTL < 0 {
 		return nil, fmt.Errorf("dag: PostgresConfig.CounterTTL is negative (%v)", cfg.CounterTTL)
 	}
-	s := &PostgresStore{pool: cfg.Pool, now: cfg.Now, newID: cfg.NewID, graphs: graphCache{max: defaultGraphCache}}
+	if cfg.MaxJobs < 0 {
+		return nil, fmt.Errorf("dag: PostgresConfig.MaxJobs is negative (%d)", cfg.MaxJobs)
+	}
+	s := &PostgresStore{pool: cfg.Pool, now: cfg.Now, newID: cfg.NewID, graphs: graphCache{max: defaultGraphCache},
+		x: &expansion{expander: cfg.Expander, maxJobs: cmp.Or(cfg.MaxJobs, DefaultMaxJobs)}}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -127,7 +140,10 @@ func (s *PostgresStore) RunCreate(ctx context.Context, p *RunCreateParams) (run 
 	// Committed: the run's graph is known without reading it back. (Not
 	// in RunCreateTx, whose caller may still roll back.)
 	if g, err := FromSpecs(p.Jobs); err == nil {
-		s.graphs.put(run.ID, newRunGraph(g, cloneSpecs(p.Jobs), p.Branch, p.Pipeline, p.SHA))
+		if rg := newRunGraph(g, cloneSpecs(p.Jobs), p.Branch, p.Pipeline, p.SHA); !rg.expandable() {
+			// (A run that may have grown as it was created is read back.)
+			s.graphs.put(run.ID, rg)
+		}
 	}
 	return run, nil
 }
@@ -166,6 +182,7 @@ type newRun struct {
 	g      *Graph
 	states []cikit.JobState
 	run    *Run
+	jobs   []*Job // by graph index, its placeholders that arrive expanded
 }
 
 func (s *PostgresStore) runCreateManyTx(ctx context.Context, tx pgx.Tx, ps []*RunCreateParams) (runs []*Run, created []bool, err error) {
@@ -177,16 +194,23 @@ func (s *PostgresStore) runCreateManyTx(ctx context.Context, tx pgx.Tx, ps []*Ru
 		if err != nil {
 			return nil, nil, fmt.Errorf("dag: run %d: %w", i, err)
 		}
+		if err := checkCreated(p.Jobs); err != nil {
+			return nil, nil, fmt.Errorf("dag: run %d: %w", i, err)
+		}
 		if err := p.Supersede.check(); err != nil {
 			return nil, nil, fmt.Errorf("dag: run %d: %w", i, err)
 		}
-		states := Initial(g)
-		run := &Run{ID: s.newID(), CreatedAt: now, State: RunStatus(g, states), IdempotencyKey: p.IdempotencyKey,
-			Pipeline: p.Pipeline, Branch: p.Branch, SHA: p.SHA}
+		n := &newRun{p: p, g: g, states: Initial(g), run: &Run{ID: s.newID()}}
+		if err := s.expandCreated(ctx, n, now); err != nil {
+			return nil, nil, fmt.Errorf("dag: run %d: %w", i, err)
+		}
+		run := n.run
+		run.CreatedAt, run.State, run.IdempotencyKey = now, RunStatus(n.g, n.states), p.IdempotencyKey
+		run.Pipeline, run.Branch, run.SHA = p.Pipeline, p.Branch, p.SHA
 		if run.State.Terminal() {
 			run.FinishedAt = now
 		}
-		all[i] = &newRun{p: p, g: g, states: states, run: run}
+		all[i] = n
 		if p.IdempotencyKey != "" {
 			keys, keyRuns = append(keys, p.IdempotencyKey), append(keyRuns, run.ID)
 		}
@@ -311,7 +335,7 @@ func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newR
 		runContexts                                                    []*string
 		runFinished                                                    []*time.Time
 		jRuns, jIDs, jSpecs, jStates, jReasons                         []string
-		jPositions                                                     []int
+		jPositions, jExit                                              []int
 		jReady, jFinished                                              []*time.Time
 		jAllow                                                         []bool
 		dRuns, dJobs, dNeeds                                           []string
@@ -329,27 +353,26 @@ func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newR
 		}
 		runContexts = append(runContexts, jsonText(rc))
 		var initial []*Job
-		for i, spec := range p.Jobs {
+		jobs := n.jobs
+		if jobs == nil {
+			jobs = initialJobs(n.g, p.Jobs, n.states, run.ID, now)
+		}
+		for i, j := range jobs {
+			spec := j.Spec
 			data, err := json.Marshal(spec)
 			if err != nil {
 				return fmt.Errorf("dag: job %q: %w", spec.ID, err)
 			}
-			j := &Job{RunID: run.ID, Spec: spec, State: n.states[i], Attempt: 1, FailureAllowed: spec.AllowFailure}
-			switch j.State {
-			case cikit.JobReady:
-				j.ReadyAt = now
-			case cikit.JobDelayed:
-				j.ReadyAt = now.Add(spec.StartIn)
-			case cikit.JobSkipped:
-				j.FinishedAt, j.Reason = now, ConsequenceReason(n.g, n.states, i)
+			if j.State.Terminal() {
 				ended = append(ended, j)
 			}
 			if j.State != cikit.JobPending {
 				initial = append(initial, j)
 			}
 			jRuns, jIDs, jSpecs, jStates = append(jRuns, run.ID), append(jIDs, spec.ID), append(jSpecs, string(data)), append(jStates, string(j.State))
-			jReasons, jPositions, jAllow = append(jReasons, j.Reason), append(jPositions, i), append(jAllow, spec.AllowFailure)
+			jReasons, jPositions, jAllow = append(jReasons, j.Reason), append(jPositions, i), append(jAllow, j.FailureAllowed)
 			jReady, jFinished = append(jReady, nullTime(j.ReadyAt)), append(jFinished, nullTime(j.FinishedAt))
+			jExit = append(jExit, j.ExitCode)
 			for _, pi := range n.g.Parents(i) {
 				dRuns, dJobs, dNeeds = append(dRuns, run.ID), append(dJobs, spec.ID), append(dNeeds, n.g.Node(pi).ID)
 			}
@@ -374,11 +397,11 @@ func (s *PostgresStore) insertRuns(ctx context.Context, tx pgx.Tx, fresh []*newR
 		}
 		return rows.Err()
 	})
-	b.Queue(`INSERT INTO jobs (run_id, position, job_id, spec, state, reason, ready_at, finished_at, allow_failure)
-		SELECT r, pos, j, sp::jsonb, st, rs, rd, fn, af
-		FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::timestamptz[], $9::bool[])
-			AS t(r, pos, j, sp, st, rs, rd, fn, af)`,
-		jRuns, jPositions, jIDs, jSpecs, jStates, jReasons, jReady, jFinished, jAllow)
+	b.Queue(`INSERT INTO jobs (run_id, position, job_id, spec, state, reason, ready_at, finished_at, allow_failure, exit_code)
+		SELECT r, pos, j, sp::jsonb, st, rs, rd, fn, af, ec
+		FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::timestamptz[], $9::bool[], $10::int[])
+			AS t(r, pos, j, sp, st, rs, rd, fn, af, ec)`,
+		jRuns, jPositions, jIDs, jSpecs, jStates, jReasons, jReady, jFinished, jAllow, jExit)
 	if len(dRuns) > 0 {
 		b.Queue(`INSERT INTO job_deps (run_id, job_id, needs_job_id) SELECT * FROM unnest($1::text[], $2::text[], $3::text[])`,
 			dRuns, dJobs, dNeeds)
@@ -478,11 +501,10 @@ func (s *PostgresStore) JobList(ctx context.Context, runID string) ([]*Job, erro
 }
 
 func (s *PostgresStore) JobGet(ctx context.Context, runID, jobID string) (*Job, error) {
-	rg, err := s.graph(ctx, s.pool, runID)
+	rg, i, ok, err := s.graphOf(ctx, s.pool, runID, jobID)
 	if err != nil {
 		return nil, err
 	}
-	i, ok := rg.g.Index(jobID)
 	if !ok {
 		return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, jobID, cikit.ErrNotFound)
 	}
@@ -533,7 +555,14 @@ func (s *PostgresStore) JobGetMany(ctx context.Context, keys []JobKey) ([]*Job, 
 		}
 		pos, ok := rg.g.Index(k.JobID)
 		if !ok {
-			continue
+			// A variant added since the graph was cached.
+			if rg, pos, ok, err = s.graphOf(ctx, s.pool, k.RunID, k.JobID); err != nil {
+				return nil, err
+			}
+			if !ok {
+				continue
+			}
+			graphs[k.RunID] = rg
 		}
 		j.RunID = k.RunID
 		j.Spec = rg.specs[pos].Clone()
@@ -543,11 +572,10 @@ func (s *PostgresStore) JobGetMany(ctx context.Context, keys []JobKey) ([]*Job, 
 }
 
 func (s *PostgresStore) JobAttempts(ctx context.Context, runID, jobID string) ([]*Job, error) {
-	rg, err := s.graph(ctx, s.pool, runID)
+	rg, i, ok, err := s.graphOf(ctx, s.pool, runID, jobID)
 	if err != nil {
 		return nil, err
 	}
-	i, ok := rg.g.Index(jobID)
 	if !ok {
 		return nil, fmt.Errorf("dag: run %q has no job %q: %w", runID, jobID, cikit.ErrNotFound)
 	}
@@ -667,6 +695,30 @@ func (s *PostgresStore) jobs(ctx context.Context, tx conn, runID string, lock bo
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	rg, run, jobs, err := s.jobsOf(ctx, tx, rg, runID, lock)
+	var grown *grownError
+	if errors.As(err, &grown) {
+		// Another store expanded a placeholder of the run since its
+		// graph was cached.
+		if rg, err = s.readGraph(ctx, tx, runID); err != nil {
+			return nil, nil, nil, err
+		}
+		return s.jobsOf(ctx, tx, rg, runID, lock)
+	}
+	return rg, run, jobs, err
+}
+
+// grownError reports that a run has other jobs than the graph read of
+// it: an expansion added them since (or, for a graph cached by a write
+// that then rolled back, did not).
+type grownError struct{ runID string }
+
+func (e *grownError) Error() string {
+	return fmt.Sprintf("dag: run %q has more jobs than its graph", e.runID)
+}
+
+// jobsOf is jobs on the graph rg.
+func (s *PostgresStore) jobsOf(ctx context.Context, tx conn, rg *runGraph, runID string, lock bool) (*runGraph, *Run, []*Job, error) {
 	b := &pgx.Batch{}
 	if lock {
 		b.Queue(lockRun, runID)
@@ -692,6 +744,9 @@ func (s *PostgresStore) jobs(ctx context.Context, tx conn, runID string, lock bo
 	jobs := make([]*Job, 0, rg.g.Len())
 	for rows.Next() {
 		if len(jobs) == rg.g.Len() {
+			if rg.expandable() {
+				return nil, nil, nil, &grownError{runID: runID}
+			}
 			return nil, nil, nil, fmt.Errorf("dag: run %q has more jobs than its graph", runID)
 		}
 		j := &Job{RunID: runID, Spec: rg.specs[len(jobs)]}
@@ -704,6 +759,9 @@ func (s *PostgresStore) jobs(ctx context.Context, tx conn, runID string, lock bo
 		return nil, nil, nil, interpretError(err)
 	}
 	if len(jobs) != rg.g.Len() {
+		if rg.expandable() {
+			return nil, nil, nil, &grownError{runID: runID}
+		}
 		return nil, nil, nil, fmt.Errorf("dag: run %q has %d jobs, its graph %d", runID, len(jobs), rg.g.Len())
 	}
 	return rg, run, jobs, br.Close()
@@ -750,6 +808,12 @@ type lockedRun struct {
 	satisfied []int
 	refusal   error // the run cannot be read: every event of it is refused
 	applied   bool  // some event of it was applied
+	// added are the jobs expansions added, not yet inserted;
+	// placeholders those expanded, whose counters are set after the
+	// write; grown says that the run's count of expansions is to grow.
+	added        []int
+	placeholders []int
+	grown        bool
 }
 
 // transitions applies events on the locked path, in order, in one
@@ -861,7 +925,7 @@ func (s *PostgresStore) transitionsTx(ctx context.Context, tx pgx.Tx, ids []stri
 		if !r.applied {
 			continue
 		}
-		if err := queueJobUpdates(b, id, r.unwritten()); err != nil {
+		if err := r.queueWrites(b, id); err != nil {
 			return nil, nil, err
 		}
 		if r.run.State != r.initial {
@@ -892,6 +956,9 @@ func (s *PostgresStore) transitionsTx(ctx context.Context, tx pgx.Tx, ids []stri
 	var satisfied []edge
 	for _, id := range ids {
 		r := runs[id]
+		if s.counters != nil && !r.full && len(r.placeholders) > 0 {
+			s.rebuildSomeCounters(ctx, id, r)
+		}
 		switch {
 		case !r.applied:
 		case r.full:
@@ -976,6 +1043,29 @@ func (s *PostgresStore) lockRunFor(ctx context.Context, tx pgx.Tx, id string, fu
 	if r.run, err = s.readJobs(ctx, tx, id, r, scope, true); err != nil {
 		return nil, err
 	}
+	if rg.expandable() {
+		// Under the lock: a graph cached before another store expanded
+		// a placeholder of the run is read again, and the jobs with it.
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT expansions FROM pipeline_runs WHERE id = $1`, id).Scan(&n); err != nil {
+			return nil, interpretError(err)
+		}
+		if n != rg.expansions {
+			if rg, err = s.readGraph(ctx, tx, id); err != nil {
+				return nil, err
+			}
+			scope = scope[:0]
+			for _, it := range items {
+				if it.runID == id {
+					scope = append(scope, scopeOf(rg, it.job)...)
+				}
+			}
+			r = &lockedRun{rg: rg, run: r.run, jobs: make([]*Job, rg.g.Len())}
+			if _, err = s.readJobs(ctx, tx, id, r, scope, false); err != nil {
+				return nil, err
+			}
+		}
+	}
 	return r, nil
 }
 
@@ -989,6 +1079,9 @@ func (s *PostgresStore) applyLocked(ctx context.Context, tx pgx.Tx, r *lockedRun
 		if err == nil {
 			w.reason = it.reason
 			if a, err = w.apply(r.rg.g, r.jobs, now); err == nil {
+				if err := s.expandLocked(ctx, tx, r, it.runID, a, now); err != nil {
+					return nil, nil, nil, err
+				}
 				return w, a, nil, nil
 			}
 		}
@@ -1022,7 +1115,7 @@ func scopeOf(rg *runGraph, je *JobEvent) []int {
 		if je.Outcome == cikit.JobFailed && RetryOnFailure(spec, je.FailureClass, je.ExitCode, je.Attempt) {
 			return []int{i} // a retry changes only the job
 		}
-		if je.Kind == EventComplete && Satisfied(je.Outcome, AllowedFailure(spec, je.FailureClass, je.ExitCode)) {
+		if je.Kind == EventComplete && Satisfied(je.Outcome, AllowedFailure(spec, je.FailureClass, je.ExitCode)) && !expandsBelow(rg.g, i) {
 			scope := []int{i}
 			for _, c := range rg.g.Children(i) {
 				scope = append(scope, c)
@@ -1142,7 +1235,7 @@ func (s *PostgresStore) lockedStatus(ctx context.Context, tx pgx.Tx, runID strin
 		return cikit.RunPending, nil
 	}
 	b := &pgx.Batch{}
-	if err := queueJobUpdates(b, runID, r.unwritten()); err != nil {
+	if err := r.queueWrites(b, runID); err != nil {
 		return "", err
 	}
 	var sum runSummary

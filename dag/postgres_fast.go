@@ -17,8 +17,9 @@ import (
 	"github.com/cikit/cikit/internal/groupcommit"
 )
 
-// runGraph is a run's graph and compiled specs, which never change once
-// the run exists, so a store keeps them in memory.
+// runGraph is a run's graph and compiled specs, which change only when an
+// expansion adds a placeholder's variants, so a store keeps them in
+// memory.
 type runGraph struct {
 	g      *Graph
 	specs  []*cikit.JobSpec
@@ -30,6 +31,13 @@ type runGraph struct {
 	// left waiting while the run ends: the run's completions take the
 	// locked path, which decides with RunStatus.
 	manual bool
+	// expansions is the run's count of expansions (pipeline_runs) the
+	// graph was read at; the locked path reads the graph again when the
+	// run's has grown since.
+	expansions int
+	// placeholders says that the run has jobs to expand, whose
+	// expansions grow it.
+	placeholders bool
 }
 
 // newRunGraph is the runGraph of a run's graph and specs.
@@ -37,6 +45,7 @@ func newRunGraph(g *Graph, specs []*cikit.JobSpec, branch, pipeline, sha string)
 	rg := &runGraph{g: g, specs: specs, branch: branch, pipeline: pipeline, sha: sha}
 	for _, s := range specs {
 		rg.manual = rg.manual || s.When == cikit.WhenManual
+		rg.placeholders = rg.placeholders || s.Expand != nil
 	}
 	return rg
 }
@@ -56,6 +65,13 @@ func (c *graphCache) get(runID string) (*runGraph, bool) {
 	defer c.mu.Unlock()
 	rg, ok := c.m[runID]
 	return rg, ok
+}
+
+// drop forgets a run's graph, to be read again.
+func (c *graphCache) drop(runID string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.m, runID)
 }
 
 func (c *graphCache) put(runID string, rg *runGraph) {
@@ -91,15 +107,42 @@ func (s *PostgresStore) graph(ctx context.Context, q querier, runID string) (*ru
 	if rg, ok := s.graphs.get(runID); ok {
 		return rg, nil
 	}
-	rows, err := q.Query(ctx, `SELECT j.spec, r.branch, r.pipeline, r.sha FROM jobs j JOIN pipeline_runs r ON r.id = j.run_id
+	return s.readGraph(ctx, q, runID)
+}
+
+// graphOf returns a run's graph and the index of one of its jobs, reading
+// the graph again when the one cached lacks the job: an expansion by
+// another store added it since. ok is false when the run has no such job.
+func (s *PostgresStore) graphOf(ctx context.Context, q querier, runID, jobID string) (rg *runGraph, i int, ok bool, err error) {
+	if rg, err = s.graph(ctx, q, runID); err != nil {
+		return nil, 0, false, err
+	}
+	if i, ok = rg.g.Index(jobID); ok || !rg.expandable() {
+		return rg, i, ok, nil
+	}
+	if rg, err = s.readGraph(ctx, q, runID); err != nil {
+		return nil, 0, false, err
+	}
+	i, ok = rg.g.Index(jobID)
+	return rg, i, ok, nil
+}
+
+// expandable reports whether a run has placeholders, whose expansions
+// grow it.
+func (rg *runGraph) expandable() bool { return rg.placeholders }
+
+// readGraph reads a run's graph from its jobs' specs, and caches it.
+func (s *PostgresStore) readGraph(ctx context.Context, q querier, runID string) (*runGraph, error) {
+	rows, err := q.Query(ctx, `SELECT j.spec, r.branch, r.pipeline, r.sha, r.expansions FROM jobs j JOIN pipeline_runs r ON r.id = j.run_id
 		WHERE j.run_id = $1 ORDER BY j.position`, runID)
 	if err != nil {
 		return nil, interpretError(err)
 	}
 	var branch, pipeline, sha string
+	var expansions int
 	specs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*cikit.JobSpec, error) {
 		var data []byte
-		if err := row.Scan(&data, &branch, &pipeline, &sha); err != nil {
+		if err := row.Scan(&data, &branch, &pipeline, &sha, &expansions); err != nil {
 			return nil, err
 		}
 		spec := &cikit.JobSpec{}
@@ -119,6 +162,7 @@ func (s *PostgresStore) graph(ctx context.Context, q querier, runID string) (*ru
 		return nil, fmt.Errorf("dag: run %q: stored jobs do not form a graph: %w", runID, err)
 	}
 	rg := newRunGraph(g, specs, branch, pipeline, sha)
+	rg.expansions = expansions
 	s.graphs.put(runID, rg)
 	return rg, nil
 }
@@ -194,7 +238,7 @@ func (s *PostgresStore) applyRound(ctx context.Context, evs []*JobEvent, round [
 	var at time.Time // of the fast path's write, kept by the events it missed
 	for _, i := range round {
 		e := evs[i]
-		rg, err := s.graph(ctx, s.pool, e.RunID)
+		rg, j, ok, err := s.graphOf(ctx, s.pool, e.RunID, e.JobID)
 		if err != nil {
 			if !refusal(err) {
 				return err
@@ -202,7 +246,6 @@ func (s *PostgresStore) applyRound(ctx context.Context, evs []*JobEvent, round [
 			out[i] = &JobEventResult{Err: err}
 			continue
 		}
-		j, ok := rg.g.Index(e.JobID)
 		switch {
 		case !ok:
 			out[i] = &JobEventResult{Err: fmt.Errorf("dag: run %q has no job %q: %w", e.RunID, e.JobID, cikit.ErrNotFound)}
@@ -329,6 +372,11 @@ func fastEligible(rg *runGraph, i int, e *JobEvent) bool {
 			return spec.Concurrency == nil
 		}
 		for _, c := range children {
+			if rg.g.Node(c).Expand {
+				// A placeholder is expanded, or ends with its variants,
+				// on the locked path.
+				return false
+			}
 			switch rg.g.Node(c).When {
 			case cikit.WhenAlways, cikit.WhenOnFailure, cikit.WhenManual, cikit.WhenDelayed:
 				return false

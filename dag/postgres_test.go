@@ -50,6 +50,30 @@ func TestPostgresStore(t *testing.T) {
 	})
 }
 
+// TestPostgresStoreExpand runs the suite of run-time matrices on
+// PostgreSQL, alone and with Redis counters (which the suite checks
+// against a recount at the end of each case).
+func TestPostgresStoreExpand(t *testing.T) {
+	t.Parallel()
+	for _, withRedis := range []bool{false, true} {
+		t.Run(map[bool]string{false: "PostgreSQL", true: "Redis"}[withRedis], func(t *testing.T) {
+			t.Parallel()
+			dagtest.ExerciseExpand(t, func(t *testing.T, now func() time.Time, expander dag.Expander, maxJobs int) dag.Store {
+				db := pgtest.New(t)
+				cfg := dag.PostgresConfig{Pool: db.Pool, Now: now, Expander: expander, MaxJobs: maxJobs}
+				if withRedis {
+					ns := redistest.New(t)
+					cfg.Redis, cfg.KeyPrefix = ns.Client, ns.Prefix
+				}
+				s, err := dag.NewPostgresStore(cfg)
+				require.NoError(t, err)
+				require.NoError(t, s.Migrate(t.Context()))
+				return s
+			})
+		})
+	}
+}
+
 func TestNewPostgresStoreValidates(t *testing.T) {
 	t.Parallel()
 	_, err := dag.NewPostgresStore(dag.PostgresConfig{})

@@ -31,6 +31,13 @@ import (
 // retry.
 // Implementations are safe for concurrent use. Results are copies: callers
 // may keep and modify them.
+//
+// A run grows when a placeholder of a run-time matrix (cikit.JobSpec.Expand)
+// is expanded: the write that satisfies its needs adds its variants at the
+// end of the run's plan, and the placeholder stays PENDING until they have
+// all ended, then ends as they did (see the package documentation, "Run-time
+// matrices"). JobList, JobGet and the other reads show the variants as jobs
+// of the run; the placeholder is never READY, QUEUED or RUNNING.
 type Store interface {
 	// RunCreate stores a new run of the given jobs. Jobs that need nothing
 	// are READY at once, the others PENDING. The jobs must form a valid

@@ -88,7 +88,8 @@ func (s *MemoryStore) supersede(r *memRun, p *RunCreateParams) error {
 	}
 	slices.Sort(older)
 	for _, id := range older {
-		if _, err := s.transitionLocked(id, nil, Event{Kind: EventCancel}, supersededReason(r.run.ID)); err != nil {
+		// A cancellation expands nothing: no context is needed.
+		if _, err := s.transitionLocked(context.Background(), id, nil, Event{Kind: EventCancel}, supersededReason(r.run.ID)); err != nil {
 			return err
 		}
 	}

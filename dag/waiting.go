@@ -136,11 +136,10 @@ func (s *PostgresStore) JobListWaiting(ctx context.Context, p *WaitingListParams
 		return nil, fmt.Errorf("dag: listing waiting jobs: %w", err)
 	}
 	for _, j := range out {
-		rg, err := s.graph(ctx, s.pool, j.RunID)
+		rg, i, ok, err := s.graphOf(ctx, s.pool, j.RunID, j.Spec.ID)
 		if err != nil {
 			return nil, fmt.Errorf("dag: listing waiting jobs: %w", err)
 		}
-		i, ok := rg.g.Index(j.Spec.ID)
 		if !ok {
 			return nil, fmt.Errorf("dag: run %q has a job %q its graph has not", j.RunID, j.Spec.ID)
 		}

@@ -25,6 +25,10 @@ type write struct {
 	// reports one, is allowed (AllowedFailure): the rules read it for the
 	// event's job, the job's record keeps it.
 	allowed bool
+	// settles, when set, are jobs just added to the run (a placeholder's
+	// variants, PENDING) that the write settles by the rules (see
+	// settle), in topological order.
+	settles []int
 }
 
 // newWrite resolves a run event ev, or the job event je when it is not
@@ -71,6 +75,7 @@ func newWrite(g *Graph, jobs []*Job, runID string, je *JobEvent, ev Event) (*wri
 // of the changes, and the attempts it ended, as they ended.
 type applied struct {
 	changed []*Job
+	from    []cikit.JobState // from[k] is the state changed[k] left
 	ended   []*Job
 }
 
@@ -126,6 +131,8 @@ func (w *write) changes(g *Graph, jobs []*Job) ([]Change, error) {
 	var changes []Change
 	var err error
 	switch {
+	case w.settles != nil:
+		changes = settle(g, v.state, w.settles)
 	case w.repairs:
 		changes = settleBelow(g, v.state, w.ev.Job)
 	case w.job != nil:
@@ -197,9 +204,12 @@ func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
 				j.FailureAllowed = w.allowed
 			default:
 				j.Reason = consequenceReason(g, v.state, c.Job)
+				if g.Expanded(c.Job) {
+					j.Result = variantsResult(g, v, c.Job)
+				}
 			}
 		}
-		out.changed = append(out.changed, j.clone())
+		out.changed, out.from = append(out.changed, j.clone()), append(out.from, c.From)
 		if c.To.Terminal() {
 			out.ended = append(out.ended, j.clone())
 		}
