@@ -224,7 +224,7 @@ func checkCreated(specs []*cikit.JobSpec) error {
 		}
 	}
 	for _, s := range specs {
-		if s.MatrixOf != "" && expand[s.MatrixOf] {
+		if s.Expand == nil && s.MatrixOf != "" && expand[s.MatrixOf] {
 			return fmt.Errorf("%w: job %q is a variant of %q, whose variants its store adds when it expands it", ErrInvalidGraph, s.ID, s.MatrixOf)
 		}
 	}

@@ -325,7 +325,9 @@ func (g *Graph) CriticalPath(weight func(i int) time.Duration) ([]int, time.Dura
 // FromSpecs builds the graph of compiled jobs, in their order. A job
 // whose MatrixOf names a job to expand (JobSpec.Expand) in specs is a
 // variant of that placeholder (Node.VariantOf); a static matrix's
-// variants name a job as written that is not one of specs.
+// variants name a job as written that is not one of specs, and a
+// placeholder, which names itself (as the compiler writes it), is no
+// variant.
 func FromSpecs(specs []*cikit.JobSpec) (*Graph, error) {
 	nodes := make([]Node, len(specs))
 	expand := make(map[string]bool)
@@ -337,7 +339,7 @@ func FromSpecs(specs []*cikit.JobSpec) (*Graph, error) {
 	for i, s := range specs {
 		nodes[i] = Node{ID: s.ID, Needs: s.Needs, AllowFailure: s.AllowFailure, Never: s.When == cikit.WhenNever, When: s.When,
 			Expand: s.Expand != nil}
-		if s.MatrixOf != "" && expand[s.MatrixOf] {
+		if s.Expand == nil && s.MatrixOf != "" && expand[s.MatrixOf] {
 			nodes[i].VariantOf = s.MatrixOf
 		}
 	}

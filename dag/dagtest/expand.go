@@ -30,10 +30,11 @@ type ListExpand struct {
 	Output string   `json:"output,omitempty"`
 }
 
-// Placeholder returns a job to expand with ListExpander.
+// Placeholder returns a job to expand with ListExpander. Its MatrixOf
+// names itself, as the compiler writes a placeholder.
 func Placeholder(id string, e ListExpand, needs ...string) *cikit.JobSpec {
 	raw, _ := json.Marshal(e) // a ListExpand always marshals
-	return &cikit.JobSpec{ID: id, Name: id, Needs: needs, Expand: raw, Steps: []cikit.Step{{Name: "true", Run: "true"}}}
+	return &cikit.JobSpec{ID: id, Name: id, MatrixOf: id, Needs: needs, Expand: raw, Steps: []cikit.Step{{Name: "true", Run: "true"}}}
 }
 
 // ListExpander is an Expander for the suite and for property tests: a job

@@ -1,7 +1,7 @@
 // Package semantics holds small real-world-style GitHub workflows and
 // GitLab files, one for each run-time semantic of a format that real
 // files depend on (the default shell, working directories, the matrix
-// and env contexts, the run number, GitLab's shell session, after_script,
+// and env contexts, a matrix computed by the run, the run number, GitLab's shell session, after_script,
 // allow_failure:exit_codes, variables, rules:exists, trigger: and the
 // warnings of keys not honoured yet), with
 // what each job must print; and WorldFiles, a repository whose GitHub
@@ -194,6 +194,44 @@ jobs:
             test "$CIKIT_RUN_NUMBER" = "$GITHUB_RUN_NUMBER" && echo run-number-ok
 `,
 		Jobs: map[string]Job{"number": {Lines: []string{"run-number-ok"}}},
+	},
+	{
+		Name: "github-run-time-matrix",
+		Path: ".github/workflows/ci.yml",
+		File: `on: push
+jobs:
+  plan:
+    runs-on: ubuntu-latest
+    outputs:
+      matrix: ${{ steps.list.outputs.matrix }}
+    steps:
+      - id: list
+        run: echo 'matrix={"pkg":["api","web"],"include":[{"pkg":"web","node":true}]}' >> "$GITHUB_OUTPUT"
+  test:
+    needs: plan
+    runs-on: ubuntu-latest
+    strategy:
+      matrix: ${{ fromJSON(needs.plan.outputs.matrix) }}
+    outputs:
+      last: ${{ steps.t.outputs.tested }}
+    steps:
+      - id: t
+        run: |
+          echo "testing ${{ matrix.pkg }} node=${{ matrix.node || false }}"
+          echo "tested=${{ matrix.pkg }}" >> "$GITHUB_OUTPUT"
+  report:
+    needs: test
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo "test ${{ needs.test.result }}, an output ${{ needs.test.outputs.last != '' }}"
+`,
+		Jobs: map[string]Job{
+			"plan":       {},
+			"test":       {},
+			"test (api)": {Lines: []string{"testing api node=false"}},
+			"test (web)": {Lines: []string{"testing web node=true"}},
+			"report":     {Lines: []string{"test success, an output true"}},
+		},
 	},
 	{
 		Name: "gitlab-one-shell-session",

@@ -57,10 +57,18 @@ func jobLines(stdout string, r *result) map[string]string {
 	out := map[string]string{}
 	for _, line := range strings.SplitAfter(stdout, "\n") {
 		for _, j := range r.Jobs {
-			if p := fmt.Sprintf("%-*s ", width, "["+j.ID+"]"); strings.HasPrefix(line, p) {
-				out[j.ID] += strings.TrimPrefix(line, p)
-				break
+			// The prefix is padded to the widest job of the plan, which
+			// the variants of a run-time matrix may pass: at most width.
+			p := "[" + j.ID + "] "
+			if !strings.HasPrefix(line, p) {
+				continue
 			}
+			rest := line[len(p):]
+			for n := width - len(p) + 1; n > 0 && strings.HasPrefix(rest, " "); n-- {
+				rest = rest[1:]
+			}
+			out[j.ID] += rest
+			break
 		}
 	}
 	return out

@@ -417,7 +417,7 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 	defer stop()
 	con := &console{w: stdout}
 	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-	r := &localRun{con: con, width: prefixWidth(lp.jobs), outputs: map[string]map[string]string{}}
+	r := &localRun{con: con, width: prefixWidth(lp.jobs)}
 	newRunner := cfg.newRunner
 	if newRunner == nil {
 		newRunner = newExecutor
@@ -434,7 +434,7 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 		fmt.Fprintf(stderr, "cikit run: %v\n", err)
 		return ExitInvalid
 	}
-	store := dag.NewMemoryStore(dag.MemoryConfig{})
+	store := dag.NewMemoryStore(dag.MemoryConfig{Expander: dag.ExpanderFunc(compiler.ExpandJob)})
 	var runID string
 	driver, err := dag.NewDriver(dag.DriverConfig{
 		Store:    store,
@@ -443,14 +443,18 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 		OnChange: r.onChange,
 		Play:     lp.play,
 		Executor: dag.ExecutorFunc(func(ctx context.Context, j *dag.Job) dag.Outcome {
-			jc, err := lp.jobContext(ctx, store, runID, j, r.outputsOf)
+			jc, err := lp.jobContext(ctx, store, runID, j)
 			if err != nil {
 				return dag.Outcome{State: cikit.JobFailed, ExitCode: -1, Reason: err.Error(), FailureClass: cikit.FailureInfrastructure}
 			}
 			res := exec.RunJob(ctx, process.Job{Spec: j.Spec, Context: jc, Vars: lp.vars, Secrets: lp.secrets})
-			r.setOutputs(j.ID(), res.Outputs)
 			r.flush(j.ID())
-			return dag.Outcome{State: res.State, ExitCode: res.ExitCode, Reason: res.Reason, FailureClass: res.FailureClass}
+			// The store keeps the result, as the platform's does: the
+			// jobs that need this one read its outputs there, and an
+			// expanded matrix's placeholder merges its variants'.
+			return dag.Outcome{State: res.State, ExitCode: res.ExitCode, Reason: res.Reason, FailureClass: res.FailureClass,
+				Result: &dag.JobResult{Outputs: res.Outputs, Annotations: res.Annotations, Commit: res.Commit,
+					CheckoutDuration: res.CheckoutDuration, EnvNames: res.EnvNames}}
 		}),
 	})
 	if err != nil {
@@ -485,10 +489,18 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 		fmt.Fprintf(stderr, "cikit run: %v\n", err)
 		return ExitFailed
 	}
-	res := summarize(graph, final, jobs, time.Since(started))
-	for i := range res.Jobs {
-		res.Jobs[i].Outputs = r.outputsOf(res.Jobs[i].ID)
+	if len(jobs) != graph.Len() {
+		// Run-time matrices grew the run: its graph is its jobs'.
+		specs := make([]*cikit.JobSpec, len(jobs))
+		for i, j := range jobs {
+			specs[i] = j.Spec
+		}
+		if graph, err = dag.FromSpecs(specs); err != nil {
+			fmt.Fprintf(stderr, "cikit run: %v\n", err)
+			return ExitFailed
+		}
 	}
+	res := summarize(graph, final, jobs, time.Since(started))
 	res.print(stdout)
 	if cfg.report != "" {
 		if err := res.write(cfg.report); err != nil {
@@ -509,9 +521,9 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 
 // jobContext is the JobContext of a job of a local run: the run's
 // context, the run's ID and the job's attempt, and how the jobs it needs
-// ended, with the outputs of those that ran. It has no Source: the
-// workspace is a copy of the directory.
-func (lp *localPlan) jobContext(ctx context.Context, store dag.Store, runID string, j *dag.Job, outputs func(string) map[string]string) (*cikit.JobContext, error) {
+// ended, with the outputs of those that ran, as the store holds them. It
+// has no Source: the workspace is a copy of the directory.
+func (lp *localPlan) jobContext(ctx context.Context, store dag.Store, runID string, j *dag.Job) (*cikit.JobContext, error) {
 	jc := &cikit.JobContext{RunContext: lp.rc, RunID: runID, Attempt: max(j.Attempt, 1)}
 	jc.Inputs = maps.Clone(lp.rc.Inputs)
 	if len(j.Spec.Needs) == 0 {
@@ -524,7 +536,11 @@ func (lp *localPlan) jobContext(ctx context.Context, store dag.Store, runID stri
 	jc.Needs = make(map[string]cikit.NeedResult, len(j.Spec.Needs))
 	for _, n := range jobs {
 		if slices.Contains(j.Spec.Needs, n.ID()) {
-			jc.Needs[n.ID()] = cikit.NeedResult{Result: n.State, Outputs: outputs(n.ID())}
+			nr := cikit.NeedResult{Result: n.State}
+			if n.Result != nil {
+				nr.Outputs = n.Result.Outputs
+			}
+			jc.Needs[n.ID()] = nr
 		}
 	}
 	return jc, nil
@@ -537,22 +553,6 @@ type localRun struct {
 
 	mu      sync.Mutex
 	writers map[string]*prefixWriter
-	// outputs are the outputs of the jobs that ran, by job ID.
-	outputs map[string]map[string]string
-}
-
-func (r *localRun) setOutputs(id string, out map[string]string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if len(out) > 0 {
-		r.outputs[id] = out
-	}
-}
-
-func (r *localRun) outputsOf(id string) map[string]string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.outputs[id]
 }
 
 func prefixWidth(jobs []*cikit.JobSpec) int {
@@ -654,6 +654,9 @@ func summarize(g *dag.Graph, run *dag.Run, jobs []*dag.Job, elapsed time.Duratio
 	for _, j := range jobs {
 		jr := jobResult{ID: j.ID(), Name: j.Spec.DisplayName(), State: j.State, AllowFailure: j.FailureAllowed,
 			ExitCode: j.ExitCode, Reason: j.Reason, Duration: j.Duration()}
+		if j.Result != nil {
+			jr.Outputs = j.Result.Outputs
+		}
 		if !j.StartedAt.IsZero() {
 			jr.StartedAt = &j.StartedAt
 		}

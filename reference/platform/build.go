@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/cikit/cikit/artifacts"
+	"github.com/cikit/cikit/compiler"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/ingest"
 	"github.com/cikit/cikit/lease"
@@ -175,15 +176,18 @@ func (p *Platform) buildStores(ctx context.Context) error {
 	var (
 		leaseStore lease.Store
 		segments   logs.SegmentStore
+		// The runs' run-time matrices expand as the compiler that wrote
+		// them says.
+		expander = dag.ExpanderFunc(compiler.ExpandJob)
 	)
 	if p.pool == nil {
-		mem := dag.NewMemoryStore(dag.MemoryConfig{Now: p.now})
+		mem := dag.NewMemoryStore(dag.MemoryConfig{Now: p.now, Expander: expander})
 		p.jobs = mem
 		p.runs = ingest.NewMemoryRunStore(mem, p.now)
 		leaseStore = lease.NewMemoryStore()
 		segments = &logs.MemorySegmentStore{}
 	} else {
-		pg, err := dag.NewPostgresStore(dag.PostgresConfig{Pool: p.pool, Redis: p.redis, KeyPrefix: prefix + "dag:", Now: p.now})
+		pg, err := dag.NewPostgresStore(dag.PostgresConfig{Pool: p.pool, Redis: p.redis, KeyPrefix: prefix + "dag:", Now: p.now, Expander: expander})
 		if err != nil {
 			return err
 		}

@@ -237,6 +237,9 @@ func TestSemantics(t *testing.T) {
 			for _, id := range ids {
 				want := c.Jobs[id]
 				require.Equal(t, map[bool]string{false: "succeeded", true: "failed"}[want.Failed], states[id], "job %s", id)
+				if len(want.Lines)+len(want.Never) == 0 {
+					continue // nothing to read in its log; a matrix's placeholder has none
+				}
 				_, log := jobWorldJob(t, base, r.ID, id)
 				for _, l := range want.Lines {
 					require.Contains(t, log, strings.ReplaceAll(l, semantics.SHA, w.sha)+"\n", "job %s:\n%s", id, log)
