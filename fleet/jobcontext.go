@@ -148,6 +148,9 @@ func (c *contextCache) put(runID string, rc *cikit.RunContext) {
 		for k, v := range rc.Inputs {
 			size += len(k) + len(v)
 		}
+		for k, v := range rc.InputTypes {
+			size += len(k) + len(v)
+		}
 	}
 	if size > runContextCacheBytes {
 		return

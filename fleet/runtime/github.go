@@ -27,7 +27,8 @@ import (
 //   - needs.<job>.result and needs.<job>.outputs (JobContext.Needs), the
 //     variants of a matrix job also together under its key;
 //   - steps.<id>.outputs, outcome and conclusion (SetStep);
-//   - inputs (JobContext.Inputs), vars (Params.Vars), secrets (empty
+//   - inputs (JobContext.Inputs, booleans and numbers typed as
+//     InputTypes says: RunContext.TypedInputs), vars (Params.Vars), secrets (empty
 //     until the platform hands secrets to runners), job.status, runner
 //     (name, os, arch, temp, tool_cache, environment).
 //
@@ -64,9 +65,7 @@ func NewGitHub(p Params) (*GitHub, error) {
 	needs := map[string]any{}
 	if p.Context != nil {
 		runID, attempt = p.Context.RunID, max(p.Context.Attempt, 1)
-		for k, v := range p.Context.Inputs {
-			inputs[k] = v
-		}
+		maps.Copy(inputs, p.Context.TypedInputs())
 		needs = needsContext(p.Context.Needs)
 	}
 	var event any
