@@ -155,6 +155,32 @@ jobs:
 		}},
 	},
 	{
+		// Each variant knows its place: strategy.job-index from 0 in the
+		// expansion order, strategy.job-total the number of variants; a
+		// job without matrix is 0 of 1.
+		Name: "github-strategy-context",
+		Path: ".github/workflows/ci.yml",
+		File: `on: push
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    strategy:
+      matrix:
+        os: [linux, mac]
+    steps:
+      - run: echo "${{ matrix.os }} is ${{ strategy.job-index }}/${{ strategy.job-total }} fail-fast ${{ strategy.fail-fast }}"
+  solo:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo "solo is ${{ strategy.job-index }}/${{ strategy.job-total }} max-parallel ${{ strategy.max-parallel }}"
+`,
+		Jobs: map[string]Job{
+			"test (linux)": {Lines: []string{"linux is 0/2 fail-fast true"}},
+			"test (mac)":   {Lines: []string{"mac is 1/2 fail-fast true"}},
+			"solo":         {Lines: []string{"solo is 0/1 max-parallel 1"}},
+		},
+	},
+	{
 		Name: "github-env-context",
 		Path: ".github/workflows/ci.yml",
 		File: `on: push
