@@ -136,3 +136,15 @@ jobs:
 		})
 	}
 }
+
+func BenchmarkCheckInputs(b *testing.B) {
+	plan, _, err := compiler.CompileBytes(".github/workflows/ci.yml", []byte(dispatchInputs), compiler.Options{})
+	require.NoError(b, err)
+	given := map[string]string{"target": "prod", "flag": "true", "n": "3", "level": "high"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := plan.CheckInputs(given); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
