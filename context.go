@@ -43,8 +43,16 @@ type RunContext struct {
 	// the run.
 	Actor string `json:"actor,omitempty"`
 	// Inputs are a manual trigger's variables or a workflow_dispatch's
-	// inputs, validated at the trigger.
+	// inputs, validated at the trigger (compiler.Plan.CheckInputs), with
+	// the defaults of the declared inputs not given: as text, as GitHub's
+	// github.event.inputs and GitLab's variables have them.
 	Inputs map[string]string `json:"inputs,omitempty"`
+	// InputTypes names the declared type of each input of Inputs that is
+	// not text: "boolean" or "number". GitHub's inputs context has those
+	// typed (inputs.flag is the boolean false, where
+	// github.event.inputs.flag is the string "false"); TypedInputs gives
+	// them so. Inputs without an entry are strings.
+	InputTypes map[string]string `json:"input_types,omitempty"`
 	// Payload is the event's payload as the forge sent it, JSON; GitHub
 	// workflows read it at GITHUB_EVENT_PATH and as github.event. At
 	// most MaxPayloadBytes.

@@ -98,6 +98,12 @@ type JobSpec struct {
 	MatrixJSON map[string]json.RawMessage `json:"matrix_json,omitempty"`
 	// MatrixOf is the ID of the job as written, for a matrix variant.
 	MatrixOf string `json:"matrix_of,omitempty"`
+	// Strategy is where a variant of a GitHub matrix job stands among
+	// the job's variants (GitHub's strategy context); nil for a job
+	// without matrix, whose strategy context is GitHub's default (index
+	// 0 of 1, fail-fast, max-parallel 1). GitLab's parallel copies say
+	// the same with CI_NODE_INDEX and CI_NODE_TOTAL in Env instead.
+	Strategy *Strategy `json:"strategy,omitempty"`
 	// Expand, when set, marks a job whose matrix only the run can compute
 	// (a GitHub matrix read from the outputs of the jobs it needs, such as
 	// fromJSON(needs.setup.outputs.matrix)). The job is never run as it
@@ -296,10 +302,29 @@ func (j *JobSpec) Clone() *JobSpec {
 	c.Permissions = maps.Clone(j.Permissions)
 	c.Matrix = maps.Clone(j.Matrix)
 	c.MatrixJSON = maps.Clone(j.MatrixJSON)
+	c.Strategy = clonePtr(j.Strategy)
 	c.Expand = slices.Clone(j.Expand)
 	c.Checkout = clonePtr(j.Checkout)
 	c.Warnings = slices.Clone(j.Warnings)
 	return &c
+}
+
+// Strategy is a matrix variant's place among the variants of its job,
+// and the job's strategy as written: what GitHub's strategy context
+// holds. FailFast and MaxParallel are recorded, not honoured: the
+// scheduler neither cancels the other variants when one fails nor bounds
+// how many run at once (the compiler warns where they are written).
+type Strategy struct {
+	// Index is the variant's place in the expansion order, from 0
+	// (strategy.job-index); Total the number of variants
+	// (strategy.job-total).
+	Index int `json:"index"`
+	Total int `json:"total"`
+	// FailFast is strategy.fail-fast, true unless written false.
+	FailFast bool `json:"fail_fast"`
+	// MaxParallel is strategy.max-parallel as written; 0 when it is not
+	// (the context then says Total, as GitHub's does).
+	MaxParallel int `json:"max_parallel,omitempty"`
 }
 
 func cloneSteps(steps []Step) []Step {

@@ -75,6 +75,14 @@
 //	  schedule: ["0 3 * * 1-5"]
 //	  manual: {inputs: {target: {type: choice, options: [staging, prod]}}}
 //
+// The inputs a manual run is given are checked against those its trigger
+// declares by Plan.CheckInputs, for `cikit run` and the platform's manual
+// trigger alike: an unknown input, a value not of its type or not one of
+// its choices, and a required input missing are an *InputError; the
+// defaults of the others are filled in, and booleans and numbers typed
+// for the conditions (Event.Inputs) and the job (cikit.RunContext's
+// InputTypes).
+//
 // A condition that depends only on what is known when compiling (the
 // event, the matrix, env) is decided then: false makes the job When
 // never; always() and failure() set When; the rest stays in JobSpec.If.
@@ -174,9 +182,11 @@
 // include and exclude entries compare with ==, which ignores case and
 // converts numbers and strings; a variant is named and identified by its
 // job and the values of its axes, "test (ubuntu-latest, 20)" (the values
-// an include adds are not shown, as on GitHub), and MatrixOf names the job
-// it comes from. Expressions the compiler can evaluate (fromJSON of a
-// constant, inputs with known values) are. Fields that take expressions
+// an include adds are not shown, as on GitHub), MatrixOf names the job
+// it comes from, and Strategy its place among the variants (the strategy
+// context: job-index from 0 in expansion order, job-total, fail-fast and
+// max-parallel as written). Expressions the compiler can evaluate
+// (fromJSON of a constant, inputs with known values) are. Fields that take expressions
 // (name, runs-on, the container and service images, timeout-minutes,
 // continue-on-error, concurrency, environment) are evaluated for each
 // variant, what cannot be evaluated yet kept as written.

@@ -85,6 +85,11 @@ func (g *ghCompiler) build(wf *ghWorkflow, j *ghJob, call *ghCall) []*jobDecl {
 				d.spec.MatrixOf = j.id
 				d.spec.Matrix = vs[i].strings
 				d.spec.MatrixJSON = matrixJSON(vs[i].values)
+				if !j.uses.set() {
+					// The jobs of a called workflow have a strategy of
+					// their own, as on GitHub: not the caller's.
+					d.spec.Strategy = &cikit.Strategy{Index: i, Total: len(vs), FailFast: !j.noFailFast, MaxParallel: j.maxParallel}
+				}
 				g.c.chargePlan(len(d.spec.Matrix), j.key)
 			}
 		}

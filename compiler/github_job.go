@@ -36,6 +36,8 @@ type ghJob struct {
 	container   *ghContainer
 	services    []ghService
 	matrix      *ghMatrix
+	noFailFast  bool // strategy.fail-fast: false
+	maxParallel int  // strategy.max-parallel as a number; 0 when not one
 	permissions map[string]string
 	environment *ghEnvironment
 	concurrency *cikit.Concurrency
@@ -974,15 +976,19 @@ func (g *ghCompiler) strategy(j *ghJob, e entry) {
 		case "matrix":
 			j.matrix = g.matrix(se, j.id)
 		case "fail-fast":
-			if b, x, _ := c.ghBool(v, `"fail-fast"`); b || x != "" {
+			b, x, ok := c.ghBool(v, `"fail-fast"`)
+			if b || x != "" {
 				g.warn(j, se.key, "fail-fast is not honoured yet: a failing variant does not cancel the others")
 			}
+			j.noFailFast = ok && !b && x == "" && !isNull(v)
 		case "max-parallel":
 			g.warn(j, se.key, "max-parallel is not honoured yet: the variants run as runners allow")
 			switch {
 			case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!int":
 				if n, err := strconv.Atoi(strings.ReplaceAll(v.Value, "_", "")); err != nil || n <= 0 {
 					c.at(v, RuleValue, `"max-parallel" of job %q must be a positive whole number, got %s`, j.id, v.Value)
+				} else {
+					j.maxParallel = n
 				}
 			case v.Kind == yaml.ScalarNode && v.ShortTag() == "!!str" && isExprTemplate(v.Value):
 			default:

@@ -150,6 +150,9 @@ func (c *contextCache) put(runID string, rc *cikit.RunContext, number int64) {
 		for k, v := range rc.Inputs {
 			size += len(k) + len(v)
 		}
+		for k, v := range rc.InputTypes {
+			size += len(k) + len(v)
+		}
 	}
 	if size > runContextCacheBytes {
 		return

@@ -376,9 +376,12 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 	src := &source{vcs: in.cfg.VCS, repo: repo, sha: ev.SHA}
 	var runs []*dag.RunCreateParams
 	var why []string
-	for _, f := range files {
-		plan, diags, err := compiler.Compile(ctx, src, f, compiler.Options{Event: cev, MaxMatrixJobs: in.cfg.MaxMatrixJobs,
+	compile := func(f string, cev *compiler.Event) (*compiler.Plan, []compiler.Diagnostic, error) {
+		return compiler.Compile(ctx, src, f, compiler.Options{Event: cev, MaxMatrixJobs: in.cfg.MaxMatrixJobs,
 			MaxJobs: in.cfg.MaxJobs, MaxFileBytes: in.cfg.MaxFileBytes})
+	}
+	for _, f := range files {
+		plan, diags, err := compile(f, cev)
 		if err != nil {
 			if ctx.Err() != nil || !errors.Is(err, vcs.ErrNotFound) && !isCompileRefusal(err) {
 				return nil, "", nil, fmt.Errorf("ingest: compile %s of %s at %s: %w", f, repo, ev.SHA, err)
@@ -401,12 +404,35 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 			}
 			continue
 		}
+		var inputs compiler.InputValues
+		if ev.Kind == KindDispatch {
+			// The whole trigger is refused when one pipeline it starts
+			// does not take its inputs: no run of the others either.
+			if inputs, err = plan.CheckInputs(ev.Variables); err != nil {
+				return nil, "", nil, fmt.Errorf("%w: %w", ErrMalformed, err)
+			}
+			if plan.Format != compiler.FormatGitLab && len(inputs.Values) > 0 {
+				// Compile again with the inputs typed, as the
+				// pipeline's conditions compare them.
+				typed := *cev
+				typed.Inputs = inputs.Typed()
+				if plan, diags, err = compile(f, &typed); err != nil {
+					return nil, "", nil, fmt.Errorf("ingest: compile %s of %s at %s: %w", f, repo, ev.SHA, err)
+				}
+				if compiler.HasErrors(diags) {
+					why = append(why, fmt.Sprintf("%s does not compile: %s", f, diags[0]))
+					continue
+				}
+			}
+		}
 		if len(plan.Jobs) == 0 {
 			why = append(why, f+": no job runs for this event")
 			continue
 		}
-		format, _ := compiler.Detect(f)
-		rc, note := RunContext(ev, format)
+		rc, note := RunContext(ev, plan.Format)
+		if ev.Kind == KindDispatch {
+			note = cmp.Or(withInputs(rc, inputs, plan.Format), note)
+		}
 		if note != "" {
 			in.log.WarnContext(ctx, "ingest: "+note, "repo", repo, "sha", ev.SHA, "file", f, "delivery", ev.DeliveryID)
 		}
@@ -537,13 +563,9 @@ func compilerEvent(ev *Event) *compiler.Event {
 	case KindPullRequest:
 		c.Name, c.BaseBranch = "pull_request", ev.BaseRef
 	case KindDispatch:
+		// Inputs are checked and typed per pipeline (Plan.CheckInputs),
+		// which compiles again with them.
 		c.Name = "manual"
-		if len(ev.Variables) > 0 {
-			c.Inputs = make(map[string]any, len(ev.Variables))
-			for k, v := range ev.Variables {
-				c.Inputs[k] = v
-			}
-		}
 	}
 	if ev.RefType == RefTag {
 		c.Ref, c.Tag = "refs/tags/"+ev.RefName, ev.RefName

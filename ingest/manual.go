@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/cikit/cikit/compiler"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/internal/httpguard"
 	"github.com/cikit/cikit/vcs"
@@ -48,6 +49,25 @@ type ManualResponse struct {
 // delivery id, so a retried request returns the runs of the first
 // (200) instead of starting more (201). Mount it at ManualPattern; who
 // may trigger is the mounting server's business.
+//
+// # Inputs
+//
+// The request's variables are the run's inputs, checked against each
+// pipeline the trigger starts (compiler.Plan.CheckInputs), as GitHub
+// checks a workflow_dispatch: in a GitHub workflow or a native pipeline,
+// an input it does not declare (also when it declares none: GitHub
+// answers "Unexpected inputs provided"), a value not of the input's type
+// (boolean, number) or not one of its choices, and a required input
+// without a default not given refuse the whole trigger — 400, field
+// "variables.NAME", the message naming the input and the pipeline file —
+// and no run starts, not even of the pipelines that take the inputs. A
+// GitLab file's variables are free-form and always taken. Each run
+// records its pipeline's inputs with the defaults of those not given,
+// and the types of the boolean and number ones
+// (cikit.RunContext.InputTypes), so that a job's inputs context has them
+// typed; a GitHub workflow's github.event is the workflow_dispatch
+// payload GitHub gives, its inputs as text. A refused request records
+// nothing: the same Idempotency-Key may be sent again, corrected.
 //
 // Answers: 201 with a ManualResponse for new runs, 200 for a retried
 // request, 400 for a malformed one or a missing Idempotency-Key, 404 for
@@ -131,6 +151,10 @@ func (m *ManualTrigger) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		ev.SHA = sha
 	}
 	d, created, err := m.in.Ingest(r.Context(), ev)
+	if ie, ok := errors.AsType[*compiler.InputError](err); ok {
+		writeFieldError(w, http.StatusBadRequest, key, "variables."+ie.Name, ie.Error())
+		return
+	}
 	switch {
 	case errors.Is(err, ErrMalformed), errors.Is(err, dag.ErrInvalidParams):
 		writeError(w, http.StatusBadRequest, key, err.Error())

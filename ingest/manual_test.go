@@ -9,6 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/ingest"
 )
 
@@ -98,6 +100,157 @@ func TestManualTriggerRefusals(t *testing.T) {
 				msg, _ = out["dropped"].(string)
 			}
 			require.Contains(t, msg, c.want)
+		})
+	}
+}
+
+// typedPipeline declares inputs of every checked kind; its flagged job
+// runs only when the boolean flag is true, which the compiler decides
+// with the inputs typed.
+const typedPipeline = `on:
+  workflow_dispatch:
+    inputs:
+      target:
+        type: string
+        required: true
+      flag:
+        type: boolean
+        default: false
+      n:
+        type: number
+      level:
+        type: choice
+        options: [low, high]
+        default: low
+jobs:
+  deploy:
+    runs-on: ubuntu-latest
+    steps:
+      - run: make deploy
+  flagged:
+    if: ${{ inputs.flag }}
+    runs-on: ubuntu-latest
+    steps:
+      - run: make flagged
+`
+
+// bareDispatch is a workflow started by hand that declares no inputs.
+const bareDispatch = `on: workflow_dispatch
+jobs:
+  go:
+    runs-on: ubuntu-latest
+    steps:
+      - run: make
+`
+
+// freeGitLab is a GitLab file, whose variables are free-form.
+const freeGitLab = `job:
+  script: [make]
+`
+
+func typedServer(t *testing.T) (*httptest.Server, *fixture) {
+	t.Helper()
+	srv, f := manualServer(t)
+	f.vcs.AddCommit("acme/api", "c20", map[string]string{".github/workflows/typed.yml": typedPipeline, ".gitlab-ci.yml": freeGitLab})
+	f.vcs.SetRef("acme/api", "typed", "c20")
+	f.vcs.AddCommit("acme/api", "c21", map[string]string{".github/workflows/bare.yml": bareDispatch})
+	f.vcs.SetRef("acme/api", "bare", "c21")
+	return srv, f
+}
+
+func TestManualTriggerBadInputs(t *testing.T) {
+	t.Parallel()
+	srv, f := typedServer(t)
+	const typed = ".github/workflows/typed.yml"
+	for _, c := range []struct {
+		name, body, field string
+		want              []string
+	}{
+		{"unknown", `{"ref": "typed", "variables": {"target": "x", "leve": "low"}}`, "variables.leve",
+			[]string{"input leve of " + typed, "declares no such input (its inputs: target, flag, n, level)", `did you mean "level"?`}},
+		{"not a boolean", `{"ref": "typed", "variables": {"target": "x", "flag": "yes"}}`, "variables.flag",
+			[]string{"input flag of " + typed, `a boolean input is true or false, got "yes"`}},
+		{"not a number", `{"ref": "typed", "variables": {"target": "x", "n": "two"}}`, "variables.n",
+			[]string{"input n of " + typed, `a number input takes a number, got "two"`}},
+		{"not a choice", `{"ref": "typed", "variables": {"target": "x", "level": "mid"}}`, "variables.level",
+			[]string{"input level of " + typed, `"mid" is not one of the choices low, high`}},
+		{"required missing", `{"ref": "typed", "variables": {"flag": "true"}}`, "variables.target",
+			[]string{"input target of " + typed, "required and has no default"}},
+		{"none declared", `{"ref": "bare", "variables": {"x": "1"}}`, "variables.x",
+			[]string{"input x of .github/workflows/bare.yml", "the pipeline declares no inputs"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, out := trigger(t, srv, "/repos/acme/api/pipelines", "bad-"+strings.ReplaceAll(c.name, " ", "-"), c.body)
+			require.Equal(t, http.StatusBadRequest, status, "%v", out)
+			require.Equal(t, c.field, out["field"])
+			for _, w := range c.want {
+				require.Contains(t, out["error"], w)
+			}
+			require.Nil(t, out["run_ids"])
+		})
+	}
+	runs, err := f.dag.RunList(t.Context(), &dag.RunListParams{})
+	require.NoError(t, err)
+	require.Empty(t, runs, "a refused trigger starts no run, not even of the GitLab file that takes any variable")
+
+	// A refused request recorded nothing: the same key, corrected, starts
+	// the runs.
+	status, out := trigger(t, srv, "/repos/acme/api/pipelines", "bad-not-a-boolean", `{"ref": "typed", "variables": {"target": "x"}}`)
+	require.Equal(t, http.StatusCreated, status, "%v", out)
+	require.Len(t, out["run_ids"], 2)
+}
+
+func TestManualTriggerTypedInputs(t *testing.T) {
+	t.Parallel()
+	srv, f := typedServer(t)
+	for _, c := range []struct {
+		name, flag string
+		jobs       []string
+	}{
+		{"flag false", "false", []string{"deploy"}},
+		{"flag true", "true", []string{"deploy", "flagged"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			status, out := trigger(t, srv, "/repos/acme/api/pipelines", "typed-"+c.flag,
+				`{"ref": "typed", "variables": {"target": "prod", "flag": "`+c.flag+`", "n": "1.50"}}`)
+			require.Equal(t, http.StatusCreated, status, "%v", out)
+			ids := out["run_ids"].([]any)
+			require.Len(t, ids, 2)
+			byPipeline := map[string]*dag.Run{}
+			for _, id := range ids {
+				run, err := f.dag.RunGet(t.Context(), id.(string))
+				require.NoError(t, err)
+				byPipeline[run.Pipeline] = run
+			}
+
+			gh := byPipeline["acme/api:.github/workflows/typed.yml"]
+			require.NotNil(t, gh)
+			require.Equal(t, map[string]string{"target": "prod", "flag": c.flag, "n": "1.50", "level": "low"}, gh.Context.Inputs,
+				"the default of level is filled in, the values kept as given")
+			require.Equal(t, map[string]string{"flag": "boolean", "n": "number"}, gh.Context.InputTypes)
+			require.Equal(t, map[string]any{"target": "prod", "flag": c.flag == "true", "n": 1.5, "level": "low"}, gh.Context.TypedInputs())
+			var payload struct {
+				Inputs map[string]string `json:"inputs"`
+				Ref    string            `json:"ref"`
+			}
+			require.NoError(t, json.Unmarshal(gh.Context.Payload, &payload))
+			require.Equal(t, gh.Context.Inputs, payload.Inputs, "github.event.inputs holds the inputs as text")
+			require.Equal(t, "refs/heads/typed", payload.Ref)
+			jobs, err := f.dag.JobList(t.Context(), gh.ID)
+			require.NoError(t, err)
+			var run []string
+			for _, j := range jobs {
+				if j.Spec.When != cikit.WhenNever {
+					run = append(run, j.ID())
+				}
+			}
+			require.ElementsMatch(t, c.jobs, run, "if: inputs.flag is decided with the boolean")
+
+			gl := byPipeline["acme/api:.gitlab-ci.yml"]
+			require.NotNil(t, gl)
+			require.Equal(t, map[string]string{"target": "prod", "flag": c.flag, "n": "1.50"}, gl.Context.Inputs,
+				"a GitLab file takes the variables as they are")
+			require.Nil(t, gl.Context.InputTypes)
 		})
 	}
 }

@@ -78,3 +78,28 @@ func RunContext(ev *Event, format compiler.Format) (rc *cikit.RunContext, note s
 	}
 	return rc, note
 }
+
+// withInputs records a dispatch's inputs, as the pipeline took them
+// (defaults filled in, booleans and numbers typed), in rc. A GitHub
+// workflow whose event has no payload (cikit's manual trigger) gets the
+// one GitHub gives a workflow_dispatch, its inputs as text
+// (github.event.inputs); when that is larger than cikit.MaxPayloadBytes
+// the payload is {}, and note says so, for the log.
+func withInputs(rc *cikit.RunContext, in compiler.InputValues, format compiler.Format) (note string) {
+	rc.Inputs, rc.InputTypes = in.Values, in.Types
+	if format != compiler.FormatGitHub || len(rc.Payload) > 0 {
+		return ""
+	}
+	inputs := in.Values
+	if inputs == nil {
+		inputs = map[string]string{}
+	}
+	b, err := json.Marshal(map[string]any{"inputs": inputs, "ref": rc.Ref})
+	if err != nil || len(b) > cikit.MaxPayloadBytes {
+		rc.Payload = json.RawMessage(`{}`)
+		return fmt.Sprintf("the inputs make a workflow_dispatch payload of %d bytes, more than the %s a run records (cikit.MaxPayloadBytes): github.event is {}",
+			len(b), cikit.FormatBytes(cikit.MaxPayloadBytes))
+	}
+	rc.Payload = b
+	return ""
+}

@@ -16,8 +16,8 @@
 //     annotations and ::set-output as outputs, keeps ::group:: markers
 //     for the log to fold and honours ::stop-commands::.
 //   - Expressions: GitHub evaluates ${{ }} at run time against the
-//     github, env, matrix, needs, steps, inputs, vars, secrets, job and
-//     runner contexts (Expand, StepRuns, StepEnv, SetStep, JobOutputs).
+//     github, env, matrix, strategy, needs, steps, inputs (booleans and
+//     numbers typed), vars, secrets, job and runner contexts (Expand, StepRuns, StepEnv, SetStep, JobOutputs).
 //   - Predefined variables: Env gives CI, CIKIT_* and, by the job's
 //     format, GitHub's default variables or GitLab's predefined ones;
 //     Overrides the GitLab manual variables that rank above the job's;

@@ -1,6 +1,7 @@
 package runtime
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -20,19 +21,30 @@ import (
 //     payload —, head_ref, base_ref, run_id, run_number, run_attempt,
 //     job, workspace, server_url, api_url, graphql_url, event_path,
 //     repositoryUrl, action_path, token);
+//
 //   - env: the job's env expanded, the variables earlier steps wrote to
 //     GITHUB_ENV (AddEnv), and in a step's own values its env (StepEnv);
+//
 //   - matrix: the variant's values, objects and arrays as such
 //     (JobSpec.MatrixJSON);
+//
 //   - needs.<job>.result and needs.<job>.outputs (JobContext.Needs), the
 //     variants of a matrix job also together under its key;
+//
 //   - steps.<id>.outputs, outcome and conclusion (SetStep);
-//   - inputs (JobContext.Inputs), vars (Params.Vars), secrets (empty
+//
+//   - inputs (JobContext.Inputs, booleans and numbers typed as
+//     InputTypes says: RunContext.TypedInputs), vars (Params.Vars), secrets (empty
 //     until the platform hands secrets to runners), job.status, runner
 //     (name, os, arch, temp, tool_cache, environment).
 //
-// The strategy context is not known at run time yet: an expression that
-// reads it fails, naming the contexts there are. hashFiles is evaluated
+//   - strategy: job-index, job-total, fail-fast and max-parallel of a
+//     matrix variant (Spec.Strategy; max-parallel the number of variants
+//     when the job does not set it), and for a job without matrix
+//     GitHub's default: job-index 0, job-total 1, fail-fast true,
+//     max-parallel 1.
+//
+// hashFiles is evaluated
 // over the workspace. A GitHub is not safe for concurrent use: the
 // executor runs one step at a time.
 type GitHub struct {
@@ -64,9 +76,7 @@ func NewGitHub(p Params) (*GitHub, error) {
 	needs := map[string]any{}
 	if p.Context != nil {
 		runID, attempt = p.Context.RunID, max(p.Context.Attempt, 1)
-		for k, v := range p.Context.Inputs {
-			inputs[k] = v
-		}
+		maps.Copy(inputs, p.Context.TypedInputs())
 		needs = needsContext(p.Context.Needs)
 	}
 	var event any
@@ -95,11 +105,12 @@ func NewGitHub(p Params) (*GitHub, error) {
 				"api_url": apiURL(server), "graphql_url": graphqlURL(server), "action_path": "", "token": "",
 				"event_path": p.eventPath(), "repositoryUrl": repositoryGitURL(server, rc.Repository),
 			},
-			"matrix":  matrix,
-			"needs":   needs,
-			"inputs":  inputs,
-			"vars":    anyMap(p.Vars),
-			"secrets": anyMap(p.Secrets),
+			"matrix":   matrix,
+			"strategy": strategyContext(p.Spec.Strategy),
+			"needs":    needs,
+			"inputs":   inputs,
+			"vars":     anyMap(p.Vars),
+			"secrets":  anyMap(p.Secrets),
 			"runner": map[string]any{
 				"name": r.Name, "os": r.OS, "arch": r.Arch, "temp": p.Temp, "tool_cache": r.ToolCache,
 				"environment": "self-hosted",
@@ -116,6 +127,18 @@ func NewGitHub(p Params) (*GitHub, error) {
 	g.jobEnv = env
 	g.env = g.baseEnv()
 	return g, nil
+}
+
+// strategyContext is the strategy context of a job whose variant stands
+// at s (nil without matrix).
+func strategyContext(s *cikit.Strategy) map[string]any {
+	if s == nil {
+		s = &cikit.Strategy{Total: 1, FailFast: true, MaxParallel: 1}
+	}
+	return map[string]any{
+		"job-index": float64(s.Index), "job-total": float64(s.Total), "fail-fast": s.FailFast,
+		"max-parallel": float64(cmp.Or(s.MaxParallel, s.Total)),
+	}
 }
 
 // needsContext is the needs context: each job needed by its ID, and the

@@ -80,14 +80,53 @@ func TestGitHubContexts(t *testing.T) {
 	}
 	require.Equal(t, map[string]string{"GOFLAGS": "-mod=vendor", "PLAIN": "p"}, g.JobEnv())
 
-	_, err := g.Expand("${{ strategy.job-index }}")
-	require.ErrorContains(t, err, "strategy", "a context not known at run time fails")
+	_, err := g.Expand("${{ jobs.build }}")
+	require.ErrorContains(t, err, "jobs", "a context a job does not have fails")
 	_, err = g.Expand("${{ github.sha")
 	require.Error(t, err)
 
 	v, err := g.Eval("${{ matrix.cfg }}")
 	require.NoError(t, err)
 	require.Equal(t, map[string]any{"go": "1.26", "race": true}, v, "matrix objects stay objects")
+}
+
+func TestGitHubStrategyContext(t *testing.T) {
+	t.Parallel()
+	const src = "${{ strategy.job-index }}/${{ strategy.job-total }} ${{ strategy.fail-fast }} ${{ strategy.max-parallel }}"
+	for _, c := range []struct {
+		name     string
+		strategy *cikit.Strategy
+		want     string
+	}{
+		{"no matrix", nil, "0/1 true 1"},
+		{"variant", &cikit.Strategy{Index: 2, Total: 3, FailFast: true}, "2/3 true 3"},
+		{"written", &cikit.Strategy{Index: 0, Total: 4, MaxParallel: 2}, "0/4 false 2"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			g := newGitHub(t, &cikit.JobSpec{ID: "test", Strategy: c.strategy}, pushContext())
+			require.Equal(t, c.want, expand(t, g, src))
+		})
+	}
+}
+
+func TestGitHubTypedInputs(t *testing.T) {
+	t.Parallel()
+	jc := pushContext()
+	jc.Event = "workflow_dispatch"
+	jc.Inputs = map[string]string{"flag": "false", "n": "2.50", "level": "low", "odd": "yes"}
+	jc.InputTypes = map[string]string{"flag": "boolean", "n": "number", "odd": "boolean"}
+	g := newGitHub(t, &cikit.JobSpec{ID: "deploy"}, jc)
+	for src, want := range map[string]string{
+		"${{ inputs.flag && 'truthy' || 'falsy' }}": "falsy",
+		"${{ inputs.flag == false }}":               "true",
+		"${{ toJSON(inputs.n) }}":                   "2.5",
+		"${{ inputs.n == 2.5 }}":                    "true",
+		"${{ inputs.level }}":                       "low",
+		"${{ inputs.odd }}":                         "yes",
+	} {
+		require.Equal(t, want, expand(t, g, src), src)
+	}
 }
 
 func TestGitHubJobEnvError(t *testing.T) {

@@ -35,6 +35,9 @@ type Case struct {
 	// Error, when set, says that the pipeline does not run at all, and
 	// is a part of the message that says why; Jobs is empty then.
 	Error string
+	// Inputs, when set, make the case a manual run (workflow_dispatch,
+	// the platform's manual trigger) with these inputs instead of a push.
+	Inputs map[string]string
 }
 
 // Job is what one job of a case must give.
@@ -149,6 +152,69 @@ jobs:
       - run: echo "os=${{ matrix.target.os }} arch=${{ matrix.target.arch }} tags=${{ join(matrix.tags, '+') }}"
 `,
 		Jobs: map[string]Job{"build (linux, amd64, fast, race)": {Lines: []string{"os=linux arch=amd64 tags=fast+race"}}},
+	},
+	{
+		// A boolean input is a boolean in the inputs context, so false is
+		// falsy (the text "false" would be truthy), and equal to false;
+		// a number is a number; github.event.inputs has them as text.
+		Name: "github-typed-inputs",
+		Path: ".github/workflows/ci.yml",
+		File: `on:
+  workflow_dispatch:
+    inputs:
+      flag:
+        type: boolean
+        default: true
+      n:
+        type: number
+      level:
+        type: choice
+        options: [low, high]
+        default: low
+jobs:
+  typed:
+    runs-on: ubuntu-latest
+    env:
+      N_JSON: ${{ toJSON(inputs.n) }}
+    steps:
+      - if: ${{ inputs.flag }}
+        run: echo "flag is truthy"
+      - if: ${{ !inputs.flag }}
+        run: echo "flag is falsy"
+      - run: echo "flag == false ${{ inputs.flag == false }}, event flag '${{ github.event.inputs.flag }}' is text ${{ github.event.inputs.flag == 'false' }}"
+      - run: echo "n=$N_JSON level=${{ inputs.level }}"
+`,
+		Inputs: map[string]string{"flag": "false", "n": "2.50"},
+		Jobs: map[string]Job{"typed": {
+			Lines: []string{"flag is falsy", "flag == false true, event flag 'false' is text true", "n=2.5 level=low"},
+			Never: []string{"flag is truthy"},
+		}},
+	},
+	{
+		// Each variant knows its place: strategy.job-index from 0 in the
+		// expansion order, strategy.job-total the number of variants; a
+		// job without matrix is 0 of 1.
+		Name: "github-strategy-context",
+		Path: ".github/workflows/ci.yml",
+		File: `on: push
+jobs:
+  test:
+    runs-on: ubuntu-latest
+    strategy:
+      matrix:
+        os: [linux, mac]
+    steps:
+      - run: echo "${{ matrix.os }} is ${{ strategy.job-index }}/${{ strategy.job-total }} fail-fast ${{ strategy.fail-fast }}"
+  solo:
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo "solo is ${{ strategy.job-index }}/${{ strategy.job-total }} max-parallel ${{ strategy.max-parallel }}"
+`,
+		Jobs: map[string]Job{
+			"test (linux)": {Lines: []string{"linux is 0/2 fail-fast true"}},
+			"test (mac)":   {Lines: []string{"mac is 1/2 fail-fast true"}},
+			"solo":         {Lines: []string{"solo is 0/1 max-parallel 1"}},
+		},
 	},
 	{
 		Name: "github-env-context",

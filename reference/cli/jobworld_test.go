@@ -2,9 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -128,7 +130,14 @@ func TestRunSemantics(t *testing.T) {
 				require.Contains(t, out.stderr, c.Error)
 				return
 			}
-			out, r := reportOf(t, dir, "-file", c.Path, "-event-path", pushPayload(t, sha))
+			args := []string{"-file", c.Path, "-event-path", pushPayload(t, sha)}
+			if c.Inputs != nil {
+				args = append(args, "-event", "workflow_dispatch")
+				for _, k := range slices.Sorted(maps.Keys(c.Inputs)) {
+					args = append(args, "-input", k+"="+c.Inputs[k])
+				}
+			}
+			out, r := reportOf(t, dir, args...)
 			states := map[string]cikit.JobState{}
 			for id, j := range c.Jobs {
 				states[id] = cikit.JobSucceeded

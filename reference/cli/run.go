@@ -221,11 +221,11 @@ func planRun(ctx context.Context, o *runOptions, stderr io.Writer) (*localPlan, 
 		return nil, err
 	}
 	if !compiler.HasErrors(diags) {
-		ev.inputs, ev.typedInputs, err = checkInputs(plan, o.event, inputs)
+		ev.inputs, err = checkInputs(plan, o.event, inputs)
 		if err != nil {
 			return nil, err
 		}
-		if ev.typedInputs != nil {
+		if ev.inputs.Values != nil {
 			// Compile again with the typed inputs, which the conditions
 			// of the pipeline compare with.
 			if plan, diags, err = compile(); err != nil {
@@ -245,8 +245,8 @@ func planRun(ctx context.Context, o *runOptions, stderr io.Writer) (*localPlan, 
 	if ok, why := plan.Triggered(cev); !ok {
 		return nil, fmt.Errorf("%s does not run for this event: %s; choose the event with -event", filepath.Join(o.dir, o.file), why)
 	}
-	if ev.inputs != nil {
-		if ev.raw, err = payloadWithInputs(ev.payload, ev.inputs); err != nil {
+	if ev.inputs.Values != nil {
+		if ev.raw, err = payloadWithInputs(ev.payload, ev.inputs.Values); err != nil {
 			return nil, err
 		}
 	}
@@ -344,7 +344,7 @@ func (lp *localPlan) applyValues() []string {
 		maps.Copy(env, lp.event.vars)
 		maps.Copy(env, lp.event.secrets)
 	case compiler.FormatNative:
-		maps.Copy(env, lp.event.inputs)
+		maps.Copy(env, lp.event.inputs.Values)
 		maps.Copy(env, lp.event.vars)
 		read := map[string]bool{}
 		for _, j := range lp.jobs {
@@ -525,7 +525,7 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 // has no Source: the workspace is a copy of the directory.
 func (lp *localPlan) jobContext(ctx context.Context, store dag.Store, runID string, j *dag.Job) (*cikit.JobContext, error) {
 	jc := &cikit.JobContext{RunContext: lp.rc, RunID: runID, Attempt: max(j.Attempt, 1)}
-	jc.Inputs = maps.Clone(lp.rc.Inputs)
+	jc.Inputs, jc.InputTypes = maps.Clone(lp.rc.Inputs), maps.Clone(lp.rc.InputTypes)
 	if len(j.Spec.Needs) == 0 {
 		return jc, nil
 	}

@@ -12,8 +12,6 @@ import (
 	"os/user"
 	"path"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -116,10 +114,9 @@ type localEvent struct {
 	payload map[string]any
 	raw     json.RawMessage
 	git     gitInfo
-	// inputs are the validated inputs, defaults included, as strings
-	// (RunContext.Inputs) and typed (the inputs context).
-	inputs      map[string]string
-	typedInputs map[string]any
+	// inputs are the validated inputs, defaults included
+	// (RunContext.Inputs and InputTypes).
+	inputs compiler.InputValues
 	// vars and secrets are the -var and -secret values (files included).
 	vars, secrets map[string]string
 }
@@ -130,7 +127,8 @@ type localEvent struct {
 func (e *localEvent) runContext() cikit.RunContext {
 	rc := cikit.RunContext{
 		Provider: "local", Repository: e.git.Repository, Event: e.name, Ref: e.git.Ref, SHA: e.git.SHA,
-		DefaultBranch: e.git.DefaultBranch, Actor: localActor(e.payload), Inputs: e.inputs, Payload: e.raw,
+		DefaultBranch: e.git.DefaultBranch, Actor: localActor(e.payload), Inputs: e.inputs.Values, InputTypes: e.inputs.Types,
+		Payload: e.raw,
 	}
 	if ref, ok := e.payload["ref"].(string); ok && ref != "" {
 		rc.Ref = ref
@@ -160,7 +158,7 @@ func (e *localEvent) runContext() cikit.RunContext {
 func (e *localEvent) compilerEvent(format compiler.Format) *compiler.Event {
 	rc := e.runContext()
 	ev := &compiler.Event{Name: e.name, Ref: rc.Ref, SHA: rc.SHA, BaseBranch: rc.BaseRef,
-		DefaultBranch: rc.DefaultBranch, Inputs: e.typedInputs, Payload: e.payload, Actor: rc.Actor}
+		DefaultBranch: rc.DefaultBranch, Inputs: e.inputs.Typed(), Payload: e.payload, Actor: rc.Actor}
 	switch rc.RefType {
 	case "branch":
 		ev.Branch = rc.RefName
@@ -212,93 +210,25 @@ func isManualEvent(name string) bool {
 	return false
 }
 
-// declaredInputs are the inputs of the plan's manual trigger.
-func declaredInputs(plan *compiler.Plan) []compiler.Input {
-	var out []compiler.Input
-	for _, t := range plan.Triggers {
-		if t.Event == "manual" || t.Event == "workflow_dispatch" {
-			out = append(out, t.Inputs...)
-		}
-	}
-	return out
-}
-
-// checkInputs validates given inputs against those the plan declares, as
-// the platform does at a manual trigger: an unknown name, a value that is
-// not of the input's type or not one of its choices, and a required input
-// missing are errors naming the input. It returns the inputs with the
-// defaults of those not given, as strings and typed (booleans and numbers
-// as such), as GitHub's inputs context has them.
-func checkInputs(plan *compiler.Plan, event string, given *pairs) (map[string]string, map[string]any, error) {
-	declared := declaredInputs(plan)
+// checkInputs validates the -input values against the inputs the plan
+// declares, as the platform's manual trigger does (Plan.CheckInputs),
+// and returns them with the defaults of those not given. -input is for a
+// manual run only, and a GitLab pipeline takes variables (-var), not
+// inputs.
+func checkInputs(plan *compiler.Plan, event string, given *pairs) (compiler.InputValues, error) {
 	if len(given.keys) > 0 && !isManualEvent(event) {
-		return nil, nil, fmt.Errorf("-input is for a manual run, and -event is %s: use -event workflow_dispatch, or leave -event out", event)
+		return compiler.InputValues{}, fmt.Errorf("-input is for a manual run, and -event is %s: use -event workflow_dispatch, or leave -event out", event)
 	}
-	names := make([]string, len(declared))
-	for i, in := range declared {
-		names[i] = in.Name
-	}
-	for _, k := range given.keys {
-		if slices.Contains(names, k) {
-			continue
-		}
-		if len(declared) == 0 {
-			hint := ""
-			if plan.Format == compiler.FormatGitLab {
-				hint = "; GitLab pipelines take variables: use -var " + k + "=…"
-			}
-			return nil, nil, fmt.Errorf("-input %s: %s declares no inputs%s", k, plan.File, hint)
-		}
-		return nil, nil, fmt.Errorf("-input %s: %s declares no input %s (its inputs: %s)", k, plan.File, k, strings.Join(names, ", "))
+	if plan.Format == compiler.FormatGitLab && len(given.keys) > 0 {
+		k := given.keys[0]
+		return compiler.InputValues{}, fmt.Errorf("-input %s: %s declares no inputs; GitLab pipelines take variables: use -var %s=…", k, plan.File, k)
 	}
 	if !isManualEvent(event) {
-		return nil, nil, nil
+		return compiler.InputValues{}, nil
 	}
-	str, typed := map[string]string{}, map[string]any{}
-	for _, in := range declared {
-		v, ok := given.values[in.Name]
-		if !ok {
-			if in.Default == nil {
-				if in.Required {
-					return nil, nil, fmt.Errorf("-input %s is required by %s and has no default", in.Name, plan.File)
-				}
-				continue
-			}
-			v = *in.Default
-		}
-		t, err := typedValue(in, v)
-		if err != nil {
-			return nil, nil, fmt.Errorf("-input %s: %w", in.Name, err)
-		}
-		str[in.Name], typed[in.Name] = v, t
+	in, err := plan.CheckInputs(given.values)
+	if err != nil {
+		return compiler.InputValues{}, fmt.Errorf("-%w", err)
 	}
-	if len(str) == 0 {
-		return nil, nil, nil
-	}
-	return str, typed, nil
-}
-
-// typedValue is an input's value in its declared type.
-func typedValue(in compiler.Input, v string) (any, error) {
-	switch in.Type {
-	case "boolean":
-		switch v {
-		case "true":
-			return true, nil
-		case "false":
-			return false, nil
-		}
-		return nil, fmt.Errorf("a boolean input is true or false, got %q", v)
-	case "number":
-		f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil {
-			return nil, fmt.Errorf("a number input takes a number, got %q", v)
-		}
-		return f, nil
-	case "choice":
-		if !slices.Contains(in.Options, v) {
-			return nil, fmt.Errorf("%q is not one of the choices %s", v, strings.Join(in.Options, ", "))
-		}
-	}
-	return v, nil
+	return in, nil
 }

@@ -1,8 +1,12 @@
 package platform_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -200,6 +204,11 @@ func TestSemantics(t *testing.T) {
 		shas[c.Name] = w.branchCommit(t, "case/"+c.Name, files)
 	}
 	for _, c := range semantics.Cases {
+		if c.Inputs != nil {
+			code, body := triggerManual(t, base, "manual-"+c.Name, map[string]any{"ref": "case/" + c.Name, "sha": shas[c.Name], "variables": c.Inputs})
+			require.Equal(t, http.StatusCreated, code, "%s: %s", c.Name, body)
+			continue
+		}
 		code, body := deliver(t, base, "delivery-"+c.Name, pushBranchBody("case/"+c.Name, shas[c.Name]))
 		require.Equal(t, 202, code, "%s: %s", c.Name, body)
 	}
@@ -255,4 +264,22 @@ func TestSemantics(t *testing.T) {
 			require.Equal(t, map[bool]string{false: "succeeded", true: "failed"}[c.RunFailed()], r.State)
 		})
 	}
+}
+
+// triggerManual starts a manual run through the API's manual trigger
+// with the request body req, and returns the status and the body.
+func triggerManual(t *testing.T, base, key string, req map[string]any) (int, string) {
+	t.Helper()
+	b, err := json.Marshal(req)
+	require.NoError(t, err)
+	r, err := http.NewRequest(http.MethodPost, base+"/api/v1/repos/acme/app/pipelines", bytes.NewReader(b))
+	require.NoError(t, err)
+	r.Header.Set("Idempotency-Key", key)
+	r.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(r)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(body)
 }
