@@ -216,11 +216,11 @@ func (c *Checkouter) Checkout(ctx context.Context, req Request) (Result, error) 
 	env := c.remoteEnv(req.Source, t.url)
 	mirror := filepath.Join(c.cache, mirrorName(t.url))
 
-	fetched, commit, err := c.fetch(ctx, log, env, mirror, t)
+	fetched, commit, subject, err := c.fetch(ctx, log, env, mirror, t)
 	if err != nil {
 		return Result{}, err
 	}
-	if err := c.workTree(ctx, log, env, mirror, t, commit, req.Options); err != nil {
+	if err := c.workTree(ctx, log, env, mirror, t, commit, subject, req.Options); err != nil {
 		return Result{}, err
 	}
 	res := Result{Commit: commit, Duration: c.now().Sub(start), Fetched: fetched}
@@ -547,42 +547,59 @@ func (c *Checkouter) expired(t target, op string) error {
 }
 
 // fetch brings the target's commit into the mirror, under its lock, and
-// returns how many objects arrived and the commit.
-func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mirror string, t target) (int64, string, error) {
+// returns how many objects arrived, the commit and its subject. It starts
+// as few git processes as it can: the cache's objects and refs are read
+// without one, and one git cat-file both checks that the commit is one
+// and reads its subject.
+func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mirror string, t target) (int64, string, string, error) {
 	op := "fetch " + t.repo + " " + t.want
 	lk, err := lockFile(ctx, mirror+".lock", syscall.LOCK_EX)
 	if err != nil {
-		return 0, "", fail(ctx, op, t.own, false, err)
+		return 0, "", "", fail(ctx, op, t.own, false, err)
 	}
 	defer lk.unlock()
 	if err := c.ensureMirror(ctx, mirror); err != nil {
-		return 0, "", fail(ctx, op, t.own, false, err)
+		return 0, "", "", fail(ctx, op, t.own, false, err)
 	}
 	if err := clearStaleLocks(mirror); err != nil {
-		return 0, "", fail(ctx, op, t.own, false, err)
+		return 0, "", "", fail(ctx, op, t.own, false, err)
 	}
+	objects := filepath.Join(mirror, "objects")
 	shallow := fileExists(filepath.Join(mirror, "shallow"))
-	hasRefs := c.hasRefs(ctx, mirror)
-	if t.isSHA && c.hasCommit(ctx, mirror, t.want) && (t.depth == 1 || !shallow) {
-		if !t.own {
-			// The cache holds what other jobs fetched: this job's
-			// credential must be good for the repository too.
-			if err := c.expired(t, op); err != nil {
-				return 0, "", err
-			}
-			if _, err := c.run(ctx, mirror, env, log, "ls-remote", "--quiet", "--", t.url, "HEAD"); err != nil {
-				return 0, "", fail(ctx, op, t.own, true, err)
-			}
+	if t.isSHA && (t.depth == 1 || !shallow) {
+		cached, err := hasObject(objects, t.want)
+		if err != nil {
+			return 0, "", "", fail(ctx, op, t.own, false, err)
 		}
-		fmt.Fprintf(log, "Commit %s is in the runner's cache\n", t.want)
-		return 0, t.want, nil
+		subject, isCommit := "", false
+		if cached {
+			subject, isCommit = c.commitSubject(ctx, mirror, t.want)
+		}
+		if isCommit {
+			if !t.own {
+				// The cache holds what other jobs fetched: this job's
+				// credential must be good for the repository too.
+				if err := c.expired(t, op); err != nil {
+					return 0, "", "", err
+				}
+				if _, err := c.run(ctx, mirror, env, log, "ls-remote", "--quiet", "--", t.url, "HEAD"); err != nil {
+					return 0, "", "", fail(ctx, op, t.own, true, err)
+				}
+			}
+			fmt.Fprintf(log, "Commit %s is in the runner's cache\n", t.want)
+			return 0, t.want, subject, nil
+		}
 	}
 	if err := c.expired(t, op); err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
-	before, err := c.countObjects(ctx, mirror)
+	hasRefs, err := hasRefs(mirror)
 	if err != nil {
-		return 0, "", fail(ctx, op, t.own, false, err)
+		return 0, "", "", fail(ctx, op, t.own, false, err)
+	}
+	before, err := countObjects(objects)
+	if err != nil {
+		return 0, "", "", fail(ctx, op, t.own, false, err)
 	}
 	dst := "refs/cikit/detached"
 	switch {
@@ -591,7 +608,9 @@ func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mir
 	case t.branch != "":
 		dst = "refs/cikit/heads/" + t.branch
 	}
-	args := []string{"fetch", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--quiet"}
+	// One negotiation of what to send, nothing else: no tags, no
+	// FETCH_HEAD, no check of forced updates, which walks history.
+	args := []string{"fetch", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--no-show-forced-updates", "--quiet"}
 	switch {
 	case t.depth == 0 && shallow:
 		args = append(args, "--unshallow")
@@ -608,27 +627,50 @@ func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mir
 	fmt.Fprintf(log, "Fetching %s from %s (%s)\n", t.want, t.url, what)
 	fetchStart := c.now()
 	if _, err := c.run(ctx, mirror, env, log, append([]string{"--git-dir=" + mirror}, args...)...); err != nil {
-		return 0, "", fail(ctx, op, t.own, true, err)
+		return 0, "", "", fail(ctx, op, t.own, true, err)
 	}
 	commit := t.want
 	if !t.isSHA {
+		// A tag is peeled to its commit.
 		if commit, err = c.run(ctx, mirror, c.env, nil, "--git-dir="+mirror, "rev-parse", "--verify", "--end-of-options", dst+"^{commit}"); err != nil {
-			return 0, "", &Error{Class: cikit.FailureConfig, Op: op, Err: ErrCommitNotFound, Detail: t.want + " is not a commit"}
+			return 0, "", "", &Error{Class: cikit.FailureConfig, Op: op, Err: ErrCommitNotFound, Detail: t.want + " is not a commit"}
 		}
-	} else if !c.hasCommit(ctx, mirror, commit) {
-		return 0, "", &Error{Class: cikit.FailureConfig, Op: op, Err: ErrCommitNotFound, Detail: commit + " is not a commit"}
 	}
-	after, err := c.countObjects(ctx, mirror)
+	subject, isCommit := c.commitSubject(ctx, mirror, commit)
+	if !isCommit {
+		return 0, "", "", &Error{Class: cikit.FailureConfig, Op: op, Err: ErrCommitNotFound, Detail: t.want + " is not a commit"}
+	}
+	after, err := countObjects(objects)
 	if err != nil {
-		return 0, "", fail(ctx, op, t.own, false, err)
+		return 0, "", "", fail(ctx, op, t.own, false, err)
 	}
 	fmt.Fprintf(log, "Fetched %d objects in %s\n", after-before, c.now().Sub(fetchStart).Round(time.Millisecond))
 	// Unreferenced objects stay (gc.pruneExpire=never): workspaces
 	// borrow them through their alternates.
-	if _, err := c.run(ctx, mirror, c.env, nil, "--git-dir="+mirror, "gc", "--auto", "--quiet"); err != nil {
-		return 0, "", fail(ctx, op, t.own, false, err)
+	due, err := gcDue(mirror)
+	if err != nil {
+		return 0, "", "", fail(ctx, op, t.own, false, err)
 	}
-	return after - before, commit, nil
+	if due {
+		if _, err := c.run(ctx, mirror, c.env, nil, "--git-dir="+mirror, "gc", "--auto", "--quiet"); err != nil {
+			return 0, "", "", fail(ctx, op, t.own, false, err)
+		}
+	}
+	return after - before, commit, subject, nil
+}
+
+// commitSubject reports whether sha is a commit of the git directory and
+// returns the first line of its message.
+func (c *Checkouter) commitSubject(ctx context.Context, gitDir, sha string) (string, bool) {
+	out, err := c.run(ctx, gitDir, c.env, nil, "--git-dir="+gitDir, "cat-file", "commit", sha)
+	if err != nil {
+		return "", false
+	}
+	// The headers end at the first empty line; the message follows, and
+	// its first paragraph is the subject, on one line as git log's %s.
+	_, msg, _ := strings.Cut(out, "\n\n")
+	subject, _, _ := strings.Cut(strings.TrimSpace(msg), "\n\n")
+	return strings.Join(strings.Fields(subject), " "), true
 }
 
 // ensureMirror creates the bare mirror if it does not exist, atomically:
@@ -696,37 +738,6 @@ func chownTree(root, dir string, o Owner) error {
 	})
 }
 
-func (c *Checkouter) hasCommit(ctx context.Context, gitDir, sha string) bool {
-	typ, err := c.run(ctx, gitDir, c.env, nil, "--git-dir="+gitDir, "cat-file", "-t", sha)
-	return err == nil && typ == "commit"
-}
-
-func (c *Checkouter) hasRefs(ctx context.Context, gitDir string) bool {
-	out, err := c.run(ctx, gitDir, c.env, nil, "--git-dir="+gitDir, "for-each-ref", "--count=1", "--format=x")
-	return err == nil && out != ""
-}
-
-// countObjects is how many objects the git directory holds, loose and
-// packed.
-func (c *Checkouter) countObjects(ctx context.Context, gitDir string) (int64, error) {
-	out, err := c.run(ctx, gitDir, c.env, nil, "--git-dir="+gitDir, "count-objects", "-v")
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for line := range strings.SplitSeq(out, "\n") {
-		k, v, _ := strings.Cut(line, ": ")
-		if k == "count" || k == "in-pack" {
-			i, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("git count-objects: %q: %w", line, err)
-			}
-			n += i
-		}
-	}
-	return n, nil
-}
-
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
@@ -734,47 +745,30 @@ func fileExists(p string) bool {
 
 // workTree makes t.dir a work tree of commit borrowing the mirror's
 // objects, under a shared lock of the mirror, so that no other job packs
-// it meanwhile.
-func (c *Checkouter) workTree(ctx context.Context, log io.Writer, env []string, mirror string, t target, commit string, o cikit.Checkout) error {
+// it meanwhile. Its git directory is written here and one git read-tree
+// fills the index and the files: git init, git config and git checkout
+// would be three processes or more for the same.
+func (c *Checkouter) workTree(ctx context.Context, log io.Writer, env []string, mirror string, t target, commit, subject string, o cikit.Checkout) error {
 	op := "check out " + t.repo + " " + commit
 	lk, err := lockFile(ctx, mirror+".lock", syscall.LOCK_SH)
 	if err != nil {
 		return fail(ctx, op, t.own, false, err)
 	}
 	defer lk.unlock()
-	if err := c.initWorkTree(ctx, mirror, t, o.Strategy == "clone"); err != nil {
-		return fail(ctx, op, t.own, false, err)
-	}
-	gitDir := filepath.Join(t.dir, ".git")
-	shallow, err := os.ReadFile(filepath.Join(mirror, "shallow"))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		err = os.Remove(filepath.Join(gitDir, "shallow"))
-		if errors.Is(err, os.ErrNotExist) {
-			err = nil
-		}
-	case err == nil:
-		err = os.WriteFile(filepath.Join(gitDir, "shallow"), shallow, 0o644)
-	}
+	dirty, err := c.initWorkTree(mirror, t, commit, o.Strategy == "clone")
 	if err != nil {
 		return fail(ctx, op, t.own, false, err)
 	}
+	gitDir := filepath.Join(t.dir, ".git")
 	local := func(args ...string) error {
 		_, err := c.run(ctx, t.dir, c.env, log, args...)
 		return err
 	}
-	steps := [][]string{
-		{"config", "remote.origin.url", t.url},
-		{"config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"},
-	}
-	if t.branch != "" {
-		steps = append(steps,
-			[]string{"update-ref", "refs/remotes/origin/" + t.branch, commit},
-			[]string{"checkout", "--quiet", "--force", "-B", t.branch, commit})
-	} else {
-		steps = append(steps, []string{"checkout", "--quiet", "--force", "--detach", commit})
-	}
-	if o.Clean {
+	// --reset overwrites what an earlier job left in the way, as
+	// git checkout --force does.
+	steps := [][]string{{"read-tree", "-u", "--reset", commit}}
+	if o.Clean && dirty {
+		// Only files an earlier job left can be untracked.
 		steps = append(steps, []string{"clean", "-ffdxq"})
 	}
 	if t.dissociate {
@@ -800,43 +794,87 @@ func (c *Checkouter) workTree(ctx context.Context, log io.Writer, env []string, 
 			return fail(ctx, op, t.own, false, err)
 		}
 	}
-	subject, err := c.run(ctx, t.dir, c.env, nil, "log", "-1", "--format=%s", commit)
-	if err != nil {
-		return fail(ctx, op, t.own, false, err)
-	}
 	fmt.Fprintf(log, "HEAD is now at %s %s\n", commit[:min(12, len(commit))], subject)
 	return nil
 }
 
-// initWorkTree makes t.dir a new repository borrowing the mirror's
-// objects. An earlier job's git directory there is never reused, even of
-// the same repository (strategy fetch): its configuration, hooks and
-// index were the job's to change, and git must not run what a job wrote
-// outside that job's sandbox. Its files stay (checkout --force rewrites
-// the tracked ones) unless fresh (strategy clone) empties the directory.
-func (c *Checkouter) initWorkTree(ctx context.Context, mirror string, t target, fresh bool) error {
+// initWorkTree makes t.dir a new repository at commit borrowing the
+// mirror's objects, and reports whether the directory held files already.
+// An earlier job's git directory there is never reused, even of the same
+// repository (strategy fetch): its configuration, hooks and index were
+// the job's to change, and git must not run what a job wrote outside that
+// job's sandbox. Its files stay (read-tree --reset rewrites the tracked
+// ones) unless fresh (strategy clone) empties the directory.
+//
+// The git directory is what git init --template= writes, with the
+// origin remote, the branch (or a detached HEAD) at commit, the remote's
+// branch, the mirror as alternate and its shallow file.
+func (c *Checkouter) initWorkTree(mirror string, t target, commit string, fresh bool) (bool, error) {
 	if err := mkdirInside(t.root, t.dir); err != nil {
-		return err
+		return false, err
 	}
 	entries, err := os.ReadDir(t.dir)
 	if err != nil {
-		return err
+		return false, err
 	}
+	dirty := false
 	for _, e := range entries {
 		if fresh || e.Name() == ".git" {
 			if err := os.RemoveAll(filepath.Join(t.dir, e.Name())); err != nil {
-				return err
+				return false, err
 			}
+			continue
+		}
+		dirty = true
+	}
+	gitDir := filepath.Join(t.dir, ".git")
+	for _, d := range []string{"objects/info", "objects/pack", "refs/heads", "refs/tags", "refs/remotes/origin"} {
+		if err := os.MkdirAll(filepath.Join(gitDir, filepath.FromSlash(d)), 0o755); err != nil {
+			return false, err
 		}
 	}
-	if _, err := c.run(ctx, t.dir, c.env, nil, "init", "--quiet", "--template=", t.dir); err != nil {
-		return err
+	config := "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
+	if len(commit) == 64 {
+		config = "[core]\n\trepositoryformatversion = 1\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n" +
+			"[extensions]\n\tobjectformat = sha256\n"
 	}
-	alternates := filepath.Join(t.dir, ".git", "objects", "info", "alternates")
-	if err := os.MkdirAll(filepath.Dir(alternates), 0o755); err != nil {
-		return err
+	config += "[remote \"origin\"]\n\turl = " + configValue(t.url) + "\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n"
+	head := commit + "\n"
+	if t.branch != "" {
+		head = "ref: refs/heads/" + t.branch + "\n"
 	}
-	return os.WriteFile(alternates, []byte(filepath.Join(mirror, "objects")+"\n"), 0o644)
+	files := [][2]string{
+		{"config", config},
+		{"objects/info/alternates", filepath.Join(mirror, "objects") + "\n"},
+		{"HEAD", head},
+	}
+	if t.branch != "" {
+		files = append(files,
+			[2]string{"refs/heads/" + t.branch, commit + "\n"},
+			[2]string{"refs/remotes/origin/" + t.branch, commit + "\n"})
+	}
+	shallow, err := os.ReadFile(filepath.Join(mirror, "shallow"))
+	switch {
+	case err == nil:
+		files = append(files, [2]string{"shallow", string(shallow)})
+	case !errors.Is(err, os.ErrNotExist):
+		return false, err
+	}
+	for _, f := range files {
+		p := filepath.Join(gitDir, filepath.FromSlash(f[0]))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return false, err
+		}
+		if err := os.WriteFile(p, []byte(f[1]), 0o644); err != nil {
+			return false, err
+		}
+	}
+	return dirty, nil
+}
+
+// configValue quotes s as a value of a git configuration file.
+func configValue(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\t", `\t`, "\n", `\n`).Replace(s) + `"`
 }
 
 // mkdirInside makes dir, which is root or below it, replacing whatever
