@@ -61,6 +61,13 @@ type Config struct {
 
 // Checkouter puts commits into workspaces, fetching them through a cache
 // of mirrors. It is safe for concurrent use.
+//
+// A work tree it makes borrows the objects of its mirror (Result.Alternates)
+// unless it dissociates. A mirror's objects are never deleted while it is
+// in use: git gc keeps every unreachable object (gc.pruneExpire=never), a
+// fetch only adds objects, and both run under the mirror's exclusive lock,
+// which the making of a work tree excludes. A job that reads the mirror
+// while a later job's fetch writes it sees a store that only grows.
 type Checkouter struct {
 	cache      string
 	git        string
@@ -119,6 +126,10 @@ func New(cfg Config) (*Checkouter, error) {
 			"GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*"),
 	}, nil
 }
+
+// CacheDir is the directory of the cache, Config.CacheDir made absolute:
+// every directory of Result.Alternates is in it.
+func (c *Checkouter) CacheDir() string { return c.cache }
 
 // Request is one checkout.
 type Request struct {
@@ -608,9 +619,7 @@ func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mir
 	case t.branch != "":
 		dst = "refs/cikit/heads/" + t.branch
 	}
-	// One negotiation of what to send, nothing else: no tags, no
-	// FETCH_HEAD, no check of forced updates, which walks history.
-	args := []string{"fetch", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--no-show-forced-updates", "--quiet"}
+	args := []string{"fetch", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules", "--quiet"}
 	switch {
 	case t.depth == 0 && shallow:
 		args = append(args, "--unshallow")
@@ -685,11 +694,12 @@ func (c *Checkouter) ensureMirror(ctx context.Context, mirror string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	// Readable by the jobs' user, whose work trees borrow its objects.
+	// Readable by the jobs' user, whose work trees borrow its objects,
+	// whatever the runner's umask (--shared=0644).
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
-	if _, err := c.run(ctx, tmp, c.env, nil, "init", "--quiet", "--bare", "--template=", tmp); err != nil {
+	if _, err := c.run(ctx, tmp, c.env, nil, "init", "--quiet", "--bare", "--template=", "--shared=0644", tmp); err != nil {
 		return err
 	}
 	for _, kv := range [][2]string{

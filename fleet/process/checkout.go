@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +29,23 @@ import (
 // (cikit.FailureInfrastructure).
 type Checkouter interface {
 	Checkout(ctx context.Context, req checkout.Request) (checkout.Result, error)
+}
+
+// ObjectCache is a Checkouter whose work trees borrow the objects of a
+// cache on this host instead of holding copies of them (git's alternates,
+// checkout.Result.Alternates), as fleet/checkout's does. In a sandbox, a
+// job's git must see those objects: the executor shows the cache's
+// directories the job's checkout borrows read-only, at the same paths, so
+// that nothing is copied. It does so when the sandbox's user may reach
+// CacheDir (bubblewrap runs as that user), and only for the checkout
+// before the job's first step; an actions/checkout step, which runs when
+// the sandbox is already up, and every checkout of a Checkouter that is no
+// ObjectCache copy what they need (checkout.Request.Dissociate).
+type ObjectCache interface {
+	Checkouter
+	// CacheDir is the directory of the cache: every directory a work
+	// tree borrows from is in it.
+	CacheDir() string
 }
 
 // checkoutError is a failed checkout: its class decides whether the job
@@ -55,11 +73,16 @@ func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) *checkoutErr
 	if err := e.checkoutDir(j.ws, dir); err != nil {
 		return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("checkout: %w", err)}
 	}
+	// The sandbox shows the cache the work tree borrows from when it
+	// starts, after this checkout; a sandbox that runs already, or that
+	// cannot show it, has the objects copied into the work tree.
+	share := e.sandbox != nil && e.cacheDir != "" && j.procs == nil
 	req := checkout.Request{
 		Source: jc.Source, Repository: jc.Repository, SHA: jc.SHA, Ref: jc.Ref, Options: opts, Dir: j.ws, Log: j.pw,
-		// A sandbox does not show the runner's cache: in it, git would
-		// find no commit.
-		Dissociate: e.sandbox != nil,
+		Dissociate: e.sandbox != nil && !share,
+	}
+	if e.sandbox != nil && e.unshared != "" {
+		fmt.Fprintf(j.pw, "--- checkout: the objects are copied into the workspace: %s\n", e.unshared)
 	}
 	if e.sandbox != nil && e.sandbox.uid >= 0 {
 		req.Owner = &checkout.Owner{UID: e.sandbox.uid, GID: e.sandbox.gid}
@@ -76,6 +99,16 @@ func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) *checkoutErr
 	}
 	if res.Duration == 0 {
 		res.Duration = time.Since(started)
+	}
+	if e.sandbox != nil {
+		for _, dir := range res.Alternates {
+			if !share || !within(dir, e.cacheDir) {
+				return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("checkout: the work tree borrows the objects of %s, which the job's sandbox does not show", dir)}
+			}
+			if !slices.Contains(j.alternates, dir) {
+				j.alternates = append(j.alternates, dir)
+			}
+		}
 	}
 	if j.res.Commit == "" {
 		j.res.Commit = res.Commit

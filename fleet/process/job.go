@@ -61,6 +61,10 @@ type jobRun struct {
 	pw      *os.File // out's pipe, where steps and headers write
 	procs   jobProcs
 	timeout time.Duration
+	// alternates are the object directories of the runner's git cache
+	// the job's checkout borrows (checkout.Result.Alternates), which its
+	// sandbox shows read-only.
+	alternates []string
 
 	// eval evaluates the job's run-time expressions; nil when the job has
 	// none.
@@ -196,7 +200,7 @@ func (j *jobRun) run(ctx context.Context) Result {
 		return j.checkoutFailed(jobCtx, ce)
 	}
 
-	if j.procs, err = e.startProcs(jobCtx, root, j.pw, j.job.Lease); err != nil {
+	if j.procs, err = e.startProcs(jobCtx, root, j.alternates, j.pw, j.job.Lease); err != nil {
 		res := j.fail(cikit.FailureInfrastructure, "sandbox: %v", err)
 		if jobCtx.Err() != nil && context.Cause(jobCtx) == errTimeout {
 			res.Reason, res.FailureClass = fmt.Sprintf("timed out after %s while the sandbox started", j.timeout), cikit.FailureTimeout
