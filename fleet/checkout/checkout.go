@@ -127,9 +127,32 @@ func New(cfg Config) (*Checkouter, error) {
 	}, nil
 }
 
-// CacheDir is the directory of the cache, Config.CacheDir made absolute:
-// every directory of Result.Alternates is in it.
-func (c *Checkouter) CacheDir() string { return c.cache }
+// ObjectDir returns the object directory of the mirror the work tree of
+// req borrows from unless it dissociates (the one of Result.Alternates),
+// creating the mirror if there is none yet: a sandbox can be made to show
+// it while the checkout runs. It checks req as Checkout does, and returns
+// the same errors for it; "" for strategy none, which borrows nothing.
+func (c *Checkouter) ObjectDir(ctx context.Context, req Request) (string, error) {
+	if req.Options.Strategy == "none" {
+		return "", nil
+	}
+	t, err := prepare(req)
+	if err != nil {
+		return "", &Error{Class: cikit.FailureConfig, Op: "checkout", Err: fmt.Errorf("%w: %v", ErrInvalidRequest, err)}
+	}
+	mirror := filepath.Join(c.cache, mirrorName(t.url))
+	if !fileExists(filepath.Join(mirror, "HEAD")) {
+		lk, err := lockFile(ctx, mirror+".lock", syscall.LOCK_EX)
+		if err != nil {
+			return "", fail(ctx, "checkout", t.own, false, err)
+		}
+		defer lk.unlock()
+		if err := c.ensureMirror(ctx, mirror); err != nil {
+			return "", fail(ctx, "checkout", t.own, false, err)
+		}
+	}
+	return filepath.Join(mirror, "objects"), nil
+}
 
 // Request is one checkout.
 type Request struct {

@@ -450,6 +450,58 @@ func TestAlternatesAndDissociate(t *testing.T) {
 	}
 }
 
+// TestObjectDir: ObjectDir names, before the checkout, the directory the
+// work tree will borrow from, which exists already, even in an empty
+// cache; a request Checkout refuses it refuses alike, and strategy none
+// borrows nothing.
+func TestObjectDir(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*checkout.Request)
+		want    bool // a directory
+		invalid bool
+	}{
+		{name: "the run's commit", want: true},
+		{name: "another ref", mutate: func(r *checkout.Request) { r.Options.Ref = "main" }, want: true},
+		{name: "strategy none", mutate: func(r *checkout.Request) { r.Options.Strategy = "none" }},
+		{name: "not a SHA", mutate: func(r *checkout.Request) { r.SHA = "main" }, invalid: true},
+		{name: "credentials in the URL", mutate: func(r *checkout.Request) { r.Source = &cikit.CheckoutSource{URL: "http://u:p@example.com/acme/api.git"} }, invalid: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cache := t.TempDir()
+			c, err := checkout.New(checkout.Config{CacheDir: cache})
+			require.NoError(t, err)
+			req := b.request(t, b.sha)
+			if tc.mutate != nil {
+				tc.mutate(&req)
+			}
+			dir, err := c.ObjectDir(b.ctx, req)
+			if tc.want {
+				require.NoError(t, err)
+				require.DirExists(t, dir, "before the checkout")
+			}
+			_, checkoutErr := c.Checkout(b.ctx, req)
+			if tc.invalid {
+				require.ErrorIs(t, err, checkout.ErrInvalidRequest)
+				require.ErrorIs(t, checkoutErr, checkout.ErrInvalidRequest)
+				require.Equal(t, checkout.Class(checkoutErr), checkout.Class(err))
+				return
+			}
+			require.NoError(t, checkoutErr)
+			if !tc.want {
+				require.Empty(t, dir)
+				return
+			}
+			res, err := c.Checkout(b.ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, []string{dir}, res.Alternates)
+		})
+	}
+}
+
 // Nothing a job leaves in its workspace runs, or is written through, when
 // the next checkout (outside the sandbox) reuses the directory: not its
 // git configuration, not its hooks, not a symbolic link on the path.

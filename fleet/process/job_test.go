@@ -104,14 +104,16 @@ func TestRunJobChecksOutTheCommit(t *testing.T) {
 	})
 }
 
-// cacheRecorder is a recorder of a checkouter that says where its cache
-// is: a process.ObjectCache.
+// cacheRecorder is a recorder of a checkouter that says where the objects
+// of a work tree will be: a process.ObjectCache.
 type cacheRecorder struct {
 	*recorder
-	dir string
+	co *checkout.Checkouter
 }
 
-func (r cacheRecorder) CacheDir() string { return r.dir }
+func (r cacheRecorder) ObjectDir(ctx context.Context, req checkout.Request) (string, error) {
+	return r.co.ObjectDir(ctx, req)
+}
 
 // TestRunJobSandboxShowsTheCache: in a sandbox, the checkout before the
 // first step borrows the objects of the runner's git cache, which the
@@ -150,7 +152,7 @@ else echo "copied $(ls .git/objects/pack | grep -c '\.pack$') pack"; fi`
 			}
 			cache := filepath.Join(parent, "git-cache")
 			co, jc, sha := forgeCache(t, map[string]string{"go.mod": "module example.com/app\n", "pkg/a.txt": "a\n"}, cache)
-			rec := cacheRecorder{&recorder{Checkouter: co}, co.CacheDir()}
+			rec := cacheRecorder{&recorder{Checkouter: co}, co}
 			b := setup(t, sandboxed, func(c *process.Config) { c.Checkout = rec })
 			spec := &cikit.JobSpec{ID: "test", Format: "native", Checkout: &cikit.Checkout{}, Steps: steps(probe)}
 			if tc.github {
@@ -173,7 +175,8 @@ else echo "copied $(ls .git/objects/pack | grep -c '\.pack$') pack"; fi`
 				require.NotContains(t, out, copied)
 			} else {
 				require.Contains(t, out, copied+" (uid ")
-				require.Contains(t, out, "cannot reach the git cache "+cache+": "+parent+" (mode drwx------")
+				require.Contains(t, out, "cannot reach the git cache "+cache+"/acme_app-")
+				require.Contains(t, out, ".git/objects: "+parent+" (mode drwx------")
 			}
 		})
 	}

@@ -96,11 +96,6 @@ type Executor struct {
 	// unsandboxed says why, when Config.Sandbox asked for one in
 	// SandboxAuto mode and it is unavailable.
 	unsandboxed string
-	// cacheDir is the directory of Config.Checkout's object cache
-	// (ObjectCache) when the sandbox shows it to the jobs whose work
-	// trees borrow from it; "" when a checkout in a sandbox copies the
-	// objects it needs, and unshared then says why.
-	cacheDir, unshared string
 	// bash says whether bash is installed: GitHub jobs' default shell.
 	bash bool
 
@@ -180,7 +175,6 @@ func (e *Executor) setUpSandbox() error {
 		err = e.checkSandbox()
 	}
 	if err == nil {
-		e.shareCache()
 		if l := s.Limits; plan.cgroup == "" && (l.JobMemory > 0 || l.CPUs > 0) {
 			e.cfg.Logger.Warn("the job memory and CPU limits are NOT ENFORCED: they need a cgroup v2 delegated to the runner; every job's log says so",
 				"memory", l.JobMemory, "cpus", l.CPUs, "why", plan.noCgroup)
@@ -196,37 +190,6 @@ func (e *Executor) setUpSandbox() error {
 	e.cfg.Logger.Warn("jobs will run NOT SANDBOXED, as plain processes with the executor's user, file system and network and without limits: "+
 		"Config.Sandbox.Mode is auto and the sandbox is unavailable", "err", err)
 	return nil
-}
-
-// shareCache decides whether the jobs' sandboxes show Config.Checkout's
-// object cache: only an ObjectCache says where it is, and the sandbox's
-// user must reach it, since bubblewrap runs as that user.
-func (e *Executor) shareCache() {
-	oc, ok := e.cfg.Checkout.(ObjectCache)
-	if !ok {
-		return // nothing to share: the checkouts copy what they need
-	}
-	dir, err := filepath.Abs(oc.CacheDir())
-	if err != nil {
-		e.unshared = err.Error()
-		return
-	}
-	uid, gid := os.Geteuid(), os.Getegid()
-	if e.sandbox.uid >= 0 {
-		uid, gid = e.sandbox.uid, e.sandbox.gid
-	}
-	blocked, mode, owner, err := unsearchable(dir, uid, gid)
-	switch {
-	case err != nil:
-		e.unshared = fmt.Sprintf("the git cache %s: %v", dir, err)
-	case blocked != "":
-		e.unshared = fmt.Sprintf("the sandbox's user (uid %d) cannot reach the git cache %s: %s (mode %v, owner %d) does not let it search; chmod o+x %s to share the cache",
-			uid, dir, blocked, mode, owner, blocked)
-	default:
-		e.cacheDir = dir
-		return
-	}
-	e.cfg.Logger.Warn("every checkout in a sandbox copies the objects it needs, which costs time: "+e.unshared, "cache", dir)
 }
 
 // checkSandbox starts a sandbox and runs a step in it, as a job would.
