@@ -467,7 +467,9 @@ func TestObjectDir(t *testing.T) {
 		{name: "another ref", mutate: func(r *checkout.Request) { r.Options.Ref = "main" }, want: true},
 		{name: "strategy none", mutate: func(r *checkout.Request) { r.Options.Strategy = "none" }},
 		{name: "not a SHA", mutate: func(r *checkout.Request) { r.SHA = "main" }, invalid: true},
-		{name: "credentials in the URL", mutate: func(r *checkout.Request) { r.Source = &cikit.CheckoutSource{URL: "http://u:p@example.com/acme/api.git"} }, invalid: true},
+		{name: "credentials in the URL", mutate: func(r *checkout.Request) {
+			r.Source = &cikit.CheckoutSource{URL: "http://u:p@example.com/acme/api.git"}
+		}, invalid: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
