@@ -692,11 +692,20 @@ func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mir
 }
 
 // commitSubject reports whether sha is a commit of the git directory and
-// returns the first line of its message.
+// returns the first paragraph of its message. A loose object, as a small
+// fetch leaves it, is read here; a packed one by git cat-file.
 func (c *Checkouter) commitSubject(ctx context.Context, gitDir, sha string) (string, bool) {
-	out, err := c.run(ctx, gitDir, c.env, nil, "--git-dir="+gitDir, "cat-file", "commit", sha)
-	if err != nil {
+	typ, body, err := readLoose(filepath.Join(gitDir, "objects"), sha)
+	var out string
+	switch {
+	case err == nil && typ != "commit":
 		return "", false
+	case err == nil:
+		out = string(body)
+	default:
+		if out, err = c.run(ctx, gitDir, c.env, nil, "--git-dir="+gitDir, "cat-file", "commit", sha); err != nil {
+			return "", false
+		}
 	}
 	// The headers end at the first empty line; the message follows, and
 	// its first paragraph is the subject, on one line as git log's %s.

@@ -450,6 +450,51 @@ func TestAlternatesAndDissociate(t *testing.T) {
 	}
 }
 
+// TestCommitInTheCache: the commit is checked and its subject read from
+// the cache whether its object is loose, as a small fetch leaves it, or
+// packed; an object that is no commit is ErrCommitNotFound.
+func TestCommitInTheCache(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		repack bool
+		blob   bool
+	}{
+		{name: "loose"},
+		{name: "packed", repack: true},
+		{name: "a blob", blob: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			req := b.request(t, b.sha)
+			_, err := b.c.Checkout(b.ctx, req)
+			require.NoError(t, err)
+			mirrors, err := filepath.Glob(filepath.Join(b.cache, "*.git"))
+			require.NoError(t, err)
+			require.Len(t, mirrors, 1)
+			if tc.repack {
+				git(t, mirrors[0], "repack", "-a", "-d", "-q")
+				require.NoFileExists(t, filepath.Join(mirrors[0], "objects", b.sha[:2], b.sha[2:]))
+			}
+			req = b.request(t, b.sha)
+			if tc.blob {
+				req.SHA = git(t, mirrors[0], "rev-parse", b.sha+":README.md")
+			}
+			var log bytes.Buffer
+			req.Log = &log
+			_, err = b.c.Checkout(b.ctx, req)
+			if tc.blob {
+				require.ErrorIs(t, err, checkout.ErrCommitNotFound)
+				return
+			}
+			require.NoError(t, err)
+			require.Contains(t, log.String(), "Commit "+b.sha+" is in the runner's cache\n")
+			require.Contains(t, log.String(), "HEAD is now at "+b.sha[:12]+" "+git(t, req.Dir, "log", "-1", "--format=%s")+"\n")
+		})
+	}
+}
+
 // TestObjectDir: ObjectDir names, before the checkout, the directory the
 // work tree will borrow from, which exists already, even in an empty
 // cache; a request Checkout refuses it refuses alike, and strategy none

@@ -3,6 +3,7 @@ package checkout
 import (
 	"bufio"
 	"bytes"
+	"compress/zlib"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -209,6 +211,40 @@ func gcDue(mirror string) (bool, error) {
 		}
 	}
 	return packs >= gcAutoPacks, nil
+}
+
+// maxLooseCommit bounds the commit read from a loose object: a larger
+// one (a message of megabytes) is left to git.
+const maxLooseCommit = 1 << 20
+
+// readLoose returns the type and content of the loose object sha in the
+// object store objects; an error when there is none or it cannot be read
+// (the caller then asks git, which also finds packed objects).
+func readLoose(objects, sha string) (string, []byte, error) {
+	if !isSHA(sha) {
+		return "", nil, fmt.Errorf("%q is not a full object name", sha)
+	}
+	f, err := os.Open(filepath.Join(objects, sha[:2], sha[2:]))
+	if err != nil {
+		return "", nil, err
+	}
+	defer f.Close()
+	zr, err := zlib.NewReader(bufio.NewReader(f))
+	if err != nil {
+		return "", nil, fmt.Errorf("loose object %s: %w", sha, err)
+	}
+	defer zr.Close()
+	b, err := io.ReadAll(io.LimitReader(zr, maxLooseCommit+64))
+	if err != nil {
+		return "", nil, fmt.Errorf("loose object %s: %w", sha, err)
+	}
+	// "<type> <size>\x00<content>"
+	hdr, body, ok := bytes.Cut(b, []byte{0})
+	typ, size, ok2 := strings.Cut(string(hdr), " ")
+	if !ok || !ok2 || size != strconv.Itoa(len(body)) {
+		return "", nil, fmt.Errorf("loose object %s: not a whole object of at most %d bytes", sha, maxLooseCommit)
+	}
+	return typ, body, nil
 }
 
 // hasRefs reports whether the git directory holds a ref, loose or packed.
