@@ -147,7 +147,7 @@ func webhookToFirstStep(ctx context.Context, b *bencher) (_ *Result, err error) 
 	p50, p95, _ := percentiles(lat)
 	bareP50, bareP95, _ := percentiles(bare)
 	r := result(n, total, "pushes/s", lat, fmt.Sprintf("sequential pushes of new commits; latency: webhook sent → first step's own `date +%%s%%N`, "+
-		"after checking the pushed commit out of a repository of %d files through the runner's git cache (%d of %d work trees borrow its objects, the others hold copies); "+
+		"after checking the pushed commit out of a repository of %d files through the runner's git cache (%d of %d work trees borrowed its objects rather than copying them); "+
 		"2 warm local runners, isolation %s; target p95 ≤ 150 ms; "+
 		"interleaved pushes of the job with `checkout: false`: p50 %s ms, p95 %s ms (with/without checkout: p50 ×%.2f, p95 ×%.2f)",
 		len(smallRepository())+2, borrowed, len(lat), e.p.Isolation(), ms(bareP50), ms(bareP95), ratio(p50, bareP50), ratio(p95, bareP95)))
