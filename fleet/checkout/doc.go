@@ -85,7 +85,7 @@
 // job waits for: the cache's objects, refs and gc thresholds are read
 // without git, the work tree's git directory is written directly and one
 // git read-tree fills it. A warm checkout of a new commit is one git
-// fetch (with its remote helper, its unpacking and its connectivity
+// fetch (with git-remote-http, its unpacking and its connectivity
 // check) and one git read-tree; a commit the cache holds, read-tree only.
 //
 // # Failures
