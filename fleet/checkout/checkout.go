@@ -61,6 +61,13 @@ type Config struct {
 
 // Checkouter puts commits into workspaces, fetching them through a cache
 // of mirrors. It is safe for concurrent use.
+//
+// A work tree it makes borrows the objects of its mirror (Result.Alternates)
+// unless it dissociates. A mirror's objects are never deleted while it is
+// in use: git gc keeps every unreachable object (gc.pruneExpire=never), a
+// fetch only adds objects, and both run under the mirror's exclusive lock,
+// which the making of a work tree excludes. A job that reads the mirror
+// while a later job's fetch writes it sees a store that only grows.
 type Checkouter struct {
 	cache      string
 	git        string
@@ -118,6 +125,33 @@ func New(cfg Config) (*Checkouter, error) {
 		env: append(base[:len(base):len(base)], "GIT_CONFIG_COUNT=1",
 			"GIT_CONFIG_KEY_0=safe.directory", "GIT_CONFIG_VALUE_0=*"),
 	}, nil
+}
+
+// ObjectDir returns the object directory of the mirror the work tree of
+// req borrows from unless it dissociates (the one of Result.Alternates),
+// creating the mirror if there is none yet: a sandbox can be made to show
+// it while the checkout runs. It checks req as Checkout does, and returns
+// the same errors for it; "" for strategy none, which borrows nothing.
+func (c *Checkouter) ObjectDir(ctx context.Context, req Request) (string, error) {
+	if req.Options.Strategy == "none" {
+		return "", nil
+	}
+	t, err := prepare(req)
+	if err != nil {
+		return "", &Error{Class: cikit.FailureConfig, Op: "checkout", Err: fmt.Errorf("%w: %v", ErrInvalidRequest, err)}
+	}
+	mirror := filepath.Join(c.cache, mirrorName(t.url))
+	if !fileExists(filepath.Join(mirror, "HEAD")) {
+		lk, err := lockFile(ctx, mirror+".lock", syscall.LOCK_EX)
+		if err != nil {
+			return "", fail(ctx, "checkout", t.own, false, err)
+		}
+		defer lk.unlock()
+		if err := c.ensureMirror(ctx, mirror); err != nil {
+			return "", fail(ctx, "checkout", t.own, false, err)
+		}
+	}
+	return filepath.Join(mirror, "objects"), nil
 }
 
 // Request is one checkout.
@@ -216,11 +250,11 @@ func (c *Checkouter) Checkout(ctx context.Context, req Request) (Result, error) 
 	env := c.remoteEnv(req.Source, t.url)
 	mirror := filepath.Join(c.cache, mirrorName(t.url))
 
-	fetched, commit, err := c.fetch(ctx, log, env, mirror, t)
+	fetched, commit, subject, err := c.fetch(ctx, log, env, mirror, t)
 	if err != nil {
 		return Result{}, err
 	}
-	if err := c.workTree(ctx, log, env, mirror, t, commit, req.Options); err != nil {
+	if err := c.workTree(ctx, log, env, mirror, t, commit, subject, req.Options); err != nil {
 		return Result{}, err
 	}
 	res := Result{Commit: commit, Duration: c.now().Sub(start), Fetched: fetched}
@@ -547,42 +581,59 @@ func (c *Checkouter) expired(t target, op string) error {
 }
 
 // fetch brings the target's commit into the mirror, under its lock, and
-// returns how many objects arrived and the commit.
-func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mirror string, t target) (int64, string, error) {
+// returns how many objects arrived, the commit and its subject. It starts
+// as few git processes as it can: the cache's objects and refs are read
+// without one, and one git cat-file both checks that the commit is one
+// and reads its subject.
+func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mirror string, t target) (int64, string, string, error) {
 	op := "fetch " + t.repo + " " + t.want
 	lk, err := lockFile(ctx, mirror+".lock", syscall.LOCK_EX)
 	if err != nil {
-		return 0, "", fail(ctx, op, t.own, false, err)
+		return 0, "", "", fail(ctx, op, t.own, false, err)
 	}
 	defer lk.unlock()
 	if err := c.ensureMirror(ctx, mirror); err != nil {
-		return 0, "", fail(ctx, op, t.own, false, err)
+		return 0, "", "", fail(ctx, op, t.own, false, err)
 	}
 	if err := clearStaleLocks(mirror); err != nil {
-		return 0, "", fail(ctx, op, t.own, false, err)
+		return 0, "", "", fail(ctx, op, t.own, false, err)
 	}
+	objects := filepath.Join(mirror, "objects")
 	shallow := fileExists(filepath.Join(mirror, "shallow"))
-	hasRefs := c.hasRefs(ctx, mirror)
-	if t.isSHA && c.hasCommit(ctx, mirror, t.want) && (t.depth == 1 || !shallow) {
-		if !t.own {
-			// The cache holds what other jobs fetched: this job's
-			// credential must be good for the repository too.
-			if err := c.expired(t, op); err != nil {
-				return 0, "", err
-			}
-			if _, err := c.run(ctx, mirror, env, log, "ls-remote", "--quiet", "--", t.url, "HEAD"); err != nil {
-				return 0, "", fail(ctx, op, t.own, true, err)
-			}
+	if t.isSHA && (t.depth == 1 || !shallow) {
+		cached, err := hasObject(objects, t.want)
+		if err != nil {
+			return 0, "", "", fail(ctx, op, t.own, false, err)
 		}
-		fmt.Fprintf(log, "Commit %s is in the runner's cache\n", t.want)
-		return 0, t.want, nil
+		subject, isCommit := "", false
+		if cached {
+			subject, isCommit = c.commitSubject(ctx, mirror, t.want)
+		}
+		if isCommit {
+			if !t.own {
+				// The cache holds what other jobs fetched: this job's
+				// credential must be good for the repository too.
+				if err := c.expired(t, op); err != nil {
+					return 0, "", "", err
+				}
+				if _, err := c.run(ctx, mirror, env, log, "ls-remote", "--quiet", "--", t.url, "HEAD"); err != nil {
+					return 0, "", "", fail(ctx, op, t.own, true, err)
+				}
+			}
+			fmt.Fprintf(log, "Commit %s is in the runner's cache\n", t.want)
+			return 0, t.want, subject, nil
+		}
 	}
 	if err := c.expired(t, op); err != nil {
-		return 0, "", err
+		return 0, "", "", err
 	}
-	before, err := c.countObjects(ctx, mirror)
+	hasRefs, err := hasRefs(mirror)
 	if err != nil {
-		return 0, "", fail(ctx, op, t.own, false, err)
+		return 0, "", "", fail(ctx, op, t.own, false, err)
+	}
+	before, err := countObjects(objects)
+	if err != nil {
+		return 0, "", "", fail(ctx, op, t.own, false, err)
 	}
 	dst := "refs/cikit/detached"
 	switch {
@@ -608,27 +659,59 @@ func (c *Checkouter) fetch(ctx context.Context, log io.Writer, env []string, mir
 	fmt.Fprintf(log, "Fetching %s from %s (%s)\n", t.want, t.url, what)
 	fetchStart := c.now()
 	if _, err := c.run(ctx, mirror, env, log, append([]string{"--git-dir=" + mirror}, args...)...); err != nil {
-		return 0, "", fail(ctx, op, t.own, true, err)
+		return 0, "", "", fail(ctx, op, t.own, true, err)
 	}
 	commit := t.want
 	if !t.isSHA {
+		// A tag is peeled to its commit.
 		if commit, err = c.run(ctx, mirror, c.env, nil, "--git-dir="+mirror, "rev-parse", "--verify", "--end-of-options", dst+"^{commit}"); err != nil {
-			return 0, "", &Error{Class: cikit.FailureConfig, Op: op, Err: ErrCommitNotFound, Detail: t.want + " is not a commit"}
+			return 0, "", "", &Error{Class: cikit.FailureConfig, Op: op, Err: ErrCommitNotFound, Detail: t.want + " is not a commit"}
 		}
-	} else if !c.hasCommit(ctx, mirror, commit) {
-		return 0, "", &Error{Class: cikit.FailureConfig, Op: op, Err: ErrCommitNotFound, Detail: commit + " is not a commit"}
 	}
-	after, err := c.countObjects(ctx, mirror)
+	subject, isCommit := c.commitSubject(ctx, mirror, commit)
+	if !isCommit {
+		return 0, "", "", &Error{Class: cikit.FailureConfig, Op: op, Err: ErrCommitNotFound, Detail: t.want + " is not a commit"}
+	}
+	after, err := countObjects(objects)
 	if err != nil {
-		return 0, "", fail(ctx, op, t.own, false, err)
+		return 0, "", "", fail(ctx, op, t.own, false, err)
 	}
 	fmt.Fprintf(log, "Fetched %d objects in %s\n", after-before, c.now().Sub(fetchStart).Round(time.Millisecond))
 	// Unreferenced objects stay (gc.pruneExpire=never): workspaces
 	// borrow them through their alternates.
-	if _, err := c.run(ctx, mirror, c.env, nil, "--git-dir="+mirror, "gc", "--auto", "--quiet"); err != nil {
-		return 0, "", fail(ctx, op, t.own, false, err)
+	due, err := gcDue(mirror)
+	if err != nil {
+		return 0, "", "", fail(ctx, op, t.own, false, err)
 	}
-	return after - before, commit, nil
+	if due {
+		if _, err := c.run(ctx, mirror, c.env, nil, "--git-dir="+mirror, "gc", "--auto", "--quiet"); err != nil {
+			return 0, "", "", fail(ctx, op, t.own, false, err)
+		}
+	}
+	return after - before, commit, subject, nil
+}
+
+// commitSubject reports whether sha is a commit of the git directory and
+// returns the first paragraph of its message. A loose object, as a small
+// fetch leaves it, is read here; a packed one by git cat-file.
+func (c *Checkouter) commitSubject(ctx context.Context, gitDir, sha string) (string, bool) {
+	typ, body, err := readLoose(filepath.Join(gitDir, "objects"), sha)
+	var out string
+	switch {
+	case err == nil && typ != "commit":
+		return "", false
+	case err == nil:
+		out = string(body)
+	default:
+		if out, err = c.run(ctx, gitDir, c.env, nil, "--git-dir="+gitDir, "cat-file", "commit", sha); err != nil {
+			return "", false
+		}
+	}
+	// The headers end at the first empty line; the message follows, and
+	// its first paragraph is the subject, on one line as git log's %s.
+	_, msg, _ := strings.Cut(out, "\n\n")
+	subject, _, _ := strings.Cut(strings.TrimSpace(msg), "\n\n")
+	return strings.Join(strings.Fields(subject), " "), true
 }
 
 // ensureMirror creates the bare mirror if it does not exist, atomically:
@@ -643,11 +726,12 @@ func (c *Checkouter) ensureMirror(ctx context.Context, mirror string) error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	// Readable by the jobs' user, whose work trees borrow its objects.
+	// Readable by the jobs' user, whose work trees borrow its objects,
+	// whatever the runner's umask (--shared=0644).
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
-	if _, err := c.run(ctx, tmp, c.env, nil, "init", "--quiet", "--bare", "--template=", tmp); err != nil {
+	if _, err := c.run(ctx, tmp, c.env, nil, "init", "--quiet", "--bare", "--template=", "--shared=0644", tmp); err != nil {
 		return err
 	}
 	for _, kv := range [][2]string{
@@ -696,37 +780,6 @@ func chownTree(root, dir string, o Owner) error {
 	})
 }
 
-func (c *Checkouter) hasCommit(ctx context.Context, gitDir, sha string) bool {
-	typ, err := c.run(ctx, gitDir, c.env, nil, "--git-dir="+gitDir, "cat-file", "-t", sha)
-	return err == nil && typ == "commit"
-}
-
-func (c *Checkouter) hasRefs(ctx context.Context, gitDir string) bool {
-	out, err := c.run(ctx, gitDir, c.env, nil, "--git-dir="+gitDir, "for-each-ref", "--count=1", "--format=x")
-	return err == nil && out != ""
-}
-
-// countObjects is how many objects the git directory holds, loose and
-// packed.
-func (c *Checkouter) countObjects(ctx context.Context, gitDir string) (int64, error) {
-	out, err := c.run(ctx, gitDir, c.env, nil, "--git-dir="+gitDir, "count-objects", "-v")
-	if err != nil {
-		return 0, err
-	}
-	var n int64
-	for line := range strings.SplitSeq(out, "\n") {
-		k, v, _ := strings.Cut(line, ": ")
-		if k == "count" || k == "in-pack" {
-			i, err := strconv.ParseInt(v, 10, 64)
-			if err != nil {
-				return 0, fmt.Errorf("git count-objects: %q: %w", line, err)
-			}
-			n += i
-		}
-	}
-	return n, nil
-}
-
 func fileExists(p string) bool {
 	_, err := os.Stat(p)
 	return err == nil
@@ -734,47 +787,30 @@ func fileExists(p string) bool {
 
 // workTree makes t.dir a work tree of commit borrowing the mirror's
 // objects, under a shared lock of the mirror, so that no other job packs
-// it meanwhile.
-func (c *Checkouter) workTree(ctx context.Context, log io.Writer, env []string, mirror string, t target, commit string, o cikit.Checkout) error {
+// it meanwhile. Its git directory is written here and one git read-tree
+// fills the index and the files: git init, git config and git checkout
+// would be three processes or more for the same.
+func (c *Checkouter) workTree(ctx context.Context, log io.Writer, env []string, mirror string, t target, commit, subject string, o cikit.Checkout) error {
 	op := "check out " + t.repo + " " + commit
 	lk, err := lockFile(ctx, mirror+".lock", syscall.LOCK_SH)
 	if err != nil {
 		return fail(ctx, op, t.own, false, err)
 	}
 	defer lk.unlock()
-	if err := c.initWorkTree(ctx, mirror, t, o.Strategy == "clone"); err != nil {
-		return fail(ctx, op, t.own, false, err)
-	}
-	gitDir := filepath.Join(t.dir, ".git")
-	shallow, err := os.ReadFile(filepath.Join(mirror, "shallow"))
-	switch {
-	case errors.Is(err, os.ErrNotExist):
-		err = os.Remove(filepath.Join(gitDir, "shallow"))
-		if errors.Is(err, os.ErrNotExist) {
-			err = nil
-		}
-	case err == nil:
-		err = os.WriteFile(filepath.Join(gitDir, "shallow"), shallow, 0o644)
-	}
+	dirty, err := c.initWorkTree(mirror, t, commit, o.Strategy == "clone")
 	if err != nil {
 		return fail(ctx, op, t.own, false, err)
 	}
+	gitDir := filepath.Join(t.dir, ".git")
 	local := func(args ...string) error {
 		_, err := c.run(ctx, t.dir, c.env, log, args...)
 		return err
 	}
-	steps := [][]string{
-		{"config", "remote.origin.url", t.url},
-		{"config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"},
-	}
-	if t.branch != "" {
-		steps = append(steps,
-			[]string{"update-ref", "refs/remotes/origin/" + t.branch, commit},
-			[]string{"checkout", "--quiet", "--force", "-B", t.branch, commit})
-	} else {
-		steps = append(steps, []string{"checkout", "--quiet", "--force", "--detach", commit})
-	}
-	if o.Clean {
+	// --reset overwrites what an earlier job left in the way, as
+	// git checkout --force does.
+	steps := [][]string{{"read-tree", "-u", "--reset", commit}}
+	if o.Clean && dirty {
+		// Only files an earlier job left can be untracked.
 		steps = append(steps, []string{"clean", "-ffdxq"})
 	}
 	if t.dissociate {
@@ -800,43 +836,87 @@ func (c *Checkouter) workTree(ctx context.Context, log io.Writer, env []string, 
 			return fail(ctx, op, t.own, false, err)
 		}
 	}
-	subject, err := c.run(ctx, t.dir, c.env, nil, "log", "-1", "--format=%s", commit)
-	if err != nil {
-		return fail(ctx, op, t.own, false, err)
-	}
 	fmt.Fprintf(log, "HEAD is now at %s %s\n", commit[:min(12, len(commit))], subject)
 	return nil
 }
 
-// initWorkTree makes t.dir a new repository borrowing the mirror's
-// objects. An earlier job's git directory there is never reused, even of
-// the same repository (strategy fetch): its configuration, hooks and
-// index were the job's to change, and git must not run what a job wrote
-// outside that job's sandbox. Its files stay (checkout --force rewrites
-// the tracked ones) unless fresh (strategy clone) empties the directory.
-func (c *Checkouter) initWorkTree(ctx context.Context, mirror string, t target, fresh bool) error {
+// initWorkTree makes t.dir a new repository at commit borrowing the
+// mirror's objects, and reports whether the directory held files already.
+// An earlier job's git directory there is never reused, even of the same
+// repository (strategy fetch): its configuration, hooks and index were
+// the job's to change, and git must not run what a job wrote outside that
+// job's sandbox. Its files stay (read-tree --reset rewrites the tracked
+// ones) unless fresh (strategy clone) empties the directory.
+//
+// The git directory is what git init --template= writes, with the
+// origin remote, the branch (or a detached HEAD) at commit, the remote's
+// branch, the mirror as alternate and its shallow file.
+func (c *Checkouter) initWorkTree(mirror string, t target, commit string, fresh bool) (bool, error) {
 	if err := mkdirInside(t.root, t.dir); err != nil {
-		return err
+		return false, err
 	}
 	entries, err := os.ReadDir(t.dir)
 	if err != nil {
-		return err
+		return false, err
 	}
+	dirty := false
 	for _, e := range entries {
 		if fresh || e.Name() == ".git" {
 			if err := os.RemoveAll(filepath.Join(t.dir, e.Name())); err != nil {
-				return err
+				return false, err
 			}
+			continue
+		}
+		dirty = true
+	}
+	gitDir := filepath.Join(t.dir, ".git")
+	for _, d := range []string{"objects/info", "objects/pack", "refs/heads", "refs/tags", "refs/remotes/origin"} {
+		if err := os.MkdirAll(filepath.Join(gitDir, filepath.FromSlash(d)), 0o755); err != nil {
+			return false, err
 		}
 	}
-	if _, err := c.run(ctx, t.dir, c.env, nil, "init", "--quiet", "--template=", t.dir); err != nil {
-		return err
+	config := "[core]\n\trepositoryformatversion = 0\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n"
+	if len(commit) == 64 {
+		config = "[core]\n\trepositoryformatversion = 1\n\tfilemode = true\n\tbare = false\n\tlogallrefupdates = true\n" +
+			"[extensions]\n\tobjectformat = sha256\n"
 	}
-	alternates := filepath.Join(t.dir, ".git", "objects", "info", "alternates")
-	if err := os.MkdirAll(filepath.Dir(alternates), 0o755); err != nil {
-		return err
+	config += "[remote \"origin\"]\n\turl = " + configValue(t.url) + "\n\tfetch = +refs/heads/*:refs/remotes/origin/*\n"
+	head := commit + "\n"
+	if t.branch != "" {
+		head = "ref: refs/heads/" + t.branch + "\n"
 	}
-	return os.WriteFile(alternates, []byte(filepath.Join(mirror, "objects")+"\n"), 0o644)
+	files := [][2]string{
+		{"config", config},
+		{"objects/info/alternates", filepath.Join(mirror, "objects") + "\n"},
+		{"HEAD", head},
+	}
+	if t.branch != "" {
+		files = append(files,
+			[2]string{"refs/heads/" + t.branch, commit + "\n"},
+			[2]string{"refs/remotes/origin/" + t.branch, commit + "\n"})
+	}
+	shallow, err := os.ReadFile(filepath.Join(mirror, "shallow"))
+	switch {
+	case err == nil:
+		files = append(files, [2]string{"shallow", string(shallow)})
+	case !errors.Is(err, os.ErrNotExist):
+		return false, err
+	}
+	for _, f := range files {
+		p := filepath.Join(gitDir, filepath.FromSlash(f[0]))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return false, err
+		}
+		if err := os.WriteFile(p, []byte(f[1]), 0o644); err != nil {
+			return false, err
+		}
+	}
+	return dirty, nil
+}
+
+// configValue quotes s as a value of a git configuration file.
+func configValue(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\t", `\t`, "\n", `\n`).Replace(s) + `"`
 }
 
 // mkdirInside makes dir, which is root or below it, replacing whatever

@@ -450,6 +450,105 @@ func TestAlternatesAndDissociate(t *testing.T) {
 	}
 }
 
+// TestCommitInTheCache: the commit is checked and its subject read from
+// the cache whether its object is loose, as a small fetch leaves it, or
+// packed; an object that is no commit is ErrCommitNotFound.
+func TestCommitInTheCache(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		repack bool
+		blob   bool
+	}{
+		{name: "loose"},
+		{name: "packed", repack: true},
+		{name: "a blob", blob: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			req := b.request(t, b.sha)
+			_, err := b.c.Checkout(b.ctx, req)
+			require.NoError(t, err)
+			mirrors, err := filepath.Glob(filepath.Join(b.cache, "*.git"))
+			require.NoError(t, err)
+			require.Len(t, mirrors, 1)
+			if tc.repack {
+				git(t, mirrors[0], "repack", "-a", "-d", "-q")
+				require.NoFileExists(t, filepath.Join(mirrors[0], "objects", b.sha[:2], b.sha[2:]))
+			}
+			req = b.request(t, b.sha)
+			if tc.blob {
+				req.SHA = git(t, mirrors[0], "rev-parse", b.sha+":README.md")
+			}
+			var log bytes.Buffer
+			req.Log = &log
+			_, err = b.c.Checkout(b.ctx, req)
+			if tc.blob {
+				require.ErrorIs(t, err, checkout.ErrCommitNotFound)
+				return
+			}
+			require.NoError(t, err)
+			require.Contains(t, log.String(), "Commit "+b.sha+" is in the runner's cache\n")
+			require.Contains(t, log.String(), "HEAD is now at "+b.sha[:12]+" "+git(t, req.Dir, "log", "-1", "--format=%s")+"\n")
+		})
+	}
+}
+
+// TestObjectDir: ObjectDir names, before the checkout, the directory the
+// work tree will borrow from, which exists already, even in an empty
+// cache; a request Checkout refuses it refuses alike, and strategy none
+// borrows nothing.
+func TestObjectDir(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	for _, tc := range []struct {
+		name    string
+		mutate  func(*checkout.Request)
+		want    bool // a directory
+		invalid bool
+	}{
+		{name: "the run's commit", want: true},
+		{name: "another ref", mutate: func(r *checkout.Request) { r.Options.Ref = "main" }, want: true},
+		{name: "strategy none", mutate: func(r *checkout.Request) { r.Options.Strategy = "none" }},
+		{name: "not a SHA", mutate: func(r *checkout.Request) { r.SHA = "main" }, invalid: true},
+		{name: "credentials in the URL", mutate: func(r *checkout.Request) {
+			r.Source = &cikit.CheckoutSource{URL: "http://u:p@example.com/acme/api.git"}
+		}, invalid: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cache := t.TempDir()
+			c, err := checkout.New(checkout.Config{CacheDir: cache})
+			require.NoError(t, err)
+			req := b.request(t, b.sha)
+			if tc.mutate != nil {
+				tc.mutate(&req)
+			}
+			dir, err := c.ObjectDir(b.ctx, req)
+			if tc.want {
+				require.NoError(t, err)
+				require.DirExists(t, dir, "before the checkout")
+			}
+			_, checkoutErr := c.Checkout(b.ctx, req)
+			if tc.invalid {
+				require.ErrorIs(t, err, checkout.ErrInvalidRequest)
+				require.ErrorIs(t, checkoutErr, checkout.ErrInvalidRequest)
+				require.Equal(t, checkout.Class(checkoutErr), checkout.Class(err))
+				return
+			}
+			require.NoError(t, checkoutErr)
+			if !tc.want {
+				require.Empty(t, dir)
+				return
+			}
+			res, err := c.Checkout(b.ctx, req)
+			require.NoError(t, err)
+			require.Equal(t, []string{dir}, res.Alternates)
+		})
+	}
+}
+
 // Nothing a job leaves in its workspace runs, or is written through, when
 // the next checkout (outside the sandbox) reuses the directory: not its
 // git configuration, not its hooks, not a symbolic link on the path.

@@ -51,12 +51,16 @@
 // # The job's view of the cache
 //
 // A work tree borrows the mirror's objects, so git commands of the
-// job's steps read them: Result.Alternates names the directories, which
+// job's steps read them: Result.Alternates names the directory, which
 // a sandbox must show to the job read-only at the same path (never
-// writable: other jobs borrow them too). An executor that cannot sets
-// Config.Dissociate (or Request.Dissociate, for one checkout), and each
-// work tree gets its own copy of the objects it needs, at the cost of
-// copying them on every checkout. Request.Owner
+// writable: other jobs borrow them too). ObjectDir names it before the
+// checkout, creating the mirror if need be, so that a sandbox can be
+// started with it while the checkout runs (fleet/process does). An
+// executor that cannot show it sets Config.Dissociate (or
+// Request.Dissociate, for one checkout), and each work tree gets its own
+// copy of the objects it needs, at the cost of copying them on every
+// checkout. Mirrors are made readable by every user (git init
+// --shared=0644) whatever the runner's umask. Request.Owner
 // gives the work tree to the user the job's steps run as, when the runner
 // runs as another (root): git refuses a repository another user owns.
 //
@@ -74,6 +78,15 @@
 // not. A credential past its Source.ExpiresAt is not sent: the checkout
 // fails with ErrAccessDenied at once, unless the cache holds the run's
 // commit and the remote need not be asked.
+//
+// # Cost
+//
+// A checkout starts few processes, each of which costs milliseconds the
+// job waits for: the cache's objects, refs and gc thresholds are read
+// without git, the work tree's git directory is written directly and one
+// git read-tree fills it. A warm checkout of a new commit is one git
+// fetch (with git-remote-http, its unpacking and its connectivity
+// check) and one git read-tree; a commit the cache holds, read-tree only.
 //
 // # Failures
 //

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -94,7 +95,8 @@ func benchStart(b *testing.B, e *process.Executor, job process.Job) {
 // its commit costs: RunJob to the first step, the checkout of a small
 // repository (20 files) over git's smart HTTP included, with the
 // runner's cache warm after the first run, with plain processes and in a
-// sandbox (which copies the cache's objects into the workspace).
+// sandbox: one that shows the cache to the job, and one whose user cannot
+// reach it, so that each checkout copies the objects into the workspace.
 func BenchmarkCheckoutStart(b *testing.B) {
 	repos := gitservetest.NewRepos(b)
 	repos.Create(b, "acme/app", "main")
@@ -109,12 +111,25 @@ func BenchmarkCheckoutStart(b *testing.B) {
 	for _, mode := range []struct {
 		name    string
 		sandbox *process.Sandbox
+		private bool // the cache is in a directory only the runner's user may search
 	}{
-		{"plain", nil},
-		{"bwrap", &process.Sandbox{}},
+		{"plain", nil, false},
+		{"bwrap", &process.Sandbox{}, false},
+		{"bwrap-copied", &process.Sandbox{}, true},
 	} {
 		b.Run(mode.name, func(b *testing.B) {
-			co, err := checkout.New(checkout.Config{CacheDir: b.TempDir()})
+			if mode.private && os.Geteuid() != 0 {
+				b.Skip("only a runner started as root has a sandbox user of another uid, which a directory can keep out")
+			}
+			dir := searchableDir(b)
+			if mode.private {
+				dir = filepath.Join(dir, "private")
+				if err := os.Mkdir(dir, 0o700); err != nil {
+					b.Fatal(err)
+				}
+			}
+			cache := filepath.Join(dir, "cache")
+			co, err := checkout.New(checkout.Config{CacheDir: cache})
 			if err != nil {
 				b.Fatal(err)
 			}

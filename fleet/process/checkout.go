@@ -30,6 +30,26 @@ type Checkouter interface {
 	Checkout(ctx context.Context, req checkout.Request) (checkout.Result, error)
 }
 
+// ObjectCache is a Checkouter whose work trees borrow the objects of a
+// cache on this host instead of holding copies of them (git's alternates,
+// checkout.Result.Alternates), as fleet/checkout's does. In a sandbox, a
+// job's git must see those objects: for the checkout before the job's
+// first step, the executor asks ObjectDir where they will be and starts
+// the sandbox, which shows that directory read-only at the same path,
+// while the checkout runs. It does so when the sandbox's user may reach
+// the directory (bubblewrap runs as that user); otherwise, for an
+// actions/checkout step (which runs when the sandbox is already up) and
+// for a Checkouter that is no ObjectCache, the checkout copies what it
+// needs into the work tree (checkout.Request.Dissociate).
+type ObjectCache interface {
+	Checkouter
+	// ObjectDir returns the object directory the work tree of req will
+	// borrow from, which exists when it returns, without checking the
+	// commit out; the Result.Alternates of the Checkout of req name it
+	// and nothing else. Its errors are those Checkout would return.
+	ObjectDir(ctx context.Context, req checkout.Request) (string, error)
+}
+
 // checkoutError is a failed checkout: its class decides whether the job
 // is retried. The functions preparing the workspace return it as
 // *checkoutError, nil when they succeed.
@@ -38,10 +58,58 @@ type checkoutError struct {
 	err   error
 }
 
-// checkout puts the job's commit into the workspace as opts say, through
-// Config.Checkout, and gives it to the sandbox's user.
-func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) *checkoutError {
+// request is the checkout of the job's commit as opts say, into the
+// workspace.
+func (j *jobRun) request(opts cikit.Checkout) checkout.Request {
 	e, jc := j.e, j.job.Context
+	req := checkout.Request{
+		Source: jc.Source, Repository: jc.Repository, SHA: jc.SHA, Ref: jc.Ref, Options: opts, Dir: j.ws, Log: j.pw,
+		// Unless the sandbox shows the objects the work tree borrows.
+		Dissociate: e.sandbox != nil,
+	}
+	if e.sandbox != nil && e.sandbox.uid >= 0 {
+		req.Owner = &checkout.Owner{UID: e.sandbox.uid, GID: e.sandbox.gid}
+	}
+	return req
+}
+
+// shareObjects decides, before the sandbox starts, whether it shows the
+// job's checkout the objects of the runner's cache (ObjectCache), and
+// returns the directory to show; "" when the checkout copies them. The
+// job's log says why when the sandbox's user cannot reach them.
+func (j *jobRun) shareObjects(ctx context.Context, opts cikit.Checkout) (string, *checkoutError) {
+	e := j.e
+	oc, ok := e.cfg.Checkout.(ObjectCache)
+	if e.sandbox == nil || !ok {
+		return "", nil
+	}
+	dir, err := oc.ObjectDir(ctx, j.request(opts))
+	if err != nil {
+		return "", &checkoutError{checkout.Class(err), err}
+	}
+	uid, gid := os.Geteuid(), os.Getegid()
+	if e.sandbox.uid >= 0 {
+		uid, gid = e.sandbox.uid, e.sandbox.gid
+	}
+	blocked, mode, owner, err := unsearchable(dir, uid, gid)
+	switch {
+	case err != nil:
+		return "", &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("checkout: the git cache: %w", err)}
+	case blocked != "":
+		fmt.Fprintf(j.pw, "--- checkout: the objects are copied into the workspace: the sandbox's user (uid %d) cannot reach the git cache %s: %s (mode %v, owner %d) does not let it search; chmod o+x %s to share the cache\n",
+			uid, dir, blocked, mode, owner, blocked)
+		return "", nil
+	}
+	return dir, nil
+}
+
+// checkout puts the job's commit into the workspace as opts say, through
+// Config.Checkout, and gives it to the sandbox's user. Its work tree
+// borrows the objects of j.shared, which the sandbox shows, when that is
+// set and the sandbox is not up yet; otherwise in a sandbox the objects
+// are copied.
+func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout, procs jobProcs) *checkoutError {
+	e := j.e
 	if e.cfg.Checkout == nil {
 		return &checkoutError{cikit.FailureInfrastructure, errors.New("checkout: the job asks for its commit and this runner has no checkout configured (process.Config.Checkout)")}
 	}
@@ -55,15 +123,9 @@ func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) *checkoutErr
 	if err := e.checkoutDir(j.ws, dir); err != nil {
 		return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("checkout: %w", err)}
 	}
-	req := checkout.Request{
-		Source: jc.Source, Repository: jc.Repository, SHA: jc.SHA, Ref: jc.Ref, Options: opts, Dir: j.ws, Log: j.pw,
-		// A sandbox does not show the runner's cache: in it, git would
-		// find no commit.
-		Dissociate: e.sandbox != nil,
-	}
-	if e.sandbox != nil && e.sandbox.uid >= 0 {
-		req.Owner = &checkout.Owner{UID: e.sandbox.uid, GID: e.sandbox.gid}
-	}
+	share := e.sandbox != nil && j.shared != "" && procs == nil
+	req := j.request(opts)
+	req.Dissociate = e.sandbox != nil && !share
 	started := time.Now()
 	res, err := e.cfg.Checkout.Checkout(ctx, req)
 	if err != nil {
@@ -76,6 +138,13 @@ func (j *jobRun) checkout(ctx context.Context, opts cikit.Checkout) *checkoutErr
 	}
 	if res.Duration == 0 {
 		res.Duration = time.Since(started)
+	}
+	if e.sandbox != nil {
+		for _, dir := range res.Alternates {
+			if !share || filepath.Clean(dir) != j.shared {
+				return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("checkout: the work tree borrows the objects of %s, which the job's sandbox does not show", dir)}
+			}
+		}
 	}
 	if j.res.Commit == "" {
 		j.res.Commit = res.Commit

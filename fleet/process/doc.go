@@ -14,7 +14,13 @@
 //     version; its ref, fetch-depth, path, submodules, clean and
 //     repository inputs). Config.Checkout (fleet/checkout) makes it in
 //     the executor's process, outside the sandbox, whose user then owns
-//     it; the source's credential never reaches the steps. A commit that
+//     it; the source's credential never reaches the steps. The sandbox
+//     starts while the checkout before the first step runs, and shows
+//     the object directory of the runner's git cache the work tree
+//     borrows (ObjectCache) read-only, so nothing is copied; an
+//     actions/checkout step, a cache the sandbox's user cannot reach
+//     (the log says why) and a Checkouter that is no ObjectCache copy the
+//     objects into the work tree instead. A commit that
 //     does not exist fails the job as cikit.FailureConfig, anything else
 //     as cikit.FailureInfrastructure. Without a source the workspace is a
 //     copy of Config.Source, the runner's fixed directory, and the log

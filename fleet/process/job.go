@@ -61,6 +61,10 @@ type jobRun struct {
 	pw      *os.File // out's pipe, where steps and headers write
 	procs   jobProcs
 	timeout time.Duration
+	// shared is the object directory of the runner's git cache that the
+	// job's sandbox shows read-only and the checkout before its first
+	// step borrows from (ObjectCache); "" when the checkout copies.
+	shared string
 
 	// eval evaluates the job's run-time expressions; nil when the job has
 	// none.
@@ -192,11 +196,38 @@ func (j *jobRun) run(ctx context.Context) Result {
 	for _, w := range spec.Warnings {
 		fmt.Fprintf(j.pw, "--- warning: %s\n", w)
 	}
-	if ce := j.prepareWorkspace(jobCtx); ce != nil {
+	// The sandbox starts while the workspace is filled: it needs nothing
+	// of it but the directory, and the objects a checkout borrows from
+	// the runner's cache are where ObjectDir said.
+	co := j.checkoutOpts()
+	if co != nil {
+		var ce *checkoutError
+		if j.shared, ce = j.shareObjects(jobCtx, *co); ce != nil {
+			return j.checkoutFailed(jobCtx, ce)
+		}
+	}
+	var ro []string
+	if j.shared != "" {
+		ro = []string{j.shared}
+	}
+	type started struct {
+		procs jobProcs
+		err   error
+	}
+	procsc := make(chan started, 1)
+	go func() {
+		procs, err := e.startProcs(jobCtx, root, ro, j.pw, j.job.Lease)
+		procsc <- started{procs, err}
+	}()
+	ce := j.prepareWorkspace(jobCtx, co)
+	s := <-procsc
+	if ce != nil {
+		if s.procs != nil {
+			s.procs.end(e.cfg.Logger.Warn)
+		}
 		return j.checkoutFailed(jobCtx, ce)
 	}
-
-	if j.procs, err = e.startProcs(jobCtx, root, j.pw, j.job.Lease); err != nil {
+	if j.procs, err = s.procs, s.err; err != nil {
 		res := j.fail(cikit.FailureInfrastructure, "sandbox: %v", err)
 		if jobCtx.Err() != nil && context.Cause(jobCtx) == errTimeout {
 			res.Reason, res.FailureClass = fmt.Sprintf("timed out after %s while the sandbox started", j.timeout), cikit.FailureTimeout
@@ -215,10 +246,24 @@ func (j *jobRun) run(ctx context.Context) Result {
 	return j.runSteps(jobCtx)
 }
 
+// checkoutOpts returns the checkout before the job's first step, nil
+// when there is none.
+func (j *jobRun) checkoutOpts() *cikit.Checkout {
+	jc, co := j.job.Context, j.spec.Checkout
+	if jc == nil || jc.Source == nil || co == nil || co.Strategy == "none" {
+		return nil
+	}
+	return co
+}
+
 // prepareWorkspace fills the workspace before the first step: the job's
-// commit, or a copy of the runner's fixed directory.
-func (j *jobRun) prepareWorkspace(ctx context.Context) *checkoutError {
-	e, jc, co := j.e, j.job.Context, j.spec.Checkout
+// commit (co, from checkoutOpts), or a copy of the runner's fixed
+// directory.
+func (j *jobRun) prepareWorkspace(ctx context.Context, co *cikit.Checkout) *checkoutError {
+	if co != nil {
+		return j.checkout(ctx, *co, nil)
+	}
+	e, jc := j.e, j.job.Context
 	switch {
 	case jc == nil || jc.Source == nil:
 		fmt.Fprintf(j.pw, "--- workspace: a copy of the runner's fixed directory %s (the job has no commit to check out)\n", e.cfg.Source)
@@ -226,16 +271,14 @@ func (j *jobRun) prepareWorkspace(ctx context.Context) *checkoutError {
 			return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("copying %s: %w", e.cfg.Source, err)}
 		}
 		return nil
-	case co == nil && j.github:
+	case j.spec.Checkout == nil && j.github:
 		return nil // a GitHub job checks out in a step
-	case co == nil:
+	case j.spec.Checkout == nil:
 		fmt.Fprintf(j.pw, "--- checkout: none (the job asks for no checkout): the workspace starts empty\n")
-		return nil
-	case co.Strategy == "none":
+	default:
 		fmt.Fprintf(j.pw, "--- checkout: none (strategy none): the workspace starts empty\n")
-		return nil
 	}
-	return j.checkout(ctx, *co)
+	return nil
 }
 
 // checkoutFailed returns the result of a job whose checkout failed.
@@ -612,7 +655,7 @@ func (j *jobRun) checkoutStep(ctx context.Context, step cikit.Step) (stepExit, e
 		}
 		fmt.Fprintf(j.pw, "--- warning: actions/checkout input %q is not used: %s\n", k, why)
 	}
-	if ce := j.checkout(ctx, opts); ce != nil {
+	if ce := j.checkout(ctx, opts, j.procs); ce != nil {
 		return stepExit{code: -1}, ce.err, ce.class
 	}
 	return stepExit{code: 0}, nil, ""

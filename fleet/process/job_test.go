@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -26,11 +27,17 @@ import (
 // and the commit.
 func forge(t *testing.T, files map[string]string) (*checkout.Checkouter, *cikit.JobContext, string) {
 	t.Helper()
+	return forgeCache(t, files, t.TempDir())
+}
+
+// forgeCache is forge with the checkouter's cache in the directory cache.
+func forgeCache(t *testing.T, files map[string]string, cache string) (*checkout.Checkouter, *cikit.JobContext, string) {
+	t.Helper()
 	repos := gitservetest.NewRepos(t)
 	repos.Create(t, "acme/app", "main")
 	sha := repos.Commit(t, "acme/app", "main", files)
 	srv := gitservetest.Serve(t, repos.Root, gitservetest.BasicAuth("job", "tok-3f9c1e"))
-	co, err := checkout.New(checkout.Config{CacheDir: t.TempDir()})
+	co, err := checkout.New(checkout.Config{CacheDir: cache})
 	require.NoError(t, err)
 	jc := &cikit.JobContext{
 		RunContext: cikit.RunContext{Provider: "local", Repository: "acme/app", Event: "push", Ref: "refs/heads/main", RefName: "main", RefType: "branch", SHA: sha, Actor: "ada"},
@@ -95,6 +102,84 @@ func TestRunJobChecksOutTheCommit(t *testing.T) {
 		require.Equal(t, sha, reqs[0].SHA)
 		require.Equal(t, "acme/app", reqs[0].Repository)
 	})
+}
+
+// cacheRecorder is a recorder of a checkouter that says where the objects
+// of a work tree will be: a process.ObjectCache.
+type cacheRecorder struct {
+	*recorder
+	co *checkout.Checkouter
+}
+
+func (r cacheRecorder) ObjectDir(ctx context.Context, req checkout.Request) (string, error) {
+	return r.co.ObjectDir(ctx, req)
+}
+
+// TestRunJobSandboxShowsTheCache: in a sandbox, the checkout before the
+// first step borrows the objects of the runner's git cache, which the
+// sandbox shows read-only, instead of copying them, when the sandbox's
+// user may reach the cache; git works in the job either way. An
+// actions/checkout step, which runs when the sandbox is up, and a cache
+// out of the sandbox user's reach have the objects copied, the latter
+// saying why in the job's log.
+func TestRunJobSandboxShowsTheCache(t *testing.T) {
+	t.Parallel()
+	// Whatever the job's git needs of the object store, and whether the
+	// work tree borrows from the cache and could write there.
+	const probe = `git rev-parse HEAD; git status --short; git cat-file -p HEAD^{tree} | wc -l | tr -d ' '; git log --format=%s
+if test -f .git/objects/info/alternates; then alt=$(cat .git/objects/info/alternates); echo "borrows $alt"
+  if touch "$alt/probe" 2>/dev/null; then echo writable; else echo read-only; fi
+else echo "copied $(ls .git/objects/pack | grep -c '\.pack$') pack"; fi`
+	for _, tc := range []struct {
+		name      string
+		reachable bool // the cache is in a directory the sandbox's user may search
+		github    bool // the checkout is an actions/checkout step
+		borrows   bool
+	}{
+		{name: "first step", reachable: true, borrows: true},
+		{name: "actions/checkout step", reachable: true, github: true},
+		{name: "cache out of reach"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			if !tc.reachable && os.Geteuid() != 0 {
+				t.Skip("only a runner started as root has a sandbox user of another uid, which a directory can keep out")
+			}
+			parent := searchableDir(t)
+			if !tc.reachable {
+				parent = filepath.Join(parent, "private")
+				require.NoError(t, os.Mkdir(parent, 0o700)) // only the runner's user may search it
+			}
+			cache := filepath.Join(parent, "git-cache")
+			co, jc, sha := forgeCache(t, map[string]string{"go.mod": "module example.com/app\n", "pkg/a.txt": "a\n"}, cache)
+			rec := cacheRecorder{&recorder{Checkouter: co}, co}
+			b := setup(t, sandboxed, func(c *process.Config) { c.Checkout = rec })
+			spec := &cikit.JobSpec{ID: "test", Format: "native", Checkout: &cikit.Checkout{}, Steps: steps(probe)}
+			if tc.github {
+				spec = &cikit.JobSpec{ID: "test", Format: "github", Steps: []cikit.Step{{Name: "checkout", Uses: "actions/checkout@v4"}, {Name: "probe", Run: probe}}}
+			}
+			res := b.exec.RunJob(context.Background(), process.Job{Spec: spec, Context: jc})
+			out := b.out.String()
+			require.Equal(t, cikit.JobSucceeded, res.State, out)
+			require.Contains(t, out, sha+"\n2\ncommit 1\n", "git reads the commit, its tree of go.mod and pkg, and its message")
+			reqs := rec.requests()
+			require.Len(t, reqs, 1)
+			require.Equal(t, !tc.borrows, reqs[0].Dissociate)
+			if tc.borrows {
+				require.Regexp(t, `borrows `+regexp.QuoteMeta(cache)+`/acme_app-[0-9a-f]+\.git/objects\nread-only\n`, out)
+			} else {
+				require.Contains(t, out, "copied 1 pack\n")
+			}
+			const copied = "--- checkout: the objects are copied into the workspace: the sandbox's user"
+			if tc.reachable {
+				require.NotContains(t, out, copied)
+			} else {
+				require.Contains(t, out, copied+" (uid ")
+				require.Contains(t, out, "cannot reach the git cache "+cache+"/acme_app-")
+				require.Contains(t, out, ".git/objects: "+parent+" (mode drwx------")
+			}
+		})
+	}
 }
 
 // TestRunJobCheckoutFailures: a commit that does not exist fails the job

@@ -216,7 +216,7 @@ func (e *Executor) checkSandbox() error {
 		<-copied
 		_ = pr.Close()
 	}()
-	s, err := e.startSandbox(ctx, ws, pw)
+	s, err := e.startSandbox(ctx, ws, nil, pw)
 	if err != nil {
 		return err
 	}

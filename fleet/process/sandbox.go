@@ -381,8 +381,9 @@ const (
 	fdHosts
 )
 
-// args returns bwrap's arguments for a job in ws.
-func (p *sandboxPlan) args(ws string) []string {
+// args returns bwrap's arguments for a job in ws that also sees the
+// directories ro, read-only at the same paths.
+func (p *sandboxPlan) args(ws string, ro []string) []string {
 	itoa := strconv.Itoa
 	a := []string{
 		"--unshare-user", "--uid", itoa(sandboxUID), "--gid", itoa(sandboxUID), "--disable-userns",
@@ -418,8 +419,12 @@ func (p *sandboxPlan) args(ws string) []string {
 		}
 		a = append(a, "--tmpfs", dir)
 	}
+	a = append(a, "--bind", ws, ws)
+	// After /tmp's tmpfs and the workspace, which could hold them.
+	for _, dir := range ro {
+		a = append(a, "--ro-bind", dir, dir)
+	}
 	return append(a,
-		"--bind", ws, ws,
 		"--remount-ro", "/",
 		"--chdir", ws,
 		"--info-fd", itoa(fdInfo),
@@ -582,9 +587,10 @@ type sandboxJob struct {
 	readerDone chan struct{}
 }
 
-// startSandbox starts the sandbox of a job whose workspace is ws and
-// whose output goes to out, and returns once its supervisor is ready.
-func (e *Executor) startSandbox(ctx context.Context, ws string, out *os.File) (*sandboxJob, error) {
+// startSandbox starts the sandbox of a job whose workspace is ws, which
+// also sees the directories ro read-only, and whose output goes to out,
+// and returns once its supervisor is ready.
+func (e *Executor) startSandbox(ctx context.Context, ws string, ro []string, out *os.File) (*sandboxJob, error) {
 	p := e.sandbox
 	s := &sandboxJob{plan: p, grace: e.cfg.Grace, stderr: &prefixBuffer{max: 4 << 10}}
 	// The parent's copies of what the sandbox gets; closed when it has
@@ -636,7 +642,7 @@ func (e *Executor) startSandbox(ctx context.Context, ws string, out *os.File) (*
 		files = append(files, r)
 	}
 
-	s.cmd = exec.Command(p.bwrap, p.args(ws)...)
+	s.cmd = exec.Command(p.bwrap, p.args(ws, ro)...)
 	s.cmd.Env = []string{supervisorEnv + "=1"}
 	s.cmd.Dir = "/"
 	s.cmd.Stderr = s.stderr

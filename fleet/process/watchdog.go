@@ -87,10 +87,11 @@ var errLeaseExpired = errors.New("the job's lease was not renewed in time: its s
 const prSetChildSubreaper = 36
 
 // startProcs starts the supervisor of a job whose workspace is ws and
-// whose output goes to out: in a sandbox, or beside the job without one.
+// whose output goes to out: in a sandbox, which also shows the
+// directories ro read-only, or beside the job without one.
 // With a lease, the supervisor has its deadline before startProcs
 // returns, and every renewal after.
-func (e *Executor) startProcs(ctx context.Context, ws string, out *os.File, lease *LeaseDeadline) (jobProcs, error) {
+func (e *Executor) startProcs(ctx context.Context, ws string, ro []string, out *os.File, lease *LeaseDeadline) (jobProcs, error) {
 	var s *sandboxJob
 	var err error
 	var procs jobProcs
@@ -101,7 +102,7 @@ func (e *Executor) startProcs(ctx context.Context, ws string, out *os.File, leas
 			s, procs = p.sandboxJob, p
 		}
 	} else {
-		s, err = e.startSandbox(ctx, ws, out)
+		s, err = e.startSandbox(ctx, ws, ro, out)
 		procs = s
 	}
 	if err != nil {

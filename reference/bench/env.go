@@ -83,6 +83,12 @@ func (b *bencher) newEnv(ctx context.Context, name string, o envOptions) (_ *env
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	e.cleanups = append(e.cleanups, func() error { return os.RemoveAll(dir) })
+	// The runners' sandboxes, whose user is not root's, show the jobs the
+	// git cache under it (data/git-cache), which their checkouts borrow
+	// from: it must let that user search it, not list it.
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
 	root := filepath.Join(dir, "repos")
 	e.repo = filepath.Join(root, org, repo)
 	if err := os.MkdirAll(e.repo, 0o755); err != nil {

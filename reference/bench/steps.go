@@ -20,12 +20,13 @@ import (
 
 // firstStep is a pipeline whose job checks the pushed commit out (native
 // jobs do by default) and whose first step prints the time it started, in
-// nanoseconds since the epoch, and the push that commit is, read from the
-// checked-out pushed.txt, into the job's log.
+// nanoseconds since the epoch, the push that commit is, read from the
+// checked-out pushed.txt, and whether the work tree borrows the objects of
+// the runner's git cache or holds copies, into the job's log.
 const firstStep = `jobs:
   first:
     steps:
-      - echo "CIKIT_BENCH_STARTED_AT=$(date +%s%N) CIKIT_BENCH_PUSH=$(cat pushed.txt)"
+      - echo "CIKIT_BENCH_STARTED_AT=$(date +%s%N) CIKIT_BENCH_PUSH=$(cat pushed.txt) CIKIT_BENCH_OBJECTS=$(test -f .git/objects/info/alternates && echo borrowed || echo copied)"
 `
 
 // firstStepBare is firstStep without the checkout: its step finds no
@@ -38,8 +39,9 @@ const firstStepBare = `jobs:
 `
 
 // startedAtRE matches the step's output line (not the echo of its
-// command): the start time and the push.
-var startedAtRE = regexp.MustCompile(`(?m)^CIKIT_BENCH_STARTED_AT=(\d+) CIKIT_BENCH_PUSH=(\S+)$`)
+// command): the start time, the push and, after a checkout, whether its
+// objects are borrowed.
+var startedAtRE = regexp.MustCompile(`(?m)^CIKIT_BENCH_STARTED_AT=(\d+) CIKIT_BENCH_PUSH=(\S+)(?: CIKIT_BENCH_OBJECTS=(borrowed|copied))?$`)
 
 // smallRepository is the rest of the repository the jobs check out: a
 // small Go module of 24 files.
@@ -79,6 +81,7 @@ func webhookToFirstStep(ctx context.Context, b *bencher) (_ *Result, err error) 
 	bare := make([]time.Duration, 0, n)
 	prev := e.sha
 	var total time.Duration
+	borrowed := 0
 	for i := -2; i < 2*n; i++ { // pushes -2 and -1 warm up
 		checkout := i%2 == 0
 		pipeline := firstStep
@@ -130,6 +133,9 @@ func webhookToFirstStep(ctx context.Context, b *bencher) (_ *Result, err error) 
 		if i < 0 {
 			continue
 		}
+		if string(m[3]) == "borrowed" {
+			borrowed++
+		}
 		d := time.Unix(0, ns).Sub(sent)
 		if checkout {
 			lat = append(lat, d)
@@ -141,9 +147,10 @@ func webhookToFirstStep(ctx context.Context, b *bencher) (_ *Result, err error) 
 	p50, p95, _ := percentiles(lat)
 	bareP50, bareP95, _ := percentiles(bare)
 	r := result(n, total, "pushes/s", lat, fmt.Sprintf("sequential pushes of new commits; latency: webhook sent → first step's own `date +%%s%%N`, "+
-		"after checking the pushed commit out of a repository of %d files through the runner's git cache; 2 warm local runners, isolation %s; target p95 ≤ 150 ms; "+
+		"after checking the pushed commit out of a repository of %d files through the runner's git cache (%d of %d work trees borrowed its objects rather than copying them); "+
+		"2 warm local runners, isolation %s; target p95 ≤ 150 ms; "+
 		"interleaved pushes of the job with `checkout: false`: p50 %s ms, p95 %s ms (with/without checkout: p50 ×%.2f, p95 ×%.2f)",
-		len(smallRepository())+2, e.p.Isolation(), ms(bareP50), ms(bareP95), ratio(p50, bareP50), ratio(p95, bareP95)))
+		len(smallRepository())+2, borrowed, len(lat), e.p.Isolation(), ms(bareP50), ms(bareP95), ratio(p50, bareP50), ratio(p95, bareP95)))
 	return r, nil
 }
 

@@ -42,6 +42,9 @@
 // uploadpack.allowAnySHA1InWant, so that a runner can fetch exactly the
 // commit a job is for, even one no branch points to any more. The
 // repositories' own configuration is trusted: the platform owns them.
+// A protocol v2 advertisement (capabilities, no refs) is git's answer
+// kept per repository until the repository's config file changes, so a
+// fetch costs one git process.
 //
 // # Stability
 //

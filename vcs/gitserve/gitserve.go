@@ -10,8 +10,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cikit/cikit/vcs/internal/gitdir"
@@ -78,6 +81,20 @@ type Handler struct {
 	realm     string
 	log       *slog.Logger
 	env       []string
+
+	// caps holds protocol v2 capability advertisements by capsKey: they
+	// list no refs, so one git upload-pack per repository and
+	// configuration answers every fetch's first request.
+	caps sync.Map // capsKey → []byte
+}
+
+// capsKey names a v2 capability advertisement: what it depends on is the
+// repository's git directory, its configuration file as it was, and what
+// the client asked for.
+type capsKey struct {
+	dir, protocol string
+	config        time.Time
+	configSize    int64
 }
 
 // New returns a Handler over the repositories under cfg.Root.
@@ -250,10 +267,24 @@ func (h *Handler) command(ctx context.Context, r *http.Request, dir string, args
 	return cmd
 }
 
-// advertise answers info/refs?service=git-upload-pack.
+// advertise answers info/refs?service=git-upload-pack. In protocol v2 the
+// answer is the server's capabilities, no refs, and is the same until the
+// repository's configuration changes: it is kept, and a fetch costs one
+// git process, not two.
 func (h *Handler) advertise(w http.ResponseWriter, r *http.Request, repo, dir string) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
+	v2 := strings.Contains(protocol(r), "version=2")
+	var key capsKey
+	if v2 {
+		if fi, err := os.Stat(filepath.Join(dir, "config")); err == nil {
+			key = capsKey{dir: dir, protocol: protocol(r), config: fi.ModTime(), configSize: fi.Size()}
+			if caps, ok := h.caps.Load(key); ok {
+				advertised(w, r, true, caps.([]byte))
+				return
+			}
+		}
+	}
 	var stdout, stderr bytes.Buffer
 	cmd := h.command(ctx, r, dir, "--advertise-refs")
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -266,6 +297,14 @@ func (h *Handler) advertise(w http.ResponseWriter, r *http.Request, repo, dir st
 		http.Error(w, "could not list the repository's refs", http.StatusInternalServerError)
 		return
 	}
+	if v2 && key.dir != "" {
+		h.caps.Store(key, stdout.Bytes())
+	}
+	advertised(w, r, v2, stdout.Bytes())
+}
+
+// advertised writes git's advertisement out.
+func advertised(w http.ResponseWriter, r *http.Request, v2 bool, out []byte) {
 	hdr := w.Header()
 	hdr.Set("Content-Type", "application/x-git-upload-pack-advertisement")
 	hdr.Set("Cache-Control", "no-cache, max-age=0, must-revalidate")
@@ -274,10 +313,10 @@ func (h *Handler) advertise(w http.ResponseWriter, r *http.Request, repo, dir st
 	}
 	// Protocol v2 starts with its capabilities; v0 and v1 with the
 	// service line, as git http-backend answers.
-	if !strings.Contains(protocol(r), "version=2") {
+	if !v2 {
 		_, _ = io.WriteString(w, pktLine("# service=git-upload-pack\n")+"0000")
 	}
-	_, _ = w.Write(stdout.Bytes())
+	_, _ = w.Write(out)
 }
 
 // pktLine frames s as one pkt-line.

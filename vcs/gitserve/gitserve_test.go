@@ -256,6 +256,63 @@ func TestRequests(t *testing.T) {
 	}
 }
 
+// TestAdvertisementsKept: a protocol v2 advertisement, capabilities and
+// no refs, runs git once per repository and configuration, and again
+// after the repository's configuration changed; a v0 one, which lists the
+// refs, runs git every time and shows a new commit.
+func TestAdvertisementsKept(t *testing.T) {
+	t.Parallel()
+	repos := gitservetest.NewRepos(t)
+	repos.Create(t, repo, "main")
+	repos.Commit(t, repo, "main", map[string]string{"a": "1"})
+	// A git that counts its runs.
+	bin := t.TempDir()
+	count := filepath.Join(bin, "runs")
+	gitBin, err := exec.LookPath("git")
+	require.NoError(t, err)
+	script := "#!/bin/sh\necho run >>" + count + "\nexec " + gitBin + " \"$@\"\n"
+	require.NoError(t, os.WriteFile(filepath.Join(bin, "git"), []byte(script), 0o755))
+	h, err := gitserve.New(gitserve.Config{Root: repos.Root, Git: filepath.Join(bin, "git"), Authorize: func(*http.Request, string) error { return nil }})
+	require.NoError(t, err)
+	runs := func() int {
+		b, err := os.ReadFile(count)
+		if errors.Is(err, os.ErrNotExist) {
+			return 0
+		}
+		require.NoError(t, err)
+		return strings.Count(string(b), "run\n")
+	}
+	get := func(protocol string) string {
+		req := httptest.NewRequest("GET", "/acme/api/info/refs?service=git-upload-pack", nil)
+		if protocol != "" {
+			req.Header.Set("Git-Protocol", protocol)
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		require.Equal(t, "application/x-git-upload-pack-advertisement", rec.Header().Get("Content-Type"))
+		return rec.Body.String()
+	}
+
+	first := get("version=2")
+	require.Contains(t, first, "version 2\n")
+	require.NotContains(t, first, "filter")
+	for range 3 {
+		require.Equal(t, first, get("version=2"))
+	}
+	require.Equal(t, 1, runs(), "one git for four v2 advertisements")
+
+	gitservetest.Git(t, repos.Dir(repo), "", nil, "config", "uploadpack.allowFilter", "true")
+	changed := get("version=2")
+	require.Contains(t, changed, "filter", "the new configuration is advertised")
+	require.Equal(t, 2, runs())
+
+	sha := repos.Commit(t, repo, "main", map[string]string{"a": "2"})
+	require.Contains(t, get(""), sha+" refs/heads/main")
+	require.Contains(t, get(""), sha+" refs/heads/main")
+	require.Equal(t, 4, runs(), "v0 lists the refs: git runs each time")
+}
+
 func TestTimeout(t *testing.T) {
 	t.Parallel()
 	repos := gitservetest.NewRepos(t)
