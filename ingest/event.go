@@ -90,6 +90,11 @@ type Event struct {
 	Paths []string `json:"paths,omitempty"`
 	// Variables are a dispatch's inputs.
 	Variables map[string]string `json:"variables,omitempty"`
+	// Pipeline, when set, is the one pipeline file a dispatch starts
+	// (GitHub's workflow_dispatch names its workflow; a manual trigger
+	// may): the repository's other pipelines do not run. A path
+	// IsPipelineFile accepts.
+	Pipeline string `json:"pipeline,omitempty"`
 	// EventTime is when the provider says the event happened: the head
 	// commit's time for a push, the update time of a pull request.
 	// Events older than what is known of their ref are dropped.

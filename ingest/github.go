@@ -330,12 +330,16 @@ func gitHubCreate(body []byte, received time.Time) (*Event, string, error) {
 func gitHubDispatch(body []byte, received time.Time) (*Event, string, error) {
 	var p struct {
 		Ref        string                     `json:"ref"`
+		Workflow   string                     `json:"workflow"`
 		Inputs     map[string]json.RawMessage `json:"inputs"`
 		Repository *gitHubRepository          `json:"repository"`
 		Sender     *gitHubUser                `json:"sender"`
 	}
 	if err := decodePayload(body, &p); err != nil {
 		return nil, "", err
+	}
+	if p.Workflow != "" && !IsPipelineFile(p.Workflow) {
+		return nil, "", fmt.Errorf("workflow %.100q is not a workflow file (.github/workflows/*.yml)", p.Workflow)
 	}
 	org, repo, err := p.Repository.name()
 	if err != nil {
@@ -361,6 +365,7 @@ func gitHubDispatch(body []byte, received time.Time) (*Event, string, error) {
 		DefaultBranch: p.Repository.DefaultBranch,
 		Actor:         p.Sender.login(),
 		Variables:     vars,
+		Pipeline:      p.Workflow,
 		EventTime:     received,
 	}, "", nil
 }

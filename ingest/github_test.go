@@ -78,7 +78,7 @@ func TestNormalizeGitHubReal(t *testing.T) {
 		"github__workflow_dispatch__payload.json": {Event: &ingest.Event{
 			Kind: ingest.KindDispatch, Org: "octo-org", Repo: "octo-repo",
 			RefType: ingest.RefBranch, RefName: "master", DefaultBranch: "master", Actor: "Codertocat",
-			Variables: map[string]string{"name": "Mona the Octocat"}, EventTime: received,
+			Variables: map[string]string{"name": "Mona the Octocat"}, Pipeline: ".github/workflows/hello-world-workflow.yml", EventTime: received,
 		}},
 	}
 	files, err := filepath.Glob(filepath.Join(dir, "github__*.json"))

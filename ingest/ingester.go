@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +30,17 @@ const DefaultDebounce = 2 * time.Second
 // PipelineFiles are the files an Ingester looks for at a commit: the
 // native format, GitLab's, and every GitHub workflow.
 var PipelineFiles = []string{".cikit.yml", ".gitlab-ci.yml", ".github/workflows/*.yml", ".github/workflows/*.yaml"}
+
+// IsPipelineFile reports whether p is a path PipelineFiles names: one an
+// event may target (Event.Pipeline).
+func IsPipelineFile(p string) bool {
+	for _, pattern := range PipelineFiles {
+		if ok, _ := path.Match(pattern, p); ok {
+			return true
+		}
+	}
+	return false
+}
 
 // IngesterConfig configures an Ingester.
 type IngesterConfig struct {
@@ -367,6 +379,14 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 	}
 	if len(files) == 0 {
 		return nil, fmt.Sprintf("%s has no pipeline at %s", repo, ev.SHA), nil, nil
+	}
+	if ev.Pipeline != "" {
+		// A dispatch of one pipeline (GitHub's workflow_dispatch names
+		// its workflow): the others neither run nor check its inputs.
+		if !slices.Contains(files, ev.Pipeline) {
+			return nil, fmt.Sprintf("%s has no pipeline %s at %s", repo, ev.Pipeline, ev.SHA), nil, nil
+		}
+		files = []string{ev.Pipeline}
 	}
 	cev := compilerEvent(ev)
 	if cev.ChangedFiles == nil {

@@ -32,6 +32,11 @@ type ManualRequest struct {
 	// Variables are the run's inputs (workflow_dispatch inputs, pipeline
 	// variables).
 	Variables map[string]string `json:"variables,omitempty"`
+	// Pipeline, when set, starts that pipeline file alone
+	// (".github/workflows/deploy.yml"), as GitHub dispatches one
+	// workflow; by default every pipeline of the ref that a manual run
+	// starts.
+	Pipeline string `json:"pipeline,omitempty"`
 }
 
 // ManualResponse is the answer of a manual trigger.
@@ -214,6 +219,10 @@ func (req *ManualRequest) check(ev *Event) (field string, err error) {
 	if req.SHA != "" && !validSHA(req.SHA) {
 		return "sha", fmt.Errorf("sha %q is not 40 or 64 lowercase hex digits", req.SHA)
 	}
+	if req.Pipeline != "" && !IsPipelineFile(req.Pipeline) {
+		return "pipeline", fmt.Errorf("pipeline %.100q is not a pipeline file (%s)", req.Pipeline, strings.Join(PipelineFiles, ", "))
+	}
+	ev.Pipeline = req.Pipeline
 	for _, name := range slices.Sorted(maps.Keys(req.Variables)) {
 		if !validVariableName(name) {
 			return "variables." + name, fmt.Errorf("variable name %q is not 1 to %d letters, digits, '_' and '-'", name, maxDeliveryIDLen)

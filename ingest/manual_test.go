@@ -254,3 +254,32 @@ func TestManualTriggerTypedInputs(t *testing.T) {
 		})
 	}
 }
+
+// TestManualTriggerOnePipeline: a trigger naming a pipeline starts that
+// one alone, and only its inputs are checked (a workflow that declares
+// none does not refuse the trigger); a pipeline the commit lacks starts
+// nothing, and one that is no pipeline path is a 400.
+func TestManualTriggerOnePipeline(t *testing.T) {
+	t.Parallel()
+	srv, f := typedServer(t)
+	f.vcs.AddCommit("acme/api", "c22", map[string]string{".github/workflows/typed.yml": typedPipeline, ".github/workflows/bare.yml": bareDispatch})
+	f.vcs.SetRef("acme/api", "both", "c22")
+
+	status, out := trigger(t, srv, "/repos/acme/api/pipelines", "one-bare", `{"ref": "both", "variables": {"target": "x"}}`)
+	require.Equal(t, http.StatusBadRequest, status, "every pipeline: bare.yml declares no inputs: %v", out)
+
+	status, out = trigger(t, srv, "/repos/acme/api/pipelines", "one-typed", `{"ref": "both", "pipeline": ".github/workflows/typed.yml", "variables": {"target": "x"}}`)
+	require.Equal(t, http.StatusCreated, status, "%v", out)
+	require.Len(t, out["run_ids"], 1)
+	run, err := f.dag.RunGet(t.Context(), out["run_ids"].([]any)[0].(string))
+	require.NoError(t, err)
+	require.Equal(t, "acme/api:.github/workflows/typed.yml", run.Pipeline)
+
+	status, out = trigger(t, srv, "/repos/acme/api/pipelines", "one-missing", `{"ref": "both", "pipeline": ".github/workflows/gone.yml"}`)
+	require.Equal(t, http.StatusUnprocessableEntity, status, "%v", out)
+	require.Contains(t, out["dropped"], "has no pipeline .github/workflows/gone.yml")
+
+	status, out = trigger(t, srv, "/repos/acme/api/pipelines", "one-bad", `{"ref": "both", "pipeline": "../etc/passwd"}`)
+	require.Equal(t, http.StatusBadRequest, status, "%v", out)
+	require.Equal(t, "pipeline", out["field"])
+}
