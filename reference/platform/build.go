@@ -181,13 +181,13 @@ func (p *Platform) buildStores(ctx context.Context) error {
 		expander = dag.ExpanderFunc(compiler.ExpandJob)
 	)
 	if p.pool == nil {
-		mem := dag.NewMemoryStore(dag.MemoryConfig{Now: p.now, Expander: expander})
+		mem := dag.NewMemoryStore(dag.MemoryConfig{Now: p.now, Expander: expander, MaxJobs: p.cfg.Limits.JobsPerRun})
 		p.jobs = mem
 		p.runs = ingest.NewMemoryRunStore(mem, p.now)
 		leaseStore = lease.NewMemoryStore()
 		segments = &logs.MemorySegmentStore{}
 	} else {
-		pg, err := dag.NewPostgresStore(dag.PostgresConfig{Pool: p.pool, Redis: p.redis, KeyPrefix: prefix + "dag:", Now: p.now, Expander: expander})
+		pg, err := dag.NewPostgresStore(dag.PostgresConfig{Pool: p.pool, Redis: p.redis, KeyPrefix: prefix + "dag:", Now: p.now, Expander: expander, MaxJobs: p.cfg.Limits.JobsPerRun})
 		if err != nil {
 			return err
 		}
