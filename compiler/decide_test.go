@@ -150,3 +150,18 @@ func TestDecideJobCancelled(t *testing.T) {
 	_, err = compiler.DecideJob(context.Background(), &dag.ExpandRequest{})
 	require.ErrorContains(t, err, "needs a job")
 }
+
+// BenchmarkDecideJob measures deciding a typical condition, what a store
+// pays in the write that makes such a job ready.
+func BenchmarkDecideJob(b *testing.B) {
+	req := &dag.ExpandRequest{Run: decideRun, Job: &cikit.JobSpec{ID: "ship",
+		If: &cikit.Condition{Lang: cikit.LangGitHub, Expr: "always() && needs.a.outputs.deploy == 'yes' && github.ref == 'refs/heads/main'"}},
+		Needs: map[string]cikit.NeedResult{"a": {Result: cikit.JobSucceeded, Outputs: map[string]string{"deploy": "yes"}}}}
+	ctx := context.Background()
+	for b.Loop() {
+		ok, err := compiler.DecideJob(ctx, req)
+		if err != nil || !ok {
+			b.Fatalf("DecideJob = %v, %v", ok, err)
+		}
+	}
+}
