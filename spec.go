@@ -65,6 +65,10 @@ type JobSpec struct {
 	// If is a condition the scheduler evaluates when the job's needs are
 	// done, because the compiler could not: it refers to needs' results,
 	// job status functions or other run-time values. Empty means none.
+	// The run's store decides it (dag.Decider; the reference platform and
+	// `cikit run` use compiler.DecideJob) in the write that would make
+	// the job ready: false skips the job, and one that cannot be decided
+	// fails it as a configuration error.
 	If *Condition `json:"if,omitempty"`
 	// Timeout bounds the job's execution; zero means the executor's
 	// default.

@@ -240,7 +240,13 @@
 // so the jobs that need it react as they do on GitHub: skipped, unless
 // their own condition (always(), say) lets them run. A condition that is
 // then true is dropped. Fields of the github context that the event does
-// not give (github.repository, say) stay for the run.
+// not give (github.repository, say) stay for the run. The run's store
+// decides what is left in If once the job's needs are done, with
+// DecideJob (a dag.Decider): the github context from the run's context,
+// the inputs, the needs' results and outputs, and the status functions
+// on the needs' results; false skips the job. A GitLab rules:if that
+// only the run can decide is left in If too, and DecideJob evaluates it
+// with the run's variables, a variable still unknown being undefined.
 //
 // A job that calls a reusable workflow of this repository
 // (uses: ./.github/workflows/x.yml, read through the FileSource) is

@@ -101,6 +101,21 @@
 // jobs a placeholder needs, and of its variants, never take the fast
 // path.
 //
+// # Run-time conditions
+//
+// A job's run-time condition (cikit.JobSpec.If) is decided by the store's
+// Decider in the same write, before anything else happens to the job (a
+// placeholder is decided before it is expanded): the Decider is given
+// what an Expander is. A false condition skips the job, its reason "its
+// condition is false: <expr>", and the jobs that need it react as to any
+// skipped job (an always job still runs); a placeholder skipped so has no
+// variants. A condition the Decider cannot decide (its error), or any
+// condition in a store without a Decider, fails the job as a failure of
+// class cikit.FailureConfig, exit code -1, the error its reason.
+// RunRetryFailed decides the condition of the job's new attempt again.
+// PostgresStore decides on the locked path only: completions of the jobs
+// a job with a condition needs never take the fast path.
+//
 // # Superseded runs and concurrency groups
 //
 // A new run cancels the unfinished runs of its pipeline on its branch,

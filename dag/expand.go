@@ -46,9 +46,11 @@ func (f ExpanderFunc) Expand(ctx context.Context, req *ExpandRequest) ([]*cikit.
 const DefaultMaxJobs = 1000
 
 // expansion is how a store expands the placeholders of run-time matrices
-// (Node.Expand) in the writes that make them arrive.
+// (Node.Expand), and decides the run-time conditions of jobs
+// (cikit.JobSpec.If), in the writes that make them arrive.
 type expansion struct {
 	expander Expander // nil: every expansion fails, saying so
+	decider  Decider  // nil: every run-time condition fails, saying so
 	maxJobs  int
 }
 
@@ -59,8 +61,9 @@ type expandRun struct {
 	specs []*cikit.JobSpec // by graph index
 	jobs  []*Job           // by graph index; nil for a job not read
 	// context returns the run's context; it is called at most once per
-	// expansion.
+	// expansion, which keeps it in ctx.
 	context func() (*cikit.RunContext, error)
+	ctx     *cikit.RunContext
 	// added are the indexes of the jobs the expansions added.
 	added []int
 }
@@ -71,7 +74,12 @@ func arrives(s cikit.JobState) bool {
 	return s == cikit.JobReady || s == cikit.JobManual || s == cikit.JobDelayed
 }
 
-// expand expands, in the write a, every placeholder that a made arrive:
+// expand decides, in the write a, the run-time condition (JobSpec.If) of
+// every job that a made arrive from PENDING or from an ended attempt (a
+// retry), before expanding it if it is a placeholder: a false condition
+// skips the job, one the Decider cannot decide (or a store without one)
+// fails it, each with the consequences of any skip or failure. Then it
+// expands every placeholder that a made arrive:
 // the placeholder stays PENDING (it is never dispatched) and its
 // variants join the run at its end, settled by the rules (READY, their
 // needs being the placeholder's); or, when the expansion fails, the
@@ -81,24 +89,50 @@ func arrives(s cikit.JobState) bool {
 // failure, what is below it. Only the store failing (and ctx ending) is
 // an error.
 func (x *expansion) expand(ctx context.Context, r *expandRun, a *applied, now time.Time) error {
+	decided := make(map[int]bool)
 	for {
-		k, i := -1, 0
+		k, i, cond := -1, 0, false
 		for n, j := range a.changed {
-			if i, _ = r.g.Index(j.ID()); r.g.Node(i).Expand && !r.g.Expanded(i) && arrives(j.State) {
-				k = n
+			if !arrives(j.State) {
+				continue
+			}
+			c, _ := r.g.Index(j.ID())
+			if r.specs[c].If != nil && !decided[c] && (a.from[n] == cikit.JobPending || a.from[n].Terminal()) {
+				k, i, cond = n, c, true
+				break
+			}
+			if r.g.Node(c).Expand && !r.g.Expanded(c) {
+				k, i = n, c
 				break
 			}
 		}
 		if k < 0 {
 			return nil
 		}
-		ph := r.jobs[i]
-		ph.State, ph.ReadyAt = cikit.JobPending, time.Time{}
-		if a.from[k] == cikit.JobPending {
-			a.changed, a.from = slices.Delete(a.changed, k, k+1), slices.Delete(a.from, k, k+1)
-		} else {
-			a.changed[k] = ph.clone() // a new attempt, waiting for its variants
+		if cond {
+			run, refused, err := x.decide(ctx, r, i)
+			if err != nil {
+				return err
+			}
+			if run {
+				decided[i] = true
+				continue
+			}
+			j := x.pend(a, r.jobs[i], k)
+			je := &JobEvent{Kind: eventConditionFalse, RunID: r.runID, JobID: j.ID(), Attempt: j.Attempt, Outcome: cikit.JobSkipped,
+				ExitCode: -1, Reason: fmt.Sprintf("its condition is false: %s", r.specs[i].If.Expr)}
+			if refused != nil {
+				je.Kind, je.Outcome, je.Reason, je.FailureClass = eventExpandFailed, cikit.JobFailed, refused.Error(), cikit.FailureConfig
+			}
+			w := &write{ev: Event{Kind: je.Kind, Job: i}, job: je}
+			da, err := w.apply(r.g, r.jobs, now)
+			if err != nil {
+				return fmt.Errorf("dag: run %q: ending job %q on its condition: %w", r.runID, j.ID(), err)
+			}
+			a.merge(da)
+			continue
 		}
+		ph := x.pend(a, r.jobs[i], k)
 		variants, refused, err := x.variants(ctx, r, i)
 		if err != nil {
 			return err
@@ -134,9 +168,51 @@ func (x *expansion) expand(ctx context.Context, r *expandRun, a *applied, now ti
 	}
 }
 
+// pend takes back the arrival of job j, a.changed[k]: j is PENDING again,
+// to be expanded or ended on its condition in the same write. An arrival
+// from PENDING leaves a; one from an ended attempt (a retry) stays, as
+// the new attempt waiting.
+func (x *expansion) pend(a *applied, j *Job, k int) *Job {
+	j.State, j.ReadyAt = cikit.JobPending, time.Time{}
+	if a.from[k] == cikit.JobPending {
+		a.changed, a.from = slices.Delete(a.changed, k, k+1), slices.Delete(a.from, k, k+1)
+	} else {
+		a.changed[k] = j.clone()
+	}
+	return j
+}
+
 // merge appends what b changed to a.
 func (a *applied) merge(b *applied) {
 	a.changed, a.from, a.ended = append(a.changed, b.changed...), append(a.from, b.from...), append(a.ended, b.ended...)
+}
+
+// request is what job i of r is expanded or decided on: its spec, its
+// run's context and how its needs ended. An error is the store's: a need
+// not read, or the run's context unreadable.
+func (r *expandRun) request(i int) (*ExpandRequest, error) {
+	spec := r.specs[i]
+	req := &ExpandRequest{Job: spec.Clone(), Needs: make(map[string]cikit.NeedResult, len(r.g.Parents(i)))}
+	for _, p := range r.g.Parents(i) {
+		j := r.jobs[p]
+		if j == nil {
+			return nil, fmt.Errorf("dag: run %q: job %q needs job %q, which was not read", r.runID, spec.ID, r.specs[p].ID)
+		}
+		nr := cikit.NeedResult{Result: j.State}
+		if j.Result != nil {
+			nr.Outputs = maps.Clone(j.Result.Outputs)
+		}
+		req.Needs[j.ID()] = nr
+	}
+	if r.ctx == nil {
+		c, err := r.context()
+		if err != nil {
+			return nil, err
+		}
+		r.ctx = c
+	}
+	req.Run = r.ctx
+	return req, nil
 }
 
 // variants asks the Expander for the variants of placeholder i of r and
@@ -147,19 +223,8 @@ func (x *expansion) variants(ctx context.Context, r *expandRun, i int) (variants
 	if x.expander == nil {
 		return nil, fmt.Errorf("this store has no Expander, so the run-time matrix of job %s cannot be expanded", spec.ID), nil
 	}
-	req := &ExpandRequest{Job: spec.Clone(), Needs: make(map[string]cikit.NeedResult, len(r.g.Parents(i)))}
-	for _, p := range r.g.Parents(i) {
-		j := r.jobs[p]
-		if j == nil {
-			return nil, nil, fmt.Errorf("dag: run %q: expanding job %q needs job %q, which was not read", r.runID, spec.ID, r.specs[p].ID)
-		}
-		nr := cikit.NeedResult{Result: j.State}
-		if j.Result != nil {
-			nr.Outputs = maps.Clone(j.Result.Outputs)
-		}
-		req.Needs[j.ID()] = nr
-	}
-	if req.Run, err = r.context(); err != nil {
+	req, err := r.request(i)
+	if err != nil {
 		return nil, nil, err
 	}
 	out, err := x.expander.Expand(ctx, req)

@@ -22,6 +22,10 @@ type MemoryConfig struct {
 	// (cikit.JobSpec.Expand) in the writes that satisfy their needs.
 	// Without one such a placeholder fails, saying the store has none.
 	Expander Expander
+	// Decider decides the run-time conditions of jobs
+	// (cikit.JobSpec.If) in the writes that satisfy their needs. Without
+	// one such a job fails, saying the store cannot decide it.
+	Decider Decider
 	// MaxJobs bounds the jobs of a run, variants included: an expansion
 	// past it fails its placeholder. Default (0 or less): DefaultMaxJobs.
 	MaxJobs int
@@ -95,7 +99,7 @@ func (s *MemoryStore) index(r *memRun) {
 func NewMemoryStore(cfg MemoryConfig) *MemoryStore {
 	s := &MemoryStore{now: cfg.Now, newID: cfg.NewID, runs: make(map[string]*memRun), keys: make(map[string]string),
 		lines: make(map[line][]*memRun), groups: make(map[GroupKey][]memJob), numbers: make(map[string]int64),
-		x: &expansion{expander: cfg.Expander, maxJobs: cfg.MaxJobs}}
+		x: &expansion{expander: cfg.Expander, decider: cfg.Decider, maxJobs: cfg.MaxJobs}}
 	if s.x.maxJobs <= 0 {
 		s.x.maxJobs = DefaultMaxJobs
 	}
@@ -453,7 +457,7 @@ func (r *memRun) expandCreated(ctx context.Context, x *expansion, id string, now
 	for i := range r.jobs {
 		jobs[i] = &r.jobs[i]
 		jobs[i].RunID = id
-		if r.graph.Node(i).Expand && arrives(jobs[i].State) {
+		if (r.graph.Node(i).Expand || r.jobs[i].Spec.If != nil) && arrives(jobs[i].State) {
 			a.changed, a.from = append(a.changed, jobs[i].clone()), append(a.from, cikit.JobPending)
 		}
 	}

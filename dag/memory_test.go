@@ -40,6 +40,15 @@ func TestMemoryStoreExpand(t *testing.T) {
 	})
 }
 
+// TestMemoryStoreDecide runs the suite of run-time conditions on the
+// memory store.
+func TestMemoryStoreDecide(t *testing.T) {
+	t.Parallel()
+	dagtest.ExerciseDecide(t, func(t *testing.T, now func() time.Time, expander dag.Expander, decider dag.Decider) dag.Store {
+		return dag.NewMemoryStore(dag.MemoryConfig{Now: now, Expander: expander, Decider: decider})
+	})
+}
+
 func TestMemoryStoreConfig(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

@@ -54,6 +54,11 @@ const (
 	// expansion failed: PENDING becomes FAILED, with the consequences of
 	// any failure. Stores apply it in the write that tried to expand.
 	eventExpandFailed
+	// eventConditionFalse skips a job whose run-time condition
+	// (cikit.JobSpec.If) is false: PENDING becomes SKIPPED, with the
+	// consequences of any skip. Stores apply it in the write that decided
+	// the condition.
+	eventConditionFalse
 )
 
 func (k EventKind) String() string {
@@ -82,6 +87,8 @@ func (k EventKind) String() string {
 		return "release"
 	case eventExpandFailed:
 		return "expand-failed"
+	case eventConditionFalse:
+		return "condition-false"
 	}
 	return fmt.Sprintf("EventKind(%d)", int(k))
 }
@@ -253,6 +260,8 @@ func nextJob(g *Graph, state func(int) cikit.JobState, ev Event) ([]Change, erro
 		want, to = cikit.JobDelayed, cikit.JobReady
 	case eventExpandFailed:
 		want, to = cikit.JobPending, cikit.JobFailed
+	case eventConditionFalse:
+		want, to = cikit.JobPending, cikit.JobSkipped
 	case EventRetryJob, EventExpire:
 		to = cikit.JobFailed
 		if ev.Kind == EventRetryJob {

@@ -58,6 +58,10 @@ type PostgresConfig struct {
 	// the locked path. Without one such a placeholder fails, saying the
 	// store has none.
 	Expander Expander
+	// Decider decides the run-time conditions of jobs
+	// (cikit.JobSpec.If) in the writes that satisfy their needs. Without
+	// one such a job fails, saying the store cannot decide it.
+	Decider Decider
 	// MaxJobs bounds the jobs of a run, variants included: an expansion
 	// past it fails its placeholder. Default: DefaultMaxJobs.
 	MaxJobs int
@@ -104,7 +108,7 @@ func NewPostgresStore(cfg PostgresConfig) (*PostgresStore, error) {
 		return nil, fmt.Errorf("dag: PostgresConfig.MaxJobs is negative (%d)", cfg.MaxJobs)
 	}
 	s := &PostgresStore{pool: cfg.Pool, now: cfg.Now, newID: cfg.NewID, graphs: graphCache{max: defaultGraphCache},
-		x: &expansion{expander: cfg.Expander, maxJobs: cmp.Or(cfg.MaxJobs, DefaultMaxJobs)}}
+		x: &expansion{expander: cfg.Expander, decider: cfg.Decider, maxJobs: cmp.Or(cfg.MaxJobs, DefaultMaxJobs)}}
 	if s.now == nil {
 		s.now = time.Now
 	}
@@ -1115,7 +1119,8 @@ func scopeOf(rg *runGraph, je *JobEvent) []int {
 		if je.Outcome == cikit.JobFailed && RetryOnFailure(spec, je.FailureClass, je.ExitCode, je.Attempt) {
 			return []int{i} // a retry changes only the job
 		}
-		if je.Kind == EventComplete && Satisfied(je.Outcome, AllowedFailure(spec, je.FailureClass, je.ExitCode)) && !expandsBelow(rg.g, i) {
+		if je.Kind == EventComplete && Satisfied(je.Outcome, AllowedFailure(spec, je.FailureClass, je.ExitCode)) &&
+			!expandsBelow(rg.g, i) && !decidesBelow(rg, i) {
 			scope := []int{i}
 			for _, c := range rg.g.Children(i) {
 				scope = append(scope, c)

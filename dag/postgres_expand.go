@@ -25,13 +25,25 @@ func expandsBelow(g *Graph, i int) bool {
 	return false
 }
 
+// decidesBelow reports whether a job that needs job i has a run-time
+// condition: the end of i may decide it, and a false one skips what is
+// below it.
+func decidesBelow(rg *runGraph, i int) bool {
+	for _, c := range rg.g.Children(i) {
+		if rg.specs[c].If != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // expandLocked expands, on the locked path, the placeholders the write a
 // on r made arrive (see expansion.expand). r takes the grown graph, which
 // the store caches at once: a write that rolls back leaves a graph ahead
 // of the run's rows, which the next lock of the run finds out (its count
 // of expansions differs) and reads again.
 func (s *PostgresStore) expandLocked(ctx context.Context, tx pgx.Tx, r *lockedRun, runID string, a *applied, now time.Time) error {
-	if !r.rg.expandable() {
+	if !r.rg.expandable() && !r.rg.conditions {
 		return nil
 	}
 	er := &expandRun{runID: runID, g: r.rg.g, specs: r.rg.specs, jobs: r.jobs,
@@ -164,7 +176,7 @@ func initialJobs(g *Graph, specs []*cikit.JobSpec, states []cikit.JobState, runI
 func (s *PostgresStore) expandCreated(ctx context.Context, n *newRun, now time.Time) error {
 	a := &applied{}
 	for i, st := range n.states {
-		if n.g.Node(i).Expand && arrives(st) {
+		if (n.g.Node(i).Expand || n.p.Jobs[i].If != nil) && arrives(st) {
 			a.changed, a.from = append(a.changed, &Job{Spec: n.p.Jobs[i], State: st}), append(a.from, cikit.JobPending)
 		}
 	}

@@ -38,6 +38,9 @@ type runGraph struct {
 	// placeholders says that the run has jobs to expand, whose
 	// expansions grow it.
 	placeholders bool
+	// conditions says that a job of the run has a run-time condition
+	// (cikit.JobSpec.If), which the locked path decides.
+	conditions bool
 }
 
 // newRunGraph is the runGraph of a run's graph and specs.
@@ -46,6 +49,7 @@ func newRunGraph(g *Graph, specs []*cikit.JobSpec, branch, pipeline, sha string)
 	for _, s := range specs {
 		rg.manual = rg.manual || s.When == cikit.WhenManual
 		rg.placeholders = rg.placeholders || s.Expand != nil
+		rg.conditions = rg.conditions || s.If != nil
 	}
 	return rg
 }
@@ -372,9 +376,9 @@ func fastEligible(rg *runGraph, i int, e *JobEvent) bool {
 			return spec.Concurrency == nil
 		}
 		for _, c := range children {
-			if rg.g.Node(c).Expand {
+			if rg.g.Node(c).Expand || rg.specs[c].If != nil {
 				// A placeholder is expanded, or ends with its variants,
-				// on the locked path.
+				// and a run-time condition decided, on the locked path.
 				return false
 			}
 			switch rg.g.Node(c).When {

@@ -74,6 +74,29 @@ func TestPostgresStoreExpand(t *testing.T) {
 	}
 }
 
+// TestPostgresStoreDecide runs the suite of run-time conditions on
+// PostgreSQL, alone and with Redis counters.
+func TestPostgresStoreDecide(t *testing.T) {
+	t.Parallel()
+	for _, withRedis := range []bool{false, true} {
+		t.Run(map[bool]string{false: "PostgreSQL", true: "Redis"}[withRedis], func(t *testing.T) {
+			t.Parallel()
+			dagtest.ExerciseDecide(t, func(t *testing.T, now func() time.Time, expander dag.Expander, decider dag.Decider) dag.Store {
+				db := pgtest.New(t)
+				cfg := dag.PostgresConfig{Pool: db.Pool, Now: now, Expander: expander, Decider: decider}
+				if withRedis {
+					ns := redistest.New(t)
+					cfg.Redis, cfg.KeyPrefix = ns.Client, ns.Prefix
+				}
+				s, err := dag.NewPostgresStore(cfg)
+				require.NoError(t, err)
+				require.NoError(t, s.Migrate(t.Context()))
+				return s
+			})
+		})
+	}
+}
+
 func TestNewPostgresStoreValidates(t *testing.T) {
 	t.Parallel()
 	_, err := dag.NewPostgresStore(dag.PostgresConfig{})

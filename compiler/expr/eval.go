@@ -39,6 +39,10 @@ type GitHubEnv struct {
 type Status struct {
 	Failed    bool // something failed: failure() is true
 	Cancelled bool // the run was cancelled: cancelled() is true
+	// Unsucceeded says, for a job's condition, that a needed job neither
+	// succeeded nor failed (it was skipped or cancelled): success() is
+	// false, failure() unchanged.
+	Unsucceeded bool
 }
 
 // EvalError is an expression that fails to evaluate: a call of an unknown

@@ -513,7 +513,7 @@ func fnSuccess(e *evaluator, _ *Call, _ []any) (any, error) {
 	if e.env.Status == nil {
 		return Unknown, nil
 	}
-	return !e.env.Status.Failed && !e.env.Status.Cancelled, nil
+	return !e.env.Status.Failed && !e.env.Status.Cancelled && !e.env.Status.Unsucceeded, nil
 }
 
 func fnFailure(e *evaluator, _ *Call, _ []any) (any, error) {

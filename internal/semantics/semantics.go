@@ -1,7 +1,8 @@
 // Package semantics holds small real-world-style GitHub workflows and
 // GitLab files, one for each run-time semantic of a format that real
 // files depend on (the default shell, working directories, the matrix
-// and env contexts, a matrix computed by the run, the run number, GitLab's shell session, after_script,
+// and env contexts, a matrix computed by the run, a job's condition
+// decided by the run, the run number, GitLab's shell session, after_script,
 // allow_failure:exit_codes, variables, rules:exists, trigger: and the
 // warnings of keys not honoured yet), with
 // what each job must print; and WorldFiles, a repository whose GitHub
@@ -30,7 +31,7 @@ type Case struct {
 	// job runs.
 	Jobs map[string]Job
 	// Skipped are the jobs of the run that do not run because a job they
-	// need failed.
+	// need failed, or because their condition is false.
 	Skipped []string
 	// Error, when set, says that the pipeline does not run at all, and
 	// is a part of the message that says why; Jobs is empty then.
@@ -298,6 +299,44 @@ jobs:
 			"test (web)": {Lines: []string{"testing web node=true"}},
 			"report":     {Lines: []string{"test success, an output true"}},
 		},
+	},
+	{
+		Name: "github-run-time-job-condition",
+		Path: ".github/workflows/ci.yml",
+		File: `on: push
+jobs:
+  a:
+    runs-on: ubuntu-latest
+    outputs:
+      deploy: ${{ steps.d.outputs.deploy }}
+    steps:
+      - id: d
+        run: echo deploy=no >> "$GITHUB_OUTPUT"
+  ship:
+    needs: a
+    if: needs.a.outputs.deploy == 'yes'
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo shipping
+  note:
+    needs: a
+    if: needs.a.outputs.deploy == 'no'
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo "not deploying (${{ needs.a.outputs.deploy }})"
+  after:
+    needs: ship
+    if: always()
+    runs-on: ubuntu-latest
+    steps:
+      - run: echo "ship ${{ needs.ship.result }}"
+`,
+		Jobs: map[string]Job{
+			"a":     {},
+			"note":  {Lines: []string{"not deploying (no)"}},
+			"after": {Lines: []string{"ship skipped"}},
+		},
+		Skipped: []string{"ship"},
 	},
 	{
 		Name: "gitlab-one-shell-session",

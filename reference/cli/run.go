@@ -434,7 +434,7 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 		fmt.Fprintf(stderr, "cikit run: %v\n", err)
 		return ExitInvalid
 	}
-	store := dag.NewMemoryStore(dag.MemoryConfig{Expander: dag.ExpanderFunc(compiler.ExpandJob)})
+	store := dag.NewMemoryStore(dag.MemoryConfig{Expander: dag.ExpanderFunc(compiler.ExpandJob), Decider: dag.DeciderFunc(compiler.DecideJob)})
 	var runID string
 	driver, err := dag.NewDriver(dag.DriverConfig{
 		Store:    store,

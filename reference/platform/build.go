@@ -176,18 +176,21 @@ func (p *Platform) buildStores(ctx context.Context) error {
 	var (
 		leaseStore lease.Store
 		segments   logs.SegmentStore
-		// The runs' run-time matrices expand as the compiler that wrote
-		// them says.
+		// The runs' run-time matrices expand, and their jobs' run-time
+		// conditions are decided, as the compiler that wrote them says.
 		expander = dag.ExpanderFunc(compiler.ExpandJob)
+		decider  = dag.DeciderFunc(compiler.DecideJob)
 	)
 	if p.pool == nil {
-		mem := dag.NewMemoryStore(dag.MemoryConfig{Now: p.now, Expander: expander, MaxJobs: p.cfg.Limits.JobsPerRun})
+		mem := dag.NewMemoryStore(dag.MemoryConfig{Now: p.now, Expander: expander, MaxJobs: p.cfg.Limits.JobsPerRun,
+			Decider: decider})
 		p.jobs = mem
 		p.runs = ingest.NewMemoryRunStore(mem, p.now)
 		leaseStore = lease.NewMemoryStore()
 		segments = &logs.MemorySegmentStore{}
 	} else {
-		pg, err := dag.NewPostgresStore(dag.PostgresConfig{Pool: p.pool, Redis: p.redis, KeyPrefix: prefix + "dag:", Now: p.now, Expander: expander, MaxJobs: p.cfg.Limits.JobsPerRun})
+		pg, err := dag.NewPostgresStore(dag.PostgresConfig{Pool: p.pool, Redis: p.redis, KeyPrefix: prefix + "dag:", Now: p.now, Expander: expander, MaxJobs: p.cfg.Limits.JobsPerRun,
+			Decider: decider})
 		if err != nil {
 			return err
 		}
