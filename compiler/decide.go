@@ -82,7 +82,7 @@ func runEvent(rc *cikit.RunContext) (*Event, error) {
 	}
 	if len(rc.Inputs) > 0 {
 		ev.Variables = rc.Inputs
-		ev.Inputs = anyMap(rc.Inputs)
+		ev.Inputs = rc.TypedInputs() // booleans and numbers as declared
 	}
 	if len(rc.Payload) > 0 {
 		if err := json.Unmarshal(rc.Payload, &ev.Payload); err != nil {

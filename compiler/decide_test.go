@@ -55,6 +55,8 @@ func TestDecideJob(t *testing.T) {
 		{name: "github context", cond: gh("github.repository == 'acme/api' && github.repository_owner == 'acme' && github.ref_name == 'main' && github.actor == 'octo' && github.sha != ''"), want: true},
 		{name: "event payload", cond: gh("contains(github.event.head_commit.message, 'ship')"), want: true},
 		{name: "inputs", cond: gh("inputs.target == 'prod'"), want: true},
+		{name: "typed boolean input", cond: gh("inputs.dry == false && !inputs.dry"), want: true,
+			run: &cikit.RunContext{Inputs: map[string]string{"dry": "false"}, InputTypes: map[string]string{"dry": "boolean"}}},
 		{name: "empty run context", cond: gh("github.repository == 'acme/api'"), run: &cikit.RunContext{}, wantErr: "reads what is not known"},
 		{name: "vars unknown", cond: gh("vars.DEPLOY == 'yes'"), wantErr: "reads what is not known"},
 		{name: "steps unknown", cond: gh("steps.x.outcome == 'success'"), wantErr: "reads what is not known"},
