@@ -117,7 +117,9 @@ func (w *world) pushed(t *testing.T, base, delivery, sha, jobID, state string) s
 	code, body := deliver(t, base, delivery, pushBody(sha))
 	require.Equal(t, 202, code, body)
 	w.sha = sha
-	got := w.waitStatuses(t, 120*time.Second, jobID)
+	// A ceiling, not a timing: the job may build and test a Go module,
+	// which on a loaded machine takes minutes.
+	got := w.waitStatuses(t, 5*time.Minute, jobID)
 	require.Equal(t, state, got[status.JobContext(".cikit.yml", jobID)].State, "%+v", got)
 	return runIDOf(t, got[status.PipelineContext(".cikit.yml")])
 }
