@@ -106,7 +106,7 @@ func decideGitHub(req *dag.ExpandRequest, ev *Event) (bool, error) {
 		return false, fmt.Errorf("compiler: the condition of job %q does not parse: %w", job.ID, err)
 	}
 	env := &expr.GitHubEnv{
-		Contexts: map[string]any{"needs": ghNeedsContext(req.Needs), "inputs": map[string]any{}},
+		Contexts: map[string]any{"needs": expr.GitHubNeeds(req.Needs), "inputs": map[string]any{}},
 		Unknown:  map[string]bool{"steps": true, "job": true, "jobs": true, "runner": true, "secrets": true, "strategy": true, "vars": true},
 		Status:   needsStatus(req.Needs),
 	}

@@ -430,67 +430,6 @@ func (g *ghCompiler) expandEnv() *expr.GitHubEnv {
 	return env
 }
 
-// ghNeedsContext is the needs context of a job that needs jobs ended so:
-// each job by its ID, and the variants of a matrix job ("test (linux,
-// 20)") also together under the job's key, as GitHub shows a matrix job
-// and the runner builds the context: its result a failure when a variant
-// failed, else cancelled when one was, else a success when one succeeded,
-// else skipped; its outputs merged in the order of the variants' IDs.
-func ghNeedsContext(needs map[string]cikit.NeedResult) map[string]any {
-	out := make(map[string]any, len(needs))
-	type group struct {
-		results []cikit.JobState
-		outputs map[string]string
-	}
-	groups := map[string]*group{}
-	for _, id := range slices.Sorted(maps.Keys(needs)) {
-		n := needs[id]
-		out[id] = map[string]any{"result": ghResult(n.Result), "outputs": anyMap(n.Outputs)}
-		key, _, ok := strings.Cut(id, " (")
-		if !ok || !strings.HasSuffix(id, ")") || key == "" {
-			continue
-		}
-		gr := groups[key]
-		if gr == nil {
-			gr = &group{outputs: map[string]string{}}
-			groups[key] = gr
-		}
-		gr.results = append(gr.results, n.Result)
-		maps.Copy(gr.outputs, n.Outputs)
-	}
-	for key, gr := range groups {
-		if _, taken := out[key]; taken {
-			continue
-		}
-		res := cikit.JobSkipped
-		switch {
-		case slices.Contains(gr.results, cikit.JobFailed):
-			res = cikit.JobFailed
-		case slices.Contains(gr.results, cikit.JobCancelled):
-			res = cikit.JobCancelled
-		case slices.Contains(gr.results, cikit.JobSucceeded):
-			res = cikit.JobSucceeded
-		}
-		out[key] = map[string]any{"result": ghResult(res), "outputs": anyMap(gr.outputs)}
-	}
-	return out
-}
-
-// ghResult is a job's state as GitHub's needs.<job>.result names it.
-func ghResult(s cikit.JobState) string {
-	switch s {
-	case cikit.JobSucceeded:
-		return "success"
-	case cikit.JobFailed:
-		return "failure"
-	case cikit.JobCancelled:
-		return "cancelled"
-	case cikit.JobSkipped:
-		return "skipped"
-	}
-	return string(s)
-}
-
 // templateSource is the FileSource of an expansion: the files the
 // template keeps.
 type templateSource struct{ t *expandTemplate }
@@ -589,7 +528,7 @@ func ExpandJob(ctx context.Context, req *dag.ExpandRequest) ([]*cikit.JobSpec, e
 	c := newChecker(t.File)
 	c.ctx, c.src = ctx, src
 	c.opts = Options{Format: FormatGitHub, Event: t.Event, MaxMatrixJobs: t.MaxMatrixJobs, MaxJobs: t.MaxJobs, MaxFileBytes: t.MaxFileBytes}
-	c.expand = &expansion{job: job.ID, needs: ghNeedsContext(req.Needs)}
+	c.expand = &expansion{job: job.ID, needs: expr.GitHubNeeds(req.Needs)}
 	c.run(compileGitHub, data)
 	if err := ctx.Err(); err != nil {
 		return nil, err

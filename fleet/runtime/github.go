@@ -77,7 +77,7 @@ func NewGitHub(p Params) (*GitHub, error) {
 	if p.Context != nil {
 		runID, attempt = p.Context.RunID, max(p.Context.Attempt, 1)
 		maps.Copy(inputs, p.Context.TypedInputs())
-		needs = needsContext(p.Context.Needs)
+		needs = expr.GitHubNeeds(p.Context.Needs)
 	}
 	var event any
 	if err := json.Unmarshal(EventJSON(p.Context), &event); err != nil {
@@ -141,53 +141,6 @@ func strategyContext(s *cikit.Strategy) map[string]any {
 	}
 }
 
-// needsContext is the needs context: each job needed by its ID, and the
-// variants of a matrix job ("test (linux, 20)": a GitHub job's key holds
-// no space, so the part before " (" is the key) also together under its
-// key, as GitHub shows a matrix job: its result a failure when a variant
-// failed, else cancelled when one was, else a success when one succeeded,
-// else skipped; its outputs merged in the order of the variants' IDs, a
-// later variant's value winning.
-func needsContext(needs map[string]cikit.NeedResult) map[string]any {
-	out := make(map[string]any, len(needs))
-	type group struct {
-		results []cikit.JobState
-		outputs map[string]string
-	}
-	groups := map[string]*group{}
-	for _, id := range slices.Sorted(maps.Keys(needs)) {
-		n := needs[id]
-		out[id] = map[string]any{"result": result(n.Result), "outputs": anyMap(n.Outputs)}
-		key, _, ok := strings.Cut(id, " (")
-		if !ok || !strings.HasSuffix(id, ")") || key == "" {
-			continue
-		}
-		g := groups[key]
-		if g == nil {
-			g = &group{outputs: map[string]string{}}
-			groups[key] = g
-		}
-		g.results = append(g.results, n.Result)
-		maps.Copy(g.outputs, n.Outputs)
-	}
-	for key, g := range groups {
-		if _, taken := out[key]; taken {
-			continue
-		}
-		res := cikit.JobSkipped
-		switch {
-		case slices.Contains(g.results, cikit.JobFailed):
-			res = cikit.JobFailed
-		case slices.Contains(g.results, cikit.JobCancelled):
-			res = cikit.JobCancelled
-		case slices.Contains(g.results, cikit.JobSucceeded):
-			res = cikit.JobSucceeded
-		}
-		out[key] = map[string]any{"result": result(res), "outputs": anyMap(g.outputs)}
-	}
-	return out
-}
-
 // repositoryGitURL is github.repositoryUrl: the repository's git://
 // URL on its server.
 func repositoryGitURL(server, repo string) string {
@@ -199,21 +152,6 @@ func repositoryGitURL(server, repo string) string {
 		return ""
 	}
 	return "git://" + host + "/" + repo + ".git"
-}
-
-// result names a job's end as needs.<job>.result does.
-func result(s cikit.JobState) string {
-	switch s {
-	case cikit.JobSucceeded:
-		return "success"
-	case cikit.JobFailed:
-		return "failure"
-	case cikit.JobCancelled:
-		return "cancelled"
-	case cikit.JobSkipped:
-		return "skipped"
-	}
-	return string(s)
 }
 
 func anyMap(m map[string]string) map[string]any {
