@@ -19,8 +19,15 @@ import (
 // dependency counters in a Redis namespace of its own when ns is not nil.
 func newPostgresStore(t testing.TB, now func() time.Time, ns *redistest.NS) *dag.PostgresStore {
 	t.Helper()
+	return newPostgresStoreWith(t, dag.PostgresConfig{Now: now}, ns)
+}
+
+// newPostgresStoreWith is newPostgresStore with the rest of cfg (its
+// Pool and Redis are the test's).
+func newPostgresStoreWith(t testing.TB, cfg dag.PostgresConfig, ns *redistest.NS) *dag.PostgresStore {
+	t.Helper()
 	db := pgtest.New(t)
-	cfg := dag.PostgresConfig{Pool: db.Pool, Now: now}
+	cfg.Pool = db.Pool
 	if ns != nil {
 		cfg.Redis, cfg.KeyPrefix = ns.Client, ns.Prefix
 	}
@@ -28,6 +35,14 @@ func newPostgresStore(t testing.TB, now func() time.Time, ns *redistest.NS) *dag
 	require.NoError(t, err)
 	require.NoError(t, s.Migrate(t.Context()))
 	return s
+}
+
+// redisIf is a Redis namespace of the test's when with is set, else nil.
+func redisIf(t testing.TB, with bool) *redistest.NS {
+	if !with {
+		return nil
+	}
+	return redistest.New(t)
 }
 
 // TestPostgresStore runs the Store conformance suite on PostgreSQL, each
@@ -59,16 +74,7 @@ func TestPostgresStoreExpand(t *testing.T) {
 		t.Run(map[bool]string{false: "PostgreSQL", true: "Redis"}[withRedis], func(t *testing.T) {
 			t.Parallel()
 			dagtest.ExerciseExpand(t, func(t *testing.T, now func() time.Time, expander dag.Expander, maxJobs int) dag.Store {
-				db := pgtest.New(t)
-				cfg := dag.PostgresConfig{Pool: db.Pool, Now: now, Expander: expander, MaxJobs: maxJobs}
-				if withRedis {
-					ns := redistest.New(t)
-					cfg.Redis, cfg.KeyPrefix = ns.Client, ns.Prefix
-				}
-				s, err := dag.NewPostgresStore(cfg)
-				require.NoError(t, err)
-				require.NoError(t, s.Migrate(t.Context()))
-				return s
+				return newPostgresStoreWith(t, dag.PostgresConfig{Now: now, Expander: expander, MaxJobs: maxJobs}, redisIf(t, withRedis))
 			})
 		})
 	}
@@ -82,16 +88,7 @@ func TestPostgresStoreDecide(t *testing.T) {
 		t.Run(map[bool]string{false: "PostgreSQL", true: "Redis"}[withRedis], func(t *testing.T) {
 			t.Parallel()
 			dagtest.ExerciseDecide(t, func(t *testing.T, now func() time.Time, expander dag.Expander, decider dag.Decider) dag.Store {
-				db := pgtest.New(t)
-				cfg := dag.PostgresConfig{Pool: db.Pool, Now: now, Expander: expander, Decider: decider}
-				if withRedis {
-					ns := redistest.New(t)
-					cfg.Redis, cfg.KeyPrefix = ns.Client, ns.Prefix
-				}
-				s, err := dag.NewPostgresStore(cfg)
-				require.NoError(t, err)
-				require.NoError(t, s.Migrate(t.Context()))
-				return s
+				return newPostgresStoreWith(t, dag.PostgresConfig{Now: now, Expander: expander, Decider: decider}, redisIf(t, withRedis))
 			})
 		})
 	}
