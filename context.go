@@ -37,6 +37,10 @@ type RunContext struct {
 	BaseRef  string `json:"base_ref,omitempty"`
 	HeadRef  string `json:"head_ref,omitempty"`
 	PRNumber int    `json:"pr_number,omitempty"`
+	// Fork says a pull request's head is in another repository: its
+	// runs get a cache scope of their own that trusted branches never
+	// read.
+	Fork bool `json:"fork,omitempty"`
 	// DefaultBranch is the repository's default branch, when known.
 	DefaultBranch string `json:"default_branch,omitempty"`
 	// Actor is who caused the event: the pusher, the person who started

@@ -232,8 +232,18 @@ type Cache struct {
 	Key       string   `json:"key,omitempty"`
 	KeyFiles  []string `json:"key_files,omitempty"`
 	KeyPrefix string   `json:"key_prefix,omitempty"`
-	Paths     []string `json:"paths"`
-	// RestoreKeys are prefixes tried in order when the key misses.
+	// Paths are the paths cached, relative to the workspace; globs with
+	// ** are allowed.
+	Paths []string `json:"paths"`
+	// Untracked also caches the files git does not track (GitLab's
+	// cache:untracked).
+	Untracked bool `json:"untracked,omitempty"`
+	// FallbackKeys are exact keys tried in order when the key misses
+	// (GitLab's fallback_keys).
+	FallbackKeys []string `json:"fallback_keys,omitempty"`
+	// RestoreKeys are prefixes tried when the key and the fallback keys
+	// miss: the longest prefix matching a saved entry wins, and its most
+	// recent entry is restored (native restore_keys).
 	RestoreKeys []string `json:"restore_keys,omitempty"`
 	// Policy is "pull-push" (default), "pull" or "push".
 	Policy string `json:"policy,omitempty"`
@@ -243,12 +253,61 @@ type Cache struct {
 
 // Artifacts are the files a job uploads.
 type Artifacts struct {
-	Name     string        `json:"name,omitempty"`
-	Paths    []string      `json:"paths"`
-	Exclude  []string      `json:"exclude,omitempty"`
-	ExpireIn time.Duration `json:"expire_in,omitempty"`
+	// Name is the artifact's name; empty is "artifacts".
+	Name string `json:"name,omitempty"`
+	// Paths are the paths archived, relative to the workspace; globs
+	// with ** are allowed. Exclude removes matches of its globs.
+	Paths   []string `json:"paths"`
+	Exclude []string `json:"exclude,omitempty"`
+	// Untracked also archives the files git does not track (GitLab's
+	// artifacts:untracked).
+	Untracked bool `json:"untracked,omitempty"`
+	// ExpireIn is how long the artifact is kept; zero is the platform's
+	// default. ExpireNever keeps it until it is deleted (GitLab's
+	// expire_in: never), where the platform allows it.
+	ExpireIn    time.Duration `json:"expire_in,omitempty"`
+	ExpireNever bool          `json:"expire_never,omitempty"`
 	// When is "on_success" (default), "on_failure" or "always".
 	When string `json:"when,omitempty"`
+	// Reports are GitLab's artifacts:reports, report type to paths. The
+	// variables of "dotenv" reach the jobs that need this one (see
+	// MaxDotenvBytes); the other types are kept as artifacts of type
+	// "report".
+	Reports map[string][]string `json:"reports,omitempty"`
+}
+
+// Limits of a GitLab artifacts:reports:dotenv report, GitLab's own.
+const (
+	// MaxDotenvBytes bounds the dotenv file.
+	MaxDotenvBytes = 5 << 10
+	// MaxDotenvVariables bounds the variables it holds.
+	MaxDotenvVariables = 20
+)
+
+// CacheReport is how one cache of a job was restored and saved, as the
+// runner reports it with the job's result: seed 004's build-status
+// cache payload.
+type CacheReport struct {
+	// Step is the step that restored it (GitHub's actions/cache); empty
+	// for a cache of the job (JobSpec.Caches).
+	Step string `json:"step,omitempty"`
+	// Key is the rendered key looked up.
+	Key string `json:"key"`
+	// Hit says an entry was restored; MatchedKey is its key (Key itself
+	// for an exact hit, a fallback key or a restore-key match otherwise).
+	Hit        bool   `json:"hit"`
+	Exact      bool   `json:"exact,omitempty"`
+	MatchedKey string `json:"matched_key,omitempty"`
+	// RestoredInMS is how long the download and extraction took; Size the
+	// restored archive's size.
+	RestoredInMS int64 `json:"restored_in_ms,omitempty"`
+	Size         int64 `json:"size,omitempty"`
+	// Saved says a new entry was saved under Key at the job's end, of
+	// SavedSize bytes; Note says why not, when it was not ("exact hit",
+	// "unchanged", "policy pull", "saved by another job first" …).
+	Saved     bool   `json:"saved,omitempty"`
+	SavedSize int64  `json:"saved_size,omitempty"`
+	Note      string `json:"note,omitempty"`
 }
 
 // Environment is a deployment environment.
@@ -294,10 +353,17 @@ func (j *JobSpec) Clone() *JobSpec {
 	for i := range c.Caches {
 		k := &c.Caches[i]
 		k.KeyFiles, k.Paths, k.RestoreKeys = slices.Clone(k.KeyFiles), slices.Clone(k.Paths), slices.Clone(k.RestoreKeys)
+		k.FallbackKeys = slices.Clone(k.FallbackKeys)
 	}
 	if j.Artifacts != nil {
 		a := *j.Artifacts
 		a.Paths, a.Exclude = slices.Clone(a.Paths), slices.Clone(a.Exclude)
+		if a.Reports != nil {
+			a.Reports = make(map[string][]string, len(j.Artifacts.Reports))
+			for k, v := range j.Artifacts.Reports {
+				a.Reports[k] = slices.Clone(v)
+			}
+		}
 		c.Artifacts = &a
 	}
 	c.Secrets = slices.Clone(j.Secrets)

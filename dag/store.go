@@ -398,6 +398,8 @@ type JobResult struct {
 	// EnvNames are the names, never the values, of the environment
 	// variables the job's steps were given, sorted.
 	EnvNames []string `json:"env_names,omitempty"`
+	// Caches are how the job's caches were restored and saved.
+	Caches []cikit.CacheReport `json:"caches,omitempty"`
 }
 
 // Clone returns a deep copy of r; nil for nil.
@@ -409,6 +411,7 @@ func (r *JobResult) Clone() *JobResult {
 	c.Outputs = maps.Clone(r.Outputs)
 	c.Annotations = slices.Clone(r.Annotations)
 	c.EnvNames = slices.Clone(r.EnvNames)
+	c.Caches = slices.Clone(r.Caches)
 	return &c
 }
 

@@ -35,7 +35,7 @@ func RunContext(ev *Event, format compiler.Format) (rc *cikit.RunContext, note s
 		rc.Ref = "refs/heads/" + ev.RefName
 	}
 	if ev.Kind == KindPullRequest {
-		rc.BaseRef, rc.HeadRef = ev.BaseRef, ev.RefName
+		rc.BaseRef, rc.HeadRef, rc.Fork = ev.BaseRef, ev.RefName, ev.Fork
 	}
 	switch format {
 	case compiler.FormatGitHub:
