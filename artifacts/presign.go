@@ -2,6 +2,7 @@ package artifacts
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -42,3 +43,6 @@ type Presigner interface {
 	MultipartMin() int64
 	PartSize() int64
 }
+
+// ErrNoMultipart: the store does not upload in parts.
+var ErrNoMultipart = errors.New("the blob store has no multipart uploads")
