@@ -70,6 +70,8 @@ type Result struct {
 	// EnvNames are the names, never the values, of the variables of the
 	// job's environment.
 	EnvNames []string
+	// Caches are how the job's caches were restored and saved.
+	Caches []cikit.CacheReport
 }
 
 // Config configures an Agent. Server, Executor and either

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/artifacts"
 )
 
 // Defaults for Config.
@@ -298,6 +299,8 @@ type Result struct {
 	// EnvNames are the names, never the values, of the variables of the
 	// job's environment, sorted.
 	EnvNames []string
+	// Caches are how the job's caches were restored and saved.
+	Caches []cikit.CacheReport
 }
 
 // Job is one job for RunJob: its spec, what it knows of its run, and
@@ -321,6 +324,11 @@ type Job struct {
 	// Vars and Secrets are the GitHub vars and secrets contexts of a
 	// GitHub job; the values of Secrets are masked in its output.
 	Vars, Secrets map[string]string
+	// Files is where the job's artifacts and caches go and come from,
+	// scoped to this attempt; nil for a runner without one, where a job
+	// that declares artifacts or caches, or runs a step that uses them,
+	// fails saying so.
+	Files artifacts.Broker
 }
 
 // StepResult is how one step ended.
