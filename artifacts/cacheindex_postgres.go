@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -175,6 +176,8 @@ func (c *PostgresCacheIndex) CacheEvict(ctx context.Context, budget int64, older
 		if removed, err = pgx.CollectRows(rows, scanEntry); err != nil {
 			return err
 		}
+		// RETURNING keeps no order.
+		slices.SortFunc(removed, byUse)
 		if budget > 0 && len(removed) < limit {
 			rows, err := tx.Query(ctx, evictOver, budget, limit-len(removed))
 			if err != nil {
@@ -184,6 +187,7 @@ func (c *PostgresCacheIndex) CacheEvict(ctx context.Context, budget int64, older
 			if err != nil {
 				return err
 			}
+			slices.SortFunc(over, byUse)
 			removed = append(removed, over...)
 		}
 		if len(removed) == 0 {
