@@ -77,6 +77,9 @@ func (c *checks) expired(date, expires string) string {
 // must match it, or nothing is stored.
 func (c *checks) put(w http.ResponseWriter, r *http.Request, part bool) {
 	want := r.Header.Get("X-Amz-Checksum-Sha256")
+	// gofakes3 would keep the checksum headers as the object's metadata,
+	// and merge them into that of a later PUT of the key.
+	stripChecksums(r.Header)
 	streaming := strings.HasPrefix(r.Header.Get("X-Amz-Content-Sha256"), "STREAMING-")
 	if want == "" || streaming {
 		if !part {
@@ -190,6 +193,7 @@ func (s *sumWriter) WriteHeader(status int) {
 		return
 	}
 	s.done = true
+	stripChecksums(s.Header())
 	if status == http.StatusOK {
 		s.c.mu.Lock()
 		sum, ok := s.c.sums[s.path]
@@ -207,6 +211,15 @@ func (s *sumWriter) Write(p []byte) (int, error) {
 		s.WriteHeader(http.StatusOK)
 	}
 	return s.ResponseWriter.Write(p)
+}
+
+// stripChecksums deletes the x-amz-checksum-* headers of h.
+func stripChecksums(h http.Header) {
+	for k := range h {
+		if strings.HasPrefix(k, "X-Amz-Checksum-") {
+			delete(h, k)
+		}
+	}
 }
 
 // writeError writes an S3 error answer.
