@@ -51,8 +51,8 @@
 //	services: [postgres:16, {name: cache, image: redis:7, ports: ["6379"]}]
 //	concurrency: {group: deploy, cancel_in_progress: true}
 //	retry: {max: 2, when: [infrastructure, timeout]}
-//	cache: {key: 'mod-{{ hash("go.sum") }}', paths: [/go/pkg/mod], restore_keys: [mod-]}
-//	artifacts: {paths: [dist/], expire_in: 7d}
+//	cache: {key: 'mod-{{ hash("go.sum") }}', paths: [/go/pkg/mod], fallback_keys: [mod-main], restore_keys: [mod-], when: always}
+//	artifacts: {paths: [dist/], expire_in: 7d}     # or expire_in: never
 //	environment: {name: production, url: https://example.com}
 //	secrets: [DEPLOY_TOKEN]
 //	checkout: {depth: 0, submodules: recursive, strategy: clone, path: src}
@@ -86,7 +86,12 @@
 // A condition that depends only on what is known when compiling (the
 // event, the matrix, env) is decided then: false makes the job When
 // never; always() and failure() set When; the rest stays in JobSpec.If.
-// hash() in cache keys stays for the runner, which hashes the files.
+// hash() in cache keys stays for the runner, which hashes the files and
+// renders the key with expr.RenderCacheKey; the compiler checks the
+// templates with the same parser. A cache's fallback_keys are exact keys
+// tried in order after its key, restore_keys prefixes tried after them;
+// policy is pull-push, pull or push, when on_success, on_failure or
+// always, as in GitLab.
 //
 // Stages are barriers: a job without a needs key needs every job of the
 // nearest earlier stage that has jobs. A job with a needs key, even
@@ -168,6 +173,21 @@
 //
 // Cross-pipeline and cross-project needs order nothing in this pipeline
 // and are accepted without an edge.
+//
+// cache: and artifacts: compile to JobSpec.Caches and JobSpec.Artifacts,
+// which the runner restores, saves, uploads and downloads. fallback_keys
+// are exact keys (Cache.FallbackKeys), untracked adds the files git does
+// not track, key:files hashes the content of the files (GitLab uses the
+// commits that last changed them: the keys change together, but differ
+// from GitLab's). artifacts:reports keeps GitLab's report types (checked,
+// with a hint for a typo) and their paths; an artifacts: with only
+// reports is still artifacts, and a dotenv report passes its variables to
+// the jobs that need the job. expire_in: never is ExpireNever.
+// cache:unprotect, artifacts:expose_as, public: false and access other
+// than all ask for what the platform does not do (caches are kept per
+// branch scope; downloads are not restricted per user): warnings.
+// needs:artifacts: false and dependencies (dependencies: [] included)
+// are NoArtifactsFrom.
 //
 // # GitHub Actions workflows
 //
@@ -264,9 +284,17 @@
 // distinct reusable workflows, no cycles. A reusable workflow of another
 // repository stays one job with Uses set and one step that names it with
 // its inputs, and a warning: it is not run yet. The runner runs
-// actions/checkout (any version) and the actions of the repository
-// (uses: ./path); every other action (JavaScript, Docker, docker://) is
-// a warning naming it, since the step fails when it runs. Matrix values
+// actions/checkout (any version), the artifact and cache actions
+// (actions/upload-artifact, download-artifact, cache, cache/restore and
+// cache/save, any version: expr.BuiltinAction) natively from their
+// inputs, and the actions of the repository (uses: ./path); every other
+// action (JavaScript, Docker, docker://) is a warning naming it, since
+// the step fails when it runs. The inputs of the artifact and cache
+// actions are checked when they are literal: a required one missing
+// (path; key for the cache actions) or a value the action rejects
+// (if-no-files-found, retention-days from 1 to 90, compression-level
+// from 0 to 9, booleans) is an error, rule "input"; an input the action
+// does not have is a warning with a hint. Matrix values
 // that are objects or arrays are also kept as JSON (JobSpec.MatrixJSON),
 // so that matrix.config.os reads them at run time.
 //
@@ -298,7 +326,7 @@
 // warning at the key (rule "unsupported"), and the same finding, with the
 // file and line, is a line of the job's JobSpec.Warnings, which the
 // runner prints at the top of the job's log: container images (image:,
-// container:), services, caches, artifacts, secrets, environments,
+// container:), services, secrets, environments,
 // GitHub permissions (no token is given to the steps), fail-fast and
 // max-parallel, snapshot, run-name, schedules (on: schedule starts no
 // run yet, in GitHub workflows and the native format), GitLab's
@@ -308,8 +336,13 @@
 // does not follow (GIT_CLONE_PATH, GIT_CHECKOUT, GIT_CLEAN_FLAGS …), the
 // inputs of actions/checkout its checkout does not follow (token, lfs,
 // sparse-checkout, ssh-key …; it follows ref, fetch-depth, path,
-// submodules, clean and repository) and inputs it does not have, and
-// actions other than actions/checkout and local ones. Keys that ask for
+// submodules, clean and repository) and inputs it does not have, the
+// inputs of the artifact and cache actions the runner does not follow
+// (compression-level, artifact-ids, enableCrossOsArchive,
+// upload-chunk-size; github-token, repository and run-id, which ask for
+// another run's artifacts and fail the step), GitLab's cache:unprotect,
+// artifacts:expose_as, public: false and access, and actions other than
+// actions/checkout, the artifact and cache actions and local ones. Keys that ask for
 // nothing (a null image, interruptible: false) are not reported.
 //
 // # Limits

@@ -21,7 +21,7 @@ const (
 	RuleEvent       = "event"         // an unknown event, activity type or filter, or filters that exclude each other
 	RuleFilter      = "filter"        // an invalid branch, tag or path filter pattern
 	RuleSchedule    = "schedule"      // an invalid cron schedule or time zone
-	RuleInput       = "input"         // an invalid input of a manual run or of a reusable workflow
+	RuleInput       = "input"         // an invalid or missing input of a manual run, a reusable workflow or an action the runner runs
 	RulePermissions = "permissions"   // an unknown permission scope or level
 	RuleRunsOn      = "runs-on"       // a job without runner labels
 	RuleStepID      = "step-id"       // an invalid or repeated step ID

@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/compiler/expr"
 )
 
 // ghJob is one job of a workflow as written. Fields that may hold ${{ }}
@@ -72,11 +73,14 @@ func (g *ghCompiler) warn(j *ghJob, n *yaml.Node, format string, args ...any) {
 }
 
 // runnerAction says whether the runner runs action ref itself: any
-// version of actions/checkout, which is the runner's own checkout, and
-// the actions of the workflow's repository (./path). Other actions, of
-// JavaScript or Docker, are not run yet.
+// version of actions/checkout, which is the runner's own checkout, of
+// the artifact and cache actions, which it runs natively from their
+// inputs (expr.BuiltinAction), and the actions of the workflow's
+// repository (./path). Other actions, of JavaScript or Docker, are not
+// run yet.
 func runnerAction(ref string) bool {
-	return strings.HasPrefix(ref, "./") || isCheckoutAction(ref)
+	_, builtin := expr.BuiltinAction(ref)
+	return builtin || strings.HasPrefix(ref, "./") || isCheckoutAction(ref)
 }
 
 // isCheckoutAction reports whether ref is actions/checkout, any version.
@@ -855,7 +859,7 @@ func (g *ghCompiler) step(item *yaml.Node, n int, j *ghJob, ids map[string]*yaml
 					c.at(val, RuleValue, "invalid action %q in %s: %s", ref, where, msg)
 					ok = false
 				} else if !runnerAction(ref) {
-					g.warn(j, val, "action %q is not run by the platform yet (it runs actions/checkout and local ./ actions): %s fails when it runs", ref, where)
+					g.warn(j, val, "action %q is not run by the platform yet (it runs actions/checkout, the artifact and cache actions and local ./ actions): %s fails when it runs", ref, where)
 				}
 			}
 			s.Uses = ref
@@ -890,6 +894,15 @@ func (g *ghCompiler) step(item *yaml.Node, n int, j *ghJob, ids map[string]*yaml
 				g.checkoutInputs(j, c.resolve(e.val), where)
 			}
 		}
+	}
+	if action, builtin := expr.BuiltinAction(s.Uses); builtin {
+		var with *yaml.Node
+		for _, e := range entries {
+			if e.name == "with" {
+				with = c.resolve(e.val)
+			}
+		}
+		g.builtinActionInputs(j, action, c.resolve(uses.val), with, where)
 	}
 	if s.Run != "" {
 		s.Shell = firstNonEmpty(s.Shell, j.defaults.shell, j.wf.defaults.shell)

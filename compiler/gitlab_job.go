@@ -288,13 +288,9 @@ func (r *glReader) key(k glEntry) {
 	case "tags":
 		s.RunsOn = g.strList(v, k.name)
 	case "cache":
-		if s.Caches = g.caches(v); len(s.Caches) > 0 {
-			r.warn(k.key, "cache is not restored or saved yet: the job starts without it")
-		}
+		s.Caches = r.caches(v)
 	case "artifacts":
-		if s.Artifacts = g.artifacts(v); s.Artifacts != nil || !v.isNull() && len(v.keys) > 0 {
-			r.warn(k.key, "artifacts are not uploaded yet (reports included): later jobs do not receive them")
-		}
+		s.Artifacts = r.artifacts(v)
 	case "retry":
 		s.Retry = g.retry(v)
 	case "timeout":
@@ -886,7 +882,12 @@ func (g *glFront) retry(v *glv) *cikit.Retry {
 	return r
 }
 
-func (g *glFront) caches(v *glv) []cikit.Cache {
+// caches reads cache: a mapping or a list of at most maxCaches of them.
+// fallback_keys are exact keys tried in order after the key, as GitLab
+// tries them (Cache.FallbackKeys), not prefixes; untracked also caches
+// the files git does not track.
+func (r *glReader) caches(v *glv) []cikit.Cache {
+	g := r.g
 	if v.isNull() {
 		return nil
 	}
@@ -916,7 +917,7 @@ func (g *glFront) caches(v *glv) []cikit.Cache {
 			case "paths":
 				k.Paths = g.strList(e.val, "paths")
 			case "fallback_keys":
-				k.RestoreKeys = g.strList(e.val, "fallback_keys")
+				k.FallbackKeys = g.strList(e.val, "fallback_keys")
 			case "policy":
 				// A policy may be a variable, decided when the job runs.
 				if p, ok := g.str(e.val, "policy"); ok && (strings.Contains(p, "$") || g.oneOfGL(e.val, p, "cache policy", []string{"pull", "pull-push", "push"})) {
@@ -926,11 +927,12 @@ func (g *glFront) caches(v *glv) []cikit.Cache {
 				if w, ok := g.str(e.val, "when"); ok && g.oneOfGL(e.val, w, "cache when", glWhenOutcome) {
 					k.When = w
 				}
-			case "untracked", "unprotect":
-				// Caching untracked files and sharing caches with
-				// unprotected branches: choices of the runner's cache
-				// service, not of the spec.
-				g.boolean(e.val, e.name)
+			case "untracked":
+				k.Untracked, _ = g.boolean(e.val, e.name)
+			case "unprotect":
+				if b, _ := g.boolean(e.val, e.name); b {
+					r.warn(e.key, "cache:unprotect has no effect: caches are kept per branch scope, and protected and unprotected branches never share one")
+				}
 			default:
 				g.unknownGLKey(e, "in cache", glCacheKeys)
 			}
@@ -946,7 +948,12 @@ func (g *glFront) caches(v *glv) []cikit.Cache {
 	return out
 }
 
-// cacheKey reads a cache key: a string, or {files, prefix}.
+// cacheKey reads a cache key: a string, or {files, prefix}. With files,
+// the runner makes the key from a hash of the files' content, after the
+// prefix (Cache.KeyFiles, Cache.KeyPrefix); GitLab makes it from the
+// commits that last changed them instead. Both change the key exactly
+// when the files change, but the keys differ, so a cache saved by GitLab
+// is never restored here.
 func (g *glFront) cacheKey(v *glv, k *cikit.Cache) bool {
 	if v.isNull() {
 		return false
@@ -979,7 +986,33 @@ func (g *glFront) cacheKey(v *glv, k *cikit.Cache) bool {
 	return true
 }
 
-func (g *glFront) artifacts(v *glv) *cikit.Artifacts {
+// glReportTypes are GitLab's artifacts:reports types.
+var glReportTypes = []string{
+	"accessibility", "annotations", "api_fuzzing", "browser_performance", "codequality",
+	"container_scanning", "coverage_fuzzing", "coverage_report", "cyclonedx", "dast",
+	"dependency_scanning", "dotenv", "junit", "license_scanning", "load_performance",
+	"metrics", "performance", "repository_xray", "requirements", "sast", "secret_detection",
+	"terraform",
+}
+
+// glRemovedReports are report types GitLab no longer accepts, and what
+// replaced them.
+var glRemovedReports = map[string]string{
+	"cobertura":          `it was removed in GitLab 16.0: use coverage_report with coverage_format: cobertura`,
+	"license_management": `it was removed in GitLab 15.0: use license_scanning or cyclonedx`,
+}
+
+// glArtifactAccess are the values of artifacts:access.
+var glArtifactAccess = []string{"all", "developer", "maintainer", "none"}
+
+// artifacts reads artifacts. An artifacts: with reports and no paths is
+// still artifacts: its reports are uploaded, and a dotenv report passes
+// its variables to the jobs that need it. untracked also archives the
+// files git does not track; expire_in: never keeps them until deleted.
+// expose_as, public: false and access other than all ask the platform to
+// show or guard the files, which it does not do: those are warnings.
+func (r *glReader) artifacts(v *glv) *cikit.Artifacts {
+	g := r.g
 	if v.isNull() {
 		return nil
 	}
@@ -988,7 +1021,8 @@ func (g *glFront) artifacts(v *glv) *cikit.Artifacts {
 		return nil
 	}
 	a := &cikit.Artifacts{}
-	for _, e := range v.keys {
+	var public, access *glEntry
+	for i, e := range v.keys {
 		switch e.name {
 		case "paths":
 			a.Paths = g.strList(e.val, "paths")
@@ -1001,23 +1035,117 @@ func (g *glFront) artifacts(v *glv) *cikit.Artifacts {
 				a.When = w
 			}
 		case "expire_in":
-			// "never" keeps them forever; JobSpec has no such value, so it
-			// leaves retention to the platform, as when unset.
-			if s, ok := g.text(e.val); !ok || s != "never" {
+			if s, ok := g.text(e.val); ok && s == "never" {
+				a.ExpireNever = true
+			} else {
 				a.ExpireIn = g.duration(e.val, "expire_in", RuleValue)
 			}
-		case "reports", "expose_as", "public", "access", "untracked":
-			// Reports feed GitLab's test, coverage and security views;
-			// expose_as, public and access are how GitLab shows and guards
-			// the files; untracked files have no path to upload by.
+		case "untracked":
+			a.Untracked, _ = g.boolean(e.val, e.name)
+		case "reports":
+			a.Reports = g.reports(e.val)
+		case "expose_as":
+			if s, ok := g.str(e.val, e.name); ok && s != "" {
+				r.warn(e.key, "artifacts:expose_as %q is not shown: the platform does not link artifacts from merge requests; they are uploaded as usual", s)
+			}
+		case "public":
+			public = &v.keys[i]
+			if b, ok := g.boolean(e.val, e.name); ok && !b {
+				r.warn(e.key, "artifacts:public: false is not honoured: downloads of the artifacts are not restricted (the platform has no per-user access)")
+			}
+		case "access":
+			access = &v.keys[i]
+			if s, ok := g.str(e.val, e.name); ok && g.oneOfGL(e.val, s, "artifacts access", glArtifactAccess) && s != "all" {
+				r.warn(e.key, "artifacts:access %q is not honoured: downloads of the artifacts are not restricted (the platform has no per-user access)", s)
+			}
 		default:
 			g.unknownGLKey(e, "in artifacts", glArtifactsKeys)
 		}
 	}
-	if len(a.Paths) == 0 {
+	if public != nil && access != nil {
+		g.at(access.key, RuleKey, "artifacts:public and artifacts:access cannot be used together: keep access")
+	}
+	if len(a.Paths) == 0 && len(a.Reports) == 0 && !a.Untracked {
 		return nil
 	}
 	return a
+}
+
+// reports reads artifacts:reports: each report type to a path or a list
+// of paths; coverage_report is a mapping {coverage_format, path}.
+func (g *glFront) reports(v *glv) map[string][]string {
+	if v.isNull() {
+		return nil
+	}
+	if v.kind != glMap {
+		g.gat(v, RuleType, `"reports" must be a mapping of report types to paths, got %s`, v.what())
+		return nil
+	}
+	out := map[string][]string{}
+	for _, e := range v.keys {
+		if why, removed := glRemovedReports[e.name]; removed {
+			g.at(e.key, RuleKey, "report type %q is not accepted: %s", e.name, why)
+			continue
+		}
+		if !slices.Contains(glReportTypes, e.name) {
+			g.unknownReport(e)
+			continue
+		}
+		var paths []string
+		if e.name == "coverage_report" {
+			paths = g.coverageReport(e.val)
+		} else {
+			paths = g.strList(e.val, e.name)
+		}
+		if len(paths) > 0 {
+			out[e.name] = paths
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+// unknownReport reports a report type that is not one of GitLab's.
+func (g *glFront) unknownReport(e glEntry) {
+	if hint := g.suggest(e.name, glReportTypes); hint != "" {
+		g.at(e.key, RuleKey, "unknown report type %q in artifacts:reports%s", e.name, didYouMean(hint))
+		return
+	}
+	g.at(e.key, RuleKey, "unknown report type %q in artifacts:reports (valid types: %s)", e.name, strings.Join(glReportTypes, ", "))
+}
+
+// coverageReport reads reports:coverage_report, {coverage_format, path},
+// and returns its path.
+func (g *glFront) coverageReport(v *glv) []string {
+	if v.isNull() {
+		return nil
+	}
+	if v.kind != glMap {
+		g.gat(v, RuleType, `"coverage_report" must be a mapping with "coverage_format" and "path", got %s`, v.what())
+		return nil
+	}
+	var path string
+	format := false
+	for _, e := range v.keys {
+		switch e.name {
+		case "coverage_format":
+			if f, ok := g.str(e.val, e.name); ok {
+				format = true
+				g.oneOfGL(e.val, f, "coverage_format", []string{"cobertura", "jacoco"})
+			}
+		case "path":
+			path, _ = g.str(e.val, e.name)
+		default:
+			g.unknownGLKey(e, "in coverage_report", []string{"coverage_format", "path"})
+		}
+	}
+	if !format || path == "" {
+		g.gat(v, RuleValue, `coverage_report needs "coverage_format" (cobertura or jacoco) and "path"`)
+		return nil
+	}
+	return []string{path}
 }
 
 func (g *glFront) environment(v *glv) *cikit.Environment {

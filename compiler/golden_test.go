@@ -221,6 +221,14 @@ func renderValue(b *strings.Builder, indent string, v reflect.Value) {
 			m[k.String()] = string(v.MapIndex(k).Bytes())
 		}
 		fmt.Fprintf(b, " %s\n", envString(m))
+	case v.Type() == reflect.TypeOf(map[string][]string(nil)):
+		// Artifacts.Reports: each type and its paths, sorted by type.
+		m := v.Interface().(map[string][]string)
+		parts := make([]string, 0, len(m))
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			parts = append(parts, fmt.Sprintf("%s=[%s]", k, strings.Join(m[k], ", ")))
+		}
+		fmt.Fprintf(b, " %s\n", strings.Join(parts, " "))
 	case v.Kind() == reflect.Map && v.Type().Elem().Kind() == reflect.String:
 		m := make(map[string]string, v.Len())
 		for _, k := range v.MapKeys() {

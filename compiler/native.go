@@ -257,13 +257,9 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 			}
 		case "cache":
 			tplNodes[tplCache] = v
-			if j.spec.Caches = c.nativeCaches(v, own); len(j.spec.Caches) > 0 {
-				warn(k.key, "cache is not restored or saved yet: the job starts without it")
-			}
+			j.spec.Caches = c.nativeCaches(v, own)
 		case "artifacts":
-			if j.spec.Artifacts = c.nativeArtifacts(v, own); j.spec.Artifacts != nil {
-				warn(k.key, "artifacts are not uploaded yet: later jobs do not receive them")
-			}
+			j.spec.Artifacts = c.nativeArtifacts(v, own)
 		case "retry":
 			j.spec.Retry = c.nativeRetry(v, own)
 		case "secrets":

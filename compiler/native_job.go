@@ -1,7 +1,6 @@
 package compiler
 
 import (
-	"fmt"
 	"io/fs"
 	"maps"
 	"path"
@@ -13,6 +12,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/compiler/expr"
 )
 
 // Rules of the native format's job keys beyond the first slice.
@@ -241,17 +241,39 @@ func (c *checker) applyTemplates(j *jobDecl, values map[string]string, vals []*y
 		env.Name = c.template(at(tplEnvironment), env.Name, values, false)
 		s.Environment = &env
 	}
-	if hasTemplate(s.Caches, func(k cikit.Cache) string { return k.Key + strings.Join(k.RestoreKeys, "") }) {
+	if hasTemplate(s.Caches, func(k cikit.Cache) string {
+		return k.Key + strings.Join(k.FallbackKeys, "") + strings.Join(k.RestoreKeys, "")
+	}) {
 		s.Caches = slices.Clone(s.Caches)
 		for i := range s.Caches {
 			k := &s.Caches[i]
-			k.Key = c.template(at(tplCache), k.Key, values, true)
+			k.Key = c.cacheKeyTemplate(at(tplCache), k.Key, values)
+			k.FallbackKeys = slices.Clone(k.FallbackKeys)
+			for f := range k.FallbackKeys {
+				k.FallbackKeys[f] = c.cacheKeyTemplate(at(tplCache), k.FallbackKeys[f], values)
+			}
 			k.RestoreKeys = slices.Clone(k.RestoreKeys)
 			for r := range k.RestoreKeys {
-				k.RestoreKeys[r] = c.template(at(tplCache), k.RestoreKeys[r], values, true)
+				k.RestoreKeys[r] = c.cacheKeyTemplate(at(tplCache), k.RestoreKeys[r], values)
 			}
 		}
 	}
+}
+
+// cacheKeyTemplate expands the matrix templates of cache key s and
+// keeps its hash templates, which the runner renders with
+// expr.RenderCacheKey. A matrix value that itself holds "{{" would leave
+// the runner a key it cannot render: that is reported here.
+func (c *checker) cacheKeyTemplate(n *yaml.Node, s string, values map[string]string) string {
+	before := len(c.diags)
+	out := c.template(n, s, values, true)
+	if len(c.diags) > before || !strings.Contains(out, "{{") {
+		return out
+	}
+	if _, err := expr.RenderCacheKey(out, func([]string) (string, error) { return "", nil }); err != nil {
+		c.at(n, RuleTemplate, "cache key %q expands to %q, which the runner cannot render: %v", s, out, err)
+	}
+	return out
 }
 
 // hasTemplate reports whether any element's text holds "{{".
@@ -299,70 +321,36 @@ func (c *checker) template(n *yaml.Node, s string, values map[string]string, has
 			c.at(n, RuleTemplate, "unterminated {{ in %q: close it with }}", s)
 			return s
 		}
-		expr := strings.TrimSpace(rest[i+2 : i+end])
+		call := strings.TrimSpace(rest[i+2 : i+end])
 		rest = rest[i+end+2:]
 		switch {
-		case strings.HasPrefix(expr, "matrix."):
-			name := strings.TrimPrefix(expr, "matrix.")
+		case strings.HasPrefix(call, "matrix."):
+			name := strings.TrimPrefix(call, "matrix.")
 			v, ok := values[name]
 			if !ok {
 				keys := slices.Sorted(maps.Keys(values))
 				if values == nil {
-					c.at(n, RuleTemplate, "{{ %s }} refers to the matrix, but the job has none", expr)
+					c.at(n, RuleTemplate, "{{ %s }} refers to the matrix, but the job has none", call)
 				} else {
-					c.at(n, RuleTemplate, "{{ %s }}: the matrix has no %q%s (names: %s)", expr, name, didYouMean(c.suggest(name, keys)), list(keys))
+					c.at(n, RuleTemplate, "{{ %s }}: the matrix has no %q%s (names: %s)", call, name, didYouMean(c.suggest(name, keys)), list(keys))
 				}
 				continue
 			}
 			out.WriteString(v)
-		case hash && strings.HasPrefix(expr, "hash("):
-			if _, err := hashArgs(expr); err != nil {
-				c.at(n, RuleTemplate, "{{ %s }}: %v", expr, err)
+		case hash && strings.HasPrefix(call, "hash("):
+			if _, err := expr.ParseHashCall(call); err != nil {
+				c.at(n, RuleTemplate, "{{ %s }}: %v", call, err)
 				continue
 			}
-			out.WriteString("{{ " + expr + " }}")
+			out.WriteString("{{ " + call + " }}")
 		default:
 			allowed := "matrix.NAME"
 			if hash {
 				allowed += ` or hash("path/glob", …)`
 			}
-			c.at(n, RuleTemplate, "unknown template {{ %s }}: use %s", expr, allowed)
+			c.at(n, RuleTemplate, "unknown template {{ %s }}: use %s", call, allowed)
 		}
 	}
-}
-
-// hashArgs parses the arguments of hash("a", "b/**"): one or more
-// double-quoted globs.
-func hashArgs(expr string) ([]string, error) {
-	inner, ok := strings.CutPrefix(expr, "hash(")
-	if !ok || !strings.HasSuffix(inner, ")") {
-		return nil, fmt.Errorf(`write hash("path/glob", …)`)
-	}
-	inner = strings.TrimSpace(strings.TrimSuffix(inner, ")"))
-	if inner == "" {
-		return nil, fmt.Errorf("hash needs at least one file or glob")
-	}
-	var globs []string
-	for inner != "" {
-		q, err := strconv.QuotedPrefix(inner)
-		if err != nil || !strings.HasPrefix(q, `"`) {
-			return nil, fmt.Errorf(`the arguments of hash must be double-quoted strings, got %s`, inner)
-		}
-		g, _ := strconv.Unquote(q)
-		if g == "" {
-			return nil, fmt.Errorf("hash of an empty path")
-		}
-		globs = append(globs, g)
-		inner = strings.TrimSpace(inner[len(q):])
-		if inner != "" {
-			var found bool
-			if inner, found = strings.CutPrefix(inner, ","); !found {
-				return nil, fmt.Errorf("separate the arguments of hash with commas")
-			}
-			inner = strings.TrimSpace(inner)
-		}
-	}
-	return globs, nil
 }
 
 // stringList reads a string or a list of strings.
@@ -547,6 +535,13 @@ func (c *checker) nativeRetry(v *yaml.Node, own owner) *cikit.Retry {
 	return r
 }
 
+// nativeCacheKeys are the keys of a cache of the native format.
+var nativeCacheKeys = []string{"fallback_keys", "key", "path", "paths", "policy", "restore_keys", "when"}
+
+// nativeCaches reads the caches of a job: a mapping or a list of them.
+// The key, fallback_keys and restore_keys may hold {{ matrix.NAME }},
+// expanded per variant, and {{ hash("glob", …) }}, which the runner
+// renders from the content of the files when the job runs.
 func (c *checker) nativeCaches(v *yaml.Node, own owner) []cikit.Cache {
 	if isNull(v) {
 		return nil
@@ -570,14 +565,20 @@ func (c *checker) nativeCaches(v *yaml.Node, own owner) []cikit.Cache {
 				k.Key, _ = c.scalar(val, "key", own)
 			case "paths", "path":
 				k.Paths = append(k.Paths, c.stringList(val, e.name, own)...)
+			case "fallback_keys":
+				k.FallbackKeys = c.stringList(val, e.name, own)
 			case "restore_keys":
 				k.RestoreKeys = c.stringList(val, e.name, own)
 			case "policy":
 				if p, ok := c.scalar(val, e.name, own); ok && c.oneOf(val, p, "cache policy", []string{"pull", "pull-push", "push"}, own) {
 					k.Policy = p
 				}
+			case "when":
+				if w, ok := c.scalar(val, e.name, own); ok && c.oneOf(val, w, "cache when", []string{"always", "on_failure", "on_success"}, own) {
+					k.When = w
+				}
 			default:
-				c.unknownKey(e, own, []string{"key", "path", "paths", "policy", "restore_keys"})
+				c.unknownKey(e, own, nativeCacheKeys)
 			}
 		}
 		if k.Key == "" || len(k.Paths) == 0 {
@@ -615,6 +616,10 @@ func (c *checker) nativeArtifacts(v *yaml.Node, own owner) *cikit.Artifacts {
 				a.When = w
 			}
 		case "expire_in":
+			if s, ok := text(val); ok && s == "never" {
+				a.ExpireNever = true
+				continue
+			}
 			a.ExpireIn = c.expireIn(val, own)
 		default:
 			c.unknownKey(e, own, []string{"exclude", "expire_in", "name", "paths", "when"})
@@ -628,7 +633,7 @@ func (c *checker) nativeArtifacts(v *yaml.Node, own owner) *cikit.Artifacts {
 }
 
 // expireIn reads a retention period: a Go duration ("72h") or a number of
-// days ("7d", "30d").
+// days ("7d", "30d"); "never" is read by nativeArtifacts.
 func (c *checker) expireIn(v *yaml.Node, own owner) time.Duration {
 	s, ok := c.scalar(v, "expire_in", own)
 	if !ok {
@@ -642,7 +647,7 @@ func (c *checker) expireIn(v *yaml.Node, own owner) time.Duration {
 	if d, err := time.ParseDuration(s); err == nil && d > 0 {
 		return d
 	}
-	c.at(v, RuleValue, `invalid expire_in %q%s: use a number of days ("7d") or a duration ("72h")`, s, own.of())
+	c.at(v, RuleValue, `invalid expire_in %q%s: use a number of days ("7d"), a duration ("72h") or "never"`, s, own.of())
 	return 0
 }
 
