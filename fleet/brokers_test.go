@@ -127,7 +127,7 @@ func (b *testBroker) LookupCache(_ context.Context, q artifacts.CacheQuery) (*ar
 
 // setupArtifacts is setup with a testBrokers as the server's Artifacts,
 // and scopes named after the run's ref.
-func setupArtifacts(t *testing.T) (*bundle, *testBrokers) {
+func setupArtifacts(t testing.TB) (*bundle, *testBrokers) {
 	t.Helper()
 	bs := &testBrokers{}
 	b := setupWith(t, memoryStores, func(c *fleet.ServerConfig) {
@@ -427,4 +427,28 @@ func TestCompletionCaches(t *testing.T) {
 	require.Empty(t, cmp.Diff(&dag.JobResult{Caches: []cikit.CacheReport{
 		{Key: "go-abc", Hit: true, MatchedKey: "go-", RestoredInMS: 120, Size: 2048, Note: "restore-key match"},
 		{Step: "cache", Key: "npm-1", Saved: true, SavedSize: 99}}}, j.Result))
+}
+
+// BenchmarkArtifactCall measures a cache lookup through the protocol
+// (over a local HTTP connection, memory stores): the job token, the body's
+// checks, the lease check and the attempt's JobRef from the server's
+// cache.
+func BenchmarkArtifactCall(b *testing.B) {
+	bd, bs := setupArtifacts(b)
+	runner := bd.register(b)
+	run, err := bd.jobs.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: []*cikit.JobSpec{spec("build")}})
+	require.NoError(b, err)
+	require.NoError(b, bd.server.DispatchRun(context.Background(), run.ID))
+	status, out := bd.call(b, http.MethodGet, "/v1/jobs/claim?wait=5", runner, nil)
+	require.Equal(b, http.StatusOK, status, "%v", out)
+	path := "/v1/jobs/" + run.ID + "/build/cache"
+	token := out["job_token"].(string)
+	body := map[string]any{"key": "go-4f2a", "restore_keys": []string{"go-"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if status, out := bd.call(b, http.MethodPost, path, token, body); status != http.StatusOK {
+			b.Fatalf("%d %v", status, out)
+		}
+		bs.taken()
+	}
 }
