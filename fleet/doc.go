@@ -35,7 +35,11 @@
 // token the claim returned. A claim is a lease (package lease): the
 // attempt number and the lease token fence every later call, so a runner
 // that lost its lease — it was paused, partitioned, or presumed dead and
-// replaced — is refused with 409 and must stop.
+// replaced — is refused with 409 and must stop. With
+// ServerConfig.Artifacts, the job's runner also reserves and completes
+// uploads of its artifacts and caches, lists the artifacts it may read and
+// looks cache keys up, through the attempt's artifacts.Broker, fenced the
+// same way.
 //
 // # The job's world
 //

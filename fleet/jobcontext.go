@@ -69,14 +69,9 @@ func (f *claimFailure) Error() string { return f.err.Error() }
 // the jobs it needs, read in one JobGetMany. The source is minted later,
 // with the job token, which names the run's repository.
 func (s *Server) jobContext(ctx context.Context, o *Offer) (*cikit.JobContext, error) {
-	rc, number, ok := s.contexts.get(o.RunID)
-	if !ok {
-		run, err := s.cfg.Jobs.RunGet(ctx, o.RunID)
-		if err != nil {
-			return nil, &claimFailure{class: cikit.FailureInfrastructure, err: fmt.Errorf("reading the job's run: %w", err)}
-		}
-		rc, number = run.Context, run.Number
-		s.contexts.put(o.RunID, rc, number)
+	rc, number, err := s.runContext(ctx, o.RunID)
+	if err != nil {
+		return nil, &claimFailure{class: cikit.FailureInfrastructure, err: fmt.Errorf("reading the job's run: %w", err)}
 	}
 	jc := &cikit.JobContext{RunID: o.RunID, RunNumber: number, Attempt: o.Attempt}
 	if rc != nil {
@@ -247,7 +242,7 @@ func storable(s string) string {
 // result checks the report of a completion and returns it as the store
 // records it; nil when the completion reported nothing.
 func (req *completeRequest) result() (*dag.JobResult, *fieldError) {
-	if len(req.Outputs) == 0 && len(req.Annotations) == 0 && req.Commit == "" && req.CheckoutDurationMS == 0 && len(req.EnvNames) == 0 {
+	if len(req.Outputs) == 0 && len(req.Annotations) == 0 && req.Commit == "" && req.CheckoutDurationMS == 0 && len(req.EnvNames) == 0 && len(req.Caches) == 0 {
 		return nil, nil
 	}
 	total := 0
@@ -324,8 +319,11 @@ func (req *completeRequest) result() (*dag.JobResult, *fieldError) {
 			return nil, invalid(f, "%s", why)
 		}
 	}
+	if ferr := checkCaches(req.Caches); ferr != nil {
+		return nil, ferr
+	}
 	return &dag.JobResult{Outputs: req.Outputs, Annotations: req.Annotations, Commit: strings.ToLower(req.Commit),
-		CheckoutDuration: time.Duration(req.CheckoutDurationMS) * time.Millisecond, EnvNames: req.EnvNames}, nil
+		CheckoutDuration: time.Duration(req.CheckoutDurationMS) * time.Millisecond, EnvNames: req.EnvNames, Caches: req.Caches}, nil
 }
 
 // ErrFetchRefused is the error of Server.AuthorizeFetch for a token that

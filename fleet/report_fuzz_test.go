@@ -7,12 +7,14 @@ import (
 	"unicode/utf8"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/artifacts"
 )
 
 // FuzzCompleteReport feeds arbitrary completion bodies to the decoding and
 // checks of a completion's report. Invariant: nothing panics; a report
 // accepted is within every limit (cikit.MaxOutputValueBytes,
-// cikit.MaxOutputsBytes, cikit.MaxAnnotations, the env names' bounds),
+// cikit.MaxOutputsBytes, cikit.MaxAnnotations, the env names' and the
+// cache reports' bounds),
 // holds only strings PostgreSQL stores (valid UTF-8, no NUL), and a
 // refusal names a field and a 400 or 413.
 func FuzzCompleteReport(f *testing.F) {
@@ -21,6 +23,7 @@ func FuzzCompleteReport(f *testing.F) {
 	f.Add([]byte(`{"outputs":{"a":"\u0000"}}`))
 	f.Add([]byte(`{"annotations":[{"level":"fatal"}]}`))
 	f.Add([]byte(`{"env_names":["A=B"],"commit":"zz"}`))
+	f.Add([]byte(`{"caches":[{"key":"go-1","hit":true,"matched_key":"go-","size":3,"note":"n"},{"key":"\u0000","size":-1}]}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req completeRequest
 		if json.Unmarshal(body, &req) != nil {
@@ -55,6 +58,15 @@ func FuzzCompleteReport(f *testing.F) {
 		for _, n := range r.EnvNames {
 			if n == "" || strings.ContainsRune(n, '=') || !ok(n) {
 				t.Fatalf("env name %q accepted", n)
+			}
+		}
+		if len(r.Caches) > maxCacheReports {
+			t.Fatalf("%d cache reports accepted", len(r.Caches))
+		}
+		for _, c := range r.Caches {
+			if len(c.Key) > artifacts.MaxNameLen || len(c.MatchedKey) > artifacts.MaxNameLen || !ok(c.Key) || !ok(c.MatchedKey) || !ok(c.Step) || !ok(c.Note) ||
+				c.Size < 0 || c.SavedSize < 0 || c.RestoredInMS < 0 {
+				t.Fatalf("cache report %+v accepted", c)
 			}
 		}
 		if r.CheckoutDuration < 0 {

@@ -105,6 +105,20 @@ type ServerConfig struct {
 	// RunURL, when set, is the page of run runID on the platform, for
 	// cikit.JobContext.RunURL. Default: none.
 	RunURL func(runID string) string
+	// Artifacts, when set, makes the artifacts.Broker of each job attempt
+	// whose runner calls the artifact and cache calls
+	// (/v1/jobs/{run_id}/{job_id}/uploads, …/artifacts, …/cache; see
+	// docs/runner-protocol.md), fenced like every job-scoped call.
+	// Default: none; those calls are answered 404 "artifacts are not
+	// configured on this server", and a runner fails the jobs that
+	// declare artifacts or caches, saying so.
+	Artifacts ArtifactBrokers
+	// CacheScopes returns the cache scope a job of a run of context rc
+	// (nil for a run without one) writes and the scopes it reads, that
+	// one first: artifacts.JobRef's Scope and ReadScopes. The platform
+	// sets it to artifacts.Scopes. Default: every job writes and reads
+	// the scope "".
+	CacheScopes func(rc *cikit.RunContext) (write string, read []string)
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 	// Logger receives the server's diagnostics. Default: slog.Default().
@@ -129,6 +143,8 @@ type Server struct {
 	completes *groupcommit.Batcher[lease.CompleteRequest, lease.CompleteResult]
 	// contexts are the contexts of runs whose jobs were claimed.
 	contexts contextCache
+	// refs are the artifacts.JobRef of attempts that made artifact calls.
+	refs refCache
 }
 
 // NewServer validates cfg and returns a Server.
@@ -183,6 +199,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/jobs/{run_id}/{job_id}/heartbeat", s.heartbeat)
 	s.mux.HandleFunc("POST /v1/jobs/{run_id}/{job_id}/complete", s.complete)
 	s.mux.HandleFunc("POST /v1/jobs/{run_id}/{job_id}/return", s.giveBack)
+	s.routeArtifacts()
 	if cfg.Logs != nil {
 		follow := cfg.AuthorizeFollow
 		if follow == nil {
@@ -547,11 +564,12 @@ type completeRequest struct {
 		SHA256     string `json:"sha256"`
 	} `json:"log"`
 	// The job's report (see dag.JobResult), each bounded (see result).
-	Outputs            map[string]string  `json:"outputs"`
-	Annotations        []cikit.Annotation `json:"annotations"`
-	Commit             string             `json:"commit"`
-	CheckoutDurationMS int64              `json:"checkout_duration_ms"`
-	EnvNames           []string           `json:"env_names"`
+	Outputs            map[string]string   `json:"outputs"`
+	Annotations        []cikit.Annotation  `json:"annotations"`
+	Commit             string              `json:"commit"`
+	CheckoutDurationMS int64               `json:"checkout_duration_ms"`
+	EnvNames           []string            `json:"env_names"`
+	Caches             []cikit.CacheReport `json:"caches"`
 }
 
 type stateResponse struct {
@@ -684,6 +702,7 @@ func (s *Server) ended(c *jobClaims, a lease.Attempt, over bool) {
 	s.runners.jobCall(c.RunnerID, a, s.cfg.Now(), over)
 	if over {
 		s.dispatch.Release(a.RunID, a.JobID, a.Attempt)
+		s.refs.forget(a)
 	}
 }
 
@@ -900,6 +919,9 @@ type errorBody struct {
 	Stale bool   `json:"stale,omitempty"`
 	// Field names the field of the request refused, when one was.
 	Field string `json:"field,omitempty"`
+	// Code tells apart answers of the same status that a runner acts on
+	// differently (see the artifact and cache calls).
+	Code string `json:"code,omitempty"`
 }
 
 func writeError(w http.ResponseWriter, status int, msg string) {

@@ -29,7 +29,9 @@ const (
 // context, the results and outputs of the jobs it needs, the source to
 // fetch its commit from, as the claim carried it); Output, which
 // receives the job's output; OnStep, to call as each step starts, with
-// its index; and Lease.
+// its index; Lease; and Files, the attempt's artifacts and caches over
+// the runner protocol (its errors match ErrNoArtifacts when the server
+// serves none, and ErrStale when the attempt is no longer current).
 //
 // job.Lease is the end of the job's lease, renewed by the agent with each
 // heartbeat the server confirmed. The executor must see to it that the
@@ -309,7 +311,9 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 	}()
 
 	deadlineCtx, cancelDeadline := context.WithDeadline(jobCtx, j.Deadline)
-	res := a.cfg.Executor.Run(deadlineCtx, process.Job{Spec: j.Spec, Context: j.Context, Output: stream, OnStep: stream.setStep, Lease: deadline})
+	files := &jobFiles{c: a.c, j: j, onStale: func() { fence("an artifact or cache call was refused as stale") }}
+	res := a.cfg.Executor.Run(deadlineCtx, process.Job{Spec: j.Spec, Context: j.Context, Output: stream, OnStep: stream.setStep, Lease: deadline,
+		Files: files})
 	cancelDeadline()
 	cause := context.Cause(jobCtx)
 	cancelJob(nil)
@@ -346,7 +350,7 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 	}
 	comp := &completion{Result: res.State, ExitCode: res.ExitCode, FailureClass: res.FailureClass, Reason: res.Reason, Log: totals,
 		Outputs: res.Outputs, Annotations: res.Annotations, Commit: res.Commit, CheckoutDurationMS: res.CheckoutDuration.Milliseconds(),
-		EnvNames: res.EnvNames}
+		EnvNames: res.EnvNames, Caches: res.Caches}
 	if errors.Is(cause, errCancelRequested) {
 		comp.Result, comp.FailureClass, comp.Reason = cikit.JobCancelled, "", "cancelled on request"
 	}

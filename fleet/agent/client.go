@@ -30,6 +30,9 @@ type client struct {
 type apiError struct {
 	Status int
 	Msg    string
+	// Code is the error body's code, telling apart answers of one status
+	// ("cache_exists", "not_found"); empty when it has none.
+	Code   string
 	Header http.Header
 }
 
@@ -96,16 +99,17 @@ type completion struct {
 	Reason       string             `json:"reason,omitempty"`
 	Log          *logTotals         `json:"log,omitempty"`
 	// The job's report.
-	Outputs            map[string]string  `json:"outputs,omitempty"`
-	Annotations        []cikit.Annotation `json:"annotations,omitempty"`
-	Commit             string             `json:"commit,omitempty"`
-	CheckoutDurationMS int64              `json:"checkout_duration_ms,omitempty"`
-	EnvNames           []string           `json:"env_names,omitempty"`
+	Outputs            map[string]string   `json:"outputs,omitempty"`
+	Annotations        []cikit.Annotation  `json:"annotations,omitempty"`
+	Commit             string              `json:"commit,omitempty"`
+	CheckoutDurationMS int64               `json:"checkout_duration_ms,omitempty"`
+	EnvNames           []string            `json:"env_names,omitempty"`
+	Caches             []cikit.CacheReport `json:"caches,omitempty"`
 }
 
 // reports reports whether c carries a report beyond how the job ended.
 func (c *completion) reports() bool {
-	return len(c.Outputs) > 0 || len(c.Annotations) > 0 || c.Commit != "" || c.CheckoutDurationMS != 0 || len(c.EnvNames) > 0
+	return len(c.Outputs) > 0 || len(c.Annotations) > 0 || c.Commit != "" || c.CheckoutDurationMS != 0 || len(c.EnvNames) > 0 || len(c.Caches) > 0
 }
 
 type logTotals struct {
@@ -155,12 +159,13 @@ func (c *client) do(ctx context.Context, method, u, token string, body io.Reader
 		var e struct {
 			Error string `json:"error"`
 			Stale bool   `json:"stale"`
+			Code  string `json:"code"`
 		}
 		_ = json.Unmarshal(b, &e)
 		if resp.StatusCode == http.StatusConflict && e.Stale {
 			return resp, fmt.Errorf("%w: %s", ErrStale, e.Error)
 		}
-		return resp, &apiError{Status: resp.StatusCode, Msg: cmpOr(e.Error, strings.TrimSpace(string(b))), Header: resp.Header}
+		return resp, &apiError{Status: resp.StatusCode, Msg: cmpOr(e.Error, strings.TrimSpace(string(b))), Code: e.Code, Header: resp.Header}
 	}
 	if out != nil && len(b) > 0 {
 		if err := json.Unmarshal(b, out); err != nil {

@@ -15,8 +15,8 @@
 //
 // # Guarantees
 //
-//   - Fencing: when the server answers a heartbeat, a log chunk or the
-//     log's finish with 409 stale, or no heartbeat succeeded for as long
+//   - Fencing: when the server answers a heartbeat, a log chunk, the
+//     log's finish or an artifact or cache call with 409 stale, or no heartbeat succeeded for as long
 //     as the lease lasts, the Agent cancels the job at once and sends
 //     nothing more about it: another attempt owns the job.
 //   - At most one executing attempt: the Executor is given the lease's
@@ -37,6 +37,14 @@
 //   - Shutdown: when Run's context ends, the job running gets
 //     ShutdownGrace to finish and be reported; after that it is cancelled
 //     and returned to the server, which gives it a new attempt elsewhere.
+//   - Artifacts and caches: the Executor's process.Job.Files is the
+//     attempt's artifacts.Broker over the protocol. Its calls are sent
+//     again with backoff, a few times within their context, while the
+//     server answers 5xx, 408 or 429 or cannot be reached; its refusals
+//     match artifacts.ErrRefused (with the server's message),
+//     artifacts.ErrCacheExists, cikit.ErrNotFound, ErrStale, or
+//     ErrNoArtifacts from a server that serves none. The result's cache
+//     reports go with the completion.
 //   - Single use: with Config.MaxJobs 1, Run returns after the agent's
 //     first job is reported, as an ephemeral runner's agent must.
 //
