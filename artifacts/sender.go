@@ -1,6 +1,7 @@
 package artifacts
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -33,6 +34,34 @@ type Sender struct {
 	// Parallel is how many parts of a multipart upload are sent at once;
 	// zero or less is DefaultParallel.
 	Parallel int
+	// PartSize is the size of the parts Upload offers an archive larger
+	// than it in (UploadRequest.PartSHA256), for stores that take
+	// uploads in parts; zero is DefaultSendPartSize. At least
+	// MinPartSize.
+	PartSize int64
+}
+
+// DefaultSendPartSize is the size of the parts a Sender offers.
+const DefaultSendPartSize = 16 << 20
+
+// partSums sets req's part layout when body is larger than a part: the
+// digest of each part, read from body.
+func (s *Sender) partSums(req *UploadRequest, body io.ReaderAt) error {
+	part := max(cmp.Or(s.PartSize, DefaultSendPartSize), MinPartSize)
+	if req.Size <= part || len(req.PartSHA256) > 0 {
+		return nil
+	}
+	req.PartSize = part
+	h := sha256.New()
+	for off := int64(0); off < req.Size; off += part {
+		h.Reset()
+		n := min(part, req.Size-off)
+		if _, err := io.Copy(h, io.NewSectionReader(body, off, n)); err != nil {
+			return fmt.Errorf("reading part %d: %w", len(req.PartSHA256)+1, err)
+		}
+		req.PartSHA256 = append(req.PartSHA256, hex.EncodeToString(h.Sum(nil)))
+	}
+	return nil
 }
 
 func (s *Sender) client() *http.Client {
@@ -51,6 +80,9 @@ func (s *Sender) client() *http.Client {
 // Any failure after the reservation aborts the upload, and the error
 // names the part and quotes the store's answer.
 func (s *Sender) Upload(ctx context.Context, b Broker, req UploadRequest, body io.ReaderAt) (*Artifact, error) {
+	if err := s.partSums(&req, body); err != nil {
+		return nil, fmt.Errorf("uploading %s: %w", req.Name, err)
+	}
 	up, err := b.CreateUpload(ctx, req)
 	if err != nil {
 		return nil, fmt.Errorf("reserving the upload of %s: %w", req.Name, err)

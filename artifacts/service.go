@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/cikit/cikit"
 )
@@ -244,16 +243,13 @@ func refused(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrRefused, fmt.Sprintf(format, args...))
 }
 
-// checkName checks an artifact's name or a cache key.
-func checkName(what, name string) error {
-	switch {
-	case name == "":
-		return refused("the %s is empty", what)
-	case len(name) > MaxNameLen:
-		return refused("the %s is %d bytes long; at most %d are allowed", what, len(name), MaxNameLen)
-	case !utf8.ValidString(name):
-		return refused("the %s is not valid UTF-8", what)
-	case strings.ContainsFunc(name, unicode.IsControl):
+// checkRequestName checks an artifact's name or a cache key a job
+// sends: what the stores keep (checkName), and no control characters.
+func checkRequestName(what, name string) error {
+	if err := checkName(what, name); err != nil {
+		return err
+	}
+	if strings.ContainsFunc(name, unicode.IsControl) {
 		return refused("the %s %q holds a control character", what, name)
 	}
 	return nil
@@ -289,7 +285,7 @@ func (b *jobBroker) CreateUpload(ctx context.Context, req UploadRequest) (*Uploa
 	if req.Cache {
 		what = "cache key"
 	}
-	if err := checkName(what, req.Name); err != nil {
+	if err := checkRequestName(what, req.Name); err != nil {
 		return nil, err
 	}
 	if err := checkDigest(req.SHA256); err != nil {
@@ -312,7 +308,7 @@ func (b *jobBroker) CreateUpload(ctx context.Context, req UploadRequest) (*Uploa
 		}
 		req.Type = TypeArchive
 	case TypeReport:
-		if err := checkName("report type", req.Report); err != nil {
+		if err := checkRequestName("report type", req.Report); err != nil {
 			return nil, err
 		}
 	default:
@@ -341,7 +337,7 @@ func (b *jobBroker) CreateUpload(ctx context.Context, req UploadRequest) (*Uploa
 		return nil, refused("the archive's blob key: %v", err)
 	}
 	if !u.Stored {
-		if err := b.presignUpload(ctx, u, up); err != nil {
+		if err := b.presignUpload(ctx, u, up, req); err != nil {
 			return nil, err
 		}
 	}
@@ -356,23 +352,27 @@ func (b *jobBroker) CreateUpload(ctx context.Context, req UploadRequest) (*Uploa
 
 // presignUpload presigns the requests of u: one PUT, or the parts of a
 // multipart upload from the store's MultipartMin.
-func (b *jobBroker) presignUpload(ctx context.Context, u *PendingUpload, up *Upload) error {
+func (b *jobBroker) presignUpload(ctx context.Context, u *PendingUpload, up *Upload, req UploadRequest) error {
 	s := b.s
 	ttl := s.cfg.UploadTTL
-	if threshold := s.cfg.Blobs.MultipartMin(); threshold > 0 && u.Size >= threshold {
-		part := s.cfg.Blobs.PartSize()
-		if part <= 0 {
-			return fmt.Errorf("the blob store's part size is %d", part)
+	if threshold := s.cfg.Blobs.MultipartMin(); threshold > 0 && u.Size >= threshold && len(req.PartSHA256) > 1 {
+		if req.PartSize < MinPartSize || int64(len(req.PartSHA256)) != (u.Size+req.PartSize-1)/req.PartSize {
+			return refused("%d part digests of %d bytes do not cut an archive of %d bytes (parts are at least %d bytes)", len(req.PartSHA256), req.PartSize, u.Size, MinPartSize)
 		}
-		var sizes []int64
-		for left := u.Size; left > 0; left -= part {
-			sizes = append(sizes, min(part, left))
+		for _, sum := range req.PartSHA256 {
+			if err := checkDigest(sum); err != nil {
+				return err
+			}
 		}
-		id, parts, err := s.cfg.Blobs.CreateMultipart(ctx, u.BlobKey, sizes, nil, ttl)
+		sizes := make([]int64, 0, len(req.PartSHA256))
+		for left := u.Size; left > 0; left -= req.PartSize {
+			sizes = append(sizes, min(req.PartSize, left))
+		}
+		id, parts, err := s.cfg.Blobs.CreateMultipart(ctx, u.BlobKey, sizes, req.PartSHA256, ttl)
 		if err != nil {
 			return fmt.Errorf("starting a multipart upload: %w", err)
 		}
-		u.MultipartID, up.Parts, up.PartSize = id, parts, part
+		u.MultipartID, up.Parts, up.PartSize = id, parts, req.PartSize
 		return nil
 	}
 	r, err := s.cfg.Blobs.PresignPut(ctx, u.BlobKey, u.Size, u.SHA256, ttl)
@@ -420,8 +420,8 @@ func (b *jobBroker) CompleteUpload(ctx context.Context, req CompleteRequest) (*A
 		return nil, refused("upload %s expired at %s", u.ID, u.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	if u.MultipartID != "" {
-		if len(req.ETags) != partCount(u.Size, s.cfg.Blobs.PartSize()) {
-			return nil, refused("upload %s has %d parts; %d ETags were given", u.ID, partCount(u.Size, s.cfg.Blobs.PartSize()), len(req.ETags))
+		if len(req.ETags) == 0 || len(req.ETags) > MaxParts {
+			return nil, refused("upload %s is in parts: give 1 to %d ETags, got %d", u.ID, MaxParts, len(req.ETags))
 		}
 		if err := s.cfg.Blobs.CompleteMultipart(ctx, u.BlobKey, u.MultipartID, req.ETags); err != nil {
 			b.drop(ctx, u)
@@ -488,13 +488,6 @@ func (s *Service) expiry(asked time.Duration) time.Duration {
 	return asked
 }
 
-func partCount(size, part int64) int {
-	if part <= 0 {
-		return 0
-	}
-	return int((size + part - 1) / part)
-}
-
 // drop forgets upload u and deletes what it stored, on a context of its
 // own: the request's may be what failed.
 func (b *jobBroker) drop(ctx context.Context, u *PendingUpload) {
@@ -555,7 +548,7 @@ func (b *jobBroker) AbortUpload(ctx context.Context, uploadID string) error {
 func (b *jobBroker) ListArtifacts(ctx context.Context, req ListRequest) ([]Artifact, error) {
 	s, ref := b.s, b.ref
 	if req.Name != "" {
-		if err := checkName("artifact name", req.Name); err != nil {
+		if err := checkRequestName("artifact name", req.Name); err != nil {
 			return nil, err
 		}
 	}
@@ -608,19 +601,19 @@ func latestAttempts(list []Artifact) []Artifact {
 // LookupCache implements Broker.
 func (b *jobBroker) LookupCache(ctx context.Context, q CacheQuery) (*CacheHit, error) {
 	s, ref := b.s, b.ref
-	if err := checkName("cache key", q.Key); err != nil {
+	if err := checkRequestName("cache key", q.Key); err != nil {
 		return nil, err
 	}
 	if n := len(q.FallbackKeys) + len(q.RestoreKeys); n > MaxRestoreKeys {
 		return nil, refused("a lookup may try at most %d fallback and restore keys, got %d", MaxRestoreKeys, n)
 	}
 	for _, k := range q.FallbackKeys {
-		if err := checkName("fallback key", k); err != nil {
+		if err := checkRequestName("fallback key", k); err != nil {
 			return nil, err
 		}
 	}
 	for _, k := range q.RestoreKeys {
-		if err := checkName("restore key", k); err != nil {
+		if err := checkRequestName("restore key", k); err != nil {
 			return nil, err
 		}
 	}
