@@ -72,7 +72,9 @@ func FuzzParseDotenv(f *testing.F) {
 			t.Fatalf("%d variables", len(vars))
 		}
 		for k, v := range vars {
-			if k == "" || strings.TrimFunc(k, func(r rune) bool { return r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' }) != "" {
+			if k == "" || strings.TrimFunc(k, func(r rune) bool {
+				return r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+			}) != "" {
 				t.Fatalf("bad name %q", k)
 			}
 			if strings.Contains(v, "\n") {
