@@ -2,6 +2,7 @@ package expr_test
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -197,6 +198,42 @@ func FuzzParseGitLab(f *testing.F) {
 					t.Fatalf("evaluation gave %v and error %T %v", got, err, err)
 				}
 			}
+		}
+	})
+}
+
+// FuzzRenderCacheKey checks RenderCacheKey on any key: it never panics;
+// on an error it returns ""; a key without "{{" is returned unchanged;
+// a rendered key, whose hashes hold no "{{", holds no template, so
+// rendering it again changes nothing; and every hash call sees at least
+// one glob, none of them empty.
+func FuzzRenderCacheKey(f *testing.F) {
+	for _, tt := range cacheKeys {
+		f.Add(tt.key)
+	}
+	for _, tt := range cacheKeyErrors {
+		f.Add(tt.key)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		hash := func(globs []string) (string, error) {
+			if len(globs) == 0 || slices.Contains(globs, "") {
+				t.Fatalf("hash called with globs %q for key %q", globs, key)
+			}
+			return "H", nil
+		}
+		got, err := expr.RenderCacheKey(key, hash)
+		if err != nil {
+			if got != "" {
+				t.Fatalf("error %v with result %q", err, got)
+			}
+			return
+		}
+		if !strings.Contains(key, "{{") && got != key {
+			t.Fatalf("key %q without templates rendered as %q", key, got)
+		}
+		again, err := expr.RenderCacheKey(got, hash)
+		if err != nil || again != got {
+			t.Fatalf("rendered key %q of %q renders again as %q, %v", got, key, again, err)
 		}
 	})
 }
