@@ -15,28 +15,25 @@ import (
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/artifacts"
+	"github.com/cikit/cikit/compiler/expr"
 	"github.com/cikit/cikit/fleet/runtime"
 )
 
-// The actions the executor runs itself, with the job's Files.
+// The actions the executor runs itself, with the job's Files, by the
+// names expr.BuiltinAction gives them.
 const (
-	actCache            = "actions/cache"
-	actCacheRestore     = "actions/cache/restore"
-	actCacheSave        = "actions/cache/save"
-	actUploadArtifact   = "actions/upload-artifact"
-	actDownloadArtifact = "actions/download-artifact"
+	actCache            = "cache"
+	actCacheRestore     = "cache/restore"
+	actCacheSave        = "cache/save"
+	actUploadArtifact   = "upload-artifact"
+	actDownloadArtifact = "download-artifact"
 )
 
-// builtinAction returns which of the built-in actions uses names, at any
-// version; "" for another.
+// builtinAction returns which of the built-in actions uses names
+// (expr.BuiltinAction); "" for another.
 func builtinAction(uses string) string {
-	name, _, _ := strings.Cut(uses, "@")
-	name = strings.ToLower(name)
-	switch name {
-	case actCache, actCacheRestore, actCacheSave, actUploadArtifact, actDownloadArtifact:
-		return name
-	}
-	return ""
+	name, _ := expr.BuiltinAction(uses)
+	return name
 }
 
 // errStepInput marks a step whose inputs are wrong: the job's
@@ -74,7 +71,7 @@ func (j *jobRun) runBuiltin(ctx context.Context, step cikit.Step, name, action s
 	case errors.As(err, &te) && !errors.Is(err, artifacts.ErrRefused) && !errors.Is(err, artifacts.ErrUnsafeArchive):
 		class = cikit.FailureInfrastructure
 	}
-	return out, class, fmt.Errorf("%s: %w", action, err)
+	return out, class, fmt.Errorf("actions/%s: %w", action, err)
 }
 
 // inputBool reads a boolean input, false when unset.

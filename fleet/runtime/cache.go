@@ -2,10 +2,10 @@ package runtime
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/compiler/expr"
 )
 
 // Cache policies and outcomes (cikit.Cache.Policy and When).
@@ -45,7 +45,7 @@ func (k CacheKeys) Pushes() bool { return k.Policy != CachePull }
 //     GitLabEnv does); CACHE_FALLBACK_KEY, when env sets it, is the last
 //     fallback key, as in GitLab;
 //   - other jobs' keys and restore keys have their {{ hash("glob", …) }}
-//     placeholders replaced by HashFiles of the globs (RenderCacheKey);
+//     placeholders replaced by HashFiles of the globs (expr.RenderCacheKey);
 //   - KeyFiles make the key "{prefix}-{hash}" (the hash alone without a
 //     prefix), the hash being HashFiles of the files; "{prefix}-default"
 //     or "default" when none of them exists, as GitLab falls back;
@@ -61,7 +61,7 @@ func RenderCache(format string, c cikit.Cache, workspace string, env map[string]
 		if gitlab {
 			return expandGitLab(s, lookup), nil
 		}
-		return RenderCacheKey(s, func(globs []string) (string, error) { return HashFiles(workspace, globs) })
+		return expr.RenderCacheKey(s, func(globs []string) (string, error) { return HashFiles(workspace, globs) })
 	}
 	k := CacheKeys{Policy: c.Policy, When: c.When}
 	var err error
@@ -157,72 +157,4 @@ func checkCacheKey(key string) error {
 		return fmt.Errorf(`a key must not hold "/" or NUL, nor be "." or ".."`)
 	}
 	return nil
-}
-
-// RenderCacheKey replaces the {{ hash("glob", …) }} placeholders of a
-// native pipeline's cache key (what the compiler leaves of its
-// templates) with hash of their globs. Any other placeholder, and a
-// malformed one, is an error.
-func RenderCacheKey(key string, hash func(globs []string) (string, error)) (string, error) {
-	var out strings.Builder
-	rest := key
-	for {
-		i := strings.Index(rest, "{{")
-		if i < 0 {
-			out.WriteString(rest)
-			return out.String(), nil
-		}
-		out.WriteString(rest[:i])
-		end := strings.Index(rest[i:], "}}")
-		if end < 0 {
-			return "", fmt.Errorf("unterminated {{: close it with }}")
-		}
-		x := strings.TrimSpace(rest[i+2 : i+end])
-		rest = rest[i+end+2:]
-		globs, err := hashArgs(x)
-		if err != nil {
-			return "", fmt.Errorf("{{ %s }}: %w", x, err)
-		}
-		sum, err := hash(globs)
-		if err != nil {
-			return "", err
-		}
-		out.WriteString(sum)
-	}
-}
-
-// hashArgs parses hash("a", "b/**"): one or more double-quoted globs.
-func hashArgs(x string) ([]string, error) {
-	inner, ok := strings.CutPrefix(x, "hash(")
-	if !ok || !strings.HasSuffix(inner, ")") {
-		return nil, fmt.Errorf(`want hash("path/glob", …)`)
-	}
-	inner = strings.TrimSpace(strings.TrimSuffix(inner, ")"))
-	if inner == "" {
-		return nil, fmt.Errorf("hash needs at least one file or glob")
-	}
-	var globs []string
-	for inner != "" {
-		q, err := strconv.QuotedPrefix(inner)
-		if err != nil || !strings.HasPrefix(q, `"`) {
-			return nil, fmt.Errorf("the arguments of hash must be double-quoted strings, got %s", inner)
-		}
-		g, _ := strconv.Unquote(q)
-		if g == "" {
-			return nil, fmt.Errorf("hash of an empty path")
-		}
-		globs = append(globs, g)
-		inner = strings.TrimSpace(inner[len(q):])
-		if inner != "" {
-			var found bool
-			if inner, found = strings.CutPrefix(inner, ","); !found {
-				return nil, fmt.Errorf("separate the arguments of hash with commas")
-			}
-			inner = strings.TrimSpace(inner)
-			if inner == "" {
-				return nil, fmt.Errorf("a comma ends the arguments of hash")
-			}
-		}
-	}
-	return globs, nil
 }

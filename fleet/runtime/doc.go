@@ -25,7 +25,7 @@
 //     GitLabEnv expands the references a GitLab job's variables hold to
 //     them ($NAME, ${NAME}, "$$" for "$").
 //   - Caches and reports: RenderCache renders a cache's keys (native
-//     {{ hash(…) }} placeholders with RenderCacheKey, GitLab variables
+//     {{ hash(…) }} placeholders with expr.RenderCacheKey, GitLab variables
 //     and key files), HashFiles is GitHub's hashFiles, and ParseDotenv
 //     reads a GitLab dotenv report.
 //   - Local composite actions: LoadAction reads action.yml; an Action
