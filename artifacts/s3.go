@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -97,10 +98,17 @@ type S3Config struct {
 // that is not cikit.ErrNotFound) to others. Delete needs s3:DeleteObject,
 // Put s3:PutObject and, for failed multipart uploads, s3:AbortMultipartUpload.
 type S3Store struct {
-	client   *s3.Client
-	transfer *transfermanager.Client
-	bucket   string
-	prefix   string
+	client    *s3.Client
+	presign   *s3.PresignClient
+	transfer  *transfermanager.Client
+	bucket    string
+	prefix    string
+	partSize  int64
+	threshold int64
+
+	// partSums holds the part digests of the multipart uploads that
+	// CreateMultipart started, for CompleteMultipart (see there).
+	partSums sync.Map // upload ID → []string
 }
 
 var _ BlobStore = (*S3Store)(nil)
@@ -159,7 +167,15 @@ func NewS3Store(ctx context.Context, cfg S3Config) (*S3Store, error) {
 		o.MultipartUploadThreshold = cmp.Or(cfg.MultipartThreshold, DefaultMultipartThreshold)
 		o.FailTimeout = abortTimeout
 	})
-	return &S3Store{client: client, transfer: transfer, bucket: cfg.Bucket, prefix: cfg.Prefix}, nil
+	return &S3Store{
+		client:    client,
+		presign:   s3.NewPresignClient(client),
+		transfer:  transfer,
+		bucket:    cfg.Bucket,
+		prefix:    cfg.Prefix,
+		partSize:  cmp.Or(cfg.PartSize, DefaultPartSize),
+		threshold: cmp.Or(cfg.MultipartThreshold, DefaultMultipartThreshold),
+	}, nil
 }
 
 // object returns the object key of a blob key.

@@ -3,6 +3,7 @@ package s3test
 import (
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -29,17 +30,41 @@ type Server struct {
 	srv *httptest.Server
 }
 
+// Options configure a server of NewWith.
+type Options struct {
+	// Buckets are the empty buckets the server starts with.
+	Buckets []string
+	// Now is the server's clock, by which presigned requests expire;
+	// nil is time.Now.
+	Now func() time.Time
+}
+
 // New starts a server holding the given empty buckets. It is closed when
 // t ends.
 func New(t testing.TB, buckets ...string) *Server {
 	t.Helper()
+	return NewWith(t, Options{Buckets: buckets})
+}
+
+// NewWith starts a server configured by opts. It is closed when t ends.
+func NewWith(t testing.TB, opts Options) *Server {
+	t.Helper()
 	backend := s3mem.New()
-	for _, b := range buckets {
+	for _, b := range opts.Buckets {
 		if err := backend.CreateBucket(b); err != nil {
 			t.Fatalf("s3test: create bucket %s: %v", b, err)
 		}
 	}
-	srv := httptest.NewServer(gofakes3.New(backend).Server())
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	handler := &checks{
+		next: gofakes3.New(backend).Server(),
+		now:  now,
+		sums: make(map[string]objectSum),
+	}
+	srv := httptest.NewServer(handler)
 	t.Cleanup(srv.Close)
 	return &Server{URL: srv.URL, srv: srv}
 }

@@ -1,0 +1,209 @@
+package artifacts
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/cikit/cikit"
+)
+
+// DefaultParallel is how many parts a Sender sends at once by default.
+const DefaultParallel = 4
+
+// maxAnswerLen bounds how much of a store's answer to a failed request
+// an error quotes.
+const maxAnswerLen = 512
+
+// Sender is the runner's side of presigned transfers: it sends an
+// archive through the requests a Broker hands out, and downloads one
+// through a presigned GET, checking what arrives.
+//
+// The zero value is ready to use.
+type Sender struct {
+	// HTTP sends the requests; nil is http.DefaultClient.
+	HTTP *http.Client
+	// Parallel is how many parts of a multipart upload are sent at once;
+	// zero or less is DefaultParallel.
+	Parallel int
+}
+
+func (s *Sender) client() *http.Client {
+	if s.HTTP != nil {
+		return s.HTTP
+	}
+	return http.DefaultClient
+}
+
+// Upload sends body, req.Size bytes of digest req.SHA256, as the archive
+// req describes: it reserves the upload with b, sends each part (up to
+// Parallel at once) and completes the upload, which records it.
+//
+// A cache entry whose key is already saved is an error matching
+// ErrCacheExists; an upload a store refuses (4xx) matches ErrRefused.
+// Any failure after the reservation aborts the upload, and the error
+// names the part and quotes the store's answer.
+func (s *Sender) Upload(ctx context.Context, b Broker, req UploadRequest, body io.ReaderAt) (*Artifact, error) {
+	up, err := b.CreateUpload(ctx, req)
+	if err != nil {
+		return nil, fmt.Errorf("reserving the upload of %s: %w", req.Name, err)
+	}
+	var etags []string
+	if !up.Stored {
+		if etags, err = s.sendParts(ctx, up, req.Size, body); err != nil {
+			return nil, s.abort(ctx, b, up.ID, fmt.Errorf("uploading %s: %w", req.Name, err))
+		}
+	}
+	art, err := b.CompleteUpload(ctx, CompleteRequest{UploadID: up.ID, ETags: etags})
+	if err != nil {
+		return nil, s.abort(ctx, b, up.ID, fmt.Errorf("completing the upload of %s: %w", req.Name, err))
+	}
+	return art, nil
+}
+
+// abort gives up an upload after err, on a context of its own: ctx may
+// be why the upload failed.
+func (s *Sender) abort(ctx context.Context, b Broker, id string, err error) error {
+	actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
+	defer cancel()
+	if aerr := b.AbortUpload(actx, id); aerr != nil {
+		return errors.Join(err, fmt.Errorf("aborting the upload: %w", aerr))
+	}
+	return err
+}
+
+// sendParts sends the parts of an upload and returns their ETags.
+func (s *Sender) sendParts(ctx context.Context, up *Upload, size int64, body io.ReaderAt) ([]string, error) {
+	if len(up.Parts) == 0 {
+		return nil, fmt.Errorf("the broker's upload %s has no requests to send", up.ID)
+	}
+	offsets := make([]int64, len(up.Parts))
+	var total int64
+	for i, p := range up.Parts {
+		offsets[i] = total
+		total += p.Size
+	}
+	if total != size {
+		return nil, fmt.Errorf("the parts of upload %s add up to %d bytes, not the archive's %d", up.ID, total, size)
+	}
+	etags := make([]string, len(up.Parts))
+	g, gctx := errgroup.WithContext(ctx)
+	if s.Parallel > 0 {
+		g.SetLimit(s.Parallel)
+	} else {
+		g.SetLimit(DefaultParallel)
+	}
+	for i, p := range up.Parts {
+		g.Go(func() error {
+			etag, err := s.sendPart(gctx, p, io.NewSectionReader(body, offsets[i], p.Size))
+			if err != nil {
+				return fmt.Errorf("part %d of %d (%d bytes from offset %d): %w", i+1, len(up.Parts), p.Size, offsets[i], err)
+			}
+			etags[i] = etag
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return etags, nil
+}
+
+// sendPart sends one part and returns the ETag it was answered with.
+func (s *Sender) sendPart(ctx context.Context, p Request, body io.Reader) (string, error) {
+	if p.Size == 0 {
+		body = http.NoBody
+	}
+	req, err := http.NewRequestWithContext(ctx, p.Method, p.URL, body)
+	if err != nil {
+		return "", fmt.Errorf("the presigned request is not valid: %w", err)
+	}
+	for k, v := range p.Header {
+		req.Header[k] = v
+	}
+	req.ContentLength = p.Size
+	resp, err := s.client().Do(req)
+	if err != nil {
+		return "", fmt.Errorf("sending it: %w", redactURL(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return "", answerError(resp)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswerLen))
+	return resp.Header.Get("ETag"), nil
+}
+
+// Download reads the blob of a presigned GET into w, checking that it is
+// size bytes of digest sha256 (lowercase hex): otherwise the error
+// matches ErrRefused, and what was written to w is to be thrown away.
+func (s *Sender) Download(ctx context.Context, r Request, size int64, sha256Hex string, w io.Writer) error {
+	if _, err := checksumOf(size, sha256Hex); err != nil {
+		return fmt.Errorf("download: %w", err)
+	}
+	method := r.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	req, err := http.NewRequestWithContext(ctx, method, r.URL, nil)
+	if err != nil {
+		return fmt.Errorf("download: the presigned request is not valid: %w", err)
+	}
+	for k, v := range r.Header {
+		req.Header[k] = v
+	}
+	resp, err := s.client().Do(req)
+	if err != nil {
+		return fmt.Errorf("download: %w", redactURL(err))
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("download: %w", answerError(resp))
+	}
+	if resp.ContentLength >= 0 && resp.ContentLength != size {
+		return fmt.Errorf("download: %w: the store sends %d bytes, expected %d", ErrRefused, resp.ContentLength, size)
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(resp.Body, size+1))
+	if err != nil {
+		return fmt.Errorf("download: after %d bytes: %w", n, err)
+	}
+	if n != size {
+		return fmt.Errorf("download: %w: the store sent %d bytes, expected %d", ErrRefused, n, size)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != sha256Hex {
+		return fmt.Errorf("download: %w: the blob's SHA-256 is %s, expected %s", ErrRefused, got, sha256Hex)
+	}
+	return nil
+}
+
+// answerError describes a store's answer that is not a success, quoting
+// the start of its body. A 4xx but 408 and 429 matches ErrRefused, a 404
+// cikit.ErrNotFound too.
+func answerError(resp *http.Response) error {
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerLen))
+	err := fmt.Errorf("the store answered %s: %q", resp.Status, b)
+	switch c := resp.StatusCode; {
+	case c == http.StatusNotFound:
+		return fmt.Errorf("%w (%w): %w", ErrRefused, cikit.ErrNotFound, err)
+	case c/100 == 4 && c != http.StatusRequestTimeout && c != http.StatusTooManyRequests:
+		return fmt.Errorf("%w: %w", ErrRefused, err)
+	}
+	return err
+}
+
+// redactURL drops the URL from a client's error: a presigned URL is a
+// credential.
+func redactURL(err error) error {
+	if uerr, ok := errors.AsType[*url.Error](err); ok {
+		return fmt.Errorf("%s: %w", uerr.Op, uerr.Err)
+	}
+	return err
+}
