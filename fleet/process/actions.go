@@ -332,7 +332,7 @@ func (j *jobRun) uploadArtifactStep(ctx context.Context, step cikit.Step) (map[s
 // archiveRoot is the directory upload-artifact archives paths relative
 // to, GitHub's rule: the least common ancestor of the paths' search
 // paths (each path up to its first segment with a wildcard); the parent
-// of a single search path that is a file.
+// of a search path that is a file.
 func archiveRoot(paths []string) string {
 	var search []string
 	for _, p := range paths {
@@ -351,10 +351,14 @@ func archiveRoot(paths []string) string {
 			root = filepath.Dir(root)
 		}
 	}
-	if fi, err := os.Stat(root); err == nil && !fi.IsDir() {
+	// A file's parent; the nearest directory that exists for a path
+	// that does not (which then matches nothing).
+	for {
+		if fi, err := os.Stat(root); (err == nil && fi.IsDir()) || filepath.Dir(root) == root {
+			return root
+		}
 		root = filepath.Dir(root)
 	}
-	return root
 }
 
 // downloadArtifactStep runs actions/download-artifact: the artifacts of

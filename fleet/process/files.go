@@ -156,20 +156,12 @@ func (j *jobRun) pack(ctx context.Context, opts artifacts.PackOptions) (*packed,
 	}
 	p := &packed{f: f}
 	h := sha256.New()
-	n := &countWriter{}
-	if p.stats, err = artifacts.Pack(ctx, io.MultiWriter(f, h, n), opts); err != nil {
+	if p.stats, err = artifacts.Pack(ctx, io.MultiWriter(f, h), opts); err != nil {
 		p.close()
 		return nil, &transferError{"packing", err}
 	}
-	p.size, p.sha256 = n.n, hex.EncodeToString(h.Sum(nil))
+	p.size, p.sha256 = p.stats.Size, hex.EncodeToString(h.Sum(nil))
 	return p, nil
-}
-
-type countWriter struct{ n int64 }
-
-func (w *countWriter) Write(b []byte) (int, error) {
-	w.n += int64(len(b))
-	return len(b), nil
 }
 
 // upload sends an archive pack made, as req says with its size, digest
