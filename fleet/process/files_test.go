@@ -156,7 +156,7 @@ func TestDotenvReachesDependents(t *testing.T) {
 	f := newFiles(t)
 	b := setup(t, f.transfer)
 	res, out := f.run(t, b, &cikit.JobSpec{ID: "build", Format: "gitlab",
-		Steps: steps(`printf 'VERSION=1.2.3\nURL = https://x.example/a=b\n' > build.env; echo '<testsuite/>' > junit.xml`),
+		Steps:     steps(`printf 'VERSION=1.2.3\nURL = https://x.example/a=b\n' > build.env; echo '<testsuite/>' > junit.xml`),
 		Artifacts: &cikit.Artifacts{Reports: map[string][]string{"dotenv": {"build.env"}, "junit": {"junit.xml"}}},
 	}, nil)
 	require.Equal(t, cikit.JobSucceeded, res.State, out)
@@ -193,7 +193,7 @@ func TestCaches(t *testing.T) {
 		lock := filepath.Join(b.src, "deps.lock")
 		job := func(policy string) *cikit.JobSpec {
 			return &cikit.JobSpec{ID: "test", Format: "native",
-				Steps: steps(`if test -f vendor/lib; then echo "cached $(cat vendor/lib)"; else echo fresh; fi; mkdir -p vendor; cat deps.lock > vendor/lib`),
+				Steps:  steps(`if test -f vendor/lib; then echo "cached $(cat vendor/lib)"; else echo fresh; fi; mkdir -p vendor; cat deps.lock > vendor/lib`),
 				Caches: []cikit.Cache{{Key: `deps-{{ hash("deps.lock") }}`, RestoreKeys: []string{"deps-"}, Paths: []string{"vendor"}, Policy: policy}},
 			}
 		}
