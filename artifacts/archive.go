@@ -344,6 +344,7 @@ func Unpack(ctx context.Context, r io.Reader, root string, opts UnpackOptions) (
 		buf:      make([]byte, copyBufSize),
 		stats:    &stats,
 	}
+	defer u.closeDir()
 	tr := tar.NewReader(dec)
 	for n := 1; ; n++ {
 		if err := ctx.Err(); err != nil {
@@ -381,9 +382,12 @@ type unpacker struct {
 	// anything else, so each path is checked once.
 	known map[string]bool
 	// dirs are the directory entries, whose modes and times are set last.
-	dirs  []dirMeta
-	buf   []byte
-	stats *PackStats
+	dirs []dirMeta
+	// cur is the directory curName, open (dirRoot).
+	cur     *os.Root
+	curName string
+	buf     []byte
+	stats   *PackStats
 }
 
 // dirMeta is what a directory entry says of its directory.
@@ -483,6 +487,34 @@ func (u *unpacker) parents(entry, name string) error {
 	return nil
 }
 
+// dirRoot returns the directory dir of the root, a real directory
+// parents checked, opened as a Root of its own: entries of the same
+// directory follow each other, and operations on a name in an open
+// directory resolve one component instead of every one.
+func (u *unpacker) dirRoot(dir string) (*os.Root, error) {
+	if dir == "." {
+		return u.root, nil
+	}
+	if u.cur != nil && u.curName == dir {
+		return u.cur, nil
+	}
+	u.closeDir()
+	r, err := u.root.OpenRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	u.cur, u.curName = r, dir
+	return r, nil
+}
+
+// closeDir closes the directory dirRoot opened last.
+func (u *unpacker) closeDir() {
+	if u.cur != nil {
+		u.cur.Close()
+		u.cur, u.curName = nil, ""
+	}
+}
+
 // clear removes a file or symlink at name so that an entry can take its
 // place; a directory there is an error.
 func (u *unpacker) clear(entry, name string) error {
@@ -509,13 +541,18 @@ func (u *unpacker) file(name string, hdr *tar.Header, r io.Reader) error {
 	if err := u.parents(hdr.Name, name); err != nil {
 		return err
 	}
+	dir, err := u.dirRoot(path.Dir(name))
+	if err != nil {
+		return fmt.Errorf("extract %q: %w", hdr.Name, err)
+	}
+	base := path.Base(name)
 	const flags = os.O_WRONLY | os.O_CREATE | os.O_EXCL
-	f, err := u.root.OpenFile(name, flags, 0o600)
+	f, err := dir.OpenFile(base, flags, 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		if err := u.clear(hdr.Name, name); err != nil {
 			return err
 		}
-		f, err = u.root.OpenFile(name, flags, 0o600)
+		f, err = dir.OpenFile(base, flags, 0o600)
 	}
 	if err != nil {
 		return fmt.Errorf("extract %q: %w", hdr.Name, err)
@@ -529,7 +566,7 @@ func (u *unpacker) file(name string, hdr *tar.Header, r io.Reader) error {
 		err = cerr
 	}
 	if err == nil {
-		err = u.root.Chtimes(name, hdr.ModTime, hdr.ModTime)
+		err = dir.Chtimes(base, hdr.ModTime, hdr.ModTime)
 	}
 	if err != nil {
 		return fmt.Errorf("extract %q: %w", hdr.Name, err)

@@ -239,21 +239,20 @@ func cmpMode(m int64) int64 {
 	return m
 }
 
+// encoder compresses the hand-built archives; EncodeAll is safe for
+// concurrent use.
+var encoder = func() *zstd.Encoder {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		panic(err)
+	}
+	return enc
+}()
+
 // compress wraps a tar in zstd, as Pack does.
 func compress(t testing.TB, tarball []byte) []byte {
 	t.Helper()
-	var buf bytes.Buffer
-	enc, err := zstd.NewWriter(&buf, zstd.WithEncoderConcurrency(1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := enc.Write(tarball); err != nil {
-		t.Fatal(err)
-	}
-	if err := enc.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
+	return encoder.EncodeAll(tarball, nil)
 }
 
 // sentinelContent is what the file next to an extraction root holds.
@@ -271,7 +270,21 @@ func jail(t testing.TB) (parent, root string) {
 	if err := os.WriteFile(filepath.Join(parent, "sentinel"), []byte(sentinelContent), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// Before TempDir removes the tree (cleanups run last first): an
+	// archive may have made directories the owner cannot write.
+	t.Cleanup(func() { unlock(root) })
 	return parent, root
+}
+
+// unlock makes every directory under root readable and writable by its
+// owner, so that it can be walked and removed.
+func unlock(root string) {
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.IsDir() {
+			_ = os.Chmod(p, 0o700)
+		}
+		return nil
+	})
 }
 
 // confined reports how an extraction into jail's root reached outside
@@ -279,6 +292,7 @@ func jail(t testing.TB) (parent, root string) {
 // unchanged sentinel, and every symlink under the root must lead inside
 // it.
 func confined(parent, root string) string {
+	unlock(root)
 	entries, err := os.ReadDir(parent)
 	if err != nil {
 		return err.Error()
