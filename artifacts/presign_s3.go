@@ -152,7 +152,7 @@ func (s *S3Store) CompleteMultipart(ctx context.Context, key, uploadID string, e
 	var sums []string
 	if v, ok := s.partSums.Load(uploadID); ok {
 		sums = v.([]string)
-	} else if sums, err = s.listPartSums(ctx, obj, uploadID, len(etags)); err != nil {
+	} else if sums, err = s.listPartSums(ctx, obj, uploadID); err != nil {
 		return s.interpretError("complete multipart", key, err)
 	}
 	if len(sums) != len(etags) {
@@ -178,10 +178,11 @@ func (s *S3Store) CompleteMultipart(ctx context.Context, key, uploadID string, e
 	return nil
 }
 
-// listPartSums asks S3 for the SHA-256 checksums of the first n parts of
-// an upload, in order ("" for a part S3 has no checksum of).
-func (s *S3Store) listPartSums(ctx context.Context, obj, uploadID string, n int) ([]string, error) {
-	sums := make([]string, n)
+// listPartSums asks S3 for the parts of an upload and returns their
+// SHA-256 checksums by part number ("" for a part S3 has no checksum of,
+// or that is missing).
+func (s *S3Store) listPartSums(ctx context.Context, obj, uploadID string) ([]string, error) {
+	var sums []string
 	p := s3.NewListPartsPaginator(s.client, &s3.ListPartsInput{
 		Bucket:   aws.String(s.bucket),
 		Key:      aws.String(obj),
@@ -193,9 +194,14 @@ func (s *S3Store) listPartSums(ctx context.Context, obj, uploadID string, n int)
 			return nil, err
 		}
 		for _, part := range page.Parts {
-			if i := int(aws.ToInt32(part.PartNumber)) - 1; i >= 0 && i < n {
-				sums[i] = aws.ToString(part.ChecksumSHA256)
+			n := int(aws.ToInt32(part.PartNumber))
+			if n < 1 || n > MaxParts {
+				continue
 			}
+			for len(sums) < n {
+				sums = append(sums, "")
+			}
+			sums[n-1] = aws.ToString(part.ChecksumSHA256)
 		}
 	}
 	return sums, nil

@@ -3,6 +3,7 @@ package artifacts_test
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -640,4 +641,60 @@ func TestNewSignedFileStore(t *testing.T) {
 	put, err := s.PresignPut(t.Context(), "dir/a b", 1, strings.Repeat("0", 64), time.Minute)
 	require.NoError(t, err)
 	require.True(t, strings.HasPrefix(put.URL, "http://h/v1/blobs/dir/a%20b?"), put.URL)
+}
+
+func TestS3PresignPutBindsSizeAndChecksum(t *testing.T) {
+	t.Parallel()
+	tr := setupS3Transfer(t)
+	data, sum := blob(1, 3000)
+	put, err := tr.store.PresignPut(t.Context(), "a", int64(len(data)), sum, time.Minute)
+	require.NoError(t, err)
+	require.Equal(t, http.MethodPut, put.Method)
+	require.Contains(t, put.URL, "X-Amz-SignedHeaders=content-length%3Bhost%3Bx-amz-checksum-sha256")
+	require.Equal(t, http.Header{"X-Amz-Checksum-Sha256": {base64.StdEncoding.EncodeToString(sum256(data))}}, put.Header)
+	require.Equal(t, int64(3000), put.Size)
+	require.Equal(t, sum, put.SHA256)
+
+	_, err = tr.store.PresignPut(t.Context(), "a", 1, sum, 8*24*time.Hour)
+	require.ErrorContains(t, err, "at most 168h0m0s")
+	_, err = tr.store.PresignPut(t.Context(), "a", -1, sum, time.Minute)
+	require.ErrorContains(t, err, "must not be negative")
+	_, err = tr.store.PresignPut(t.Context(), "/a", 1, sum, time.Minute)
+	require.ErrorIs(t, err, artifacts.ErrInvalidKey)
+}
+
+func sum256(b []byte) []byte {
+	s := sha256.Sum256(b)
+	return s[:]
+}
+
+// TestS3CompleteMultipartOfAnotherStore: a store that did not create the
+// upload (a restarted process) completes it, asking S3 for the parts.
+func TestS3CompleteMultipartOfAnotherStore(t *testing.T) {
+	t.Parallel()
+	tr := setupS3Transfer(t)
+	data, sum := blob(1, presignPartSize+10)
+	sizes := []int64{presignPartSize, 10}
+	id, parts, err := tr.store.CreateMultipart(t.Context(), "a", sizes, partSumsOf(data)(artifacts.UploadRequest{}, sizes), time.Minute)
+	require.NoError(t, err)
+	var etags []string
+	var off int64
+	for i, p := range parts {
+		req, err := http.NewRequestWithContext(t.Context(), p.Method, p.URL, bytes.NewReader(data[off:off+sizes[i]]))
+		require.NoError(t, err)
+		for k, v := range p.Header {
+			req.Header[k] = v
+		}
+		resp, err := tr.client.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		etags = append(etags, resp.Header.Get("ETag"))
+		off += sizes[i]
+	}
+	other := newS3Store(t, tr.s3, "")
+	require.ErrorIs(t, other.CompleteMultipart(t.Context(), "a", id, etags[:1]), artifacts.ErrRefused, "fewer ETags than parts")
+	require.NoError(t, other.CompleteMultipart(t.Context(), "a", id, etags))
+	require.NoError(t, other.Verify(t.Context(), "a", int64(len(data)), sum), "a composite or no checksum: read back")
+	require.Empty(t, listUploads(t, tr.s3))
 }

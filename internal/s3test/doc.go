@@ -27,6 +27,32 @@
 // multipart uploads; it does not require S3's 5 MiB minimum part size, so
 // tests can send multipart uploads of small blobs.
 //
+// # What AWS checks and gofakes3 does not
+//
+// A middleware in front of gofakes3 holds requests to more of what AWS
+// checks, so that presigned transfers can be tested:
+//
+//   - A PUT of an object or an UploadPart carrying x-amz-checksum-sha256
+//     has its body hashed as gofakes3 reads it; a body of another digest
+//     is answered 400 BadDigest and nothing is stored. A header that is
+//     not the base64 of 32 bytes is 400 InvalidRequest. Bodies in
+//     aws-chunked encoding (x-amz-content-sha256 STREAMING-…), whose
+//     checksums travel in trailers, are not checked.
+//   - The checksum of an object put in one request with
+//     x-amz-checksum-sha256 is remembered and returned, as
+//     x-amz-checksum-sha256 with x-amz-checksum-type FULL_OBJECT, by HEAD
+//     and GET (without Range) with x-amz-checksum-mode ENABLED. It is
+//     forgotten when the object changes (its ETag is no longer the one
+//     the PUT was answered with) or is put again without one. Multipart
+//     uploads get no checksum of the object, and checksum headers are
+//     never stored as metadata.
+//   - A presigned request (X-Amz-Date and X-Amz-Expires in the query)
+//     past its expiry by the server's clock (Options.Now) is answered
+//     403 AccessDenied, "Request has expired".
+//
+// Signatures are still not checked: a request signed for another key, or
+// with another Content-Length, is served.
+//
 // # Stability
 //
 // Internal to cikit; changes with its callers.
