@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -38,24 +39,31 @@ const (
 		WHERE e.repo = $1 AND e.scope = hit.scope AND e.key = hit.key
 		RETURNING e.repo, e.scope, e.key, e.sha256, e.size, e.blob_key, e.created_at, e.last_hit_at`
 	// lookupExact: the first key ($3, in order) in the first scope ($4,
-	// in order) that holds it.
+	// in order) that holds it. LATERAL keeps each probe a primary-key
+	// lookup, where a join may scan the table.
 	lookupExact = `WITH hit AS (
 			SELECT e.scope, e.key
 			FROM unnest($3::text[]) WITH ORDINALITY k(key, ki)
 			CROSS JOIN unnest($4::text[]) WITH ORDINALITY s(scope, si)
-			JOIN cache_entries e ON e.repo = $1 AND e.scope = s.scope AND e.key = k.key
+			CROSS JOIN LATERAL (
+				SELECT e.scope, e.key FROM cache_entries e WHERE e.repo = $1 AND e.scope = s.scope AND e.key = k.key
+			) e
 			ORDER BY k.ki, s.si LIMIT 1
 		)` + hitEntry
 	// lookupPrefix: of the prefixes $3 (each the key range [$3[i],
 	// $4[i])), the longest that matches, then the first scope ($5) with a
-	// match, then its most recently created match.
+	// match, then its most recently created match. Each (prefix, scope)
+	// is a range scan of the primary key.
 	lookupPrefix = `WITH hit AS (
 			SELECT e.scope, e.key
 			FROM unnest($3::text[], $4::text[]) WITH ORDINALITY p(prefix, prefix_end, pi)
 			CROSS JOIN unnest($5::text[]) WITH ORDINALITY s(scope, si)
-			JOIN cache_entries e ON e.repo = $1 AND e.scope = s.scope
-				AND e.key >= p.prefix COLLATE "C" AND e.key < p.prefix_end COLLATE "C"
-			ORDER BY octet_length(p.prefix) DESC, p.pi, s.si, e.created_at DESC, e.key LIMIT 1
+			CROSS JOIN LATERAL (
+				SELECT e.scope, e.key FROM cache_entries e
+				WHERE e.repo = $1 AND e.scope = s.scope AND e.key >= p.prefix AND e.key < p.prefix_end
+				ORDER BY e.created_at DESC, e.key LIMIT 1
+			) e
+			ORDER BY octet_length(p.prefix) DESC, p.pi, s.si LIMIT 1
 		)` + hitEntry
 	insertEntry = `INSERT INTO cache_entries (` + entryColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT DO NOTHING`
@@ -175,6 +183,8 @@ func (c *PostgresCacheIndex) CacheEvict(ctx context.Context, budget int64, older
 		if removed, err = pgx.CollectRows(rows, scanEntry); err != nil {
 			return err
 		}
+		// RETURNING keeps no order.
+		slices.SortFunc(removed, byUse)
 		if budget > 0 && len(removed) < limit {
 			rows, err := tx.Query(ctx, evictOver, budget, limit-len(removed))
 			if err != nil {
@@ -184,6 +194,7 @@ func (c *PostgresCacheIndex) CacheEvict(ctx context.Context, budget int64, older
 			if err != nil {
 				return err
 			}
+			slices.SortFunc(over, byUse)
 			removed = append(removed, over...)
 		}
 		if len(removed) == 0 {
