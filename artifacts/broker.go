@@ -107,6 +107,13 @@ type UploadRequest struct {
 	// lowercase hex: what CompleteUpload checks.
 	Size   int64  `json:"size"`
 	SHA256 string `json:"sha256"`
+	// PartSize and PartSHA256, when set, cut the archive into parts of
+	// PartSize bytes (the last one the rest) and give each part's digest:
+	// a store that uploads in parts (S3) then takes it in those parts,
+	// each checked on its own. At most MaxParts parts; every part but
+	// the last at least MinPartSize bytes. Sender sets them.
+	PartSize   int64    `json:"part_size,omitempty"`
+	PartSHA256 []string `json:"part_sha256,omitempty"`
 	// Files counts the files in the archive, for display.
 	Files int `json:"files,omitempty"`
 	// ExpireIn is how long the artifact is kept from its completion:
