@@ -353,3 +353,55 @@ func TestFilesWithoutAStore(t *testing.T) {
 	res := b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{ID: "n", Format: "native", Needs: []string{"build"}, Steps: steps("true")}, Context: runCtx(nil)})
 	require.Equal(t, cikit.JobSucceeded, res.State)
 }
+
+// TestArtifactsUntracked: artifacts:untracked adds the files git neither
+// tracks nor ignores.
+func TestArtifactsUntracked(t *testing.T) {
+	t.Parallel()
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		f := newFiles(t)
+		b := setup(t, mode, f.transfer)
+		res, out := f.run(t, b, &cikit.JobSpec{ID: "build", Format: "gitlab",
+			Steps:     steps("git init -q . && echo '*.log' > .gitignore && git add .gitignore input.txt && echo u > new.txt && echo l > debug.log && mkdir -p dist && echo d > dist/app"),
+			Artifacts: &cikit.Artifacts{Paths: []string{"dist"}, Untracked: true},
+		}, nil)
+		require.Equal(t, cikit.JobSucceeded, res.State, out)
+		res, out = f.run(t, b, &cikit.JobSpec{ID: "test", Format: "gitlab", Needs: []string{"build"},
+			Steps: steps("rm -f input.txt link.txt; cat new.txt dist/app; test ! -e debug.log; test ! -e input.txt"),
+		}, map[string]cikit.NeedResult{"build": succeeded})
+		require.Equal(t, cikit.JobSucceeded, res.State, out)
+		require.Contains(t, printed(out), "u\nd\n")
+	})
+}
+
+// TestDownloadArtifactSelection: download-artifact's pattern and
+// merge-multiple, and ~ in a path where the job's HOME is inside its
+// directory.
+func TestDownloadArtifactSelection(t *testing.T) {
+	t.Parallel()
+	f := newFiles(t)
+	b := setup(t, f.transfer)
+	res, out := f.run(t, b, &cikit.JobSpec{ID: "build", Format: "github",
+		Env: map[string]string{"HOME": "${{ github.workspace }}/home"},
+		Steps: []cikit.Step{
+			{Name: "make", Run: "mkdir -p ~/a ~/b && echo a > ~/a/a.txt && echo b > ~/b/b.txt && echo c > c.txt"},
+			{Name: "a", Uses: "actions/upload-artifact@v4", With: map[string]string{"name": "bin-a", "path": "~/a"}},
+			{Name: "b", Uses: "actions/upload-artifact@v4", With: map[string]string{"name": "bin-b", "path": "~/b/b.txt"}},
+			{Name: "c", Uses: "actions/upload-artifact@v4", With: map[string]string{"name": "other", "path": "c.txt"}},
+		}}, nil)
+	require.Equal(t, cikit.JobSucceeded, res.State, out)
+	res, out = f.run(t, b, &cikit.JobSpec{ID: "test", Format: "github", Steps: []cikit.Step{
+		{Name: "split", Uses: "actions/download-artifact@v4", With: map[string]string{"pattern": "bin-*", "path": "split"}},
+		{Name: "merged", Uses: "actions/download-artifact@v4", With: map[string]string{"pattern": "bin-*", "path": "merged", "merge-multiple": "true"}},
+		{Name: "look", Run: "cat split/bin-a/a.txt split/bin-b/b.txt merged/a.txt merged/b.txt; test ! -e split/other; test ! -e merged/c.txt"},
+	}}, nil)
+	require.Equal(t, cikit.JobSucceeded, res.State, out)
+	require.Contains(t, printed(out), "a\nb\na\nb\n")
+
+	res, out = f.run(t, b, &cikit.JobSpec{ID: "home", Format: "github", Env: map[string]string{"HOME": "/nonexistent"}, Steps: []cikit.Step{
+		{Name: "tilde", Uses: "actions/upload-artifact@v4", With: map[string]string{"path": "~/x"}},
+	}}, nil)
+	require.Equal(t, cikit.JobFailed, res.State, out)
+	require.Equal(t, cikit.FailureConfig, res.FailureClass)
+	require.Contains(t, res.Reason, `path "/nonexistent/x" is outside the job's directory`)
+}
