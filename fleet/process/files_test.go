@@ -31,7 +31,7 @@ type files struct {
 	client *http.Client
 }
 
-func newFiles(t *testing.T) *files {
+func newFiles(t testing.TB) *files {
 	t.Helper()
 	dir := t.TempDir()
 	fstore, err := artifacts.NewFileStore(dir)
@@ -60,7 +60,7 @@ func runCtx(needs map[string]cikit.NeedResult) *cikit.JobContext {
 
 // run runs spec in run-1 with f as its Files and returns its result and
 // output.
-func (f *files) run(t *testing.T, b *bundle, spec *cikit.JobSpec, needs map[string]cikit.NeedResult) (process.Result, string) {
+func (f *files) run(t testing.TB, b *bundle, spec *cikit.JobSpec, needs map[string]cikit.NeedResult) (process.Result, string) {
 	t.Helper()
 	jc := runCtx(needs)
 	out := &syncbuf.Buffer{}
