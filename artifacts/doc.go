@@ -33,6 +33,20 @@
 // uploads blobs from S3Config.MultipartThreshold bytes in parts, in
 // parallel, and aborts a multipart upload that fails.
 //
+// # Presigned transfers
+//
+// Runners send archives to the blob store directly, through short-lived
+// requests a Broker presigns for one job attempt; the platform's API
+// never carries the bytes. S3Store and SignedFileStore are Presigners:
+// S3Store with SigV4 presigned URLs whose signature covers the body's
+// Content-Length and x-amz-checksum-sha256, so S3 refuses another body,
+// in parts from S3Config.MultipartThreshold; SignedFileStore with
+// HMAC-SHA256 signed URLs to its own Handler, which refuses another body
+// and never overwrites a stored blob. Verify checks what arrived before
+// anything is recorded. Sender is the runner's side: it sends the parts
+// of an upload in parallel, aborts a failed upload, and checks the size
+// and digest of a download.
+//
 // # Stability
 //
 // The BlobStore interface and its semantics, as artifactstest defines

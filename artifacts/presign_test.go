@@ -698,3 +698,19 @@ func TestS3CompleteMultipartOfAnotherStore(t *testing.T) {
 	require.NoError(t, other.Verify(t.Context(), "a", int64(len(data)), sum), "a composite or no checksum: read back")
 	require.Empty(t, listUploads(t, tr.s3))
 }
+
+func TestSenderNamesRefusedPart(t *testing.T) {
+	t.Parallel()
+	tr := setupS3Transfer(t)
+	data, sum := blob(1, 2*presignPartSize+100)
+	reserved := bytes.Clone(data)
+	reserved[presignPartSize] ^= 1 // the broker reserved another second part
+	b := newTestBroker(tr.store, partSumsOf(reserved))
+	sender := &artifacts.Sender{HTTP: tr.client, Parallel: 1}
+	_, err := sender.Upload(t.Context(), b, artifacts.UploadRequest{Name: "dist", Size: int64(len(data)), SHA256: sum}, bytes.NewReader(data))
+	require.ErrorIs(t, err, artifacts.ErrRefused)
+	require.ErrorContains(t, err, fmt.Sprintf("part 2 of 3 (%d bytes from offset %d)", presignPartSize, presignPartSize))
+	require.ErrorContains(t, err, "BadDigest")
+	require.Len(t, b.abortedUploads(), 1)
+	require.Empty(t, listUploads(t, tr.s3), "the upload was aborted")
+}

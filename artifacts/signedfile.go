@@ -287,6 +287,10 @@ func (s *SignedFileStore) serveGet(w http.ResponseWriter, r *http.Request, req s
 }
 
 func (s *SignedFileStore) servePut(w http.ResponseWriter, r *http.Request, req signedRequest) {
+	if r.ContentLength < 0 {
+		http.Error(w, fmt.Sprintf("the request has no Content-Length, expected the signed size %d", req.size), http.StatusLengthRequired)
+		return
+	}
 	if r.ContentLength != req.size {
 		http.Error(w, fmt.Sprintf("the Content-Length is %d, expected the signed size %d", r.ContentLength, req.size), http.StatusBadRequest)
 		return

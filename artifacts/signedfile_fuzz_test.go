@@ -2,6 +2,7 @@ package artifacts_test
 
 import (
 	"bytes"
+	"io"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -58,10 +59,20 @@ func FuzzSignedFileStoreHandler(f *testing.F) {
 			return
 		}
 		pu := "http://blobs.test" + u.EscapedPath() + "?" + u.RawQuery
-		if pu == put.URL || pu == get.URL {
+		if sameRequest(u, put.URL) || sameRequest(u, get.URL) {
 			return // signed
 		}
-		req := httptest.NewRequestWithContext(t.Context(), method, pu, bytes.NewReader(body))
+		req := (&http.Request{
+			Method:        method,
+			URL:           u,
+			Proto:         "HTTP/1.1",
+			ProtoMajor:    1,
+			ProtoMinor:    1,
+			Header:        http.Header{},
+			Body:          io.NopCloser(bytes.NewReader(body)),
+			ContentLength: int64(len(body)),
+			Host:          u.Host,
+		}).WithContext(t.Context())
 		rec := httptest.NewRecorder()
 		h.ServeHTTP(rec, req)
 		if rec.Code < 400 || rec.Code >= 500 {
@@ -77,4 +88,20 @@ func FuzzSignedFileStoreHandler(f *testing.F) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// sameRequest reports whether u has the path and signed parameters of
+// the signed URL signed.
+func sameRequest(u *url.URL, signed string) bool {
+	s, _ := url.Parse(signed)
+	if u.Path != s.Path {
+		return false
+	}
+	q, sq := u.Query(), s.Query()
+	for _, k := range []string{"expires", "size", "sha256", "signature"} {
+		if q.Get(k) != sq.Get(k) {
+			return false
+		}
+	}
+	return true
 }
