@@ -54,19 +54,25 @@ func (c *MemoryCacheIndex) CacheLookup(ctx context.Context, q IndexQuery, now ti
 		}
 	}
 	for _, i := range prefixOrder(q.RestoreKeys) {
-		prefix := q.RestoreKeys[i]
-		for _, scope := range q.Scopes {
-			var best *CacheEntry
-			for id, e := range c.entries {
-				if id.repo != q.Repo || id.scope != scope || !strings.HasPrefix(id.key, prefix) {
-					continue
-				}
-				if best == nil || cmp.Or(best.CreatedAt.Compare(e.CreatedAt), cmp.Compare(e.Key, best.Key)) < 0 {
-					best = &e
+		// The most recent match of the prefix in each scope.
+		best := make([]CacheEntry, len(q.Scopes))
+		found := false
+		for id, e := range c.entries {
+			if id.repo != q.Repo || !strings.HasPrefix(id.key, q.RestoreKeys[i]) {
+				continue
+			}
+			for s, scope := range q.Scopes {
+				if scope == id.scope && (best[s].Key == "" || cmp.Or(best[s].CreatedAt.Compare(e.CreatedAt), cmp.Compare(e.Key, best[s].Key)) < 0) {
+					best[s], found = e, true
 				}
 			}
-			if best != nil {
-				return hit(entryID{best.Repo, best.Scope, best.Key}), nil
+		}
+		if !found {
+			continue
+		}
+		for _, e := range best {
+			if e.Key != "" {
+				return hit(entryID{e.Repo, e.Scope, e.Key}), nil
 			}
 		}
 	}

@@ -51,19 +51,27 @@ const (
 			ORDER BY k.ki, s.si LIMIT 1
 		)` + hitEntry
 	// lookupPrefix: of the prefixes $3 (each the key range [$3[i],
-	// $4[i])), the longest that matches, then the first scope ($5) with a
-	// match, then its most recently created match. Each (prefix, scope)
-	// is a range scan of the primary key.
-	lookupPrefix = `WITH hit AS (
-			SELECT e.scope, e.key
+	// $4[i])), the longest that any entry of the scopes $5 matches (an
+	// index probe per prefix), then the first scope with a match, then
+	// its most recently created match (a range scan of the primary key).
+	lookupPrefix = `WITH best AS (
+			SELECT p.prefix, p.prefix_end
 			FROM unnest($3::text[], $4::text[]) WITH ORDINALITY p(prefix, prefix_end, pi)
+			WHERE EXISTS (
+				SELECT 1 FROM cache_entries e
+				WHERE e.repo = $1 AND e.scope = ANY ($5::text[]) AND e.key >= p.prefix AND e.key < p.prefix_end
+			)
+			ORDER BY octet_length(p.prefix) DESC, p.pi LIMIT 1
+		), hit AS (
+			SELECT e.scope, e.key
+			FROM best
 			CROSS JOIN unnest($5::text[]) WITH ORDINALITY s(scope, si)
 			CROSS JOIN LATERAL (
 				SELECT e.scope, e.key FROM cache_entries e
-				WHERE e.repo = $1 AND e.scope = s.scope AND e.key >= p.prefix AND e.key < p.prefix_end
+				WHERE e.repo = $1 AND e.scope = s.scope AND e.key >= best.prefix AND e.key < best.prefix_end
 				ORDER BY e.created_at DESC, e.key LIMIT 1
 			) e
-			ORDER BY octet_length(p.prefix) DESC, p.pi, s.si LIMIT 1
+			ORDER BY s.si LIMIT 1
 		)` + hitEntry
 	insertEntry = `INSERT INTO cache_entries (` + entryColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 		ON CONFLICT DO NOTHING`

@@ -113,7 +113,9 @@ type CacheIndex interface {
 	// entries and the blob keys that no remaining entry refers to, which
 	// the caller deletes.
 	CacheEvict(ctx context.Context, budget int64, olderThan time.Time, limit int) (removed []CacheEntry, orphanBlobs []string, err error)
-	// CacheList returns repo's entries, most recently hit first.
+	// CacheList returns repo's entries, most recently hit first (an
+	// entry never hit counts as hit when it was created, as in
+	// CacheEvict).
 	CacheList(ctx context.Context, repo string) ([]CacheEntry, error)
 }
 

@@ -38,3 +38,21 @@ func TestPrefixEnd(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPrefixEnd checks, for restore keys and cache keys anyone may
+// choose, the invariant TestPrefixEnd checks: a key of at most MaxNameLen
+// bytes of UTF-8 is in [p, prefixEnd(p)) exactly when it begins with p.
+func FuzzPrefixEnd(f *testing.F) {
+	for _, seed := range [][2]string{{"linux-", "linux-go"}, {"a%", "axb"}, {`a\`, `a\_`}, {"\U0010FFFF", "\U0010FFFF\U0010FFFFz"}, {"", "k"}, {"\uD7FF", "\uE000"}} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, p, key string) {
+		if checkText("p", p, MaxNameLen) != nil || checkText("key", key, MaxNameLen) != nil {
+			return
+		}
+		end := prefixEnd(p)
+		if in, has := key >= p && key < end, strings.HasPrefix(key, p); in != has {
+			t.Fatalf("key %q, prefix %q, end %q: in the range %v, has the prefix %v", key, p, end, in, has)
+		}
+	})
+}

@@ -1,13 +1,20 @@
-// Package artifactstest is the conformance suite of artifacts.BlobStore.
-// Every implementation runs it, so that a blob is stored the same on a
-// developer's disk, in the embedded platform and in S3 — and in a store a
-// platform team writes itself.
+// Package artifactstest holds the conformance suites of the package's
+// seams: Exercise for artifacts.BlobStore, ExerciseManifest for
+// artifacts.Manifest and ExerciseCacheIndex for artifacts.CacheIndex.
+// Every implementation runs its suite, so that a blob is stored, an
+// artifact recorded and a cache entry found the same on a developer's
+// disk, in memory, in PostgreSQL and in S3 — and in a store a platform
+// team writes itself.
 //
 //	func TestMyStore(t *testing.T) {
 //		artifactstest.Exercise(t, func(t *testing.T) artifacts.BlobStore {
 //			return newMyStore(t)
 //		})
 //	}
+//
+// The manifest and index suites give times to the microsecond and compare
+// them with time.Time.Equal: a store may keep them in UTC, to the
+// microsecond, as PostgreSQL does.
 package artifactstest
 
 import (
