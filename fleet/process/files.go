@@ -288,13 +288,13 @@ func (j *jobRun) uploadArtifacts(ctx context.Context, res *Result) {
 	if a == nil || j.job.Files == nil || res.State == cikit.JobCancelled {
 		return
 	}
+	expire := a.ExpireIn
+	if a.ExpireNever {
+		expire = -1
+	}
 	if len(a.Paths) > 0 || a.Untracked {
 		if whenMatches(a.When, res.State) {
 			name := cmp.Or(a.Name, "artifacts")
-			expire := a.ExpireIn
-			if a.ExpireNever {
-				expire = -1
-			}
 			j.uploadPaths(ctx, res, "artifacts", a.Paths, a.Exclude, a.Untracked,
 				artifacts.UploadRequest{Name: name, Type: artifacts.TypeArchive, ExpireIn: expire})
 		} else {
@@ -308,7 +308,7 @@ func (j *jobRun) uploadArtifacts(ctx context.Context, res *Result) {
 			continue
 		}
 		j.uploadPaths(ctx, res, "report "+typ, a.Reports[typ], nil, false,
-			artifacts.UploadRequest{Name: "report-" + typ, Type: artifacts.TypeReport, Report: typ, ExpireIn: a.ExpireIn})
+			artifacts.UploadRequest{Name: "report-" + typ, Type: artifacts.TypeReport, Report: typ, ExpireIn: expire})
 	}
 }
 

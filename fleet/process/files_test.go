@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -99,11 +100,14 @@ func TestArtifactsAlongTheDAG(t *testing.T) {
 
 		res, out := f.run(t, b, &cikit.JobSpec{ID: "build", Format: "native",
 			Steps:     steps("mkdir -p bin/sub && cp app.bin bin/app && echo note > bin/sub/note.txt && echo scratch > scratch.txt"),
-			Artifacts: &cikit.Artifacts{Paths: []string{"bin/"}, Exclude: []string{"**/*.txt"}},
+			Artifacts: &cikit.Artifacts{Paths: []string{"bin/"}, Exclude: []string{"**/*.txt"}, ExpireNever: true},
 		}, nil)
 		require.Equal(t, cikit.JobSucceeded, res.State, out)
 		require.Regexp(t, `--- artifacts: "artifacts" \(1 file, [0-9.]+ KiB, sha256 [0-9a-f]{12}…\) uploaded in`, out)
-		require.Contains(t, f.artifactsOf(t), "build/artifacts")
+		a, ok := f.artifactsOf(t)["build/artifacts"]
+		require.True(t, ok)
+		require.True(t, a.ExpiresAt.IsZero(), "expire_in: never")
+		require.Equal(t, 1, a.Files)
 
 		res, out = f.run(t, b, &cikit.JobSpec{ID: "test", Format: "native", Needs: []string{"build"},
 			Steps: steps(`sha256sum bin/app | cut -d' ' -f1; test -x bin/app; test ! -e bin/sub/note.txt; test ! -e scratch.txt; rm bin/app`),
@@ -252,7 +256,7 @@ func TestGitHubArtifactAndCacheActions(t *testing.T) {
 		b := setup(t, mode, f.transfer)
 		res, out := f.run(t, b, &cikit.JobSpec{ID: "build", Format: "github", Steps: []cikit.Step{
 			{Name: "make", Run: "mkdir -p dist/js && echo app > dist/app.txt && echo js > dist/js/a.js && echo secret > dist/.env"},
-			{ID: "up", Name: "upload", Uses: "actions/upload-artifact@v4", With: map[string]string{"name": "dist", "path": "dist/\n!dist/js/**"}},
+			{ID: "up", Name: "upload", Uses: "actions/upload-artifact@v4", With: map[string]string{"name": "dist", "path": "dist/\n!dist/js/**", "retention-days": "2"}},
 			{Name: "ids", Run: `echo "id=${{ steps.up.outputs.artifact-id }} digest=${{ steps.up.outputs.artifact-digest }}"`},
 			{Name: "none", Uses: "actions/upload-artifact@v4", With: map[string]string{"name": "none", "path": "nothing/", "if-no-files-found": "warn"}},
 		}}, nil)
@@ -260,6 +264,7 @@ func TestGitHubArtifactAndCacheActions(t *testing.T) {
 		a, ok := f.artifactsOf(t)["build/dist"]
 		require.True(t, ok, out)
 		require.Contains(t, printed(out), "id="+a.ID+" digest="+a.SHA256+"\n")
+		require.Equal(t, 48*time.Hour, a.ExpiresAt.Sub(a.CreatedAt), "retention-days")
 		require.Contains(t, out, "--- warning: upload-artifact: no files were found with the provided path: nothing/")
 
 		res, out = f.run(t, b, &cikit.JobSpec{ID: "test", Format: "github", Needs: []string{"build"}, Steps: []cikit.Step{
