@@ -410,3 +410,28 @@ func TestDownloadArtifactSelection(t *testing.T) {
 	require.Equal(t, cikit.FailureConfig, res.FailureClass)
 	require.Contains(t, res.Reason, `path "/nonexistent/x" is outside the job's directory`)
 }
+
+// TestCacheKeysAndRaces: a GitLab cache's key holds the run's variables;
+// a key saved first elsewhere is a note, not a failure.
+func TestCacheKeysAndRaces(t *testing.T) {
+	t.Parallel()
+	f := newFiles(t)
+	b := setup(t, f.transfer)
+	gitlab := &cikit.JobSpec{ID: "deps", Format: "gitlab", Steps: steps("mkdir -p .deps && echo d > .deps/d"),
+		Caches: []cikit.Cache{{Key: "$CI_COMMIT_REF_SLUG-deps", FallbackKeys: []string{"main-old"}, Paths: []string{".deps"}}}}
+	res, out := f.run(t, b, gitlab, nil)
+	require.Equal(t, cikit.JobSucceeded, res.State, out)
+	require.Equal(t, "main-deps", res.Caches[0].Key)
+	require.True(t, res.Caches[0].Saved, out)
+
+	res, out = f.run(t, b, &cikit.JobSpec{ID: "race", Format: "github", Steps: []cikit.Step{
+		{Name: "restore", Uses: "actions/cache@v4", With: map[string]string{"key": "raced", "path": "x"}},
+		{Name: "make", Run: "echo x > x"},
+		{Name: "save", Uses: "actions/cache/save@v4", With: map[string]string{"key": "raced", "path": "x"}},
+	}}, nil)
+	require.Equal(t, cikit.JobSucceeded, res.State, out)
+	require.Len(t, res.Caches, 2)
+	require.True(t, res.Caches[1].Saved, out)
+	require.False(t, res.Caches[0].Saved)
+	require.Equal(t, "saved by another job first", res.Caches[0].Note, out)
+}
