@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -36,6 +37,16 @@ func builtinAction(uses string) string {
 	return name
 }
 
+// builtinInputs are the inputs of each built-in action the executor
+// honours; the others are ignored with a warning.
+var builtinInputs = map[string][]string{
+	actCache:            {"key", "path", "restore-keys", "lookup-only", "fail-on-cache-miss", "save-always"},
+	actCacheRestore:     {"key", "path", "restore-keys", "lookup-only", "fail-on-cache-miss"},
+	actCacheSave:        {"key", "path"},
+	actUploadArtifact:   {"name", "path", "if-no-files-found", "retention-days", "overwrite", "include-hidden-files"},
+	actDownloadArtifact: {"name", "path", "pattern", "merge-multiple", "github-token", "run-id", "repository"},
+}
+
 // errStepInput marks a step whose inputs are wrong: the job's
 // configuration.
 var errStepInput = errors.New("bad input")
@@ -45,6 +56,11 @@ var errStepInput = errors.New("bad input")
 func (j *jobRun) runBuiltin(ctx context.Context, step cikit.Step, name, action string) (map[string]string, cikit.FailureClass, error) {
 	if j.job.Files == nil {
 		return nil, cikit.FailureInfrastructure, errNoFiles
+	}
+	for _, k := range slices.Sorted(maps.Keys(step.With)) {
+		if !slices.Contains(builtinInputs[action], k) {
+			fmt.Fprintf(j.pw, "--- warning: actions/%s input %q is not used: this runner does not honour it\n", action, k)
+		}
 	}
 	var (
 		out map[string]string
