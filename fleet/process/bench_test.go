@@ -3,6 +3,7 @@ package process_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/artifacts"
 	"github.com/cikit/cikit/fleet/checkout"
 	"github.com/cikit/cikit/fleet/process"
 	"github.com/cikit/cikit/internal/testenv"
@@ -146,3 +148,46 @@ func BenchmarkCheckoutStart(b *testing.B) {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// BenchmarkArtifactTransfer measures what a 32 MiB artifact of random
+// bytes (which zstd cannot shrink) costs a job, plain processes, over a
+// SignedFileStore served on loopback: "upload" runs a GitHub job whose
+// upload-artifact step packs and uploads it (with overwrite), "download"
+// a native job that needs its producer and gets it unpacked before its
+// first step. Each op is a whole job; compare with BenchmarkSandboxStart
+// for the job's own cost.
+func BenchmarkArtifactTransfer(b *testing.B) {
+	f := newFiles(b)
+	bd := &bundle{src: b.TempDir(), work: searchableDir(b)}
+	e, err := process.New(process.Config{Source: bd.src, WorkRoot: bd.work, Env: []string{"PATH=" + os.Getenv("PATH")}, Transfer: artifacts.Sender{HTTP: f.client}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	bd.exec = e
+	const size = 32 << 20
+	blob := make([]byte, size)
+	_, _ = rand.Read(blob)
+	if err := os.WriteFile(filepath.Join(bd.src, "blob.bin"), blob, 0o644); err != nil {
+		b.Fatal(err)
+	}
+	upload := &cikit.JobSpec{ID: "build", Format: "github", Steps: []cikit.Step{
+		{Name: "up", Uses: "actions/upload-artifact@v4", With: map[string]string{"name": "blob", "path": "blob.bin", "overwrite": "true"}},
+	}}
+	b.Run("upload", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			if res, out := f.run(b, bd, upload, nil); res.State != cikit.JobSucceeded {
+				b.Fatalf("%s: %s", res.Reason, out)
+			}
+		}
+	})
+	download := &cikit.JobSpec{ID: "test", Format: "native", Needs: []string{"build"}, Steps: steps("test -f blob.bin")}
+	b.Run("download", func(b *testing.B) {
+		b.SetBytes(size)
+		for b.Loop() {
+			if res, out := f.run(b, bd, download, map[string]cikit.NeedResult{"build": succeeded}); res.State != cikit.JobSucceeded {
+				b.Fatalf("%s: %s", res.Reason, out)
+			}
+		}
+	})
+}

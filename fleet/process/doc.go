@@ -37,8 +37,44 @@
 //     commands in the output (::add-mask::, ::error and the other
 //     annotations, ::group::, ::set-output); GitHub's default shells; job
 //     outputs evaluated at the end within cikit.MaxOutputsBytes; local
-//     composite actions (uses: ./path) run natively. Any other action
-//     fails its step, naming it.
+//     composite actions (uses: ./path) and the artifact and cache actions
+//     (below) run natively. Any other action fails its step, naming it.
+//   - Artifacts and caches go through Job.Files, the attempt's
+//     artifacts.Broker, and Config.Transfer, which sends and fetches the
+//     archives with the presigned requests the broker hands out. Archives
+//     pass through a directory of the executor's beside the job's
+//     directory, which the sandbox does not show; every download's size
+//     and SHA-256 are checked before it is unpacked, and unpacking never
+//     writes outside its directory (artifacts.Unpack).
+//   - Before the first step of a native or GitLab job (after the
+//     checkout), the artifacts of the jobs it needs, but those of
+//     JobSpec.NoArtifactsFrom, are unpacked into the workspace; a failed
+//     or mismatched download fails the job (cikit.FailureInfrastructure).
+//     Then its caches (JobSpec.Caches) whose policy pulls are looked up
+//     (the key, the fallback keys, the longest restore-key prefix;
+//     fleet/runtime renders the keys) and restored.
+//   - At the end of a job that was not cancelled, its caches whose
+//     policy pushes and whose when matches the outcome are saved, unless
+//     an exact hit or an archive equal to the one restored makes that
+//     useless; then its artifacts are uploaded as artifacts:when says
+//     (on_success by default), with their reports whatever the outcome: a
+//     dotenv report becomes the job's outputs, which the GitLab jobs that
+//     need it get as variables, and the other reports are uploaded as
+//     artifacts of type report. No file matched is a warning; a refused
+//     upload fails the job; a cache that cannot be restored or saved is
+//     a warning. Result.Caches reports every cache.
+//   - GitHub's actions/cache (at any version; key, path, restore-keys,
+//     lookup-only, fail-on-cache-miss, save-always; saved at the job's end
+//     when it succeeded and missed an exact hit), actions/cache/restore,
+//     actions/cache/save, actions/upload-artifact (name, path with "!"
+//     exclusions archived relative to the paths' least common ancestor,
+//     if-no-files-found, retention-days, overwrite, include-hidden-files)
+//     and actions/download-artifact (name, path, pattern,
+//     merge-multiple; the job's own run only) run in the executor. Their
+//     paths must lie in the job's directory (the workspace, RUNNER_TEMP,
+//     a HOME there for ~).
+//   - A job that declares artifacts or caches, or uses those actions, on
+//     a runner without Files fails saying so.
 //   - GitLab jobs' variables are expanded against the run's when the job
 //     starts; their after-steps see CI_JOB_STATUS and run also when the
 //     job is cancelled or times out (for at most 5 minutes more).

@@ -86,6 +86,9 @@ type jobRun struct {
 	paths     []string        // what steps wrote to GITHUB_PATH, in order
 	names     map[string]bool // the names of every step's variables
 	nstep     int             // the steps started, for their files' names
+	// caches are the job's caches and those of its actions/cache steps,
+	// restored, to be saved at its end.
+	caches []*cacheRun
 
 	res Result
 }
@@ -196,6 +199,10 @@ func (j *jobRun) run(ctx context.Context) Result {
 	for _, w := range spec.Warnings {
 		fmt.Fprintf(j.pw, "--- warning: %s\n", w)
 	}
+	if j.job.Files == nil && usesFiles(spec) {
+		return j.fail(cikit.FailureInfrastructure, "%v", errNoFiles)
+	}
+	defer j.removeFilesDir()
 	// The sandbox starts while the workspace is filled: it needs nothing
 	// of it but the directory, and the objects a checkout borrows from
 	// the runner's cache are where ObjectDir said.
@@ -243,7 +250,40 @@ func (j *jobRun) run(ctx context.Context) Result {
 	if err := j.setUpEnv(); err != nil {
 		return j.fail(cikit.FailureConfig, "%v", err)
 	}
-	return j.runSteps(jobCtx)
+	if ce := j.downloadNeeds(jobCtx); ce != nil {
+		return j.prepareFailed(jobCtx, "while the artifacts of its needs were downloaded", ce)
+	}
+	j.restoreCaches(jobCtx)
+	return j.finish(ctx, j.runSteps(jobCtx))
+}
+
+// finish keeps the files of a job whose steps ended as res says: it
+// saves its caches and uploads its artifacts, as their policy and when
+// ask, with a time budget of the job's timeout of its own (the steps may
+// have used up theirs). A cancelled job keeps nothing.
+func (j *jobRun) finish(ctx context.Context, res Result) Result {
+	if j.job.Files != nil && res.State != cikit.JobCancelled && ctx.Err() == nil {
+		fctx, cancel := context.WithTimeout(ctx, j.timeout)
+		defer cancel()
+		j.saveCaches(fctx, res.State)
+		j.uploadArtifacts(fctx, &res)
+	}
+	res.Caches = j.cacheReports()
+	return res
+}
+
+// prepareFailed returns the result of a job whose preparation before its
+// first step failed (what says at what).
+func (j *jobRun) prepareFailed(ctx context.Context, what string, ce *checkoutError) Result {
+	if ctx.Err() != nil {
+		if context.Cause(ctx) == errTimeout {
+			return j.fail(cikit.FailureTimeout, "timed out after %s %s", j.timeout, what)
+		}
+		r := j.fail("", "cancelled %s", what)
+		r.State = cikit.JobCancelled
+		return r
+	}
+	return j.fail(ce.class, "%v", ce.err)
 }
 
 // checkoutOpts returns the checkout before the job's first step, nil
@@ -283,15 +323,7 @@ func (j *jobRun) prepareWorkspace(ctx context.Context, co *cikit.Checkout) *chec
 
 // checkoutFailed returns the result of a job whose checkout failed.
 func (j *jobRun) checkoutFailed(ctx context.Context, ce *checkoutError) Result {
-	if ctx.Err() != nil {
-		if context.Cause(ctx) == errTimeout {
-			return j.fail(cikit.FailureTimeout, "timed out after %s during the checkout", j.timeout)
-		}
-		r := j.fail("", "cancelled during the checkout")
-		r.State = cikit.JobCancelled
-		return r
-	}
-	return j.fail(ce.class, "%v", ce.err)
+	return j.prepareFailed(ctx, "during the checkout", ce)
 }
 
 // setUpEnv builds the job's environment and expression evaluator.
@@ -520,8 +552,9 @@ func (j *jobRun) runStep(ctx context.Context, step cikit.Step, name string, afte
 }
 
 // execStep executes a step that runs (its expressions evaluated): its
-// script, actions/checkout, or a local composite action (depth deep in
-// composite actions); any other action fails it. It returns how the step
+// script, actions/checkout, a built-in action that keeps or fetches files
+// (builtinAction), or a local composite action (depth deep in composite
+// actions); any other action fails it. It returns how the step
 // ended, the failure class should it fail, and its outputs (a GitHub
 // job's). An error wrapping errStepFiles is the runner's failure to give
 // it its files.
@@ -543,6 +576,14 @@ func (j *jobRun) execStep(ctx context.Context, step cikit.Step, name string, aft
 		x, err, class := j.checkoutStep(ctx, step)
 		return x, stepTimedOut(ctx, step, err), class, nil
 	}
+	if action := builtinAction(step.Uses); action != "" {
+		outputs, class, err := j.runBuiltin(ctx, step, name, action)
+		x := stepExit{code: 0}
+		if err != nil {
+			x.code = -1
+		}
+		return x, stepTimedOut(ctx, step, err), class, outputs
+	}
 	if step.Uses != "" {
 		dir, local, err := runtime.LocalAction(j.ws, step.Uses)
 		switch {
@@ -552,7 +593,7 @@ func (j *jobRun) execStep(ctx context.Context, step cikit.Step, name string, aft
 			x, err, class, outputs := j.runComposite(ctx, step, name, dir, depth+1)
 			return x, stepTimedOut(ctx, step, err), class, outputs
 		}
-		return stepExit{code: -1}, fmt.Errorf("uses %s: this runner runs only actions/checkout and local composite actions (uses: ./path) today; JavaScript, Docker and remote actions are not run yet", step.Uses), cikit.FailureConfig, nil
+		return stepExit{code: -1}, fmt.Errorf("uses %s: this runner runs only actions/checkout, actions/cache, actions/upload-artifact, actions/download-artifact and local composite actions (uses: ./path) today; other JavaScript, Docker and remote actions are not run yet", step.Uses), cikit.FailureConfig, nil
 	}
 	var extra map[string]string
 	if after && j.spec.Format == formatGitLab {

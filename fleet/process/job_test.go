@@ -274,7 +274,7 @@ func TestRunJobUsesAnotherAction(t *testing.T) {
 	}}})
 	require.Equal(t, cikit.JobFailed, res.State)
 	require.Equal(t, cikit.FailureConfig, res.FailureClass)
-	require.Equal(t, `step "setup go": uses actions/setup-go@v5: this runner runs only actions/checkout and local composite actions (uses: ./path) today; JavaScript, Docker and remote actions are not run yet`, res.Reason)
+	require.Equal(t, `step "setup go": uses actions/setup-go@v5: this runner runs only actions/checkout, actions/cache, actions/upload-artifact, actions/download-artifact and local composite actions (uses: ./path) today; other JavaScript, Docker and remote actions are not run yet`, res.Reason)
 	require.NotContains(t, b.out.String(), "never\n")
 }
 

@@ -76,6 +76,10 @@ type Config struct {
 	// own, with limits on its resources; see Sandbox. New checks that the
 	// sandbox works on this host. nil runs jobs as plain processes.
 	Sandbox *Sandbox
+	// Transfer sends and fetches the archives of jobs' artifacts and
+	// caches, with the presigned requests of their Job.Files. Its zero
+	// value is artifacts.Sender's defaults.
+	Transfer artifacts.Sender
 }
 
 // Expander evaluates what a pipeline format leaves to run time.

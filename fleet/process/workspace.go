@@ -109,6 +109,7 @@ func (e *Executor) sweep() {
 				e.cfg.Logger.Info("removing a workspace left by an executor that died", "dir", ws)
 				e.removeWorkspace(ws)
 			}
+			_ = os.RemoveAll(ws + filesSuffix)
 		}
 		_ = os.Remove(lock)
 		_ = f.Close()

@@ -20,9 +20,14 @@
 //     numbers typed), vars, secrets, job and runner contexts (Expand, StepRuns, StepEnv, SetStep, JobOutputs).
 //   - Predefined variables: Env gives CI, CIKIT_* and, by the job's
 //     format, GitHub's default variables or GitLab's predefined ones;
-//     Overrides the GitLab manual variables that rank above the job's;
+//     Overrides the GitLab manual variables and the dotenv variables of
+//     the job's needs (NeedsDotenv) that rank above the job's;
 //     GitLabEnv expands the references a GitLab job's variables hold to
 //     them ($NAME, ${NAME}, "$$" for "$").
+//   - Caches and reports: RenderCache renders a cache's keys (native
+//     {{ hash(…) }} placeholders with expr.RenderCacheKey, GitLab variables
+//     and key files), HashFiles is GitHub's hashFiles, and ParseDotenv
+//     reads a GitLab dotenv report.
 //   - Local composite actions: LoadAction reads action.yml; an Action
 //     gives its steps, its inputs context and its outputs.
 //

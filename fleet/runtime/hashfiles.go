@@ -16,13 +16,21 @@ import (
 // fails rather than keep a step waiting.
 const MaxHashFiles = 50000
 
-// hashFiles is GitHub's hashFiles(patterns...): the SHA-256 of the
-// SHA-256 sums of the workspace's regular files that match a pattern (and
-// none of the later "!" ones), in the order of a walk of the workspace
-// with each directory's entries sorted by name; "" when none matches.
-// Patterns are relative to the workspace, "**" spanning directories.
+// hashFiles is GitHub's hashFiles(patterns...) in the job's workspace.
 func (g *GitHub) hashFiles(patterns []string) (string, error) {
-	if g.p.Workspace == "" {
+	return HashFiles(g.p.Workspace, patterns)
+}
+
+// HashFiles is what GitHub's hashFiles(patterns...) computes: the SHA-256
+// of the SHA-256 sums of workspace's regular files that match a pattern
+// (and none of the later "!" ones), in the order of a walk of workspace
+// with each directory's entries sorted by name, in lowercase hex; "" when
+// none matches. Patterns are relative to workspace (an absolute one must
+// lie inside it), "**" spanning directories. Cache keys use it too:
+// native hash("glob", …) and GitLab's cache:key:files. At most
+// MaxHashFiles files are read.
+func HashFiles(workspace string, patterns []string) (string, error) {
+	if workspace == "" {
 		return "", fmt.Errorf("hashFiles: the job has no workspace")
 	}
 	type pat struct {
@@ -34,7 +42,7 @@ func (g *GitHub) hashFiles(patterns []string) (string, error) {
 		neg := strings.HasPrefix(p, "!")
 		p = strings.TrimPrefix(p, "!")
 		if filepath.IsAbs(p) {
-			rel, err := filepath.Rel(g.p.Workspace, p)
+			rel, err := filepath.Rel(workspace, p)
 			if err != nil || rel == ".." || strings.HasPrefix(rel, "../") {
 				return "", fmt.Errorf("hashFiles: %q is outside the workspace", p)
 			}
@@ -51,7 +59,7 @@ func (g *GitHub) hashFiles(patterns []string) (string, error) {
 	}
 	sum := sha256.New()
 	n := 0
-	root := os.DirFS(g.p.Workspace)
+	root := os.DirFS(workspace)
 	err := fs.WalkDir(root, ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err

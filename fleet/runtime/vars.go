@@ -196,14 +196,19 @@ func Env(p Params) map[string]string {
 }
 
 // Overrides returns the variables that rank above the job's own
-// (Spec.Env): for a GitLab file, the variables of a manual trigger
-// (Context.Inputs), as in GitLab's precedence. GitHub workflows read
-// their inputs through the inputs context instead; nil for them.
+// (Spec.Env), as in GitLab's precedence, for a GitLab file: the
+// variables of a manual trigger (Context.Inputs) over those of the
+// dotenv reports of the jobs it needs (NeedsDotenv). GitHub workflows
+// read their inputs through the inputs context and their needs' outputs
+// through the needs context instead; nil for them.
 func Overrides(p Params) map[string]string {
-	if p.Spec.Format != "gitlab" || p.Context == nil || len(p.Context.Inputs) == 0 {
+	if p.Spec.Format != "gitlab" || p.Context == nil {
 		return nil
 	}
-	out := make(map[string]string, len(p.Context.Inputs))
+	out := NeedsDotenv(p)
+	if len(p.Context.Inputs) > 0 && out == nil {
+		out = make(map[string]string, len(p.Context.Inputs))
+	}
 	for k, v := range p.Context.Inputs {
 		out[k] = v
 	}
