@@ -246,7 +246,11 @@ type JobRef struct {
 	Scope      string
 	ReadScopes []string
 	// Needs are the jobs whose artifacts ListArtifacts may name in
-	// ListRequest.Jobs; nil allows every job of the run.
+	// ListRequest.Jobs; nil allows every job of the run (a GitHub job's,
+	// whose artifacts belong to the run and share its names). With Needs
+	// set, the job's artifacts are named "JOB/NAME" in the manifest, so
+	// that every job may use the same name and a retry replaces its
+	// earlier attempt's.
 	Needs []string
 	// DefaultBranch says the run builds the repository's default branch
 	// (Artifact.DefaultBranch).

@@ -140,14 +140,24 @@ func (s *Service) CacheEntries(ctx context.Context, repo string) ([]CacheEntry, 
 	return s.cfg.Index.CacheList(ctx, repo)
 }
 
+// shownName is an artifact's name as its job gave it: without the
+// "JOB/" the manifest puts before a native or GitLab job's (see
+// JobRef.Needs). GitHub's artifact names hold no slash.
+func shownName(a Artifact) string {
+	name, _ := strings.CutPrefix(a.Name, a.JobID+"/")
+	return name
+}
+
 // live drops the artifacts that have expired.
 func live(list []Artifact, now time.Time) []Artifact {
 	return slices.DeleteFunc(list, func(a Artifact) bool { return !a.ExpiresAt.IsZero() && !a.ExpiresAt.After(now) })
 }
 
-// downloads presigns a download of each artifact.
+// downloads presigns a download of each artifact, and shows its name as
+// its job gave it.
 func (s *Service) downloads(ctx context.Context, list []Artifact) ([]Artifact, error) {
 	for i := range list {
+		list[i].Name = shownName(list[i])
 		r, err := s.cfg.Blobs.PresignGet(ctx, list[i].BlobKey, s.cfg.DownloadTTL)
 		if err != nil {
 			return nil, fmt.Errorf("presigning the download of artifact %q: %w", list[i].Name, err)
@@ -321,6 +331,13 @@ func (b *jobBroker) CreateUpload(ctx context.Context, req UploadRequest) (*Uploa
 	u := &PendingUpload{ID: newID(), Repo: ref.Repo, RunID: ref.RunID, JobID: ref.JobID, Attempt: ref.Attempt,
 		Cache: req.Cache, Name: req.Name, Type: req.Type, Report: req.Report, Size: req.Size, SHA256: req.SHA256,
 		Files: req.Files, ExpireIn: req.ExpireIn, Overwrite: req.Overwrite, CreatedAt: now, ExpiresAt: now.Add(s.cfg.UploadTTL)}
+	if !req.Cache && ref.Needs != nil {
+		// A native or GitLab job's artifacts are its own: their names
+		// are the job's (GitLab's default "artifacts" in every job), and
+		// a retried attempt's replace the earlier one's. A GitHub job's
+		// (Needs nil) belong to the run, whose names they share.
+		u.Name, u.Overwrite = ref.JobID+"/"+req.Name, true
+	}
 	up := &Upload{ID: u.ID, ExpiresAt: u.ExpiresAt}
 	if req.Cache {
 		u.Scope = ref.Scope
@@ -470,7 +487,9 @@ func (b *jobBroker) CompleteUpload(ctx context.Context, req CompleteRequest) (*A
 	if replaced != nil {
 		s.deleteBlob(ctx, replaced.BlobKey)
 	}
-	return a, nil
+	shown := *a
+	shown.Name = shownName(shown)
+	return &shown, nil
 }
 
 // expiry is how long an artifact asking for asked is kept; 0 for ever.
