@@ -732,3 +732,27 @@ func (s *Service) Prune(ctx context.Context) (PruneStats, error) {
 	}
 	return st, nil
 }
+
+// JobRefFor returns the JobRef of attempt attempt of job spec in run
+// runID, whose context is rc: its repository, the cache scopes rc gives
+// (Scopes), and the jobs whose artifacts it may download — those it
+// needs, but GitLab's needs:artifacts:false and dependencies (NoArtifactsFrom),
+// or, for a GitHub job, every job of the run, GitHub's artifacts
+// belonging to the run.
+func JobRefFor(rc *cikit.RunContext, runID string, spec *cikit.JobSpec, attempt int) JobRef {
+	ref := JobRef{RunID: runID, JobID: spec.ID, Attempt: attempt}
+	ref.Scope, ref.ReadScopes = Scopes(rc)
+	if rc != nil {
+		ref.Repo = rc.Repository
+		ref.DefaultBranch = rc.RefType == "branch" && rc.RefName != "" && rc.RefName == rc.DefaultBranch && rc.PRNumber == 0
+	}
+	if spec.Format != "github" {
+		ref.Needs = make([]string, 0, len(spec.Needs))
+		for _, n := range spec.Needs {
+			if !slices.Contains(spec.NoArtifactsFrom, n) {
+				ref.Needs = append(ref.Needs, n)
+			}
+		}
+	}
+	return ref
+}
