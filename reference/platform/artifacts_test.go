@@ -234,7 +234,7 @@ func TestCacheAcrossRuns(t *testing.T) {
 	base := s.p.URL()
 
 	type cacheJob struct {
-		RunDuration  time.Duration        `json:"run_duration_ns"`
+		RunDuration  time.Duration       `json:"run_duration_ns"`
 		CacheResults []cikit.CacheReport `json:"cache_results"`
 	}
 	runOnce := func(delivery string, want string) (cacheJob, string) {
