@@ -159,6 +159,24 @@ func (b *Bodies) Handler(next http.Handler) http.Handler {
 	})
 }
 
+// Streaming guards the bodies of the requests next serves by their rate
+// only, as Handler does, without the budget: for a handler that streams
+// a body to disk, bounded by a size it checks itself, rather than hold
+// it in memory. Mount it outermost too.
+func (b *Bodies) Streaming(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		// known: nothing is reserved as the body is read.
+		g := &guardedBody{b: b, rc: r.Body, ctl: http.NewResponseController(w), known: true}
+		defer g.finish()
+		r.Body = g
+		next.ServeHTTP(w, r)
+	})
+}
+
 // refuse answers a request the guard refuses before its handler runs.
 func refuse(w http.ResponseWriter, status int, retryAfter, msg string) {
 	if retryAfter != "" {

@@ -272,3 +272,32 @@ func TestEmptyRead(t *testing.T) {
 	got, _ := io.ReadAll(resp.Body)
 	require.Equal(t, "read 3 bytes", string(got))
 }
+
+// TestStreaming: Streaming reads a body larger than the whole budget,
+// reserving none of it, and still cuts a trickled one.
+func TestStreaming(t *testing.T) {
+	t.Parallel()
+	timeout := time.Second
+	b, err := httpguard.NewBodies(httpguard.BodiesConfig{MaxBytesInFlight: 100, MinRate: 1 << 10, Timeout: timeout})
+	require.NoError(t, err)
+	seen := make(chan int64, 1)
+	srv := httptest.NewServer(b.Streaming(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- b.InFlight()
+		readAll(w, r)
+	})))
+	t.Cleanup(srv.Close)
+
+	resp, err := http.Post(srv.URL, "text/plain", strings.NewReader(strings.Repeat("a", 1000)))
+	require.NoError(t, err)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(got))
+	require.Equal(t, "read 1000 bytes", string(got))
+	require.EqualValues(t, 0, <-seen, "a streamed body reserves nothing of the budget")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*timeout+4*time.Second)
+	defer cancel()
+	slow := httpguardtest.Send(ctx, httpguardtest.SlowRequest{Addr: srv.Listener.Addr().String(), Path: "/", Length: 1000, Interval: 4 * time.Second})
+	require.NoError(t, slow.Err, "the trickled body was not cut")
+	require.Equal(t, http.StatusRequestTimeout, slow.Status)
+}

@@ -44,6 +44,10 @@ type Config struct {
 	// org and repo path values it reads. Without it that route answers
 	// 404.
 	Manual http.Handler
+	// Artifacts lists a run's artifacts, with presigned downloads;
+	// artifacts.Service fits. Without it runs and jobs show none and the
+	// artifact routes answer 404.
+	Artifacts Artifacts
 	// Ready reports whether the platform can serve: /readyz answers 503
 	// with its error when it fails. Default: always ready.
 	Ready func(ctx context.Context) error
@@ -64,6 +68,7 @@ type API struct {
 	why      func(ctx context.Context, runID, jobID string) (*fleet.WaitReason, error)
 	dispatch func(ctx context.Context, results ...*dag.TransitionResult)
 	ready    func(ctx context.Context) error
+	arts     Artifacts
 	now      func() time.Time
 	log      *slog.Logger
 	mux      *http.ServeMux
@@ -75,7 +80,7 @@ func New(cfg Config) (*API, error) {
 		return nil, errors.New("api: Config.Runs is required")
 	}
 	a := &API{
-		runs: cfg.Runs, hub: cfg.Logs, why: cfg.Why, dispatch: cfg.Dispatch, ready: cfg.Ready,
+		runs: cfg.Runs, hub: cfg.Logs, why: cfg.Why, dispatch: cfg.Dispatch, ready: cfg.Ready, arts: cfg.Artifacts,
 		now: cfg.Now, log: cmp.Or(cfg.Logger, slog.Default()), mux: http.NewServeMux(),
 	}
 	if a.now == nil {
@@ -94,6 +99,8 @@ func New(cfg Config) (*API, error) {
 	a.route("GET "+Prefix+"/runs/{run}", a.getRun)
 	a.route("POST "+Prefix+"/runs/{run}/cancel", a.cancelRun)
 	a.route("POST "+Prefix+"/runs/{run}/retry", a.retryRun)
+	a.route("GET "+Prefix+"/runs/{run}/artifacts", a.listArtifacts)
+	a.route("GET "+Prefix+"/runs/{run}/artifacts/{artifact}/download", a.downloadArtifact)
 	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}", a.getJob)
 	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/log", a.getLog)
 	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/log/follow", a.followLog)
@@ -276,7 +283,24 @@ func (a *API) runDetail(ctx context.Context, runID string) (*RunDetail, error) {
 	if err != nil {
 		return nil, err
 	}
-	return detail(run, jobs, a.now())
+	d, err := detail(run, jobs, a.now())
+	if err != nil || a.arts == nil {
+		return d, err
+	}
+	list, err := a.arts.RunArtifacts(ctx, runID)
+	if err != nil {
+		return nil, fmt.Errorf("listing the run's artifacts: %w", err)
+	}
+	byJob := map[string][]Artifact{}
+	for _, x := range list {
+		byJob[x.JobID] = append(byJob[x.JobID], artifactView(x))
+	}
+	for i := range d.Jobs {
+		if l := byJob[d.Jobs[i].ID]; l != nil {
+			d.Jobs[i].Artifacts = l
+		}
+	}
+	return d, nil
 }
 
 // idsAndNoQuery checks the path IDs names of a route that takes no

@@ -102,6 +102,13 @@ type JobDetail struct {
 	DelayedUntil time.Time `json:"delayed_until,omitzero"`
 	// Cache lists the caches of the job's spec.
 	Cache []JobCache `json:"cache"`
+	// CacheResults say how the attempt restored and saved its caches
+	// (key, hit, matched_key, restored_in_ms, size …); absent until it
+	// has ended, or when it has none.
+	CacheResults []cikit.CacheReport `json:"cache_results,omitempty"`
+	// Artifacts are the artifacts the job's attempts uploaded, with
+	// their download routes; absent when none.
+	Artifacts []Artifact `json:"artifacts,omitempty"`
 	// Critical says that the job is on the run's critical path.
 	Critical bool `json:"critical"`
 	// Commit is the commit the attempt checked out, and
@@ -226,7 +233,7 @@ func jobDetail(j *dag.Job, r *dag.JobReport, run map[string]*dag.Job, critical b
 	}
 	if res := j.Result; res != nil {
 		d.Commit, d.CheckoutDuration, d.Outputs = res.Commit, res.CheckoutDuration, res.Outputs
-		d.Annotations, d.EnvNames = res.Annotations, res.EnvNames
+		d.Annotations, d.EnvNames, d.CacheResults = res.Annotations, res.EnvNames, res.Caches
 	}
 	if d.Name == "" {
 		d.Name = j.ID()

@@ -93,6 +93,9 @@ func Scenarios() []Scenario {
 			"the checkout of the pushed commit included; interleaved pushes of the job with `checkout: false` are the baseline", run: webhookToFirstStep},
 		{Name: "dag-critical-path", Measures: "a run of a fan-out/chain/fan-in DAG of `sleep 0.2` jobs on enough local runners: " +
 			"the run's wall clock against its critical path (dag.Report), i.e. the scheduling overhead along the path", run: dagCriticalPath},
+		{Name: "cache-hit", Measures: "pairs of runs of a job whose install step runs only when its cache misses: the first of a pair misses, " +
+			"installs and saves the cache, the second restores it (an exact hit) and skips the install: cache key rendering, lookup, " +
+			"presigned download and extraction, pack and upload; the time saved per job", run: cacheHit},
 		{Name: "log-ingest", Measures: "runners PATCH 64 KiB log chunks through the runner log API while SSE followers tail the logs: " +
 			"job-token and lease checks, the logs hub, the follow stream, finish into the file sink and the segment store", run: logIngest},
 	}
@@ -267,6 +270,7 @@ type sizes struct {
 	cycles, runners                    int
 	firstSteps                         int
 	dagRuns                            int
+	cacheRounds                        int
 	logStreams, logChunks, logFollows  int
 }
 
@@ -275,16 +279,18 @@ var (
 		webhookRuns: 100, webhookConcurrency: 4,
 		stormCopies: 50, stormDistinct: 20, stormK: 5,
 		cycles: 300, runners: 8,
-		firstSteps: 10,
-		dagRuns:    2,
-		logStreams: 4, logChunks: 16, logFollows: 4,
+		firstSteps:  10,
+		dagRuns:     2,
+		cacheRounds: 2,
+		logStreams:  4, logChunks: 16, logFollows: 4,
 	}
 	fullSizes = sizes{
 		webhookRuns: 2000, webhookConcurrency: 8,
 		stormCopies: 500, stormDistinct: 200, stormK: 10,
 		cycles: 5000, runners: 32,
-		firstSteps: 200,
-		dagRuns:    20,
-		logStreams: 16, logChunks: 128, logFollows: 8,
+		firstSteps:  200,
+		dagRuns:     20,
+		cacheRounds: 10,
+		logStreams:  16, logChunks: 128, logFollows: 8,
 	}
 )

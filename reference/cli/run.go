@@ -434,6 +434,18 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 		fmt.Fprintf(stderr, "cikit run: %v\n", err)
 		return ExitInvalid
 	}
+	var files *localFiles
+	if usesFiles(lp.jobs) {
+		if files, err = openLocalFiles(lp.dir, lp.repo()); err != nil {
+			fmt.Fprintf(stderr, "cikit run: artifacts and caches: %v\n", err)
+			return ExitInvalid
+		}
+		defer func() {
+			if err := files.close(); err != nil {
+				fmt.Fprintf(stderr, "cikit run: saving the caches: %v\n", err)
+			}
+		}()
+	}
 	store := dag.NewMemoryStore(dag.MemoryConfig{Expander: dag.ExpanderFunc(compiler.ExpandJob), Decider: dag.DeciderFunc(compiler.DecideJob)})
 	var runID string
 	driver, err := dag.NewDriver(dag.DriverConfig{
@@ -447,14 +459,18 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 			if err != nil {
 				return dag.Outcome{State: cikit.JobFailed, ExitCode: -1, Reason: err.Error(), FailureClass: cikit.FailureInfrastructure}
 			}
-			res := exec.RunJob(ctx, process.Job{Spec: j.Spec, Context: jc, Vars: lp.vars, Secrets: lp.secrets})
+			job := process.Job{Spec: j.Spec, Context: jc, Vars: lp.vars, Secrets: lp.secrets}
+			if files != nil {
+				job.Files = files.broker(&lp.rc, runID, j.Spec, jc.Attempt)
+			}
+			res := exec.RunJob(ctx, job)
 			r.flush(j.ID())
 			// The store keeps the result, as the platform's does: the
 			// jobs that need this one read its outputs there, and an
 			// expanded matrix's placeholder merges its variants'.
 			return dag.Outcome{State: res.State, ExitCode: res.ExitCode, Reason: res.Reason, FailureClass: res.FailureClass,
 				Result: &dag.JobResult{Outputs: res.Outputs, Annotations: res.Annotations, Commit: res.Commit,
-					CheckoutDuration: res.CheckoutDuration, EnvNames: res.EnvNames}}
+					CheckoutDuration: res.CheckoutDuration, EnvNames: res.EnvNames, Caches: res.Caches}}
 		}),
 	})
 	if err != nil {

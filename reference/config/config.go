@@ -57,16 +57,17 @@ type Config struct {
 	// handing back leases, committing consumed offsets.
 	ShutdownTimeout time.Duration `yaml:"shutdown-timeout" usage:"how long a graceful shutdown may take"`
 
-	HTTP     HTTP     `yaml:"http"`
-	Postgres Postgres `yaml:"postgres"`
-	Kafka    Kafka    `yaml:"kafka"`
-	Redis    Redis    `yaml:"redis"`
-	S3       S3       `yaml:"s3"`
-	VCS      VCS      `yaml:"vcs"`
-	Webhooks Webhooks `yaml:"webhooks"`
-	Runners  Runners  `yaml:"runners"`
-	Limits   Limits   `yaml:"limits"`
-	Log      Log      `yaml:"log"`
+	HTTP      HTTP      `yaml:"http"`
+	Postgres  Postgres  `yaml:"postgres"`
+	Kafka     Kafka     `yaml:"kafka"`
+	Redis     Redis     `yaml:"redis"`
+	S3        S3        `yaml:"s3"`
+	VCS       VCS       `yaml:"vcs"`
+	Webhooks  Webhooks  `yaml:"webhooks"`
+	Runners   Runners   `yaml:"runners"`
+	Artifacts Artifacts `yaml:"artifacts"`
+	Limits    Limits    `yaml:"limits"`
+	Log       Log       `yaml:"log"`
 }
 
 // HTTP bounds what clients may hold of the HTTP server: its connections,
@@ -278,6 +279,31 @@ func defaultJobLimits() JobLimits {
 	d := process.DefaultLimits()
 	return JobLimits{Processes: d.Processes, MemoryMiB: int(d.JobMemory / mib), CPUs: d.CPUs, CPUTime: d.CPUTime,
 		AddressSpaceMiB: int(d.Memory / mib), FileSizeMiB: int(d.FileSize / mib), TmpMiB: int(d.Tmp / mib)}
+}
+
+// Artifacts configures the artifacts and caches jobs keep. They are blobs
+// in the S3 bucket when one is set (keys under artifacts/ and cache/),
+// and otherwise files under DataDir/blobs that this server serves at
+// /v1/blobs/ through URLs it signs. Their records are in PostgreSQL, or
+// in memory. Zero is each setting's default, the one its usage names.
+type Artifacts struct {
+	// ExpireIn is how long an artifact is kept when its job says
+	// nothing; MaxExpireIn caps what a job asks for ("never" included).
+	ExpireIn    time.Duration `yaml:"expire-in" usage:"how long an artifact is kept when its job says nothing (0: 30 days)"`
+	MaxExpireIn time.Duration `yaml:"max-expire-in" usage:"the longest a job may keep its artifacts, never included (0: no limit)"`
+	// KeepLatestDefault keeps the artifacts of each repository's latest
+	// run of its default branch, whatever their expiry.
+	KeepLatestDefault bool `yaml:"keep-latest-default" usage:"keep the artifacts of each repository's latest run of its default branch past their expiry"`
+	// MaxArchiveBytes bounds one archive a job uploads.
+	MaxArchiveBytes int64 `yaml:"max-archive-bytes" usage:"the largest artifact or cache archive a job may upload, in bytes (0: 5 GiB)"`
+	// CacheBudgetBytes is how many bytes of caches each repository keeps
+	// before the least recently hit are evicted; CacheMaxAge how long an
+	// entry that is not hit is kept.
+	CacheBudgetBytes int64         `yaml:"cache-budget-bytes" usage:"the bytes of caches each repository keeps, least recently hit evicted first (0: 10 GiB; -1: no budget)"`
+	CacheMaxAge      time.Duration `yaml:"cache-max-age" usage:"how long a cache entry nobody restores is kept (0: 7 days)"`
+	// PruneInterval is how often expired artifacts, abandoned uploads
+	// and evicted caches are deleted.
+	PruneInterval time.Duration `yaml:"prune-interval" usage:"how often expired artifacts and caches are deleted (0: 10 minutes)"`
 }
 
 // Limits bound what one push may cost. Zero is each limit's default, the
@@ -537,6 +563,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Limits.PipelineFileBytes < 0 {
 		bad("limits.pipeline-file-bytes: must not be negative")
+	}
+	if a := c.Artifacts; a.ExpireIn < 0 || a.MaxExpireIn < 0 || a.MaxArchiveBytes < 0 || a.CacheBudgetBytes < -1 || a.CacheMaxAge < 0 || a.PruneInterval < 0 {
+		bad("artifacts: durations and sizes must not be negative (cache-budget-bytes may be -1: no budget)")
 	}
 	if c.Limits.JobsPerRun < 0 {
 		bad("limits.jobs-per-run: must not be negative")

@@ -159,10 +159,14 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return err
 	}
+	manifest, err := artifacts.NewPostgresManifest(pool)
+	if err != nil {
+		return err
+	}
 	for _, m := range []struct {
 		name string
 		f    func(context.Context) error
-	}{{"dag", jobs.Migrate}, {"ingest", runs.Migrate}, {"lease", leases.Migrate}, {"logs", segs.Migrate}} {
+	}{{"dag", jobs.Migrate}, {"ingest", runs.Migrate}, {"lease", leases.Migrate}, {"logs", segs.Migrate}, {"artifacts", manifest.Migrate}} {
 		if err := m.f(ctx); err != nil {
 			return fmt.Errorf("platform: migrate %s: %w", m.name, err)
 		}
@@ -225,14 +229,11 @@ func (p *Platform) buildStores(ctx context.Context) error {
 // logSink is where finished logs go: the S3 bucket, or files under the
 // data directory.
 func (p *Platform) logSink(ctx context.Context) (logs.Sink, error) {
-	if c := p.cfg.S3; c.Bucket != "" {
-		store, err := artifacts.NewS3Store(ctx, artifacts.S3Config{
-			Bucket: c.Bucket, Prefix: c.Prefix, Region: c.Region, Endpoint: c.Endpoint,
-			AccessKeyID: c.AccessKeyID, SecretAccessKey: c.SecretAccessKey,
-		})
-		if err != nil {
-			return nil, fmt.Errorf("platform: s3: %w", err)
-		}
+	store, err := p.blobStore(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if store != nil {
 		return logs.NewBlobSink(store, "logs"), nil
 	}
 	dir := filepath.Join(p.cfg.DataDir, "logs")

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/artifacts"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/fleet/autoscale"
@@ -41,6 +42,8 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 		Tenant:          tenantOf,
 		Source:          p.sourceMinter(),
 		RunURL:          func(runID string) string { return p.targetURL(runID, "") },
+		Artifacts:       p.artifacts,
+		CacheScopes:     artifacts.Scopes,
 		Now:             p.now,
 		Logger:          p.log.With("component", "fleet"),
 	}

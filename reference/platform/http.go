@@ -69,6 +69,15 @@ func (p *Platform) buildHTTP(context.Context) error {
 	// The body guard is outermost: its read deadlines reach the
 	// connection only through the server's own ResponseWriter.
 	p.handler = bodies.Handler(withCorrelation(p.log, mux))
+	if p.blobs != nil {
+		// Blob bodies stream to disk, bounded by the size their URL
+		// signs: they are not held in memory, so they stay out of the
+		// body budget, but not out of its rate and deadlines.
+		top := http.NewServeMux()
+		top.Handle(blobPrefix, bodies.Streaming(withCorrelation(p.log, p.blobs)))
+		top.Handle("/", p.handler)
+		p.handler = top
+	}
 	return nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/cikit/cikit/artifacts"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/ingest"
 	"github.com/cikit/cikit/internal/httpguard"
@@ -36,6 +37,10 @@ type metrics struct {
 	leaseExpiries   prometheus.Counter
 	logBytes        prometheus.Counter
 	jobsFinished    *prometheus.CounterVec
+	// pruned counts what the artifacts pruner deleted, by kind
+	// ("artifacts", "cache", "uploads"), in items and bytes.
+	pruned      *prometheus.CounterVec
+	prunedBytes *prometheus.CounterVec
 
 	mu    sync.Mutex
 	ready map[string]time.Time // "run/job/attempt" → when it became ready
@@ -59,7 +64,19 @@ func newMetrics() *metrics {
 	m.leaseExpiries = f.NewCounter(prometheus.CounterOpts{Name: "cikit_lease_expiries_total", Help: "Job attempts whose lease expired and that the reaper ended."})
 	m.logBytes = f.NewCounter(prometheus.CounterOpts{Name: "cikit_log_bytes_total", Help: "Bytes of job logs received from runners."})
 	m.jobsFinished = f.NewCounterVec(prometheus.CounterOpts{Name: "cikit_jobs_finished_total", Help: "Jobs that reached a terminal state, by state."}, []string{"state"})
+	m.pruned = f.NewCounterVec(prometheus.CounterOpts{Name: "cikit_pruned_total", Help: "What the pruner deleted: expired artifacts, evicted cache entries, abandoned uploads and blobs, by kind."}, []string{"kind"})
+	m.prunedBytes = f.NewCounterVec(prometheus.CounterOpts{Name: "cikit_pruned_bytes_total", Help: "Bytes the pruner freed in blob storage, by kind (artifacts, cache)."}, []string{"kind"})
 	return m
+}
+
+// countPruned counts what one pruning deleted.
+func (m *metrics) countPruned(st artifacts.PruneStats) {
+	m.pruned.WithLabelValues("artifacts").Add(float64(st.Artifacts))
+	m.pruned.WithLabelValues("cache").Add(float64(st.CacheEntries))
+	m.pruned.WithLabelValues("uploads").Add(float64(st.Uploads))
+	m.pruned.WithLabelValues("blobs").Add(float64(st.Blobs))
+	m.prunedBytes.WithLabelValues("artifacts").Add(float64(st.ArtifactBytes))
+	m.prunedBytes.WithLabelValues("cache").Add(float64(st.CacheBytes))
 }
 
 // gauges registers the metrics read from the platform's parts when

@@ -80,6 +80,11 @@ type Platform struct {
 	relayWake chan struct{}
 	pruner    *ingest.Pruner
 	fleet     *fleet.Server
+	// s3 is the bucket of logs, artifacts and caches, if configured;
+	// blobs serves the data directory's blobs without one.
+	s3        *artifacts.S3Store
+	blobs     http.Handler
+	artifacts *artifacts.Service
 	sources   *sourceRevoker // the forge credentials of running attempts
 	manager   *fleet.Manager
 	runners   *local.Backend // the runners this process runs itself, if any
@@ -134,7 +139,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Platform, er
 		p.url = "http://" + p.ln.Addr().String()
 	}
 	p.metrics = newMetrics()
-	steps := []func(context.Context) error{p.startServices, p.buildStores, p.buildVCS, p.buildIngest, p.buildFleet, p.buildHTTP}
+	steps := []func(context.Context) error{p.startServices, p.buildStores, p.buildArtifacts, p.buildVCS, p.buildIngest, p.buildFleet, p.buildHTTP}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return nil, err

@@ -57,6 +57,7 @@ func (p *Platform) Run(ctx context.Context) error {
 	run("relay", p.relay.Run)
 	run("reaper", p.reaper.Run)
 	run("pruner", p.pruner.Run)
+	run("artifacts pruner", p.pruneArtifacts)
 	run("logs", p.hub.Run)
 	run("revoker", p.sources.Run)
 	// The reporter outlives the consumers: Flush at shutdown needs it

@@ -87,9 +87,14 @@ export class DagView {
       if (n.el.getAttribute('class') !== cls) n.el.setAttribute('class', cls);
       n.el.setAttribute('data-state', j.state);
       n.el.setAttribute('data-critical', String(critical));
-      const label = j.state === 'failed' && j.allow_failure ? 'failed (allowed)' : j.state.replace('_', ' ');
+      const caches = j.cache_results || [];
+      const hits = caches.filter((c) => c.hit).length;
+      const cache = caches.length ? ` · cache ${hits}/${caches.length}` : '';
+      n.el.setAttribute('data-cache-hits', String(hits));
+      const label = (j.state === 'failed' && j.allow_failure ? 'failed (allowed)' : j.state.replace('_', ' ')) + cache;
       if (n.state.textContent !== label) n.state.textContent = label;
-      n.title.textContent = `${j.name || j.id}: ${label}${j.reason ? ' — ' + j.reason : ''}`;
+      const hitText = caches.map((c) => `${c.key}: ${c.hit ? (c.exact ? 'hit' : 'restored from ' + c.matched_key) : 'miss'}`).join('; ');
+      n.title.textContent = `${j.name || j.id}: ${label}${j.reason ? ' — ' + j.reason : ''}${hitText ? ' — cache ' + hitText : ''}`;
     }
     for (const e of this.edges) {
       const critical = pathEdges.has(e.from + '\n' + e.to);

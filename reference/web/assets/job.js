@@ -8,6 +8,32 @@ import { badge, duration, errorBox, h, jobDone, pagePath, poll, time } from './u
 
 const WAITING = ['pending', 'manual', 'delayed', 'ready', 'queued'];
 
+/** cacheLine says how a cache was restored and saved. */
+function cacheLine(c) {
+  const hit = c.hit ? (c.exact ? 'hit' : `restored from ${c.matched_key}`) : 'miss';
+  const parts = [`${c.key}: ${hit}`];
+  if (c.hit) parts.push(`${bytes(c.size || 0)} in ${c.restored_in_ms || 0} ms`);
+  if (c.saved) parts.push(`saved ${bytes(c.saved_size || 0)}`);
+  else if (c.note) parts.push(c.note);
+  return h('div', { class: `cache ${c.hit ? 'hit' : 'miss'}`, 'data-hit': String(!!c.hit) }, parts.join(' · '));
+}
+
+/** artifactLine links an artifact's download. */
+function artifactLine(a) {
+  const label = a.type === 'report' ? `${a.name} (${a.report} report)` : a.name;
+  return h('div', { class: 'artifact' },
+    h('a', { href: a.download_url, download: '', 'data-testid': 'artifact-link' }, label),
+    ` · ${bytes(a.size)} · sha256 ${a.sha256.slice(0, 12)}…${a.expires_at ? ' · expires ' + new Date(a.expires_at).toLocaleDateString() : ''}`);
+}
+
+/** bytes is n bytes in binary units. */
+function bytes(n) {
+  const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+  let i = 0;
+  while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+  return `${i ? n.toFixed(1) : n} ${units[i]}`;
+}
+
 /** mountJob shows job jobID of run runID in root; query's "attempt" picks an earlier attempt. */
 export function mountJob(root, runID, jobID, query) {
   const ctrl = new AbortController();
@@ -59,6 +85,8 @@ export function mountJob(root, runID, jobID, query) {
       ...fact('Outputs', j.outputs ? Object.keys(j.outputs).sort().map((k) => h('div', {}, `${k} = ${j.outputs[k]}`)) : null,
         { 'data-testid': 'job-outputs' }),
       ...fact('Environment', (j.env_names || []).join(', '), { 'data-testid': 'job-env-names' }),
+      ...fact('Caches', (j.cache_results || []).length ? j.cache_results.map(cacheLine) : null, { 'data-testid': 'job-caches' }),
+      ...fact('Artifacts', (j.artifacts || []).length ? j.artifacts.map(artifactLine) : null, { 'data-testid': 'job-artifacts' }),
     );
     // Annotations: what the steps attached with ::error, ::warning and ::notice.
     annotations.replaceChildren(...(j.annotations || []).map((a) => {

@@ -1,0 +1,307 @@
+package platform_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/ingest"
+)
+
+// dagArtifacts is seed 004's pipeline: build makes a binary, unit and
+// lint check it, and integration, which needs all three, runs exactly
+// the bytes build made. Each prints the binary's SHA-256.
+const dagArtifacts = `jobs:
+  build:
+    steps:
+      - mkdir -p dist/empty && head -c 300000 /dev/urandom > dist/app && chmod 755 dist/app && ln -s app dist/current
+      - echo "BUILT=$(sha256sum dist/app | cut -c1-64)"
+    artifacts:
+      paths: [dist/]
+  unit:
+    needs: [build]
+    steps:
+      - test -x dist/app && test -L dist/current && test -d dist/empty
+  lint:
+    needs: [build]
+    steps:
+      - test -s dist/app
+  integration:
+    needs: [build, unit, lint]
+    steps:
+      - echo "TESTED=$(sha256sum dist/current | cut -c1-64)"
+`
+
+// gitlabArtifacts: a job that needs build gets its files and its dotenv
+// report's variables; one that needs it with artifacts: false gets
+// neither.
+const gitlabArtifacts = `stages: [build, test]
+build:
+  stage: build
+  script:
+    - mkdir -p dist && echo gitlab-bytes > dist/app
+    - echo "BUILD_VERSION=1.2.3" > build.env
+  artifacts:
+    paths: [dist/]
+    reports:
+      dotenv: build.env
+with-artifacts:
+  stage: test
+  needs: [build]
+  script:
+    - test "$(cat dist/app)" = gitlab-bytes
+    - test "$BUILD_VERSION" = 1.2.3
+without-artifacts:
+  stage: test
+  needs:
+    - job: build
+      artifacts: false
+  script:
+    - test ! -e dist/app
+    - test -z "$BUILD_VERSION"
+`
+
+// githubArtifacts passes a file from one job to another with
+// actions/upload-artifact and actions/download-artifact.
+const githubArtifacts = `name: artifacts
+on: push
+jobs:
+  up:
+    runs-on: ubuntu-latest
+    steps:
+      - run: mkdir -p out && echo "made by up in run $GITHUB_RUN_ID" > out/note.txt && echo "UP=$(sha256sum out/note.txt | cut -c1-64)"
+      - uses: actions/upload-artifact@v4
+        id: upload
+        with:
+          name: note
+          path: out/note.txt
+      - run: test -n "${{ steps.upload.outputs.artifact-digest }}"
+  down:
+    needs: up
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/download-artifact@v4
+        with:
+          name: note
+          path: got
+      - run: echo "DOWN=$(sha256sum got/note.txt | cut -c1-64)"
+`
+
+var (
+	builtRE  = regexp.MustCompile(`(?m)^BUILT=([0-9a-f]{64})$`)
+	testedRE = regexp.MustCompile(`(?m)^TESTED=([0-9a-f]{64})$`)
+	upRE     = regexp.MustCompile(`(?m)^UP=([0-9a-f]{64})$`)
+	downRE   = regexp.MustCompile(`(?m)^DOWN=([0-9a-f]{64})$`)
+)
+
+// TestArtifactsAlongTheDAG: one push runs three pipelines. Native:
+// build's dist/ reaches unit, lint and integration, and integration runs
+// exactly the bytes build made (SHA-256 compared), symlink and empty
+// directory included; the run's artifacts are listed with a download that
+// gives the archive the listing's SHA-256 names. GitLab: the job that
+// needs build gets its files and its dotenv variable, the one with
+// needs:artifacts:false gets neither. GitHub: upload-artifact and
+// download-artifact pass a file between two jobs.
+func TestArtifactsAlongTheDAG(t *testing.T) {
+	t.Parallel()
+	artifactsAlongTheDAG(t, newArtifactsWorld(t))
+}
+
+// TestArtifactsAlongTheDAGPostgres is TestArtifactsAlongTheDAG on
+// PostgreSQL, Redis and S3 (an S3 server in the test, through presigned
+// URLs).
+func TestArtifactsAlongTheDAGPostgres(t *testing.T) {
+	t.Parallel()
+	w := newArtifactsWorld(t)
+	w.onPostgres(t)
+	artifactsAlongTheDAG(t, w)
+}
+
+func newArtifactsWorld(t *testing.T) *world {
+	w := newWorld(t, map[string]string{"README.md": "artifacts\n"})
+	w.commit(t, "the pipelines", map[string]string{".cikit.yml": dagArtifacts, ".gitlab-ci.yml": gitlabArtifacts,
+		".github/workflows/artifacts.yml": githubArtifacts})
+	w.cfg.Runners.Local = 3
+	return w
+}
+
+func artifactsAlongTheDAG(t *testing.T, w *world) {
+	s := serve(t, w.cfg)
+	base := s.p.URL()
+	code, body := deliver(t, base, "delivery-artifacts", pushBody(w.sha))
+	require.Equal(t, 202, code, body)
+
+	states, run := w.waitFileStatuses(t, 3*time.Minute, ".cikit.yml", "build", "unit", "lint", "integration")
+	require.Equal(t, map[string]string{"build": "success", "unit": "success", "lint": "success", "integration": "success"}, states)
+	_, buildLog := jobWorldJob(t, base, run, "build")
+	_, integrationLog := jobWorldJob(t, base, run, "integration")
+	built, tested := builtRE.FindStringSubmatch(buildLog), testedRE.FindStringSubmatch(integrationLog)
+	require.NotNil(t, built, buildLog)
+	require.NotNil(t, tested, integrationLog)
+	require.Equal(t, built[1], tested[1], "integration ran the bytes build made")
+
+	var list struct {
+		Artifacts []struct {
+			JobID       string `json:"job_id"`
+			Name        string `json:"name"`
+			Size        int64  `json:"size"`
+			SHA256      string `json:"sha256"`
+			DownloadURL string `json:"download_url"`
+		} `json:"artifacts"`
+	}
+	require.Equal(t, 200, getJSON(t, base+"/api/v1/runs/"+run+"/artifacts", &list))
+	require.Len(t, list.Artifacts, 1, "%+v", list)
+	a := list.Artifacts[0]
+	require.Equal(t, "build", a.JobID)
+	resp, err := http.Get(base + a.DownloadURL)
+	require.NoError(t, err)
+	archive, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, 200, resp.StatusCode, string(archive))
+	sum := sha256.Sum256(archive)
+	require.Equal(t, a.SHA256, hex.EncodeToString(sum[:]), "the download is the archive the manifest names")
+	require.EqualValues(t, a.Size, len(archive))
+
+	var job struct {
+		Artifacts []struct {
+			Name string `json:"name"`
+		} `json:"artifacts"`
+	}
+	require.Equal(t, 200, getJSON(t, base+"/api/v1/runs/"+run+"/jobs/build", &job))
+	require.Len(t, job.Artifacts, 1, "the job shows its artifact")
+
+	states, _ = w.waitFileStatuses(t, 3*time.Minute, ".gitlab-ci.yml", "build", "with-artifacts", "without-artifacts")
+	require.Equal(t, map[string]string{"build": "success", "with-artifacts": "success", "without-artifacts": "success"}, states)
+
+	states, ghRun := w.waitFileStatuses(t, 3*time.Minute, ".github/workflows/artifacts.yml", "up", "down")
+	require.Equal(t, map[string]string{"up": "success", "down": "success"}, states)
+	_, upLog := jobWorldJob(t, base, ghRun, "up")
+	_, downLog := jobWorldJob(t, base, ghRun, "down")
+	up, down := upRE.FindStringSubmatch(upLog), downRE.FindStringSubmatch(downLog)
+	require.NotNil(t, up, upLog)
+	require.NotNil(t, down, downLog)
+	require.Equal(t, up[1], down[1], "down got the file up uploaded")
+}
+
+// cachedDeps fills a cache path with a 50 MB dependency tree when it
+// misses, brings a restored tree up to date when its lock file changed,
+// and does nothing when the restored tree matches the lock file.
+const cachedDeps = `jobs:
+  deps:
+    cache:
+      key: deps-{{ hash("deps.lock") }}
+      restore_keys: [deps-]
+      paths: [deps/]
+    steps:
+      - |
+        if [ -f deps/.installed ] && cmp -s deps/.installed deps.lock; then
+          echo "CACHE=fresh"
+        elif [ -f deps/.installed ]; then
+          echo "CACHE=stale"
+          cp deps.lock deps/.installed
+        else
+          echo "CACHE=cold"
+          sleep 3
+          mkdir -p deps
+          for i in $(seq 1 50); do head -c 1048576 /dev/urandom > deps/f$i; done
+          cp deps.lock deps/.installed
+        fi
+`
+
+var cacheStateRE = regexp.MustCompile(`(?m)^CACHE=(\w+)$`)
+
+// TestCacheAcrossRuns: the first run of a job fills its cache path with
+// a 50 MB tree and saves it; the second run of the same commit restores
+// it (an exact hit), skips the install and saves nothing, and runs
+// quicker; a commit that changes the lock file gets a restore-key hit
+// (the first run's entry), brings the tree up to date and saves a new
+// entry. Read from the job API's cache results and the logs.
+func TestCacheAcrossRuns(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, map[string]string{".cikit.yml": cachedDeps, "deps.lock": "left-pad 1.0\n"})
+	w.cfg.Runners.Local = 1
+	s := serve(t, w.cfg)
+	base := s.p.URL()
+
+	type cacheJob struct {
+		RunDuration  time.Duration       `json:"run_duration_ns"`
+		CacheResults []cikit.CacheReport `json:"cache_results"`
+	}
+	runOnce := func(delivery string, want string) (cacheJob, string) {
+		t.Helper()
+		code, body := deliver(t, base, delivery, pushBody(w.sha))
+		require.Equal(t, 202, code, body)
+		runID := runOf(t, s, delivery)
+		waitJobEnded(t, s, runID, "deps")
+		var j cacheJob
+		require.Equal(t, 200, getJSON(t, base+"/api/v1/runs/"+runID+"/jobs/deps", &j))
+		_, log := getText(t, base+"/api/v1/runs/"+runID+"/jobs/deps/log")
+		m := cacheStateRE.FindStringSubmatch(log)
+		require.NotNil(t, m, log)
+		require.Equal(t, want, m[1], log)
+		require.Len(t, j.CacheResults, 1, log)
+		return j, log
+	}
+	cold, _ := runOnce("cache-1", "cold")
+	require.False(t, cold.CacheResults[0].Hit)
+	require.True(t, cold.CacheResults[0].Saved, "%+v", cold.CacheResults[0])
+	key := cold.CacheResults[0].Key
+	require.Regexp(t, `^deps-[0-9a-f]{64}$`, key, "the key's hash was rendered from deps.lock")
+
+	hit, _ := runOnce("cache-2", "fresh")
+	require.Equal(t, cikit.CacheReport{Key: key, Hit: true, Exact: true, MatchedKey: key, RestoredInMS: hit.CacheResults[0].RestoredInMS,
+		Size: cold.CacheResults[0].SavedSize, Note: hit.CacheResults[0].Note}, hit.CacheResults[0])
+	require.False(t, hit.CacheResults[0].Saved, "an exact hit saves nothing")
+	require.Less(t, hit.RunDuration, cold.RunDuration, "the hit skipped the install (3 s of sleep and 50 MB of writes)")
+
+	w.commit(t, "a new lock", map[string]string{"deps.lock": "left-pad 1.1\n"})
+	partial, _ := runOnce("cache-3", "stale")
+	c := partial.CacheResults[0]
+	require.True(t, c.Hit)
+	require.False(t, c.Exact)
+	require.Equal(t, key, c.MatchedKey, "the restore key deps- found the first run's entry")
+	require.NotEqual(t, key, c.Key)
+	require.True(t, c.Saved, "the updated tree is saved under the new key: %+v", c)
+}
+
+// runOf waits for the run a delivery made.
+func runOf(t *testing.T, s *serving, delivery string) string {
+	t.Helper()
+	var ids []string
+	waitFor(t, time.Minute, "the run of delivery "+delivery, func() bool {
+		d, err := s.p.Runs().Seen(context.Background(), &ingest.Event{Provider: ingest.GitHub, HookID: "7", DeliveryID: delivery})
+		require.NoError(t, err)
+		if d == nil {
+			return false
+		}
+		ids = d.RunIDs
+		return true
+	})
+	require.Len(t, ids, 1)
+	return ids[0]
+}
+
+// waitJobEnded waits for a job to end, within a ceiling a loaded machine
+// keeps to.
+func waitJobEnded(t *testing.T, s *serving, runID, jobID string) *dag.Job {
+	t.Helper()
+	var j *dag.Job
+	waitFor(t, 5*time.Minute, "job "+jobID+" of run "+runID+" to end", func() bool {
+		var err error
+		j, err = s.p.Jobs().JobGet(context.Background(), runID, jobID)
+		require.NoError(t, err)
+		return j.State.Terminal()
+	})
+	require.Equal(t, cikit.JobSucceeded, j.State, j.Reason)
+	return j
+}
