@@ -21,7 +21,7 @@ func (p *Platform) buildHTTP(context.Context) error {
 	var err error
 	p.api, err = api.New(api.Config{
 		Runs: p.jobs, Logs: p.hub, Why: p.manager.Why, Dispatch: p.fleet.Dispatch,
-		Manual: ingest.NewManualTrigger(p.ingester, p.provider), Ready: p.Ready,
+		Manual: ingest.NewManualTrigger(p.ingester, p.provider), Ready: p.Ready, Artifacts: p.artifacts,
 		Now: p.now, Logger: p.log.With("component", "api"),
 	})
 	if err != nil {
