@@ -1,7 +1,6 @@
 package platform_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"io"
@@ -13,8 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit"
-	"github.com/cikit/cikit/dag"
-	"github.com/cikit/cikit/ingest"
 )
 
 // dagArtifacts is seed 004's pipeline: build makes a binary, unit and
@@ -191,117 +188,4 @@ func artifactsAlongTheDAG(t *testing.T, w *world) {
 	require.NotNil(t, up, upLog)
 	require.NotNil(t, down, downLog)
 	require.Equal(t, up[1], down[1], "down got the file up uploaded")
-}
-
-// cachedDeps fills a cache path with a 50 MB dependency tree when it
-// misses, brings a restored tree up to date when its lock file changed,
-// and does nothing when the restored tree matches the lock file.
-const cachedDeps = `jobs:
-  deps:
-    cache:
-      key: deps-{{ hash("deps.lock") }}
-      restore_keys: [deps-]
-      paths: [deps/]
-    steps:
-      - |
-        if [ -f deps/.installed ] && cmp -s deps/.installed deps.lock; then
-          echo "CACHE=fresh"
-        elif [ -f deps/.installed ]; then
-          echo "CACHE=stale"
-          cp deps.lock deps/.installed
-        else
-          echo "CACHE=cold"
-          sleep 3
-          mkdir -p deps
-          for i in $(seq 1 50); do head -c 1048576 /dev/urandom > deps/f$i; done
-          cp deps.lock deps/.installed
-        fi
-`
-
-var cacheStateRE = regexp.MustCompile(`(?m)^CACHE=(\w+)$`)
-
-// TestCacheAcrossRuns: the first run of a job fills its cache path with
-// a 50 MB tree and saves it; the second run of the same commit restores
-// it (an exact hit), skips the install and saves nothing, and runs
-// quicker; a commit that changes the lock file gets a restore-key hit
-// (the first run's entry), brings the tree up to date and saves a new
-// entry. Read from the job API's cache results and the logs.
-func TestCacheAcrossRuns(t *testing.T) {
-	t.Parallel()
-	w := newWorld(t, map[string]string{".cikit.yml": cachedDeps, "deps.lock": "left-pad 1.0\n"})
-	w.cfg.Runners.Local = 1
-	s := serve(t, w.cfg)
-	base := s.p.URL()
-
-	type cacheJob struct {
-		RunDuration  time.Duration       `json:"run_duration_ns"`
-		CacheResults []cikit.CacheReport `json:"cache_results"`
-	}
-	runOnce := func(delivery string, want string) (cacheJob, string) {
-		t.Helper()
-		code, body := deliver(t, base, delivery, pushBody(w.sha))
-		require.Equal(t, 202, code, body)
-		runID := runOf(t, s, delivery)
-		waitJobEnded(t, s, runID, "deps")
-		var j cacheJob
-		require.Equal(t, 200, getJSON(t, base+"/api/v1/runs/"+runID+"/jobs/deps", &j))
-		_, log := getText(t, base+"/api/v1/runs/"+runID+"/jobs/deps/log")
-		m := cacheStateRE.FindStringSubmatch(log)
-		require.NotNil(t, m, log)
-		require.Equal(t, want, m[1], log)
-		require.Len(t, j.CacheResults, 1, log)
-		return j, log
-	}
-	cold, _ := runOnce("cache-1", "cold")
-	require.False(t, cold.CacheResults[0].Hit)
-	require.True(t, cold.CacheResults[0].Saved, "%+v", cold.CacheResults[0])
-	key := cold.CacheResults[0].Key
-	require.Regexp(t, `^deps-[0-9a-f]{64}$`, key, "the key's hash was rendered from deps.lock")
-
-	hit, _ := runOnce("cache-2", "fresh")
-	require.Equal(t, cikit.CacheReport{Key: key, Hit: true, Exact: true, MatchedKey: key, RestoredInMS: hit.CacheResults[0].RestoredInMS,
-		Size: cold.CacheResults[0].SavedSize, Note: hit.CacheResults[0].Note}, hit.CacheResults[0])
-	require.False(t, hit.CacheResults[0].Saved, "an exact hit saves nothing")
-	require.Less(t, hit.RunDuration, cold.RunDuration, "the hit skipped the install (3 s of sleep and 50 MB of writes)")
-
-	w.commit(t, "a new lock", map[string]string{"deps.lock": "left-pad 1.1\n"})
-	partial, _ := runOnce("cache-3", "stale")
-	c := partial.CacheResults[0]
-	require.True(t, c.Hit)
-	require.False(t, c.Exact)
-	require.Equal(t, key, c.MatchedKey, "the restore key deps- found the first run's entry")
-	require.NotEqual(t, key, c.Key)
-	require.True(t, c.Saved, "the updated tree is saved under the new key: %+v", c)
-}
-
-// runOf waits for the run a delivery made.
-func runOf(t *testing.T, s *serving, delivery string) string {
-	t.Helper()
-	var ids []string
-	waitFor(t, time.Minute, "the run of delivery "+delivery, func() bool {
-		d, err := s.p.Runs().Seen(context.Background(), &ingest.Event{Provider: ingest.GitHub, HookID: "7", DeliveryID: delivery})
-		require.NoError(t, err)
-		if d == nil {
-			return false
-		}
-		ids = d.RunIDs
-		return true
-	})
-	require.Len(t, ids, 1)
-	return ids[0]
-}
-
-// waitJobEnded waits for a job to end, within a ceiling a loaded machine
-// keeps to.
-func waitJobEnded(t *testing.T, s *serving, runID, jobID string) *dag.Job {
-	t.Helper()
-	var j *dag.Job
-	waitFor(t, 5*time.Minute, "job "+jobID+" of run "+runID+" to end", func() bool {
-		var err error
-		j, err = s.p.Jobs().JobGet(context.Background(), runID, jobID)
-		require.NoError(t, err)
-		return j.State.Terminal()
-	})
-	require.Equal(t, cikit.JobSucceeded, j.State, j.Reason)
-	return j
 }
