@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/cikit/cikit"
 )
 
 // dagArtifacts is seed 004's pipeline: build makes a binary, unit and
