@@ -134,12 +134,6 @@ func (s *Service) RunArtifacts(ctx context.Context, runID string) ([]Artifact, e
 	return s.downloads(ctx, live(list, s.cfg.Now()))
 }
 
-// CacheEntries returns a repository's cache entries, most recently hit
-// first.
-func (s *Service) CacheEntries(ctx context.Context, repo string) ([]CacheEntry, error) {
-	return s.cfg.Index.CacheList(ctx, repo)
-}
-
 // shownName is an artifact's name as its job gave it: without the
 // "JOB/" the manifest puts before a native or GitLab job's (see
 // JobRef.Needs). GitHub's artifact names hold no slash.
@@ -360,15 +354,16 @@ func (b *jobBroker) CreateUpload(ctx context.Context, req UploadRequest) (*Uploa
 	}
 	if err := s.cfg.Manifest.UploadCreate(ctx, u); err != nil {
 		if u.MultipartID != "" {
-			b.abortBlob(u)
+			b.drop(ctx, u)
 		}
 		return nil, err
 	}
 	return up, nil
 }
 
-// presignUpload presigns the requests of u: one PUT, or the parts of a
-// multipart upload from the store's MultipartMin.
+// presignUpload presigns the requests of u: the parts req hashed (a
+// multipart upload), where the store takes u's size in parts, or else one
+// PUT.
 func (b *jobBroker) presignUpload(ctx context.Context, u *PendingUpload, up *Upload, req UploadRequest) error {
 	s := b.s
 	ttl := s.cfg.UploadTTL
@@ -539,14 +534,6 @@ func (s *Service) dropUpload(ctx context.Context, u *PendingUpload) {
 func (s *Service) deleteBlob(ctx context.Context, key string) {
 	if err := s.cfg.Blobs.Delete(ctx, key); err != nil {
 		s.log.Warn("artifacts: deleting a blob", "key", key, "err", err)
-	}
-}
-
-func (b *jobBroker) abortBlob(u *PendingUpload) {
-	ctx, cancel := context.WithTimeout(context.Background(), abortTimeout)
-	defer cancel()
-	if err := b.s.cfg.Blobs.AbortMultipart(ctx, u.BlobKey, u.MultipartID); err != nil {
-		b.s.log.Warn("artifacts: aborting a multipart upload", "upload", u.ID, "err", err)
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"slices"
 	"sync"
 
 	"github.com/cikit/cikit"
@@ -365,26 +364,13 @@ func (s *Server) jobRef(ctx context.Context, a lease.Attempt) (artifacts.JobRef,
 }
 
 // makeJobRef is the artifacts.JobRef of attempt a of the job of spec in
-// a run of context rc (nil for none).
+// a run of context rc (nil for none), artifacts.JobRefFor's, with the
+// cache scopes scopes gives ("" for nil).
 func makeJobRef(a lease.Attempt, rc *cikit.RunContext, spec *cikit.JobSpec, scopes func(*cikit.RunContext) (string, []string)) artifacts.JobRef {
-	ref := artifacts.JobRef{RunID: a.RunID, JobID: a.JobID, Attempt: a.Attempt, ReadScopes: []string{""}}
-	if rc != nil {
-		ref.Repo = rc.Repository
-		ref.DefaultBranch = rc.RefType == "branch" && rc.DefaultBranch != "" && rc.RefName == rc.DefaultBranch
-	}
+	ref := artifacts.JobRefFor(rc, a.RunID, spec, a.Attempt)
+	ref.Scope, ref.ReadScopes = "", []string{""}
 	if scopes != nil {
 		ref.Scope, ref.ReadScopes = scopes(rc)
-	}
-	// A GitHub job's artifacts belong to its run: it may list them all.
-	// Any other job lists those of the jobs it needs, and of none when it
-	// needs none.
-	if spec != nil && spec.Format != "github" {
-		ref.Needs = make([]string, 0, len(spec.Needs))
-		for _, n := range spec.Needs {
-			if !slices.Contains(spec.NoArtifactsFrom, n) {
-				ref.Needs = append(ref.Needs, n)
-			}
-		}
 	}
 	return ref
 }

@@ -33,10 +33,11 @@ const filesSuffix = ".cikit-files"
 // runner without one.
 var errNoFiles = errors.New("this runner has no artifact store: the job declares artifacts or caches, or a step uses them (actions/cache, actions/upload-artifact, actions/download-artifact), and the runner was given none (process.Job.Files)")
 
-// usesFiles reports whether the job needs Job.Files whatever its needs
+// UsesFiles reports whether a job needs Job.Files whatever its needs
 // left: it declares artifacts or caches, or a step of its uses an action
-// that keeps or fetches files.
-func usesFiles(spec *cikit.JobSpec) bool {
+// that keeps or fetches files (actions/cache, actions/upload-artifact,
+// actions/download-artifact). RunJob fails such a job without Files.
+func UsesFiles(spec *cikit.JobSpec) bool {
 	if len(spec.Caches) > 0 || spec.Artifacts != nil {
 		return true
 	}

@@ -28,6 +28,7 @@ import (
 // HTTP, whose blobs are in dir.
 type files struct {
 	svc    *artifacts.Service
+	index  *artifacts.MemoryCacheIndex
 	dir    string
 	client *http.Client
 }
@@ -43,9 +44,10 @@ func newFiles(t testing.TB) *files {
 	signed, err := artifacts.NewSignedFileStore(fstore, bytes.Repeat([]byte("k"), 32), srv.URL+"/v1/blobs")
 	require.NoError(t, err)
 	mux.Handle("/v1/blobs/", signed.Handler())
-	svc, err := artifacts.NewService(artifacts.ServiceConfig{Blobs: signed, Manifest: artifacts.NewMemoryManifest(), Index: artifacts.NewMemoryCacheIndex()})
+	index := artifacts.NewMemoryCacheIndex()
+	svc, err := artifacts.NewService(artifacts.ServiceConfig{Blobs: signed, Manifest: artifacts.NewMemoryManifest(), Index: index})
 	require.NoError(t, err)
-	return &files{svc: svc, dir: dir, client: srv.Client()}
+	return &files{svc: svc, index: index, dir: dir, client: srv.Client()}
 }
 
 // transfer makes an executor send its archives through f's server.
@@ -240,7 +242,7 @@ func TestCaches(t *testing.T) {
 		require.True(t, c.Hit, out)
 		require.False(t, c.Saved)
 		require.Equal(t, "policy pull", c.Note)
-		entries, err := f.svc.CacheEntries(context.Background(), "acme/app")
+		entries, err := f.index.CacheList(context.Background(), "acme/app")
 		require.NoError(t, err)
 		require.Len(t, entries, 2)
 	})

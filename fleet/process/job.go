@@ -199,7 +199,7 @@ func (j *jobRun) run(ctx context.Context) Result {
 	for _, w := range spec.Warnings {
 		fmt.Fprintf(j.pw, "--- warning: %s\n", w)
 	}
-	if j.job.Files == nil && usesFiles(spec) {
+	if j.job.Files == nil && UsesFiles(spec) {
 		return j.fail(cikit.FailureInfrastructure, "%v", errNoFiles)
 	}
 	defer j.removeFilesDir()

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/artifacts"
 	"github.com/cikit/cikit/compiler/expr"
 )
 
@@ -133,26 +134,19 @@ func RenderCache(format string, c cikit.Cache, workspace string, env map[string]
 			return k, fmt.Errorf("cache key %q: %w", x, err)
 		}
 	}
-	if n := len(k.FallbackKeys) + len(k.RestoreKeys); n > maxCacheKeys {
-		return k, fmt.Errorf("the cache has %d fallback and restore keys; at most %d are allowed", n, maxCacheKeys)
+	if n := len(k.FallbackKeys) + len(k.RestoreKeys); n > artifacts.MaxRestoreKeys {
+		return k, fmt.Errorf("the cache has %d fallback and restore keys; at most %d are allowed", n, artifacts.MaxRestoreKeys)
 	}
 	return k, nil
 }
-
-// Bounds of a rendered cache key, those of artifacts.MaxNameLen and
-// artifacts.MaxRestoreKeys.
-const (
-	maxCacheKeyLen = 512
-	maxCacheKeys   = 32
-)
 
 // checkCacheKey says what is wrong with a rendered key.
 func checkCacheKey(key string) error {
 	switch {
 	case key == "":
 		return fmt.Errorf("the key is empty once rendered")
-	case len(key) > maxCacheKeyLen:
-		return fmt.Errorf("the key is %d bytes long; at most %d are allowed", len(key), maxCacheKeyLen)
+	case len(key) > artifacts.MaxNameLen:
+		return fmt.Errorf("the key is %d bytes long; at most %d are allowed", len(key), artifacts.MaxNameLen)
 	case strings.ContainsAny(key, "/\x00"), key == "." || key == "..":
 		return fmt.Errorf(`a key must not hold "/" or NUL, nor be "." or ".."`)
 	}

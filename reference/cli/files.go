@@ -17,7 +17,7 @@ import (
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/artifacts"
-	"github.com/cikit/cikit/compiler/expr"
+	"github.com/cikit/cikit/fleet/process"
 )
 
 // stateDir is where `cikit run` keeps what outlives a run in the work
@@ -158,15 +158,15 @@ func (lp *localPlan) repo() string {
 }
 
 // usesFiles reports whether a job of jobs may keep or read artifacts or
-// caches: it declares them, runs a step of the actions that use them or
-// a local action that might, or has a matrix only the run expands.
+// caches (process.UsesFiles), runs a local action that might, or has a
+// matrix only the run expands.
 func usesFiles(jobs []*cikit.JobSpec) bool {
 	for _, j := range jobs {
-		if j.Artifacts != nil || len(j.Caches) > 0 || len(j.Expand) > 0 {
+		if process.UsesFiles(j) || len(j.Expand) > 0 {
 			return true
 		}
 		for _, st := range slices.Concat(j.Steps, j.AfterSteps) {
-			if _, ok := expr.BuiltinAction(st.Uses); ok || strings.HasPrefix(st.Uses, "./") {
+			if strings.HasPrefix(st.Uses, "./") {
 				return true
 			}
 		}
