@@ -208,18 +208,19 @@ func TestAPIDoc(t *testing.T) {
 		"GET /healthz", "GET /readyz", "GET /api/v1/runs", "GET /api/v1/runs/{run}", "GET /api/v1/runs/{run}/jobs/{job}",
 		"POST /api/v1/runs/{run}/cancel", "POST /api/v1/runs/{run}/retry", "GET /api/v1/runs/{run}/jobs/{job}/log",
 		"GET /api/v1/runs/{run}/jobs/{job}/log/follow", "GET /api/v1/runs/{run}/jobs/{job}/why", "POST /api/v1/runs/{run}/jobs/{job}/start",
+		"GET /api/v1/runs/{run}/artifacts", "GET /api/v1/runs/{run}/artifacts/{artifact}/download",
 	} {
 		require.True(t, routes[r], "the document has an example of %s", r)
 	}
 }
 
-// routePath is target's path with run and job IDs replaced by {run} and
-// {job}.
+// routePath is target's path with run, job and artifact IDs replaced by
+// {run}, {job} and {artifact}.
 func routePath(target string) string {
 	p, _, _ := strings.Cut(target, "?")
 	parts := strings.Split(p, "/")
 	for i := range parts {
-		if i > 0 && (parts[i-1] == "runs" || parts[i-1] == "jobs") {
+		if i > 0 && (parts[i-1] == "runs" || parts[i-1] == "jobs" || parts[i-1] == "artifacts") && parts[i] != "" {
 			parts[i] = "{" + strings.TrimSuffix(parts[i-1], "s") + "}"
 		}
 	}
@@ -253,4 +254,5 @@ func TestAPIDocDrift(t *testing.T) {
 	require.Equal(t, &docExample{line: 11, method: "POST", target: "/api/v1/runs/r/cancel", reqHeader: [][2]string{{"Idempotency-Key", "k"}},
 		reqBody: "body", kind: "text", status: 404, resBody: "no"}, examples[1])
 	require.Equal(t, "/api/v1/runs/{run}/jobs/{job}/log", routePath("/api/v1/runs/run-1/jobs/unit/log?attempt=1"))
+	require.Equal(t, "/api/v1/runs/{run}/artifacts/{artifact}/download", routePath("/api/v1/runs/run-1/artifacts/art-1/download"))
 }

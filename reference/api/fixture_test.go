@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/artifacts"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/logs"
@@ -128,6 +129,13 @@ func (f *fixture) start(t *testing.T, run *dag.Run, job, runner string, mm, ss i
 // complete ends a RUNNING job at 10:mm:ss.
 func (f *fixture) complete(t *testing.T, run *dag.Run, job string, outcome cikit.JobState, exit, mm, ss int) {
 	t.Helper()
+	f.completeWith(t, run, job, outcome, exit, mm, ss, nil)
+}
+
+// completeWith ends a RUNNING job at 10:mm:ss with what its executor
+// reported.
+func (f *fixture) completeWith(t *testing.T, run *dag.Run, job string, outcome cikit.JobState, exit, mm, ss int, res *dag.JobResult) {
+	t.Helper()
 	ctx := context.Background()
 	j, err := f.store.JobGet(ctx, run.ID, job)
 	require.NoError(t, err)
@@ -136,7 +144,7 @@ func (f *fixture) complete(t *testing.T, run *dag.Run, job string, outcome cikit
 	if exit != 0 {
 		reason = fmt.Sprintf("step run exited with %d", exit)
 	}
-	_, err = f.store.JobComplete(ctx, &dag.JobCompleteParams{RunID: run.ID, JobID: job, Attempt: j.Attempt, Outcome: outcome, ExitCode: exit, Reason: reason})
+	_, err = f.store.JobComplete(ctx, &dag.JobCompleteParams{RunID: run.ID, JobID: job, Attempt: j.Attempt, Outcome: outcome, ExitCode: exit, Reason: reason, Result: res})
 	require.NoError(t, err)
 }
 
@@ -167,13 +175,20 @@ const (
 //   - run-1 on main: build and lint succeeded, unit runs (with log
 //     bytes), package waits for unit;
 //   - run-2 on feature: build failed, the rest skipped: the run failed.
+//
+// Build restored its cache (an exact hit) and uploaded one artifact,
+// dist, which docArtifacts lists unless cfg has Artifacts.
 func documented(t *testing.T, cfg api.Config) *fixture {
 	t.Helper()
+	if cfg.Artifacts == nil {
+		cfg.Artifacts = docArtifacts{}
+	}
 	f := newFixture(t, cfg)
 	r1 := f.create(t, 0, 0, "main", "4f2a9c1")
 	f.start(t, r1, "build", "runner-7", 0, 1)
 	f.log(t, r1, "build", 0, buildLog)
-	f.complete(t, r1, "build", cikit.JobSucceeded, 0, 0, 32)
+	f.completeWith(t, r1, "build", cikit.JobSucceeded, 0, 0, 32, &dag.JobResult{Caches: []cikit.CacheReport{{
+		Key: "go-mod", Hit: true, MatchedKey: "go-mod", Exact: true, RestoredInMS: 840, Size: 52428800, Note: "exact hit"}}})
 	f.finishLog(t, r1, "build", buildLog)
 	f.start(t, r1, "lint", "runner-8", 0, 33)
 	f.start(t, r1, "unit", "runner-7", 0, 40)
@@ -185,6 +200,21 @@ func documented(t *testing.T, cfg api.Config) *fixture {
 	f.complete(t, r2, "build", cikit.JobFailed, 2, 2, 20)
 	f.clock.at(5, 0)
 	return f
+}
+
+// docArtifacts lists the one artifact of the documented fixture: dist,
+// which build of run-1 uploaded at 10:00:31, kept 30 days.
+type docArtifacts struct{}
+
+func (docArtifacts) RunArtifacts(_ context.Context, runID string) ([]artifacts.Artifact, error) {
+	if runID != "run-1" {
+		return nil, nil
+	}
+	at := time.Date(2026, 3, 2, 10, 0, 31, 0, time.UTC)
+	return []artifacts.Artifact{{ID: "art-1", RunID: "run-1", JobID: "build", Attempt: 1, Name: "dist", Type: "archive",
+		Size: 1048576, SHA256: "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", Files: 3,
+		BlobKey: "artifacts/acme%2Fapi/run-1/build/1/u1", CreatedAt: at, ExpiresAt: at.AddDate(0, 0, 30),
+		Download: &artifacts.Request{Method: "GET", URL: "https://blobs.example/artifacts/acme%2Fapi/run-1/build/1/u1?sig=doc"}}}, nil
 }
 
 // whyFixture answers like fleet.Manager.Why for a job of store: a
