@@ -307,7 +307,7 @@ func (j *jobRun) prepareWorkspace(ctx context.Context, co *cikit.Checkout) *chec
 	switch {
 	case jc == nil || jc.Source == nil:
 		fmt.Fprintf(j.pw, "--- workspace: a copy of the runner's fixed directory %s (the job has no commit to check out)\n", e.cfg.Source)
-		if err := copyTree(e.cfg.Source, j.ws, e.cfg.WorkRoot, e.own); err != nil {
+		if err := copyTree(e.cfg.Source, j.ws, e.skip, e.own); err != nil {
 			return &checkoutError{cikit.FailureInfrastructure, fmt.Errorf("copying %s: %w", e.cfg.Source, err)}
 		}
 		return nil

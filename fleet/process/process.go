@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -35,6 +36,10 @@ type Config struct {
 	// WorkRoot is the directory workspaces are created in. Default:
 	// os.TempDir(). It may lie inside Source; it is then not copied.
 	WorkRoot string
+	// Exclude are paths relative to Source, such as the state directory
+	// of `cikit run`, that are not copied into workspaces. Each must be
+	// local (filepath.IsLocal).
+	Exclude []string
 	// Shell runs each step as `Shell -e -c <run>`. Default: DefaultShell.
 	Shell string
 	// Grace is how long processes get between SIGTERM and SIGKILL.
@@ -103,6 +108,9 @@ type Executor struct {
 	unsandboxed string
 	// bash says whether bash is installed: GitHub jobs' default shell.
 	bash bool
+	// skip are the absolute paths inside Source a workspace copy leaves
+	// out: WorkRoot and Config.Exclude.
+	skip []string
 
 	locksMu sync.Mutex
 	locks   map[string]*os.File // the lock files of live workspaces
@@ -132,6 +140,13 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.WorkRoot == cfg.Source {
 		return nil, errors.New("process: Config.WorkRoot must not be Config.Source itself")
 	}
+	skip := []string{cfg.WorkRoot}
+	for _, x := range cfg.Exclude {
+		if !filepath.IsLocal(x) {
+			return nil, fmt.Errorf("process: Config.Exclude: %q is not a path inside Source", x)
+		}
+		skip = append(skip, filepath.Join(cfg.Source, x))
+	}
 	if cfg.Shell == "" {
 		cfg.Shell = DefaultShell
 	}
@@ -157,7 +172,7 @@ func New(cfg Config) (*Executor, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	e := &Executor{cfg: cfg, bash: hasBash()}
+	e := &Executor{cfg: cfg, bash: hasBash(), skip: skip}
 	e.sweep()
 	if cfg.Sandbox != nil {
 		if err := e.setUpSandbox(); err != nil {
@@ -395,7 +410,7 @@ func dirName(id string) string {
 // copyTree copies the regular files, directories and symlinks below src
 // into dst, preserving permission bits, calls own on each copy, and skips
 // skip (the work root).
-func copyTree(src, dst, skip string, own func(string) error) error {
+func copyTree(src, dst string, skip []string, own func(string) error) error {
 	return filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -407,8 +422,11 @@ func copyTree(src, dst, skip string, own func(string) error) error {
 		if rel == "." {
 			return nil
 		}
-		if path == skip || path == dst {
-			return filepath.SkipDir
+		if path == dst || slices.Contains(skip, path) {
+			if d.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
 		}
 		target := filepath.Join(dst, rel)
 		info, err := d.Info()

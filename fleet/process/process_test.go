@@ -293,6 +293,29 @@ func TestWorkRootInsideSourceIsNotCopied(t *testing.T) {
 	require.Equal(t, "--- workspace: a copy of the runner's fixed directory "+src+" (the job has no commit to check out)\n--- ls -A\n", out.String())
 }
 
+// TestExcludedPathsAreNotCopied: the paths of Config.Exclude, a directory
+// and a file, stay out of the workspace copy, and an Exclude that leaves
+// Source is refused.
+func TestExcludedPathsAreNotCopied(t *testing.T) {
+	t.Parallel()
+	src := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(src, ".cikit", "blobs"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(src, ".cikit", "blobs", "x"), []byte("x"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "secret.txt"), []byte("s"), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(src, "kept.txt"), []byte("k"), 0o644))
+	out := &syncbuf.Buffer{}
+	e, err := process.New(process.Config{Source: src, Exclude: []string{".cikit", "secret.txt"}, Output: func(*cikit.JobSpec) io.Writer { return out }})
+	require.NoError(t, err)
+	res := e.Run(context.Background(), &cikit.JobSpec{ID: "ls", Steps: steps("ls -A")})
+	require.Equal(t, cikit.JobSucceeded, res.State, out.String())
+	require.Equal(t, "--- workspace: a copy of the runner's fixed directory "+src+" (the job has no commit to check out)\n--- ls -A\nkept.txt\n", out.String())
+
+	for _, bad := range []string{"../x", "/etc", ""} {
+		_, err = process.New(process.Config{Source: src, Exclude: []string{bad}})
+		require.ErrorContains(t, err, "Config.Exclude", bad)
+	}
+}
+
 func TestRunStepOptions(t *testing.T) {
 	t.Parallel()
 	eachMode(t, func(t *testing.T, mode func(*process.Config)) {

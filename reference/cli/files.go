@@ -83,8 +83,12 @@ func openLocalFiles(dir, repo string) (*localFiles, error) {
 }
 
 // broker returns the Broker of attempt attempt of job spec in run runID.
+// Its repository is the one the saved cache index is kept for, also
+// when the run context names none (a directory outside git).
 func (lf *localFiles) broker(rc *cikit.RunContext, runID string, spec *cikit.JobSpec, attempt int) artifacts.Broker {
-	return lf.svc.ForJob(artifacts.JobRefFor(rc, runID, spec, attempt))
+	ref := artifacts.JobRefFor(rc, runID, spec, attempt)
+	ref.Repo = lf.repo
+	return lf.svc.ForJob(ref)
 }
 
 // savedEntry is a cache entry in the saved index.

@@ -424,6 +424,7 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 	}
 	exec, err := newRunner(process.Config{
 		Source:         lp.dir,
+		Exclude:        []string{stateDir},
 		Grace:          cfg.grace,
 		KeepWorkspaces: cfg.keep,
 		PassEnv:        cfg.passEnv,
@@ -663,6 +664,8 @@ type jobResult struct {
 	WaitsFor string `json:"waits_for,omitempty"`
 	// Outputs are the job's outputs, when it ran and had some.
 	Outputs map[string]string `json:"outputs,omitempty"`
+	// Caches say how the job restored and saved its caches.
+	Caches []cikit.CacheReport `json:"caches,omitempty"`
 }
 
 func summarize(g *dag.Graph, run *dag.Run, jobs []*dag.Job, elapsed time.Duration) *result {
@@ -671,7 +674,7 @@ func summarize(g *dag.Graph, run *dag.Run, jobs []*dag.Job, elapsed time.Duratio
 		jr := jobResult{ID: j.ID(), Name: j.Spec.DisplayName(), State: j.State, AllowFailure: j.FailureAllowed,
 			ExitCode: j.ExitCode, Reason: j.Reason, Duration: j.Duration()}
 		if j.Result != nil {
-			jr.Outputs = j.Result.Outputs
+			jr.Outputs, jr.Caches = j.Result.Outputs, j.Result.Caches
 		}
 		if !j.StartedAt.IsZero() {
 			jr.StartedAt = &j.StartedAt
