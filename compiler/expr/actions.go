@@ -1,6 +1,9 @@
 package expr
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // builtinActions are the actions the runner runs itself, by the name
 // BuiltinAction returns, keyed by the lower-case action path.
@@ -31,3 +34,21 @@ func BuiltinAction(uses string) (name string, ok bool) {
 	name, ok = builtinActions[strings.ToLower(path)]
 	return name, ok
 }
+
+// builtinInputs are the inputs of each builtin action the runner reads,
+// lower-case.
+var builtinInputs = map[string][]string{
+	"cache":             {"fail-on-cache-miss", "key", "lookup-only", "path", "restore-keys", "save-always"},
+	"cache/restore":     {"fail-on-cache-miss", "key", "lookup-only", "path", "restore-keys"},
+	"cache/save":        {"key", "path"},
+	"upload-artifact":   {"if-no-files-found", "include-hidden-files", "name", "overwrite", "path", "retention-days"},
+	"download-artifact": {"github-token", "merge-multiple", "name", "path", "pattern", "repository", "run-id"},
+}
+
+// BuiltinInputs returns the inputs, lower-case and sorted, that the
+// runner reads of the builtin action name (as BuiltinAction names it):
+// any other input of such a step has no effect, and the compiler says so
+// where it is written. Input names ignore case, as GitHub's do.
+// github-token, repository and run-id of download-artifact are read to
+// fail the step: the runner downloads only the artifacts of its own run.
+func BuiltinInputs(name string) []string { return slices.Clone(builtinInputs[name]) }

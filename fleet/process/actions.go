@@ -37,16 +37,6 @@ func builtinAction(uses string) string {
 	return name
 }
 
-// builtinInputs are the inputs of each built-in action the executor
-// honours; the others are ignored with a warning.
-var builtinInputs = map[string][]string{
-	actCache:            {"key", "path", "restore-keys", "lookup-only", "fail-on-cache-miss", "save-always"},
-	actCacheRestore:     {"key", "path", "restore-keys", "lookup-only", "fail-on-cache-miss"},
-	actCacheSave:        {"key", "path"},
-	actUploadArtifact:   {"name", "path", "if-no-files-found", "retention-days", "overwrite", "include-hidden-files"},
-	actDownloadArtifact: {"name", "path", "pattern", "merge-multiple", "github-token", "run-id", "repository"},
-}
-
 // errStepInput marks a step whose inputs are wrong: the job's
 // configuration.
 var errStepInput = errors.New("bad input")
@@ -57,11 +47,18 @@ func (j *jobRun) runBuiltin(ctx context.Context, step cikit.Step, name, action s
 	if j.job.Files == nil {
 		return nil, cikit.FailureInfrastructure, errNoFiles
 	}
+	// Input names ignore case, as GitHub's do: the steps read them
+	// lower-case.
+	honoured := expr.BuiltinInputs(action)
+	with := make(map[string]string, len(step.With))
 	for _, k := range slices.Sorted(maps.Keys(step.With)) {
-		if !slices.Contains(builtinInputs[action], k) {
+		lk := strings.ToLower(k)
+		if !slices.Contains(honoured, lk) {
 			fmt.Fprintf(j.pw, "--- warning: actions/%s input %q is not used: this runner does not honour it\n", action, k)
 		}
+		with[lk] = step.With[k]
 	}
+	step.With = with
 	var (
 		out map[string]string
 		err error

@@ -258,7 +258,7 @@ func TestGitHubArtifactAndCacheActions(t *testing.T) {
 		b := setup(t, mode, f.transfer)
 		res, out := f.run(t, b, &cikit.JobSpec{ID: "build", Format: "github", Steps: []cikit.Step{
 			{Name: "make", Run: "mkdir -p dist/js && echo app > dist/app.txt && echo js > dist/js/a.js && echo secret > dist/.env"},
-			{ID: "up", Name: "upload", Uses: "actions/upload-artifact@v4", With: map[string]string{"name": "dist", "path": "dist/\n!dist/js/**", "retention-days": "2"}},
+			{ID: "up", Name: "upload", Uses: "actions/upload-artifact@v4", With: map[string]string{"name": "dist", "path": "dist/\n!dist/js/**", "Retention-Days": "2"}},
 			{Name: "ids", Run: `echo "id=${{ steps.up.outputs.artifact-id }} digest=${{ steps.up.outputs.artifact-digest }}"`},
 			{Name: "none", Uses: "actions/upload-artifact@v4", With: map[string]string{"name": "none", "path": "nothing/", "if-no-files-found": "warn", "compression-level": "9"}},
 		}}, nil)
@@ -266,7 +266,7 @@ func TestGitHubArtifactAndCacheActions(t *testing.T) {
 		a, ok := f.artifactsOf(t)["build/dist"]
 		require.True(t, ok, out)
 		require.Contains(t, printed(out), "id="+a.ID+" digest="+a.SHA256+"\n")
-		require.Equal(t, 48*time.Hour, a.ExpiresAt.Sub(a.CreatedAt), "retention-days")
+		require.Equal(t, 48*time.Hour, a.ExpiresAt.Sub(a.CreatedAt), "retention-days, whose name ignores case")
 		require.Contains(t, out, "--- warning: upload-artifact: no files were found with the provided path: nothing/")
 		require.Contains(t, out, `--- warning: actions/upload-artifact input "compression-level" is not used`)
 
