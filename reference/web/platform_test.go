@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/artifacts"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/logs"
@@ -53,6 +54,10 @@ type platform struct {
 	// after it, without an end event, so that the browser must resume it.
 	dropOnce bool
 	lastIDs  []string // Last-Event-ID headers of the follow requests
+	// arts are the runs' artifacts, whose downloads the platform serves
+	// at /blobs/{id} with blobs[id].
+	arts  map[string][]artifacts.Artifact
+	blobs map[string]string
 }
 
 // logWriter is the runner's side of a log: where its next chunk starts
@@ -80,13 +85,23 @@ func newPlatform(t *testing.T) *platform {
 		t.Fatal(err)
 	}
 	p.hub = hub
-	a, err := api.New(api.Config{Runs: p.store, Logs: hub, Why: p.why, Now: p.clock, Logger: quiet})
+	a, err := api.New(api.Config{Runs: p.store, Logs: hub, Why: p.why, Now: p.clock, Logger: quiet, Artifacts: p})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/api/", p.faults(a))
 	mux.Handle("/", web.Handler())
+	mux.HandleFunc("GET /blobs/{id}", func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		b, ok := p.blobs[r.PathValue("id")]
+		p.mu.Unlock()
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		_, _ = w.Write([]byte(b))
+	})
 	srv := httptest.NewServer(mux)
 	t.Cleanup(func() {
 		a.CloseFollowers()
@@ -94,6 +109,29 @@ func newPlatform(t *testing.T) *platform {
 	})
 	p.url = srv.URL
 	return p
+}
+
+// addArtifact gives job of run an artifact named name holding content,
+// downloaded from the platform's /blobs/.
+func (p *platform) addArtifact(run, job, name, content string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.arts == nil {
+		p.arts, p.blobs = map[string][]artifacts.Artifact{}, map[string]string{}
+	}
+	id := fmt.Sprintf("art-%d", len(p.blobs)+1)
+	sum := sha256.Sum256([]byte(content))
+	p.blobs[id] = content
+	p.arts[run] = append(p.arts[run], artifacts.Artifact{ID: id, RunID: run, JobID: job, Attempt: 1, Name: name, Type: "archive",
+		Size: int64(len(content)), SHA256: hex.EncodeToString(sum[:]), CreatedAt: p.clock(), ExpiresAt: p.clock().AddDate(0, 0, 30),
+		Download: &artifacts.Request{Method: http.MethodGet, URL: p.url + "/blobs/" + id}})
+}
+
+// RunArtifacts lists the artifacts addArtifact gave run's jobs.
+func (p *platform) RunArtifacts(_ context.Context, runID string) ([]artifacts.Artifact, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.arts[runID]), nil
 }
 
 func (p *platform) clock() time.Time {
