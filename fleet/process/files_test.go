@@ -438,3 +438,56 @@ func TestCacheKeysAndRaces(t *testing.T) {
 	require.False(t, res.Caches[0].Saved)
 	require.Equal(t, "saved by another job first", res.Caches[0].Note, out)
 }
+
+// TestCachePolicyWhenAndUntracked: GitLab's policy push saves without
+// restoring; when on_failure saves only after a failure, and the default
+// on_success not after one; untracked caches the files git neither
+// tracks nor ignores.
+func TestCachePolicyWhenAndUntracked(t *testing.T) {
+	t.Parallel()
+	f := newFiles(t)
+	b := setup(t, f.transfer)
+	job := func(key, policy, when, script string) *cikit.JobSpec {
+		return &cikit.JobSpec{ID: "deps", Format: "gitlab", Steps: steps(script),
+			Caches: []cikit.Cache{{Key: key, Paths: []string{"vendor"}, Policy: policy, When: when}}}
+	}
+	const fill = `if test -f vendor/v; then echo "restored $(cat vendor/v)"; else echo none; fi; mkdir -p vendor; echo "$CI_JOB_ID" > vendor/v`
+
+	res, out := f.run(t, b, job("k", "", "", fill), nil)
+	require.Equal(t, cikit.JobSucceeded, res.State, out)
+	require.True(t, res.Caches[0].Saved, out)
+
+	res, out = f.run(t, b, job("k", "push", "", fill), nil)
+	require.Equal(t, cikit.JobSucceeded, res.State, out)
+	require.Contains(t, printed(out), "none\n", "policy push does not restore")
+	require.False(t, res.Caches[0].Hit)
+
+	res, out = f.run(t, b, job("failing", "", "", "mkdir -p vendor && echo x > vendor/v && exit 3"), nil)
+	require.Equal(t, cikit.JobFailed, res.State, out)
+	require.False(t, res.Caches[0].Saved, out)
+	require.Equal(t, "when on_success and the job failed", res.Caches[0].Note)
+
+	res, out = f.run(t, b, job("failing", "", "on_failure", "mkdir -p vendor && echo x > vendor/v && exit 3"), nil)
+	require.Equal(t, cikit.JobFailed, res.State, out)
+	require.True(t, res.Caches[0].Saved, "when on_failure saves after a failure: %s", out)
+
+	res, out = f.run(t, b, job("passing", "", "on_failure", "mkdir -p vendor && echo x > vendor/v"), nil)
+	require.Equal(t, cikit.JobSucceeded, res.State, out)
+	require.False(t, res.Caches[0].Saved, out)
+
+	res, out = f.run(t, b, job("always", "", "always", "mkdir -p vendor && echo x > vendor/v && exit 3"), nil)
+	require.Equal(t, cikit.JobFailed, res.State, out)
+	require.True(t, res.Caches[0].Saved, "when always saves after a failure: %s", out)
+
+	untracked := &cikit.JobSpec{ID: "untracked", Format: "gitlab",
+		Steps:  steps(`if test -f new.txt; then echo "restored $(cat new.txt)"; test ! -e debug.log; exit 0; fi; git init -q . && echo '*.log' > .gitignore && git add .gitignore && echo fresh > new.txt && echo l > debug.log`),
+		Caches: []cikit.Cache{{Key: "u", Untracked: true}}}
+	res, out = f.run(t, b, untracked, nil)
+	require.Equal(t, cikit.JobSucceeded, res.State, out)
+	require.True(t, res.Caches[0].Saved, out)
+	// The next job's workspace is a fresh copy: new.txt can only come
+	// from the cache.
+	res, out = f.run(t, b, untracked, nil)
+	require.Equal(t, cikit.JobSucceeded, res.State, out)
+	require.Contains(t, printed(out), "restored fresh\n")
+}
