@@ -491,3 +491,36 @@ func TestCachePolicyWhenAndUntracked(t *testing.T) {
 	require.Equal(t, cikit.JobSucceeded, res.State, out)
 	require.Contains(t, printed(out), "restored fresh\n")
 }
+
+// TestCacheActionInputs: actions/cache's lookup-only finds an entry
+// without downloading it, fail-on-cache-miss fails the step on a miss,
+// and save-always saves the cache after the job failed.
+func TestCacheActionInputs(t *testing.T) {
+	t.Parallel()
+	f := newFiles(t)
+	b := setup(t, f.transfer)
+	cache := func(with map[string]string, after string) *cikit.JobSpec {
+		return &cikit.JobSpec{ID: "c", Format: "github", Steps: []cikit.Step{
+			{ID: "c", Name: "cache", Uses: "actions/cache@v4", With: with},
+			{Name: "after", Run: after},
+		}}
+	}
+	res, out := f.run(t, b, cache(map[string]string{"key": "tools", "path": "tools", "fail-on-cache-miss": "true"}, "echo never"), nil)
+	require.Equal(t, cikit.JobFailed, res.State, out)
+	require.Contains(t, out, "fail-on-cache-miss is set")
+	require.NotContains(t, printed(out), "never")
+
+	res, out = f.run(t, b, cache(map[string]string{"key": "tools", "path": "tools", "save-always": "true"}, "mkdir -p tools && echo t > tools/t && exit 4"), nil)
+	require.Equal(t, cikit.JobFailed, res.State, out)
+	require.True(t, res.Caches[0].Saved, "save-always saves after a failure: %s", out)
+
+	res, out = f.run(t, b, cache(map[string]string{"key": "tools", "path": "tools", "lookup-only": "true"},
+		`echo "hit=${{ steps.c.outputs.cache-hit }}"; test ! -e tools/t`), nil)
+	require.Equal(t, cikit.JobSucceeded, res.State, "lookup-only downloads nothing: %s", out)
+	require.Contains(t, printed(out), "hit=true\n")
+	require.True(t, res.Caches[0].Hit)
+	require.Zero(t, res.Caches[0].RestoredInMS)
+
+	res, out = f.run(t, b, cache(map[string]string{"key": "tools", "path": "tools", "lookup-only": "maybe"}, "true"), nil)
+	require.Equal(t, cikit.JobFailed, res.State, out)
+}
