@@ -524,3 +524,40 @@ func TestCacheActionInputs(t *testing.T) {
 	res, out = f.run(t, b, cache(map[string]string{"key": "tools", "path": "tools", "lookup-only": "maybe"}, "true"), nil)
 	require.Equal(t, cikit.JobFailed, res.State, out)
 }
+
+// TestUploadArtifactInputs: a second upload of a name fails unless
+// overwrite is set, and then replaces the first; include-hidden-files
+// keeps dot files; if-no-files-found: error fails the step.
+func TestUploadArtifactInputs(t *testing.T) {
+	t.Parallel()
+	f := newFiles(t)
+	b := setup(t, f.transfer)
+	up := func(with map[string]string) cikit.Step {
+		return cikit.Step{Name: "up", Uses: "actions/upload-artifact@v4", With: with}
+	}
+	res, out := f.run(t, b, &cikit.JobSpec{ID: "a", Format: "github", Steps: []cikit.Step{
+		{Name: "make", Run: "mkdir -p d && echo one > d/f && echo hidden > d/.env"},
+		up(map[string]string{"name": "x", "path": "d", "include-hidden-files": "true"}),
+		{Name: "again", Run: "echo two > d/f"},
+		up(map[string]string{"name": "x", "path": "d"}),
+	}}, nil)
+	require.Equal(t, cikit.JobFailed, res.State, "a second upload of x without overwrite fails: %s", out)
+	first := f.artifactsOf(t)["a/x"]
+	require.Equal(t, 2, first.Files, "include-hidden-files kept d/.env: %+v", first)
+
+	res, out = f.run(t, b, &cikit.JobSpec{ID: "b", Format: "github", Steps: []cikit.Step{
+		{Name: "make", Run: "mkdir -p d && echo three > d/f"},
+		up(map[string]string{"name": "x", "path": "d", "overwrite": "true"}),
+	}}, nil)
+	require.Equal(t, cikit.JobSucceeded, res.State, out)
+	arts := f.artifactsOf(t)
+	require.NotContains(t, arts, "a/x", "overwrite replaced the first x")
+	require.Contains(t, arts, "b/x")
+	require.NotEqual(t, first.SHA256, arts["b/x"].SHA256)
+
+	res, out = f.run(t, b, &cikit.JobSpec{ID: "c", Format: "github", Steps: []cikit.Step{
+		up(map[string]string{"name": "none", "path": "nothing/", "if-no-files-found": "error"}),
+	}}, nil)
+	require.Equal(t, cikit.JobFailed, res.State, out)
+	require.Contains(t, out, "no files were found with the provided path: nothing/")
+}
