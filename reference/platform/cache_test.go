@@ -178,13 +178,14 @@ func waitJobEnded(t *testing.T, s *serving, runID, jobID string) {
 }
 
 // forkCache restores c/ by the key of k.lock, which no commit of the
-// test changes, and says whose entry it restored: c/origin holds the
-// origin.txt of the commit whose run saved it. A miss writes it, so the
-// job's end saves it.
+// test changes, or else by the prefix k-, and says whose entry it
+// restored: c/origin holds the origin.txt of the commit whose run saved
+// it. A miss writes it, so the job's end saves it.
 const forkCache = `jobs:
   build:
     cache:
       key: k-{{ hash("k.lock") }}
+      restore_keys: [k-]
       paths: [c/]
     steps:
       - |
@@ -203,8 +204,9 @@ var restoredRE = regexp.MustCompile(`(?m)^RESTORED=(.+)$`)
 // Scopes writes a fork's entries to fork/pr-N and reads fork/pr-N, then
 // the base branch; a pull request of the repository itself reads pr/N,
 // its head branch and the base branch; the default branch reads only its
-// own. With one cache key K throughout (the lock file never changes),
-// asserted from the job API and the logs:
+// own; neither an exact key nor a restore key finds an entry outside the
+// scopes read. With one cache key K throughout (the lock file never
+// changes), asserted from the run and job API and the logs:
 //
 //  1. fork pull request #7 misses and saves K (in its fork scope);
 //  2. a pull request of the repository's own branch misses: it never
@@ -215,8 +217,26 @@ var restoredRE = regexp.MustCompile(`(?m)^RESTORED=(.+)$`)
 //     holds, before the base branch's.
 func TestForkCacheIsolation(t *testing.T) {
 	t.Parallel()
+	forkCacheIsolation(t, newForkWorld(t))
+}
+
+// TestForkCacheIsolationPostgres is TestForkCacheIsolation with the cache
+// index in PostgreSQL, which filters the scopes in its own queries, and
+// the archives in S3.
+func TestForkCacheIsolationPostgres(t *testing.T) {
+	t.Parallel()
+	w := newForkWorld(t)
+	w.onPostgres(t)
+	forkCacheIsolation(t, w)
+}
+
+func newForkWorld(t *testing.T) *world {
 	w := newWorld(t, map[string]string{".cikit.yml": forkCache, "k.lock": "k 1\n", "origin.txt": "initial\n"})
 	w.cfg.Runners.Local = 2
+	return w
+}
+
+func forkCacheIsolation(t *testing.T, w *world) {
 	s := serve(t, w.cfg)
 	base := s.p.URL()
 
