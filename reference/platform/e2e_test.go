@@ -199,10 +199,17 @@ func pushBody(sha string) []byte {
 // status and body.
 func deliver(t *testing.T, base, delivery string, body []byte) (int, string) {
 	t.Helper()
+	return deliverEvent(t, base, "push", delivery, body)
+}
+
+// deliverEvent posts a signed GitHub webhook of event and returns the
+// answer's status and body.
+func deliverEvent(t *testing.T, base, event, delivery string, body []byte) (int, string) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, base+"/webhooks/github", bytes.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("X-GitHub-Event", "push")
+	req.Header.Set("X-GitHub-Event", event)
 	req.Header.Set("X-GitHub-Delivery", delivery)
 	req.Header.Set("X-GitHub-Hook-ID", "7")
 	req.Header.Set("X-Hub-Signature-256", ingest.SignGitHub(webhookSecret, body))
