@@ -161,6 +161,10 @@ func NewS3Store(ctx context.Context, cfg S3Config) (*S3Store, error) {
 			o.BaseEndpoint = aws.String(cfg.Endpoint)
 			o.UsePathStyle = true
 		}
+		// The SDK logs to stderr, past the caller's logger, each object
+		// read without a checksum to validate; the digest of what is read
+		// is checked here anyway (Verify, Sender.Download).
+		o.DisableLogOutputChecksumValidationSkipped = true
 	})
 	transfer := transfermanager.New(client, func(o *transfermanager.Options) {
 		o.PartSizeBytes = cmp.Or(cfg.PartSize, DefaultPartSize)
