@@ -557,7 +557,7 @@ func (u *unpacker) file(name string, hdr *tar.Header, r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("extract %q: %w", hdr.Name, err)
 	}
-	n, err := io.CopyBuffer(f, ctxReader{u.ctx, r}, u.buf)
+	n, err := io.CopyBuffer(writerOnly{f}, ctxReader{u.ctx, r}, u.buf)
 	u.stats.Bytes += n
 	if err == nil {
 		err = f.Chmod(fs.FileMode(hdr.Mode) & fs.ModePerm)
@@ -656,6 +656,14 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	}
 	return c.r.Read(p)
 }
+
+// writerOnly hides the ReadFrom of an *os.File from io.CopyBuffer, which
+// would call it instead of using the buffer it is given: from a reader
+// that is not a file, ReadFrom copies through a new buffer of its own,
+// one for each file extracted.
+type writerOnly struct{ w io.Writer }
+
+func (w writerOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
 
 // countWriter counts the bytes written through it.
 type countWriter struct {

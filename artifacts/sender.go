@@ -10,6 +10,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"sync"
 
 	"golang.org/x/sync/errgroup"
 
@@ -202,18 +203,120 @@ func (s *Sender) Download(ctx context.Context, r Request, size int64, sha256Hex 
 	if resp.ContentLength >= 0 && resp.ContentLength != size {
 		return fmt.Errorf("download: %w: the store sends %d bytes, expected %d", ErrRefused, resp.ContentLength, size)
 	}
-	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(resp.Body, size+1))
-	if err != nil {
-		return fmt.Errorf("download: after %d bytes: %w", n, err)
-	}
-	if n != size {
-		return fmt.Errorf("download: %w: the store sent %d bytes, expected %d", ErrRefused, n, size)
-	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != sha256Hex {
-		return fmt.Errorf("download: %w: the blob's SHA-256 is %s, expected %s", ErrRefused, got, sha256Hex)
+	if err := receive(resp.Body, size, sha256Hex, w); err != nil {
+		return fmt.Errorf("download: %w", err)
 	}
 	return nil
+}
+
+// The buffers receive reads a blob into: large reads take fewer system
+// calls and hand the hash long runs, and a few in flight let the network
+// run ahead of it.
+const (
+	receiveChunk  = 1 << 20
+	receiveChunks = 4
+)
+
+var receiveBuffers = sync.Pool{New: func() any {
+	b := make([]byte, receiveChunk)
+	return &b
+}}
+
+// receive copies body into w, checking that it is size bytes of digest
+// want. The SHA-256 is the slowest stage (one stream cannot be hashed in
+// parallel), so a blob of several chunks is hashed on a goroutine of its
+// own while this one reads the next chunks and writes them to w: the
+// transfer takes the longer of the two, not their sum.
+func receive(body io.Reader, size int64, want string, w io.Writer) error {
+	body = io.LimitReader(body, size+1)
+	h := sha256.New()
+	var n int64
+	var err error
+	if size < 2*receiveChunk {
+		buf := receiveBuffers.Get().(*[]byte)
+		n, err = io.CopyBuffer(io.MultiWriter(w, h), body, *buf)
+		receiveBuffers.Put(buf)
+	} else {
+		n, err = copyHashing(w, h, body)
+	}
+	if err != nil {
+		return fmt.Errorf("after %d bytes: %w", n, err)
+	}
+	if n != size {
+		return fmt.Errorf("%w: the store sent %d bytes, expected %d", ErrRefused, n, size)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != want {
+		return fmt.Errorf("%w: the blob's SHA-256 is %s, expected %s", ErrRefused, got, want)
+	}
+	return nil
+}
+
+// copyHashing copies body into w and h, as io.Copy to both would, with
+// h written on another goroutine, in the order of body. It returns when
+// h has seen every byte written to w.
+func copyHashing(w io.Writer, h io.Writer, body io.Reader) (int64, error) {
+	bufs := make([]*[]byte, receiveChunks)
+	free := make(chan *[]byte, receiveChunks)
+	for i := range bufs {
+		bufs[i] = receiveBuffers.Get().(*[]byte)
+		free <- bufs[i]
+	}
+	defer func() {
+		for _, b := range bufs {
+			receiveBuffers.Put(b)
+		}
+	}()
+	type chunk struct {
+		buf *[]byte
+		n   int
+	}
+	filled := make(chan chunk, receiveChunks)
+	hashed := make(chan struct{})
+	go func() {
+		defer close(hashed)
+		for c := range filled {
+			_, _ = h.Write((*c.buf)[:c.n]) // a hash.Hash never fails
+			free <- c.buf
+		}
+	}()
+	var n int64
+	var err error
+	for {
+		buf := <-free
+		m, rerr := fill(body, *buf)
+		if m > 0 {
+			if _, err = w.Write((*buf)[:m]); err != nil {
+				break
+			}
+			n += int64(m)
+			filled <- chunk{buf, m}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			err = rerr
+			break
+		}
+	}
+	close(filled)
+	<-hashed
+	return n, err
+}
+
+// fill reads from r until buf is full or r ends (io.EOF) or fails. Unlike
+// io.ReadFull it keeps r's own io.ErrUnexpectedEOF, a body cut short,
+// apart from its end.
+func fill(r io.Reader, buf []byte) (int, error) {
+	n := 0
+	for n < len(buf) {
+		m, err := r.Read(buf[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
 }
 
 // answerError describes a store's answer that is not a success, quoting

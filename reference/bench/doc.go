@@ -14,6 +14,8 @@
 //     on a warm local runner, timed by the step itself, the checkout of the
 //     pushed commit included (against the same job with no checkout).
 //   - dag-critical-path: a run's wall clock against its critical path.
+//   - cache-hit: a job whose cache misses, then the same job restoring it;
+//     the time saved per job is the miss's run time less the hit's.
 //   - log-ingest: log chunks through the runner log API with followers.
 //
 // By default each platform is embedded: memory stores, an in-process Redis
