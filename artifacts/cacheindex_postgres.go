@@ -103,6 +103,7 @@ const (
 		RETURNING e.repo, e.scope, e.key, e.sha256, e.size, e.blob_key, e.created_at, e.last_hit_at`
 	queryOrphans = `SELECT DISTINCT b FROM unnest($1::text[]) b
 		WHERE NOT EXISTS (SELECT 1 FROM cache_entries WHERE blob_key = b) ORDER BY b`
+	deleteBlob   = `DELETE FROM cache_entries WHERE blob_key = $1 RETURNING ` + entryColumns
 	queryEntries = `SELECT ` + entryColumns + ` FROM cache_entries WHERE repo = $1
 		ORDER BY coalesce(last_hit_at, created_at) DESC, scope, key`
 )
@@ -223,6 +224,24 @@ func (c *PostgresCacheIndex) CacheEvict(ctx context.Context, budget int64, older
 		return nil, nil, interpretError(err)
 	}
 	return removed, orphans, nil
+}
+
+// CacheDeleteBlob implements CacheIndex. The entries are sorted by
+// repository, scope and key.
+func (c *PostgresCacheIndex) CacheDeleteBlob(ctx context.Context, blobKey string) ([]CacheEntry, error) {
+	if err := checkText("the blob key", blobKey, 0); err != nil {
+		return nil, err
+	}
+	rows, err := c.pool.Query(ctx, deleteBlob, blobKey)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	removed, err := pgx.CollectRows(rows, scanEntry)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	slices.SortFunc(removed, byID)
+	return removed, nil
 }
 
 // CacheList implements CacheIndex. Of two entries used at once, the one

@@ -88,16 +88,37 @@ func (s *Sender) Upload(ctx context.Context, b Broker, req UploadRequest, body i
 		return nil, fmt.Errorf("reserving the upload of %s: %w", req.Name, err)
 	}
 	var etags []string
+	var held error
 	if !up.Stored {
-		if etags, err = s.sendParts(ctx, up, req.Size, body); err != nil {
+		etags, err = s.sendParts(ctx, up, req.Size, body)
+		if held = heldBlob(up, err); held == nil && err != nil {
 			return nil, s.abort(ctx, b, up.ID, fmt.Errorf("uploading %s: %w", req.Name, err))
 		}
 	}
 	art, err := b.CompleteUpload(ctx, CompleteRequest{UploadID: up.ID, ETags: etags})
 	if err != nil {
-		return nil, s.abort(ctx, b, up.ID, fmt.Errorf("completing the upload of %s: %w", req.Name, err))
+		err = fmt.Errorf("completing the upload of %s: %w", req.Name, err)
+		if held != nil {
+			err = fmt.Errorf("%w (after uploading it: %w)", err, held)
+		}
+		return nil, s.abort(ctx, b, up.ID, err)
 	}
 	return art, nil
+}
+
+// heldBlob returns err when it is the store's refusal of the one request
+// of up because its key holds a blob already (409, or 412 for S3's
+// conditional write): a request of this upload sent before whose answer
+// was lost, or the same content-addressed cache archive sent by another
+// job. Completing the upload then verifies what the store holds.
+func heldBlob(up *Upload, err error) error {
+	if len(up.Parts) != 1 {
+		return nil
+	}
+	if ae, ok := errors.AsType[*storeAnswerError](err); ok && (ae.status == http.StatusConflict || ae.status == http.StatusPreconditionFailed) {
+		return err
+	}
+	return nil
 }
 
 // abort gives up an upload after err, on a context of its own: ctx may
@@ -221,7 +242,7 @@ func (s *Sender) Download(ctx context.Context, r Request, size int64, sha256Hex 
 // cikit.ErrNotFound too.
 func answerError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerLen))
-	err := fmt.Errorf("the store answered %s: %q", resp.Status, b)
+	err := &storeAnswerError{status: resp.StatusCode, msg: fmt.Sprintf("the store answered %s: %q", resp.Status, b)}
 	switch c := resp.StatusCode; {
 	case c == http.StatusNotFound:
 		return fmt.Errorf("%w (%w): %w", ErrRefused, cikit.ErrNotFound, err)
@@ -230,6 +251,14 @@ func answerError(resp *http.Response) error {
 	}
 	return err
 }
+
+// storeAnswerError is a store's answer that is not a success.
+type storeAnswerError struct {
+	status int
+	msg    string
+}
+
+func (e *storeAnswerError) Error() string { return e.msg }
 
 // redactURL drops the URL from a client's error: a presigned URL is a
 // credential.
