@@ -485,6 +485,9 @@ func (b *jobBroker) CompleteUpload(ctx context.Context, req CompleteRequest) (*A
 	if exp := s.expiry(u.ExpireIn); exp > 0 {
 		a.ExpiresAt = now.Add(exp)
 	}
+	// As the manifest keeps them, so that a completion sent again is
+	// answered the same.
+	a.CreatedAt, a.ExpiresAt = storedTime(a.CreatedAt), storedTime(a.ExpiresAt)
 	replaced, err := s.cfg.Manifest.UploadFinish(ctx, u.ID, a, u.Overwrite)
 	if err != nil {
 		if errors.Is(err, cikit.ErrNotFound) {
@@ -661,9 +664,19 @@ func (b *jobBroker) ListArtifacts(ctx context.Context, req ListRequest) ([]Artif
 			jobs = ref.Needs
 		}
 	}
-	list, err := s.cfg.Manifest.ArtifactsList(ctx, ArtifactFilter{RunID: ref.RunID, JobIDs: jobs, Name: req.Name, Type: req.Type})
+	f := ArtifactFilter{RunID: ref.RunID, JobIDs: jobs, Name: req.Name, Type: req.Type}
+	if ref.Needs != nil {
+		// The manifest names a native or GitLab job's artifacts
+		// "JOB/NAME", a GitHub job's NAME: the name asked for is the
+		// name shown.
+		f.Name = ""
+	}
+	list, err := s.cfg.Manifest.ArtifactsList(ctx, f)
 	if err != nil {
 		return nil, err
+	}
+	if req.Name != "" && f.Name == "" {
+		list = slices.DeleteFunc(list, func(a Artifact) bool { return shownName(a) != req.Name })
 	}
 	return s.downloads(ctx, latestAttempts(live(list, s.cfg.Now())))
 }
