@@ -297,7 +297,8 @@ func checkEntry(e *CacheEntry) error {
 	if err := checkName("the cache key", e.Key); err != nil {
 		return err
 	}
-	return checkTexts("the cache entry's repository", e.Repo, "its scope", e.Scope, "its SHA-256", e.SHA256, "its blob key", e.BlobKey)
+	return checkTexts("the cache entry's repository", e.Repo, "its scope", e.Scope, "its SHA-256", e.SHA256, "its blob key", e.BlobKey,
+		"its upload ID", e.UploadID)
 }
 
 // storedEntry is e as the indexes keep it.

@@ -150,4 +150,7 @@ type CacheEntry struct {
 	CreatedAt time.Time
 	// LastHitAt is when a lookup last found it; zero when none has.
 	LastHitAt time.Time
+	// UploadID is the upload that saved it ("" for an entry saved
+	// otherwise): a completion of that upload sent again finds it.
+	UploadID string
 }

@@ -509,8 +509,10 @@ func (b *jobBroker) CompleteUpload(ctx context.Context, req CompleteRequest) (*A
 	return &shown, nil
 }
 
-// completed returns the artifact this job attempt recorded from upload
-// id, or nil when there is none.
+// completed returns what this job attempt recorded from upload id, as
+// CompleteUpload answered it: the artifact, or the cache entry in the
+// job's scope; nil when there is none (or no longer: an entry evicted
+// since).
 func (b *jobBroker) completed(ctx context.Context, id string) (*Artifact, error) {
 	ref := b.ref
 	list, err := b.s.cfg.Manifest.ArtifactsList(ctx, ArtifactFilter{RunID: ref.RunID, JobIDs: []string{ref.JobID}, Attempt: ref.Attempt})
@@ -523,7 +525,23 @@ func (b *jobBroker) completed(ctx context.Context, id string) (*Artifact, error)
 			return &a, nil
 		}
 	}
+	entries, err := b.s.cfg.Index.CacheList(ctx, ref.Repo)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if e.UploadID == id && e.Scope == ref.Scope {
+			return cacheArtifact(ref, &e), nil
+		}
+	}
 	return nil, nil
+}
+
+// cacheArtifact is what CompleteUpload answers for cache entry e that
+// job ref saved.
+func cacheArtifact(ref JobRef, e *CacheEntry) *Artifact {
+	return &Artifact{ID: e.UploadID, Repo: e.Repo, RunID: ref.RunID, JobID: ref.JobID, Attempt: ref.Attempt, Name: e.Key,
+		Size: e.Size, SHA256: e.SHA256, BlobKey: e.BlobKey, CreatedAt: storedTime(e.CreatedAt)}
 }
 
 // completeCache records the cache entry of upload u, whose archive was
@@ -533,7 +551,7 @@ func (b *jobBroker) completed(ctx context.Context, id string) (*Artifact, error)
 // once the entry is recorded.
 func (b *jobBroker) completeCache(ctx context.Context, u *PendingUpload, now time.Time) (*Artifact, error) {
 	s := b.s
-	e := &CacheEntry{Repo: u.Repo, Scope: u.Scope, Key: u.Name, SHA256: u.SHA256, Size: u.Size, BlobKey: u.BlobKey, CreatedAt: now}
+	e := &CacheEntry{Repo: u.Repo, Scope: u.Scope, Key: u.Name, SHA256: u.SHA256, Size: u.Size, BlobKey: u.BlobKey, CreatedAt: now, UploadID: u.ID}
 	if err := s.cfg.Index.CacheInsert(ctx, e); err != nil {
 		if errors.Is(err, ErrCacheExists) {
 			b.drop(ctx, u)
@@ -553,8 +571,7 @@ func (b *jobBroker) completeCache(ctx context.Context, u *PendingUpload, now tim
 	if _, err := s.cfg.Manifest.UploadDelete(ctx, u.ID); err != nil {
 		s.log.Warn("artifacts: forgetting a completed cache upload", "upload", u.ID, "err", err)
 	}
-	return &Artifact{ID: u.ID, Repo: u.Repo, RunID: u.RunID, JobID: u.JobID, Attempt: u.Attempt, Name: u.Name,
-		Size: u.Size, SHA256: u.SHA256, BlobKey: u.BlobKey, CreatedAt: now}, nil
+	return cacheArtifact(b.ref, e), nil
 }
 
 // expiry is how long an artifact asking for asked is kept; 0 for ever.

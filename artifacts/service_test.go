@@ -376,8 +376,9 @@ func TestServiceRefusesReplay(t *testing.T) {
 }
 
 // TestServiceCompleteIsIdempotent: a runner that sends a completion
-// again, its first answer lost, gets the same artifact back, whether
-// the first completion finished or died after joining the parts.
+// again, its first answer lost, gets the same artifact or cache entry
+// back, whether the first completion finished or died after joining the
+// parts.
 func TestServiceCompleteIsIdempotent(t *testing.T) {
 	t.Parallel()
 	small, _ := blob(1, 3000)
@@ -401,6 +402,16 @@ func TestServiceCompleteIsIdempotent(t *testing.T) {
 
 				_, err = b.svc.ForJob(ref("run-1", "test")).CompleteUpload(ctx, artifacts.CompleteRequest{UploadID: a.ID})
 				require.ErrorIs(t, err, artifacts.ErrRefused, "another job's completion is not this one's")
+
+				saved, err := b.upload(t, r, artifacts.UploadRequest{Name: "go-mod", Cache: true}, small)
+				require.NoError(t, err)
+				again, err = broker.CompleteUpload(ctx, artifacts.CompleteRequest{UploadID: saved.ID})
+				require.NoError(t, err, "a cache completion sent again")
+				require.Empty(t, cmp.Diff(saved, again))
+				other := ref("run-2", "build")
+				other.Scope = "branch/other"
+				_, err = b.svc.ForJob(other).CompleteUpload(ctx, artifacts.CompleteRequest{UploadID: saved.ID})
+				require.ErrorIs(t, err, artifacts.ErrRefused, "another job's cache completion is not this one's")
 
 				if b.tr.s3 == nil {
 					return

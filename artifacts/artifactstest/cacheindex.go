@@ -21,7 +21,7 @@ type CacheIndexFactory func(t *testing.T) artifacts.CacheIndex
 func entry(repo, scope, key string, created int) *artifacts.CacheEntry {
 	return &artifacts.CacheEntry{
 		Repo: repo, Scope: scope, Key: key, SHA256: fmt.Sprintf("%064x", len(key)), Size: 100,
-		BlobKey: "cache/" + repo + "/" + scope + "/" + key, CreatedAt: at(created),
+		BlobKey: "cache/" + repo + "/" + scope + "/" + key, CreatedAt: at(created), UploadID: "up-" + key,
 	}
 }
 
