@@ -76,9 +76,12 @@ func (s *Sender) client() *http.Client {
 // Parallel at once) and completes the upload, which records it.
 //
 // A cache entry whose key is already saved is an error matching
-// ErrCacheExists; an upload a store refuses (4xx) matches ErrRefused.
-// Any failure after the reservation aborts the upload, and the error
-// names the part and quotes the store's answer.
+// ErrCacheExists; an upload a store refuses (4xx) matches ErrRefused,
+// but for a single request refused because its key holds a blob (409,
+// 412): the upload is then completed, and the broker's verification of
+// what the store holds decides. Any failure after the reservation aborts
+// the upload, and the error names the part and quotes the store's
+// answer.
 func (s *Sender) Upload(ctx context.Context, b Broker, req UploadRequest, body io.ReaderAt) (*Artifact, error) {
 	if err := s.partSums(&req, body); err != nil {
 		return nil, fmt.Errorf("uploading %s: %w", req.Name, err)

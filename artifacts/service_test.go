@@ -770,6 +770,24 @@ func TestServiceSameCacheKeyAtOnce(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, up3.Stored, "a third save of the content has nothing to send")
 		})
+		t.Run(ss.name+"/same content through the Sender", func(t *testing.T) {
+			t.Parallel()
+			b := ss.setup(t, postgresStores, nil)
+			ctx := t.Context()
+			r1 := ref("run-1", "build")
+			req := artifacts.UploadRequest{Name: "go-mod", Cache: true, Size: int64(len(mine)), SHA256: sha(mine)}
+			up1, err := b.svc.ForJob(r1).CreateUpload(ctx, req)
+			require.NoError(t, err)
+			// The first job sends its archive once the second reserved.
+			second := &reservedBroker{Broker: b.svc.ForJob(ref("run-2", "build")), reserved: func() {
+				require.Equal(t, http.StatusOK, b.put(t, up1, mine))
+			}}
+			_, err = b.sender.Upload(ctx, second, req, bytes.NewReader(mine))
+			require.NoError(t, err, "the store holds the archive: the completion verifies it, and the second job wins")
+			_, err = b.svc.ForJob(r1).CompleteUpload(ctx, artifacts.CompleteRequest{UploadID: up1.ID})
+			require.ErrorIs(t, err, artifacts.ErrCacheExists)
+			requireCache(t, b, r1, "go-mod", mine)
+		})
 		t.Run(ss.name+"/senders", func(t *testing.T) {
 			t.Parallel()
 			b := ss.setup(t, postgresStores, nil)
@@ -804,6 +822,21 @@ func TestServiceSameCacheKeyAtOnce(t *testing.T) {
 			}
 		})
 	}
+}
+
+// reservedBroker is a Broker that calls reserved once an upload is
+// reserved.
+type reservedBroker struct {
+	artifacts.Broker
+	reserved func()
+}
+
+func (b *reservedBroker) CreateUpload(ctx context.Context, req artifacts.UploadRequest) (*artifacts.Upload, error) {
+	up, err := b.Broker.CreateUpload(ctx, req)
+	if err == nil {
+		b.reserved()
+	}
+	return up, err
 }
 
 // requireCache checks that key is saved in r's scope as data.
