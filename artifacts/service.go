@@ -774,7 +774,9 @@ type PruneStats struct {
 // one cannot finish, and several servers may prune at once; an evicted
 // cache entry's row goes first, then the blob once no entry refers to
 // it (a blob whose delete failed stays, and a later save of the same
-// content reuses it).
+// content reuses it), then any entry saved over that blob meanwhile,
+// which would refer to nothing. Its counts are of what this call
+// removed: of several pruners at once, each removal is counted by one.
 // It returns what it removed, also when it fails part way.
 func (s *Service) Prune(ctx context.Context) (PruneStats, error) {
 	var st PruneStats

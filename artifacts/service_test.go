@@ -483,6 +483,48 @@ func TestServiceMultipart(t *testing.T) {
 		require.Empty(t, listUploads(t, b.tr.s3), "no multipart upload is left")
 		requireNoObjects(t, b)
 	})
+	t.Run("tampered", func(t *testing.T) {
+		t.Parallel()
+		b := setupS3Service(t, postgresStores, nil)
+		ctx := t.Context()
+		broker := b.svc.ForJob(ref("run-1", "build"))
+		req := artifacts.UploadRequest{Name: "dist", Size: int64(len(data)), SHA256: sha(data), PartSize: svcPartSize}
+		for off := 0; off < len(data); off += svcPartSize {
+			req.PartSHA256 = append(req.PartSHA256, sha(data[off:min(off+svcPartSize, len(data))]))
+		}
+		up, err := broker.CreateUpload(ctx, req)
+		require.NoError(t, err)
+		require.Len(t, up.Parts, 3)
+		var etags []string
+		for i, p := range up.Parts {
+			part := data[i*svcPartSize : i*svcPartSize+int(p.Size)]
+			if i == 1 {
+				part = bytes.Clone(part)
+				part[0] ^= 1
+			}
+			hreq, err := http.NewRequestWithContext(ctx, p.Method, p.URL, bytes.NewReader(part))
+			require.NoError(t, err)
+			for k, v := range p.Header {
+				hreq.Header[k] = v
+			}
+			resp, err := b.tr.client.Do(hreq)
+			require.NoError(t, err)
+			resp.Body.Close()
+			etags = append(etags, resp.Header.Get("ETag"))
+			if i == 1 {
+				require.Equal(t, http.StatusBadRequest, resp.StatusCode, "S3 refuses a part that is not its checksum's")
+				etags[i] = `"made-up"`
+			}
+		}
+		u := b.pending(t, up.ID)
+		_, err = broker.CompleteUpload(ctx, artifacts.CompleteRequest{UploadID: up.ID, ETags: etags})
+		require.ErrorIs(t, err, artifacts.ErrRefused)
+		require.ErrorContains(t, err, "joining the parts")
+		b.requireNothing(t, "run-1", up.ID, u.BlobKey)
+		_, err = b.tr.s3.Client().ListParts(ctx, &s3.ListPartsInput{Bucket: aws.String("blobs"), Key: aws.String(u.BlobKey), UploadId: aws.String(u.MultipartID)})
+		require.ErrorContains(t, err, "NoSuchUpload", "no part is left")
+		requireNoObjects(t, b)
+	})
 	t.Run("abandoned", func(t *testing.T) {
 		t.Parallel()
 		b := setupS3Service(t, postgresStores, nil)
