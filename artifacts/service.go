@@ -454,6 +454,7 @@ func (b *jobBroker) CompleteUpload(ctx context.Context, req CompleteRequest) (*A
 		b.drop(ctx, u)
 		return nil, refused("upload %s expired at %s", u.ID, u.ExpiresAt.UTC().Format(time.RFC3339))
 	}
+	verified := false
 	if u.MultipartID != "" {
 		if len(req.ETags) == 0 || len(req.ETags) > MaxParts {
 			return nil, refused("upload %s is in parts: give 1 to %d ETags, got %d", u.ID, MaxParts, len(req.ETags))
@@ -465,9 +466,13 @@ func (b *jobBroker) CompleteUpload(ctx context.Context, req CompleteRequest) (*A
 				b.drop(ctx, u)
 				return nil, refused("joining the parts of upload %s: %v", u.ID, err)
 			}
+			verified = true
 		}
 	}
-	if err := s.cfg.Blobs.Verify(ctx, u.BlobKey, u.Size, u.SHA256); err != nil {
+	if !verified {
+		err = s.cfg.Blobs.Verify(ctx, u.BlobKey, u.Size, u.SHA256)
+	}
+	if err != nil {
 		b.drop(ctx, u)
 		if errors.Is(err, cikit.ErrNotFound) {
 			return nil, refused("nothing was uploaded for upload %s", u.ID)
@@ -520,7 +525,7 @@ func (b *jobBroker) completed(ctx context.Context, id string) (*Artifact, error)
 		return nil, err
 	}
 	for _, a := range list {
-		if a.ID == id && a.Attempt == ref.Attempt {
+		if a.ID == id {
 			a.Name = shownName(a)
 			return &a, nil
 		}
@@ -545,10 +550,11 @@ func cacheArtifact(ref JobRef, e *CacheEntry) *Artifact {
 }
 
 // completeCache records the cache entry of upload u, whose archive was
-// verified. The archive is content addressed: another scope's pruner
-// may delete it while the entry is saved over it, having found no entry
-// left (see Service.deleteCacheBlob), so that it is looked for again
-// once the entry is recorded.
+// verified. The archive is content addressed and may be another entry's:
+// a pruner evicting that entry, finding no other that uses the archive,
+// may delete it as this entry is recorded. The archive is therefore
+// looked for again once the entry is (see Service.deleteCacheBlob for
+// the pruner's side).
 func (b *jobBroker) completeCache(ctx context.Context, u *PendingUpload, now time.Time) (*Artifact, error) {
 	s := b.s
 	e := &CacheEntry{Repo: u.Repo, Scope: u.Scope, Key: u.Name, SHA256: u.SHA256, Size: u.Size, BlobKey: u.BlobKey, CreatedAt: now, UploadID: u.ID}
