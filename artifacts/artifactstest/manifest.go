@@ -176,6 +176,56 @@ func ExerciseManifest(t *testing.T, factory ManifestFactory) {
 		}
 	})
 
+	t.Run("DeleteConcurrently", func(t *testing.T) {
+		t.Parallel()
+		m := factory(t)
+		ctx := context.Background()
+		var ids []string
+		for i := range 10 {
+			id := fmt.Sprintf("a%d", i)
+			finish(t, m, artifact(id, "run-1", "build", 1, "n"+id))
+			ids = append(ids, id)
+			require.NoError(t, m.UploadCreate(ctx, pendingUpload("u"+id, "run-1", "n"+id)))
+		}
+		// Several pruners delete the same rows at once: each row is
+		// reported removed by one of them.
+		const callers = 4
+		deleted := make([][]string, callers)
+		uploads := make([]int, callers)
+		errs := make([]error, callers)
+		var wg sync.WaitGroup
+		for c := range callers {
+			wg.Go(func() {
+				var err error
+				if deleted[c], err = m.ArtifactsDelete(ctx, ids); err != nil {
+					errs[c] = err
+					return
+				}
+				for _, id := range ids {
+					ok, err := m.UploadDelete(ctx, "u"+id)
+					if err != nil {
+						errs[c] = err
+						return
+					}
+					if ok {
+						uploads[c]++
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...))
+		var all []string
+		total := 0
+		for c := range callers {
+			all = append(all, deleted[c]...)
+			total += uploads[c]
+		}
+		requireDiff(t, ids, sorted(all), "each artifact removed once")
+		require.Equal(t, len(ids), total, "each upload removed once")
+		require.Empty(t, list(t, m, artifacts.ArtifactFilter{RunID: "run-1"}))
+	})
+
 	t.Run("NameUniqueInRun", func(t *testing.T) {
 		t.Parallel()
 		m := factory(t)
