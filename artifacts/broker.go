@@ -31,11 +31,15 @@ type Broker interface {
 	CreateUpload(ctx context.Context, req UploadRequest) (*Upload, error)
 	// CompleteUpload checks what arrived (its size and SHA-256 must be
 	// those reserved) and records it: the artifact joins the run's
-	// manifest, immutable, or the cache entry the index. A mismatch is
-	// ErrRefused, and nothing is recorded; a second call for the same
-	// upload is ErrRefused too. A cache entry another job saved under the
-	// same key meanwhile is ErrCacheExists: this save is dropped and its
-	// blob deleted.
+	// manifest, immutable, or the cache entry the index. The artifact's
+	// ID is the upload's. A mismatch is ErrRefused: nothing is recorded,
+	// what was stored is deleted, and the upload is over. A call for an
+	// upload the attempt completed already (a runner that sends it again,
+	// its answer lost) returns what the first returned, while the
+	// artifact or entry is kept; another attempt's upload is ErrRefused.
+	// A cache entry another job saved under the same key meanwhile is
+	// ErrCacheExists: this save is dropped and its blob deleted, unless
+	// the other entry's content is the same.
 	CompleteUpload(ctx context.Context, req CompleteRequest) (*Artifact, error)
 	// AbortUpload gives up an upload: nothing is recorded, and the parts
 	// uploaded so far are deleted. Aborting an unknown or completed

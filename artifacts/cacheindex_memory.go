@@ -190,6 +190,32 @@ func (c *MemoryCacheIndex) remove(entries []CacheEntry) {
 	}
 }
 
+// CacheDeleteBlob implements CacheIndex. The entries are sorted by
+// repository, scope and key.
+func (c *MemoryCacheIndex) CacheDeleteBlob(ctx context.Context, blobKey string) ([]CacheEntry, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := checkText("the blob key", blobKey, 0); err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var removed []CacheEntry
+	for id, e := range c.entries {
+		if e.BlobKey == blobKey {
+			removed = append(removed, e)
+			delete(c.entries, id)
+		}
+	}
+	slices.SortFunc(removed, byID)
+	return removed, nil
+}
+
+func byID(a, b CacheEntry) int {
+	return cmp.Or(strings.Compare(a.Repo, b.Repo), strings.Compare(a.Scope, b.Scope), strings.Compare(a.Key, b.Key))
+}
+
 // refers reports whether an entry has blobKey.
 func (c *MemoryCacheIndex) refers(blobKey string) bool {
 	for _, e := range c.entries {
@@ -271,7 +297,8 @@ func checkEntry(e *CacheEntry) error {
 	if err := checkName("the cache key", e.Key); err != nil {
 		return err
 	}
-	return checkTexts("the cache entry's repository", e.Repo, "its scope", e.Scope, "its SHA-256", e.SHA256, "its blob key", e.BlobKey)
+	return checkTexts("the cache entry's repository", e.Repo, "its scope", e.Scope, "its SHA-256", e.SHA256, "its blob key", e.BlobKey,
+		"its upload ID", e.UploadID)
 }
 
 // storedEntry is e as the indexes keep it.

@@ -32,12 +32,12 @@ func (c *PostgresCacheIndex) Migrate(ctx context.Context) error {
 }
 
 const (
-	entryColumns = `repo, scope, key, sha256, size, blob_key, created_at, last_hit_at`
+	entryColumns = `repo, scope, key, sha256, size, blob_key, created_at, last_hit_at, upload_id`
 	// hitEntry marks the entry the CTE hit chose as used and returns it.
 	// An entry evicted meanwhile updates nothing: a miss.
 	hitEntry = ` UPDATE cache_entries e SET last_hit_at = $2 FROM hit
 		WHERE e.repo = $1 AND e.scope = hit.scope AND e.key = hit.key
-		RETURNING e.repo, e.scope, e.key, e.sha256, e.size, e.blob_key, e.created_at, e.last_hit_at`
+		RETURNING e.repo, e.scope, e.key, e.sha256, e.size, e.blob_key, e.created_at, e.last_hit_at, e.upload_id`
 	// lookupExact: the first key ($3, in order) in the first scope ($4,
 	// in order) that holds it. LATERAL keeps each probe a primary-key
 	// lookup, where a join may scan the table.
@@ -73,7 +73,7 @@ const (
 			) e
 			ORDER BY s.si LIMIT 1
 		)` + hitEntry
-	insertEntry = `INSERT INTO cache_entries (` + entryColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+	insertEntry = `INSERT INTO cache_entries (` + entryColumns + `) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)
 		ON CONFLICT DO NOTHING`
 	queryDigest = `SELECT EXISTS (SELECT 1 FROM cache_entries WHERE repo = $1 AND scope = $2 AND sha256 = $3)`
 	// Evictions serialize here, so that two do not count one repository's
@@ -85,7 +85,7 @@ const (
 			ORDER BY coalesce(last_hit_at, created_at), repo, scope, key LIMIT $2
 		) old
 		WHERE e.repo = old.repo AND e.scope = old.scope AND e.key = old.key
-		RETURNING e.repo, e.scope, e.key, e.sha256, e.size, e.blob_key, e.created_at, e.last_hit_at`
+		RETURNING e.repo, e.scope, e.key, e.sha256, e.size, e.blob_key, e.created_at, e.last_hit_at, e.upload_id`
 	// evictOver removes, of each repository past $1 bytes, its least
 	// recently used entries while the repository is still past $1 before
 	// removing them (its total less the bytes of those used before).
@@ -100,9 +100,10 @@ const (
 			ORDER BY used, repo, scope, key LIMIT $2
 		) over
 		WHERE e.repo = over.repo AND e.scope = over.scope AND e.key = over.key
-		RETURNING e.repo, e.scope, e.key, e.sha256, e.size, e.blob_key, e.created_at, e.last_hit_at`
+		RETURNING e.repo, e.scope, e.key, e.sha256, e.size, e.blob_key, e.created_at, e.last_hit_at, e.upload_id`
 	queryOrphans = `SELECT DISTINCT b FROM unnest($1::text[]) b
 		WHERE NOT EXISTS (SELECT 1 FROM cache_entries WHERE blob_key = b) ORDER BY b`
+	deleteBlob   = `DELETE FROM cache_entries WHERE blob_key = $1 RETURNING ` + entryColumns
 	queryEntries = `SELECT ` + entryColumns + ` FROM cache_entries WHERE repo = $1
 		ORDER BY coalesce(last_hit_at, created_at) DESC, scope, key`
 )
@@ -150,7 +151,7 @@ func (c *PostgresCacheIndex) CacheInsert(ctx context.Context, e *CacheEntry) err
 		return err
 	}
 	s := storedEntry(*e)
-	tag, err := c.pool.Exec(ctx, insertEntry, s.Repo, s.Scope, s.Key, s.SHA256, s.Size, s.BlobKey, s.CreatedAt, nullTime(s.LastHitAt))
+	tag, err := c.pool.Exec(ctx, insertEntry, s.Repo, s.Scope, s.Key, s.SHA256, s.Size, s.BlobKey, s.CreatedAt, nullTime(s.LastHitAt), s.UploadID)
 	if err != nil {
 		return interpretError(err)
 	}
@@ -225,6 +226,24 @@ func (c *PostgresCacheIndex) CacheEvict(ctx context.Context, budget int64, older
 	return removed, orphans, nil
 }
 
+// CacheDeleteBlob implements CacheIndex. The entries are sorted by
+// repository, scope and key.
+func (c *PostgresCacheIndex) CacheDeleteBlob(ctx context.Context, blobKey string) ([]CacheEntry, error) {
+	if err := checkText("the blob key", blobKey, 0); err != nil {
+		return nil, err
+	}
+	rows, err := c.pool.Query(ctx, deleteBlob, blobKey)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	removed, err := pgx.CollectRows(rows, scanEntry)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	slices.SortFunc(removed, byID)
+	return removed, nil
+}
+
 // CacheList implements CacheIndex. Of two entries used at once, the one
 // whose scope, then key, sorts first comes first.
 func (c *PostgresCacheIndex) CacheList(ctx context.Context, repo string) ([]CacheEntry, error) {
@@ -242,7 +261,7 @@ func (c *PostgresCacheIndex) CacheList(ctx context.Context, repo string) ([]Cach
 func scanEntry(row pgx.CollectableRow) (CacheEntry, error) {
 	var e CacheEntry
 	var hit *time.Time
-	err := row.Scan(&e.Repo, &e.Scope, &e.Key, &e.SHA256, &e.Size, &e.BlobKey, &e.CreatedAt, &hit)
+	err := row.Scan(&e.Repo, &e.Scope, &e.Key, &e.SHA256, &e.Size, &e.BlobKey, &e.CreatedAt, &hit, &e.UploadID)
 	e.CreatedAt = e.CreatedAt.UTC()
 	if hit != nil {
 		e.LastHitAt = hit.UTC()

@@ -24,9 +24,10 @@ type Manifest interface {
 	// returned (its blob is the caller's to delete); without it, such an
 	// artifact makes the call fail with an error matching ErrRefused.
 	UploadFinish(ctx context.Context, id string, a *Artifact, replace bool) (replaced *Artifact, err error)
-	// UploadDelete forgets an upload in progress; an unknown one is no
-	// error.
-	UploadDelete(ctx context.Context, id string) error
+	// UploadDelete forgets an upload in progress and reports whether
+	// this call removed it; an unknown one (never created, finished, or
+	// deleted already, by this caller or another) is false and no error.
+	UploadDelete(ctx context.Context, id string) (deleted bool, err error)
 	// UploadsExpired returns up to limit uploads in progress whose
 	// ExpiresAt is before t, oldest first.
 	UploadsExpired(ctx context.Context, t time.Time, limit int) ([]PendingUpload, error)
@@ -40,9 +41,11 @@ type Manifest interface {
 	// (Artifact.DefaultBranch; the run whose artifacts were created last)
 	// are left out, expired or not.
 	ArtifactsExpired(ctx context.Context, t time.Time, limit int, keepLatestDefault bool) ([]Artifact, error)
-	// ArtifactsDelete removes the artifacts of the given IDs; unknown IDs
-	// are ignored.
-	ArtifactsDelete(ctx context.Context, ids []string) error
+	// ArtifactsDelete removes the artifacts of the given IDs and returns
+	// the IDs this call removed, in no particular order: unknown IDs, and
+	// those another caller removed first, are left out, so that callers
+	// deleting at once count each artifact once.
+	ArtifactsDelete(ctx context.Context, ids []string) (deleted []string, err error)
 }
 
 // PendingUpload is an upload a Broker reserved and that has not been
@@ -113,6 +116,13 @@ type CacheIndex interface {
 	// entries and the blob keys that no remaining entry refers to, which
 	// the caller deletes.
 	CacheEvict(ctx context.Context, budget int64, olderThan time.Time, limit int) (removed []CacheEntry, orphanBlobs []string, err error)
+	// CacheDeleteBlob removes every entry whose archive is blobKey, and
+	// returns them. Content-addressed entries share an archive, and an
+	// entry saved over one while it is deleted (by a pruner that found no
+	// entry left, or a save that was dropped) would refer to nothing:
+	// whoever deletes such an archive, or finds it missing after saving
+	// an entry over it, calls this.
+	CacheDeleteBlob(ctx context.Context, blobKey string) (removed []CacheEntry, err error)
 	// CacheList returns repo's entries, most recently hit first (an
 	// entry never hit counts as hit when it was created, as in
 	// CacheEvict).
@@ -140,4 +150,7 @@ type CacheEntry struct {
 	CreatedAt time.Time
 	// LastHitAt is when a lookup last found it; zero when none has.
 	LastHitAt time.Time
+	// UploadID is the upload that saved it ("" for an entry saved
+	// otherwise): a completion of that upload sent again finds it.
+	UploadID string
 }

@@ -92,14 +92,15 @@ func (m *MemoryManifest) UploadFinish(ctx context.Context, id string, a *Artifac
 }
 
 // UploadDelete implements Manifest.
-func (m *MemoryManifest) UploadDelete(ctx context.Context, id string) error {
+func (m *MemoryManifest) UploadDelete(ctx context.Context, id string) (bool, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return false, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	_, ok := m.uploads[id]
 	delete(m.uploads, id)
-	return nil
+	return ok, nil
 }
 
 // UploadsExpired implements Manifest.
@@ -187,16 +188,20 @@ func (m *MemoryManifest) ArtifactsExpired(ctx context.Context, t time.Time, limi
 }
 
 // ArtifactsDelete implements Manifest.
-func (m *MemoryManifest) ArtifactsDelete(ctx context.Context, ids []string) error {
+func (m *MemoryManifest) ArtifactsDelete(ctx context.Context, ids []string) ([]string, error) {
 	if err := ctx.Err(); err != nil {
-		return err
+		return nil, err
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	var deleted []string
 	for _, id := range ids {
-		delete(m.artifacts, id)
+		if _, ok := m.artifacts[id]; ok {
+			delete(m.artifacts, id)
+			deleted = append(deleted, id)
+		}
 	}
-	return nil
+	return deleted, nil
 }
 
 // checkUpload refuses an upload either store could not keep.

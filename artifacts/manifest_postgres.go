@@ -88,7 +88,7 @@ const (
 		WHERE expires_at IS NOT NULL AND expires_at < $1
 		AND NOT EXISTS (SELECT 1 FROM latest l WHERE l.repo = a.repo AND l.run_id = a.run_id)
 		ORDER BY expires_at, id LIMIT $2`
-	deleteArtifacts = `DELETE FROM artifacts WHERE id = ANY ($1)`
+	deleteArtifacts = `DELETE FROM artifacts WHERE id = ANY ($1) RETURNING id`
 )
 
 // UploadCreate implements Manifest. An ID already in progress is
@@ -183,9 +183,12 @@ func (m *PostgresManifest) UploadFinishTx(ctx context.Context, tx pgx.Tx, id str
 }
 
 // UploadDelete implements Manifest.
-func (m *PostgresManifest) UploadDelete(ctx context.Context, id string) error {
-	_, err := m.pool.Exec(ctx, deleteUpload, id)
-	return interpretError(err)
+func (m *PostgresManifest) UploadDelete(ctx context.Context, id string) (bool, error) {
+	tag, err := m.pool.Exec(ctx, deleteUpload, id)
+	if err != nil {
+		return false, interpretError(err)
+	}
+	return tag.RowsAffected() > 0, nil
 }
 
 // UploadsExpired implements Manifest.
@@ -234,12 +237,16 @@ func (m *PostgresManifest) ArtifactsExpired(ctx context.Context, t time.Time, li
 }
 
 // ArtifactsDelete implements Manifest.
-func (m *PostgresManifest) ArtifactsDelete(ctx context.Context, ids []string) error {
+func (m *PostgresManifest) ArtifactsDelete(ctx context.Context, ids []string) ([]string, error) {
 	if len(ids) == 0 {
-		return ctx.Err()
+		return nil, ctx.Err()
 	}
-	_, err := m.pool.Exec(ctx, deleteArtifacts, ids)
-	return interpretError(err)
+	rows, err := m.pool.Query(ctx, deleteArtifacts, ids)
+	if err != nil {
+		return nil, interpretError(err)
+	}
+	deleted, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	return deleted, interpretError(err)
 }
 
 func scanUpload(row pgx.CollectableRow) (PendingUpload, error) {

@@ -39,7 +39,10 @@ func (s *S3Store) PartSize() int64 { return max(s.partSize, MinPartSize) }
 
 // PresignPut implements Presigner. The request's signature covers its
 // Content-Length and its x-amz-checksum-sha256 header, which S3 checks
-// against the body: another body is refused with 400 BadDigest.
+// against the body: another body is refused with 400 BadDigest. It also
+// covers If-None-Match: *, S3's conditional write: a key that holds an
+// object is refused with 412, so that a request sent again never
+// replaces a blob, as a SignedFileStore's never does.
 func (s *S3Store) PresignPut(ctx context.Context, key string, size int64, sha string, ttl time.Duration) (Request, error) {
 	obj, err := s.object(key)
 	if err != nil {
@@ -57,6 +60,7 @@ func (s *S3Store) PresignPut(ctx context.Context, key string, size int64, sha st
 		Key:            aws.String(obj),
 		ContentLength:  aws.Int64(size),
 		ChecksumSHA256: aws.String(sum),
+		IfNoneMatch:    aws.String("*"),
 	}, s3.WithPresignExpires(ttl))
 	if err != nil {
 		return Request{}, s.interpretError("presign put", key, err)

@@ -271,6 +271,8 @@ func TestPresignedPutReplayed(t *testing.T) {
 			if tr.s3 != nil {
 				require.Equal(t, http.StatusBadRequest, status, answer)
 				require.Contains(t, answer, "BadDigest")
+				status, answer = send(t, tr.client, put, data)
+				require.Equal(t, http.StatusPreconditionFailed, status, "even with the same bytes (If-None-Match): %s", answer)
 			} else {
 				require.Equal(t, http.StatusConflict, status, answer)
 				require.Contains(t, answer, "immutable")
@@ -650,8 +652,8 @@ func TestS3PresignPutBindsSizeAndChecksum(t *testing.T) {
 	put, err := tr.store.PresignPut(t.Context(), "a", int64(len(data)), sum, time.Minute)
 	require.NoError(t, err)
 	require.Equal(t, http.MethodPut, put.Method)
-	require.Contains(t, put.URL, "X-Amz-SignedHeaders=content-length%3Bhost%3Bx-amz-checksum-sha256")
-	require.Equal(t, http.Header{"X-Amz-Checksum-Sha256": {base64.StdEncoding.EncodeToString(sum256(data))}}, put.Header)
+	require.Contains(t, put.URL, "X-Amz-SignedHeaders=content-length%3Bhost%3Bif-none-match%3Bx-amz-checksum-sha256")
+	require.Equal(t, http.Header{"X-Amz-Checksum-Sha256": {base64.StdEncoding.EncodeToString(sum256(data))}, "If-None-Match": {"*"}}, put.Header)
 	require.Equal(t, int64(3000), put.Size)
 	require.Equal(t, sum, put.SHA256)
 

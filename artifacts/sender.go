@@ -77,9 +77,12 @@ func (s *Sender) client() *http.Client {
 // Parallel at once) and completes the upload, which records it.
 //
 // A cache entry whose key is already saved is an error matching
-// ErrCacheExists; an upload a store refuses (4xx) matches ErrRefused.
-// Any failure after the reservation aborts the upload, and the error
-// names the part and quotes the store's answer.
+// ErrCacheExists; an upload a store refuses (4xx) matches ErrRefused,
+// but for a single request refused because its key holds a blob (409,
+// 412): the upload is then completed, and the broker's verification of
+// what the store holds decides. Any failure after the reservation aborts
+// the upload, and the error names the part and quotes the store's
+// answer.
 func (s *Sender) Upload(ctx context.Context, b Broker, req UploadRequest, body io.ReaderAt) (*Artifact, error) {
 	if err := s.partSums(&req, body); err != nil {
 		return nil, fmt.Errorf("uploading %s: %w", req.Name, err)
@@ -89,16 +92,37 @@ func (s *Sender) Upload(ctx context.Context, b Broker, req UploadRequest, body i
 		return nil, fmt.Errorf("reserving the upload of %s: %w", req.Name, err)
 	}
 	var etags []string
+	var held error
 	if !up.Stored {
-		if etags, err = s.sendParts(ctx, up, req.Size, body); err != nil {
+		etags, err = s.sendParts(ctx, up, req.Size, body)
+		if held = heldBlob(up, err); held == nil && err != nil {
 			return nil, s.abort(ctx, b, up.ID, fmt.Errorf("uploading %s: %w", req.Name, err))
 		}
 	}
 	art, err := b.CompleteUpload(ctx, CompleteRequest{UploadID: up.ID, ETags: etags})
 	if err != nil {
-		return nil, s.abort(ctx, b, up.ID, fmt.Errorf("completing the upload of %s: %w", req.Name, err))
+		err = fmt.Errorf("completing the upload of %s: %w", req.Name, err)
+		if held != nil {
+			err = fmt.Errorf("%w (after uploading it: %w)", err, held)
+		}
+		return nil, s.abort(ctx, b, up.ID, err)
 	}
 	return art, nil
+}
+
+// heldBlob returns err when it is the store's refusal of the one request
+// of up because its key holds a blob already (409, or 412 for S3's
+// conditional write): a request of this upload sent before whose answer
+// was lost, or the same content-addressed cache archive sent by another
+// job. Completing the upload then verifies what the store holds.
+func heldBlob(up *Upload, err error) error {
+	if len(up.Parts) != 1 {
+		return nil
+	}
+	if ae, ok := errors.AsType[*storeAnswerError](err); ok && (ae.status == http.StatusConflict || ae.status == http.StatusPreconditionFailed) {
+		return err
+	}
+	return nil
 }
 
 // abort gives up an upload after err, on a context of its own: ctx may
@@ -324,7 +348,7 @@ func fill(r io.Reader, buf []byte) (int, error) {
 // cikit.ErrNotFound too.
 func answerError(resp *http.Response) error {
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswerLen))
-	err := fmt.Errorf("the store answered %s: %q", resp.Status, b)
+	err := &storeAnswerError{status: resp.StatusCode, msg: fmt.Sprintf("the store answered %s: %q", resp.Status, b)}
 	switch c := resp.StatusCode; {
 	case c == http.StatusNotFound:
 		return fmt.Errorf("%w (%w): %w", ErrRefused, cikit.ErrNotFound, err)
@@ -333,6 +357,14 @@ func answerError(resp *http.Response) error {
 	}
 	return err
 }
+
+// storeAnswerError is a store's answer that is not a success.
+type storeAnswerError struct {
+	status int
+	msg    string
+}
+
+func (e *storeAnswerError) Error() string { return e.msg }
 
 // redactURL drops the URL from a client's error: a presigned URL is a
 // credential.

@@ -336,16 +336,31 @@ func (b *jobBroker) CreateUpload(ctx context.Context, req UploadRequest) (*Uploa
 	if req.Cache {
 		u.Scope = ref.Scope
 		u.BlobKey = CacheBlobKey(ref.Repo, ref.Scope, req.SHA256)
-		stored, err := s.cfg.Index.CacheHasDigest(ctx, ref.Repo, ref.Scope, req.SHA256)
-		if err != nil {
-			return nil, err
-		}
-		u.Stored, up.Stored = stored, stored
 	} else {
 		u.BlobKey = artifactBlobKey(ref, u.ID)
 	}
 	if err := ValidateKey(u.BlobKey); err != nil {
 		return nil, refused("the archive's blob key: %v", err)
+	}
+	if req.Cache {
+		stored, err := s.cfg.Index.CacheHasDigest(ctx, ref.Repo, ref.Scope, req.SHA256)
+		if err != nil {
+			return nil, err
+		}
+		if !stored {
+			// Another job's save of the same content may be under way,
+			// its archive sent: sending it again would be refused (a
+			// SignedFileStore's blobs are immutable), and dropping this
+			// save would delete the other's archive. CompleteUpload
+			// verifies what is there.
+			switch _, err := s.cfg.Blobs.Stat(ctx, u.BlobKey); {
+			case err == nil:
+				stored = true
+			case !errors.Is(err, cikit.ErrNotFound):
+				return nil, err
+			}
+		}
+		u.Stored, up.Stored = stored, stored
 	}
 	if !u.Stored {
 		if err := b.presignUpload(ctx, u, up, req); err != nil {
@@ -419,10 +434,18 @@ func (b *jobBroker) upload(ctx context.Context, id string) (*PendingUpload, erro
 	return u, nil
 }
 
-// CompleteUpload implements Broker.
+// CompleteUpload implements Broker. A runner that sends a completion
+// again, not knowing whether the first arrived (its answer was lost), is
+// answered as the first was: the artifact recorded from the upload,
+// whose ID is the upload's.
 func (b *jobBroker) CompleteUpload(ctx context.Context, req CompleteRequest) (*Artifact, error) {
 	s := b.s
 	u, err := b.upload(ctx, req.UploadID)
+	if errors.Is(err, errNoUpload) {
+		if a, ferr := b.completed(ctx, req.UploadID); a != nil || ferr != nil {
+			return a, ferr
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -431,16 +454,25 @@ func (b *jobBroker) CompleteUpload(ctx context.Context, req CompleteRequest) (*A
 		b.drop(ctx, u)
 		return nil, refused("upload %s expired at %s", u.ID, u.ExpiresAt.UTC().Format(time.RFC3339))
 	}
+	verified := false
 	if u.MultipartID != "" {
 		if len(req.ETags) == 0 || len(req.ETags) > MaxParts {
 			return nil, refused("upload %s is in parts: give 1 to %d ETags, got %d", u.ID, MaxParts, len(req.ETags))
 		}
+		// A completion sent again finds the parts joined already: what
+		// they made is then verified as any archive is.
 		if err := s.cfg.Blobs.CompleteMultipart(ctx, u.BlobKey, u.MultipartID, req.ETags); err != nil {
-			b.drop(ctx, u)
-			return nil, refused("joining the parts of upload %s: %v", u.ID, err)
+			if verr := s.cfg.Blobs.Verify(ctx, u.BlobKey, u.Size, u.SHA256); verr != nil {
+				b.drop(ctx, u)
+				return nil, refused("joining the parts of upload %s: %v", u.ID, err)
+			}
+			verified = true
 		}
 	}
-	if err := s.cfg.Blobs.Verify(ctx, u.BlobKey, u.Size, u.SHA256); err != nil {
+	if !verified {
+		err = s.cfg.Blobs.Verify(ctx, u.BlobKey, u.Size, u.SHA256)
+	}
+	if err != nil {
 		b.drop(ctx, u)
 		if errors.Is(err, cikit.ErrNotFound) {
 			return nil, refused("nothing was uploaded for upload %s", u.ID)
@@ -451,28 +483,23 @@ func (b *jobBroker) CompleteUpload(ctx context.Context, req CompleteRequest) (*A
 		return nil, err
 	}
 	if u.Cache {
-		e := &CacheEntry{Repo: u.Repo, Scope: u.Scope, Key: u.Name, SHA256: u.SHA256, Size: u.Size, BlobKey: u.BlobKey, CreatedAt: now}
-		if err := s.cfg.Index.CacheInsert(ctx, e); err != nil {
-			if errors.Is(err, ErrCacheExists) {
-				b.drop(ctx, u)
-			}
-			return nil, err
-		}
-		if err := s.cfg.Manifest.UploadDelete(ctx, u.ID); err != nil {
-			s.log.Warn("artifacts: forgetting a completed cache upload", "upload", u.ID, "err", err)
-		}
-		return &Artifact{ID: u.ID, Repo: u.Repo, RunID: u.RunID, JobID: u.JobID, Attempt: u.Attempt, Name: u.Name,
-			Size: u.Size, SHA256: u.SHA256, BlobKey: u.BlobKey, CreatedAt: now}, nil
+		return b.completeCache(ctx, u, now)
 	}
-	a := &Artifact{ID: newID(), Repo: u.Repo, DefaultBranch: b.ref.DefaultBranch, RunID: u.RunID, JobID: u.JobID, Attempt: u.Attempt,
+	a := &Artifact{ID: u.ID, Repo: u.Repo, DefaultBranch: b.ref.DefaultBranch, RunID: u.RunID, JobID: u.JobID, Attempt: u.Attempt,
 		Name: u.Name, Type: u.Type, Report: u.Report, Size: u.Size, SHA256: u.SHA256, Files: u.Files, BlobKey: u.BlobKey, CreatedAt: now}
 	if exp := s.expiry(u.ExpireIn); exp > 0 {
 		a.ExpiresAt = now.Add(exp)
 	}
+	// As the manifest keeps them, so that a completion sent again is
+	// answered the same.
+	a.CreatedAt, a.ExpiresAt = storedTime(a.CreatedAt), storedTime(a.ExpiresAt)
 	replaced, err := s.cfg.Manifest.UploadFinish(ctx, u.ID, a, u.Overwrite)
 	if err != nil {
 		if errors.Is(err, cikit.ErrNotFound) {
-			return nil, refused("upload %s was completed or aborted meanwhile", u.ID)
+			if a, ferr := b.completed(ctx, u.ID); a != nil || ferr != nil {
+				return a, ferr
+			}
+			return nil, refused("upload %s was aborted meanwhile", u.ID)
 		}
 		if errors.Is(err, ErrRefused) {
 			b.drop(ctx, u)
@@ -485,6 +512,72 @@ func (b *jobBroker) CompleteUpload(ctx context.Context, req CompleteRequest) (*A
 	shown := *a
 	shown.Name = shownName(shown)
 	return &shown, nil
+}
+
+// completed returns what this job attempt recorded from upload id, as
+// CompleteUpload answered it: the artifact, or the cache entry in the
+// job's scope; nil when there is none (or no longer: an entry evicted
+// since).
+func (b *jobBroker) completed(ctx context.Context, id string) (*Artifact, error) {
+	ref := b.ref
+	list, err := b.s.cfg.Manifest.ArtifactsList(ctx, ArtifactFilter{RunID: ref.RunID, JobIDs: []string{ref.JobID}, Attempt: ref.Attempt})
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range list {
+		if a.ID == id {
+			a.Name = shownName(a)
+			return &a, nil
+		}
+	}
+	entries, err := b.s.cfg.Index.CacheList(ctx, ref.Repo)
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range entries {
+		if e.UploadID == id && e.Scope == ref.Scope {
+			return cacheArtifact(ref, &e), nil
+		}
+	}
+	return nil, nil
+}
+
+// cacheArtifact is what CompleteUpload answers for cache entry e that
+// job ref saved.
+func cacheArtifact(ref JobRef, e *CacheEntry) *Artifact {
+	return &Artifact{ID: e.UploadID, Repo: e.Repo, RunID: ref.RunID, JobID: ref.JobID, Attempt: ref.Attempt, Name: e.Key,
+		Size: e.Size, SHA256: e.SHA256, BlobKey: e.BlobKey, CreatedAt: storedTime(e.CreatedAt)}
+}
+
+// completeCache records the cache entry of upload u, whose archive was
+// verified. The archive is content addressed and may be another entry's:
+// a pruner evicting that entry, finding no other that uses the archive,
+// may delete it as this entry is recorded. The archive is therefore
+// looked for again once the entry is (see Service.deleteCacheBlob for
+// the pruner's side).
+func (b *jobBroker) completeCache(ctx context.Context, u *PendingUpload, now time.Time) (*Artifact, error) {
+	s := b.s
+	e := &CacheEntry{Repo: u.Repo, Scope: u.Scope, Key: u.Name, SHA256: u.SHA256, Size: u.Size, BlobKey: u.BlobKey, CreatedAt: now, UploadID: u.ID}
+	if err := s.cfg.Index.CacheInsert(ctx, e); err != nil {
+		if errors.Is(err, ErrCacheExists) {
+			b.drop(ctx, u)
+		}
+		return nil, err
+	}
+	if _, err := s.cfg.Blobs.Stat(ctx, u.BlobKey); err != nil {
+		if !errors.Is(err, cikit.ErrNotFound) {
+			return nil, err
+		}
+		if _, err := s.cfg.Index.CacheDeleteBlob(ctx, u.BlobKey); err != nil {
+			return nil, err
+		}
+		b.drop(ctx, u)
+		return nil, refused("the archive of upload %s was deleted as the cache entry was saved: a pruner found no entry using it", u.ID)
+	}
+	if _, err := s.cfg.Manifest.UploadDelete(ctx, u.ID); err != nil {
+		s.log.Warn("artifacts: forgetting a completed cache upload", "upload", u.ID, "err", err)
+	}
+	return cacheArtifact(b.ref, e), nil
 }
 
 // expiry is how long an artifact asking for asked is kept; 0 for ever.
@@ -511,24 +604,43 @@ func (b *jobBroker) drop(ctx context.Context, u *PendingUpload) {
 }
 
 // dropUpload aborts a multipart upload, deletes the blob an upload
-// stored unless a cache entry shares it, and forgets the upload.
-func (s *Service) dropUpload(ctx context.Context, u *PendingUpload) {
+// stored unless a cache entry shares it, and forgets the upload. It
+// reports whether this call forgot it: of two callers dropping one
+// upload at once, one does.
+func (s *Service) dropUpload(ctx context.Context, u *PendingUpload) bool {
 	if u.MultipartID != "" {
 		if err := s.cfg.Blobs.AbortMultipart(ctx, u.BlobKey, u.MultipartID); err != nil {
 			s.log.Warn("artifacts: aborting a multipart upload", "upload", u.ID, "err", err)
 		}
 	}
-	keep := u.Stored
-	if u.Cache && !keep {
+	switch {
+	case u.Stored:
+	case u.Cache:
 		shared, err := s.cfg.Index.CacheHasDigest(ctx, u.Repo, u.Scope, u.SHA256)
-		keep = err != nil || shared
-	}
-	if !keep {
+		if err == nil && !shared {
+			if _, err := s.deleteCacheBlob(ctx, u.BlobKey); err != nil {
+				s.log.Warn("artifacts: deleting the archive of a dropped cache upload", "upload", u.ID, "err", err)
+			}
+		}
+	default:
 		s.deleteBlob(ctx, u.BlobKey)
 	}
-	if err := s.cfg.Manifest.UploadDelete(ctx, u.ID); err != nil {
+	deleted, err := s.cfg.Manifest.UploadDelete(ctx, u.ID)
+	if err != nil {
 		s.log.Warn("artifacts: forgetting an upload", "upload", u.ID, "err", err)
 	}
+	return deleted
+}
+
+// deleteCacheBlob deletes a cache archive that no entry was found to
+// use, then the entries saved over it meanwhile, which it returns: such
+// an entry's save found the archive before it was deleted (see
+// jobBroker.completeCache).
+func (s *Service) deleteCacheBlob(ctx context.Context, key string) ([]CacheEntry, error) {
+	if err := s.cfg.Blobs.Delete(ctx, key); err != nil {
+		return nil, err
+	}
+	return s.cfg.Index.CacheDeleteBlob(ctx, key)
 }
 
 func (s *Service) deleteBlob(ctx context.Context, key string) {
@@ -575,9 +687,19 @@ func (b *jobBroker) ListArtifacts(ctx context.Context, req ListRequest) ([]Artif
 			jobs = ref.Needs
 		}
 	}
-	list, err := s.cfg.Manifest.ArtifactsList(ctx, ArtifactFilter{RunID: ref.RunID, JobIDs: jobs, Name: req.Name, Type: req.Type})
+	f := ArtifactFilter{RunID: ref.RunID, JobIDs: jobs, Name: req.Name, Type: req.Type}
+	if ref.Needs != nil {
+		// The manifest names a native or GitLab job's artifacts
+		// "JOB/NAME", a GitHub job's NAME: the name asked for is the
+		// name shown.
+		f.Name = ""
+	}
+	list, err := s.cfg.Manifest.ArtifactsList(ctx, f)
 	if err != nil {
 		return nil, err
+	}
+	if req.Name != "" && f.Name == "" {
+		list = slices.DeleteFunc(list, func(a Artifact) bool { return shownName(a) != req.Name })
 	}
 	return s.downloads(ctx, latestAttempts(live(list, s.cfg.Now())))
 }
@@ -658,7 +780,9 @@ type PruneStats struct {
 // one cannot finish, and several servers may prune at once; an evicted
 // cache entry's row goes first, then the blob once no entry refers to
 // it (a blob whose delete failed stays, and a later save of the same
-// content reuses it).
+// content reuses it), then any entry saved over that blob meanwhile,
+// which would refer to nothing. Its counts are of what this call
+// removed: of several pruners at once, each removal is counted by one.
 // It returns what it removed, also when it fails part way.
 func (s *Service) Prune(ctx context.Context) (PruneStats, error) {
 	var st PruneStats
@@ -672,19 +796,23 @@ func (s *Service) Prune(ctx context.Context) (PruneStats, error) {
 			break
 		}
 		ids := make([]string, len(list))
+		sizes := make(map[string]int64, len(list))
 		for i, a := range list {
 			if err := s.cfg.Blobs.Delete(ctx, a.BlobKey); err != nil {
 				return st, fmt.Errorf("deleting the archive of artifact %s: %w", a.ID, err)
 			}
-			ids[i] = a.ID
-			st.Blobs++
+			ids[i], sizes[a.ID] = a.ID, a.Size
 		}
-		if err := s.cfg.Manifest.ArtifactsDelete(ctx, ids); err != nil {
+		// Of several pruners deleting one artifact, the one whose delete
+		// removed its row counts it.
+		deleted, err := s.cfg.Manifest.ArtifactsDelete(ctx, ids)
+		if err != nil {
 			return st, fmt.Errorf("deleting expired artifacts: %w", err)
 		}
-		for _, a := range list {
+		for _, id := range deleted {
 			st.Artifacts++
-			st.ArtifactBytes += a.Size
+			st.ArtifactBytes += sizes[id]
+			st.Blobs++
 		}
 		if len(list) < s.cfg.PruneBatch {
 			break
@@ -696,8 +824,9 @@ func (s *Service) Prune(ctx context.Context) (PruneStats, error) {
 			return st, fmt.Errorf("listing abandoned uploads: %w", err)
 		}
 		for i := range list {
-			s.dropUpload(ctx, &list[i])
-			st.Uploads++
+			if s.dropUpload(ctx, &list[i]) {
+				st.Uploads++
+			}
 		}
 		if len(list) < s.cfg.PruneBatch {
 			break
@@ -720,10 +849,15 @@ func (s *Service) Prune(ctx context.Context) (PruneStats, error) {
 			st.CacheBytes += e.Size
 		}
 		for _, key := range orphans {
-			if err := s.cfg.Blobs.Delete(ctx, key); err != nil {
+			saved, err := s.deleteCacheBlob(ctx, key)
+			if err != nil {
 				return st, fmt.Errorf("deleting an evicted cache archive: %w", err)
 			}
 			st.Blobs++
+			for _, e := range saved {
+				st.CacheEntries++
+				st.CacheBytes += e.Size
+			}
 		}
 		if len(removed) < s.cfg.PruneBatch {
 			break

@@ -21,7 +21,7 @@ type CacheIndexFactory func(t *testing.T) artifacts.CacheIndex
 func entry(repo, scope, key string, created int) *artifacts.CacheEntry {
 	return &artifacts.CacheEntry{
 		Repo: repo, Scope: scope, Key: key, SHA256: fmt.Sprintf("%064x", len(key)), Size: 100,
-		BlobKey: "cache/" + repo + "/" + scope + "/" + key, CreatedAt: at(created),
+		BlobKey: "cache/" + repo + "/" + scope + "/" + key, CreatedAt: at(created), UploadID: "up-" + key,
 	}
 }
 
@@ -259,6 +259,26 @@ func ExerciseCacheIndex(t *testing.T, factory CacheIndexFactory) {
 		require.Empty(t, orphans)
 		_, _, err = c.CacheEvict(ctx, 0, at(100), 0)
 		require.Error(t, err, "a limit of 0")
+	})
+
+	t.Run("DeleteBlob", func(t *testing.T) {
+		t.Parallel()
+		c := factory(t)
+		ctx := context.Background()
+		shared := func(e *artifacts.CacheEntry) *artifacts.CacheEntry { e.BlobKey = "cache/shared"; return e }
+		insert(t, c, shared(entry("r", "pr", "b", 0)), shared(entry("r", "main", "a", 1)), entry("r", "main", "own", 2),
+			shared(entry("q", "main", "c", 3)))
+		removed, err := c.CacheDeleteBlob(ctx, "cache/shared")
+		require.NoError(t, err)
+		requireDiff(t, []string{"main/c", "main/a", "pr/b"}, entryNames(removed), "every entry of the blob, by repository, scope and key")
+		requireDiff(t, []string{"main/own"}, entryNames(entries(t, c, "r")), "the others stay")
+		hit, err := c.CacheHasDigest(ctx, "r", "pr", removed[2].SHA256)
+		require.NoError(t, err)
+		require.False(t, hit, "a removed entry's digest is gone with it")
+		removed, err = c.CacheDeleteBlob(ctx, "cache/shared")
+		require.NoError(t, err)
+		require.Empty(t, removed, "deleting twice")
+		require.NoError(t, c.CacheInsert(ctx, shared(entry("r", "pr", "b", 5))), "the key may be saved again")
 	})
 
 	t.Run("EvictByBudget", func(t *testing.T) {

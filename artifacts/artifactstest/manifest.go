@@ -97,11 +97,17 @@ func ExerciseManifest(t *testing.T, factory ManifestFactory) {
 		require.Error(t, m.UploadCreate(ctx, pendingUpload("u1", "run-1", "other")), "an ID in progress")
 		_, err = m.UploadGet(ctx, "nope")
 		require.ErrorIs(t, err, cikit.ErrNotFound)
-		require.NoError(t, m.UploadDelete(ctx, "u1"))
+		deleted, err := m.UploadDelete(ctx, "u1")
+		require.NoError(t, err)
+		require.True(t, deleted, "the call that removed it says so")
 		_, err = m.UploadGet(ctx, "u1")
 		require.ErrorIs(t, err, cikit.ErrNotFound, "a deleted upload")
-		require.NoError(t, m.UploadDelete(ctx, "u1"), "deleting twice")
-		require.NoError(t, m.UploadDelete(ctx, "never"), "deleting what never was")
+		deleted, err = m.UploadDelete(ctx, "u1")
+		require.NoError(t, err, "deleting twice")
+		require.False(t, deleted, "deleting twice")
+		deleted, err = m.UploadDelete(ctx, "never")
+		require.NoError(t, err, "deleting what never was")
+		require.False(t, deleted, "deleting what never was")
 	})
 
 	t.Run("FinishOnce", func(t *testing.T) {
@@ -124,7 +130,8 @@ func ExerciseManifest(t *testing.T, factory ManifestFactory) {
 		_, err = m.UploadFinish(ctx, "never", artifact("a4", "run-1", "build", 1, "never"), false)
 		require.ErrorIs(t, err, cikit.ErrNotFound, "a finish of an upload never created")
 		require.NoError(t, m.UploadCreate(ctx, pendingUpload("u5", "run-1", "gone")))
-		require.NoError(t, m.UploadDelete(ctx, "u5"))
+		_, err = m.UploadDelete(ctx, "u5")
+		require.NoError(t, err)
 		_, err = m.UploadFinish(ctx, "u5", artifact("a5", "run-1", "build", 1, "gone"), false)
 		require.ErrorIs(t, err, cikit.ErrNotFound, "a finish of a deleted upload")
 		requireDiff(t, []artifacts.Artifact{*a}, list(t, m, artifacts.ArtifactFilter{RunID: "run-1"}), "failed finishes record nothing")
@@ -167,6 +174,56 @@ func ExerciseManifest(t *testing.T, factory ManifestFactory) {
 			requireDiff(t, []string{fmt.Sprintf("%s-%d", run, won)}, ids(list(t, m, artifacts.ArtifactFilter{RunID: run})),
 				"round %d: the winner's artifact alone", round)
 		}
+	})
+
+	t.Run("DeleteConcurrently", func(t *testing.T) {
+		t.Parallel()
+		m := factory(t)
+		ctx := context.Background()
+		var ids []string
+		for i := range 10 {
+			id := fmt.Sprintf("a%d", i)
+			finish(t, m, artifact(id, "run-1", "build", 1, "n"+id))
+			ids = append(ids, id)
+			require.NoError(t, m.UploadCreate(ctx, pendingUpload("u"+id, "run-1", "n"+id)))
+		}
+		// Several pruners delete the same rows at once: each row is
+		// reported removed by one of them.
+		const callers = 4
+		deleted := make([][]string, callers)
+		uploads := make([]int, callers)
+		errs := make([]error, callers)
+		var wg sync.WaitGroup
+		for c := range callers {
+			wg.Go(func() {
+				var err error
+				if deleted[c], err = m.ArtifactsDelete(ctx, ids); err != nil {
+					errs[c] = err
+					return
+				}
+				for _, id := range ids {
+					ok, err := m.UploadDelete(ctx, "u"+id)
+					if err != nil {
+						errs[c] = err
+						return
+					}
+					if ok {
+						uploads[c]++
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.NoError(t, errors.Join(errs...))
+		var all []string
+		total := 0
+		for c := range callers {
+			all = append(all, deleted[c]...)
+			total += uploads[c]
+		}
+		requireDiff(t, ids, sorted(all), "each artifact removed once")
+		require.Equal(t, len(ids), total, "each upload removed once")
+		require.Empty(t, list(t, m, artifacts.ArtifactFilter{RunID: "run-1"}))
 	})
 
 	t.Run("NameUniqueInRun", func(t *testing.T) {
@@ -337,10 +394,17 @@ func ExerciseManifest(t *testing.T, factory ManifestFactory) {
 		_, err := m.ArtifactsExpired(ctx, at(200), 0, false)
 		require.Error(t, err, "a limit of 0")
 
-		require.NoError(t, m.ArtifactsDelete(ctx, []string{"api-2a", "api-2b", "unknown"}))
+		deleted, err := m.ArtifactsDelete(ctx, []string{"api-2a", "api-2b", "unknown"})
+		require.NoError(t, err)
+		requireDiff(t, []string{"api-2a", "api-2b"}, sorted(deleted), "the IDs removed, not the unknown one")
 		requireDiff(t, []string{"web-1", "api-3", "api-1a", "api-1b"}, expired(10, false), "deleted artifacts are gone")
 		requireDiff(t, []string{"web-1", "api-3"}, expired(10, true), "api-1 is now the latest main run of acme/api")
-		require.NoError(t, m.ArtifactsDelete(ctx, nil), "deleting nothing")
+		deleted, err = m.ArtifactsDelete(ctx, []string{"api-2a", "web-1"})
+		require.NoError(t, err)
+		requireDiff(t, []string{"web-1"}, deleted, "an artifact deleted before is not counted again")
+		deleted, err = m.ArtifactsDelete(ctx, nil)
+		require.NoError(t, err, "deleting nothing")
+		require.Empty(t, deleted, "deleting nothing")
 	})
 
 	t.Run("BadInput", func(t *testing.T) {

@@ -1,10 +1,15 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -235,6 +240,82 @@ func TestAgentFilesNotConfigured(t *testing.T) {
 	require.ErrorIs(t, err, agent.ErrNoArtifacts)
 	_, err = job.Files.ListArtifacts(ctx, artifacts.ListRequest{})
 	require.ErrorIs(t, err, agent.ErrNoArtifacts)
+	exec.results <- agent.Result{State: cikit.JobSucceeded}
+	waitState(t, e, runID, cikit.JobSucceeded)
+}
+
+// losingTransport loses the answer to the first request whose path ends
+// in suffix: the server got it and answered, the runner sees the
+// connection fail.
+type losingTransport struct {
+	base   http.RoundTripper
+	suffix string
+	mu     sync.Mutex
+	lost   int
+}
+
+func (l *losingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := l.base.RoundTrip(r)
+	if err != nil || !strings.HasSuffix(r.URL.Path, l.suffix) {
+		return resp, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost > 0 {
+		return resp, nil
+	}
+	l.lost++
+	resp.Body.Close()
+	return nil, errors.New("connection reset by peer")
+}
+
+// TestAgentFilesCompletionAnswerLost: the answer to an upload's
+// completion is lost; the runner sends the completion again and gets the
+// artifact the first recorded, and the upload succeeds.
+func TestAgentFilesCompletionAnswerLost(t *testing.T) {
+	t.Parallel()
+	fs, err := artifacts.NewFileStore(filepath.Join(t.TempDir(), "blobs"))
+	require.NoError(t, err)
+	mux := http.NewServeMux()
+	hs := httptest.NewServer(mux)
+	t.Cleanup(hs.Close)
+	blobs, err := artifacts.NewSignedFileStore(fs, []byte(strings.Repeat("s", artifacts.MinSigningKeyLen)), hs.URL+"/v1/blobs")
+	require.NoError(t, err)
+	mux.Handle("/v1/blobs/", blobs.Handler())
+	manifest := artifacts.NewMemoryManifest()
+	svc, err := artifacts.NewService(artifacts.ServiceConfig{Blobs: blobs, Manifest: manifest, Index: artifacts.NewMemoryCacheIndex()})
+	require.NoError(t, err)
+	e := setup(t, longTTL, func(_ *logs.Config, sc *fleet.ServerConfig) { sc.Artifacts = svc })
+	lossy := &losingTransport{base: http.DefaultTransport, suffix: "/complete"}
+	exec := newHoldingExecutor()
+	a, err := agent.New(agent.Config{Server: e.url, RegistrationToken: regToken, Name: "test", Executor: exec,
+		Wait: time.Second, HTTPClient: &http.Client{Transport: lossy}})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		require.NoError(t, <-done)
+	})
+	runID := e.newRun(t)
+	job := <-exec.jobs
+
+	data := []byte("the archive of dist")
+	sum := sha256.Sum256(data)
+	sender := &artifacts.Sender{HTTP: hs.Client()}
+	art, err := sender.Upload(t.Context(), job.Files, artifacts.UploadRequest{Name: "dist", Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])},
+		bytes.NewReader(data))
+	require.NoError(t, err, "the completion sent again is answered with the artifact")
+	lossy.mu.Lock()
+	require.Equal(t, 1, lossy.lost, "the first answer was lost")
+	lossy.mu.Unlock()
+	list, err := manifest.ArtifactsList(t.Context(), artifacts.ArtifactFilter{RunID: runID})
+	require.NoError(t, err)
+	require.Len(t, list, 1)
+	require.Equal(t, list[0].ID, art.ID)
+	require.Equal(t, "dist", art.Name)
+
 	exec.results <- agent.Result{State: cikit.JobSucceeded}
 	waitState(t, e, runID, cikit.JobSucceeded)
 }
