@@ -55,7 +55,8 @@ type ServiceConfig struct {
 	ExpireIn    time.Duration
 	MaxExpireIn time.Duration
 	// KeepLatestDefault keeps the artifacts of each repository's latest
-	// run of its default branch, whatever their expiry.
+	// run of its default branch, whatever their expiry: they stay listed
+	// and downloadable.
 	KeepLatestDefault bool
 	// MaxArchiveBytes bounds one archive (default DefaultMaxArchiveBytes).
 	MaxArchiveBytes int64
@@ -131,7 +132,7 @@ func (s *Service) RunArtifacts(ctx context.Context, runID string) ([]Artifact, e
 	if err != nil {
 		return nil, err
 	}
-	return s.downloads(ctx, live(list, s.cfg.Now()))
+	return s.downloads(ctx, s.live(list))
 }
 
 // shownName is an artifact's name as its job gave it: without the
@@ -142,9 +143,14 @@ func shownName(a Artifact) string {
 	return name
 }
 
-// live drops the artifacts that have expired.
-func live(list []Artifact, now time.Time) []Artifact {
-	return slices.DeleteFunc(list, func(a Artifact) bool { return !a.ExpiresAt.IsZero() && !a.ExpiresAt.After(now) })
+// live drops the artifacts that have expired, but those of default-branch
+// runs with KeepLatestDefault: Prune keeps the latest of them, which stay
+// downloadable, and deletes the others on its next pass.
+func (s *Service) live(list []Artifact) []Artifact {
+	now := s.cfg.Now()
+	return slices.DeleteFunc(list, func(a Artifact) bool {
+		return !a.ExpiresAt.IsZero() && !a.ExpiresAt.After(now) && !(s.cfg.KeepLatestDefault && a.DefaultBranch)
+	})
 }
 
 // downloads presigns a download of each artifact, and shows its name as
@@ -701,7 +707,7 @@ func (b *jobBroker) ListArtifacts(ctx context.Context, req ListRequest) ([]Artif
 	if req.Name != "" && f.Name == "" {
 		list = slices.DeleteFunc(list, func(a Artifact) bool { return shownName(a) != req.Name })
 	}
-	return s.downloads(ctx, latestAttempts(live(list, s.cfg.Now())))
+	return s.downloads(ctx, latestAttempts(s.live(list)))
 }
 
 func needList(needs []string) string {

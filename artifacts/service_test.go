@@ -633,6 +633,15 @@ func TestServicePrune(t *testing.T) {
 				require.Len(t, list, 1, "%s is kept", kept)
 				require.NoError(t, b.tr.store.Verify(ctx, keys[kept], int64(len(blobs[kept])), sha(blobs[kept])), "%s's blob is kept", kept)
 			}
+			// main-2's hour expired but is the latest of the default
+			// branch: it is still listed, with a download.
+			listed, err := b.svc.RunArtifacts(ctx, "main-2")
+			require.NoError(t, err)
+			require.Len(t, listed, 1, "the latest default-branch artifact stays downloadable")
+			require.NotNil(t, listed[0].Download)
+			listed, err = b.svc.RunArtifacts(ctx, "pr-1")
+			require.NoError(t, err)
+			require.Len(t, listed, 1, "pr-1's default is listed, its expired hour is not")
 			for _, gone := range []string{"main-1/hour", "pr-1/hour"} {
 				run, name, _ := strings.Cut(gone, "/")
 				list, err := b.manifest.ArtifactsList(ctx, artifacts.ArtifactFilter{RunID: run, Name: name})
