@@ -42,8 +42,10 @@ type Broker interface {
 	// the other entry's content is the same.
 	CompleteUpload(ctx context.Context, req CompleteRequest) (*Artifact, error)
 	// AbortUpload gives up an upload: nothing is recorded, and the parts
-	// uploaded so far are deleted. Aborting an unknown or completed
-	// upload is not an error.
+	// uploaded so far are deleted. The upload's requests stay valid until
+	// they expire (presigned requests cannot be revoked); what one sent
+	// again stores is deleted by the pruner then. Aborting an unknown,
+	// aborted or completed upload is not an error.
 	AbortUpload(ctx context.Context, uploadID string) error
 	// ListArtifacts returns the finalized artifacts of the job's run that
 	// req selects, each with a presigned Download request.

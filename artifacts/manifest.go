@@ -12,13 +12,13 @@ import (
 type Manifest interface {
 	// UploadCreate records an upload in progress. Its ID must be new.
 	UploadCreate(ctx context.Context, u *PendingUpload) error
-	// UploadGet returns an upload in progress; an unknown or finished one
-	// is cikit.ErrNotFound.
+	// UploadGet returns an upload in progress or aborted (Aborted set);
+	// an unknown, finished or deleted one is cikit.ErrNotFound.
 	UploadGet(ctx context.Context, id string) (*PendingUpload, error)
 	// UploadFinish ends upload id and records a as finalized, in one
 	// step: once it returns, the upload is no longer in progress and the
 	// artifact is listed. An upload that is not in progress (never
-	// created, finished, deleted) is cikit.ErrNotFound and records
+	// created, finished, aborted, deleted) is cikit.ErrNotFound and records
 	// nothing, so an upload completes at most once. With replace, an
 	// artifact of a's run with a's name is removed in the same step and
 	// returned (its blob is the caller's to delete); without it, such an
@@ -28,8 +28,13 @@ type Manifest interface {
 	// this call removed it; an unknown one (never created, finished, or
 	// deleted already, by this caller or another) is false and no error.
 	UploadDelete(ctx context.Context, id string) (deleted bool, err error)
-	// UploadsExpired returns up to limit uploads in progress whose
-	// ExpiresAt is before t, oldest first.
+	// UploadAbort marks an upload in progress aborted: it can no longer
+	// be finished, and is kept until it is deleted. It reports whether
+	// this call aborted it; an unknown, finished or aborted one is false
+	// and no error.
+	UploadAbort(ctx context.Context, id string) (aborted bool, err error)
+	// UploadsExpired returns up to limit uploads in progress or aborted
+	// whose ExpiresAt is before t, oldest first.
 	UploadsExpired(ctx context.Context, t time.Time, limit int) ([]PendingUpload, error)
 
 	// ArtifactsList returns the finalized artifacts f selects, ordered by
@@ -74,7 +79,11 @@ type PendingUpload struct {
 	BlobKey     string
 	MultipartID string
 	// Stored says the blob was already there (Upload.Stored).
-	Stored    bool
+	Stored bool
+	// Aborted says the upload was aborted or refused. It is kept until
+	// ExpiresAt, when its presigned requests have expired, so that the
+	// pruner deletes what a request sent again after the abort stored.
+	Aborted   bool
 	CreatedAt time.Time
 	ExpiresAt time.Time
 }

@@ -69,7 +69,7 @@ func (m *MemoryManifest) UploadFinish(ctx context.Context, id string, a *Artifac
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if _, ok := m.uploads[id]; !ok {
+	if u, ok := m.uploads[id]; !ok || u.Aborted {
 		return nil, fmt.Errorf("artifacts: upload %q is not in progress: %w", id, cikit.ErrNotFound)
 	}
 	if _, ok := m.artifacts[a.ID]; ok {
@@ -101,6 +101,22 @@ func (m *MemoryManifest) UploadDelete(ctx context.Context, id string) (bool, err
 	_, ok := m.uploads[id]
 	delete(m.uploads, id)
 	return ok, nil
+}
+
+// UploadAbort implements Manifest.
+func (m *MemoryManifest) UploadAbort(ctx context.Context, id string) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	u, ok := m.uploads[id]
+	if !ok || u.Aborted {
+		return false, nil
+	}
+	u.Aborted = true
+	m.uploads[id] = u
+	return true, nil
 }
 
 // UploadsExpired implements Manifest.

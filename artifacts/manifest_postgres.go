@@ -57,11 +57,13 @@ func (m *PostgresManifest) Migrate(ctx context.Context) error {
 
 const (
 	uploadColumns = `id, repo, run_id, job_id, attempt, cache, name, type, report, size, sha256, files,
-		expire_in_ns, overwrite, scope, blob_key, multipart_id, stored, created_at, expires_at`
+		expire_in_ns, overwrite, scope, blob_key, multipart_id, stored, created_at, expires_at, aborted`
 	insertUpload = `INSERT INTO artifact_uploads (` + uploadColumns + `)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)`
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)`
 	queryUpload    = `SELECT ` + uploadColumns + ` FROM artifact_uploads WHERE id = $1`
 	deleteUpload   = `DELETE FROM artifact_uploads WHERE id = $1`
+	finishUpload   = `DELETE FROM artifact_uploads WHERE id = $1 AND NOT aborted`
+	abortUpload    = `UPDATE artifact_uploads SET aborted = true WHERE id = $1 AND NOT aborted`
 	queryUploadsBy = `SELECT ` + uploadColumns + ` FROM artifact_uploads WHERE expires_at < $1 ORDER BY expires_at, id LIMIT $2`
 
 	artifactColumns = `id, repo, default_branch, run_id, job_id, attempt, name, type, report, size, sha256, files,
@@ -99,7 +101,7 @@ func (m *PostgresManifest) UploadCreate(ctx context.Context, u *PendingUpload) e
 	}
 	_, err := m.pool.Exec(ctx, insertUpload, u.ID, u.Repo, u.RunID, u.JobID, u.Attempt, u.Cache, u.Name, u.Type, u.Report,
 		u.Size, u.SHA256, u.Files, int64(u.ExpireIn), u.Overwrite, u.Scope, u.BlobKey, u.MultipartID, u.Stored,
-		storedTime(u.CreatedAt), storedTime(u.ExpiresAt))
+		storedTime(u.CreatedAt), storedTime(u.ExpiresAt), u.Aborted)
 	return interpretError(err)
 }
 
@@ -140,8 +142,9 @@ func (m *PostgresManifest) UploadFinishTx(ctx context.Context, tx pgx.Tx, id str
 		return nil, err
 	}
 	// Of two finishes of one upload, the second waits here for the
-	// first's row lock and then deletes nothing.
-	tag, err := tx.Exec(ctx, deleteUpload, id)
+	// first's row lock and then deletes nothing; an aborted upload is
+	// not finished.
+	tag, err := tx.Exec(ctx, finishUpload, id)
 	if err != nil {
 		return nil, interpretError(err)
 	}
@@ -185,6 +188,15 @@ func (m *PostgresManifest) UploadFinishTx(ctx context.Context, tx pgx.Tx, id str
 // UploadDelete implements Manifest.
 func (m *PostgresManifest) UploadDelete(ctx context.Context, id string) (bool, error) {
 	tag, err := m.pool.Exec(ctx, deleteUpload, id)
+	if err != nil {
+		return false, interpretError(err)
+	}
+	return tag.RowsAffected() > 0, nil
+}
+
+// UploadAbort implements Manifest.
+func (m *PostgresManifest) UploadAbort(ctx context.Context, id string) (bool, error) {
+	tag, err := m.pool.Exec(ctx, abortUpload, id)
 	if err != nil {
 		return false, interpretError(err)
 	}
@@ -254,7 +266,7 @@ func scanUpload(row pgx.CollectableRow) (PendingUpload, error) {
 	var expireIn int64
 	err := row.Scan(&u.ID, &u.Repo, &u.RunID, &u.JobID, &u.Attempt, &u.Cache, &u.Name, &u.Type, &u.Report, &u.Size,
 		&u.SHA256, &u.Files, &expireIn, &u.Overwrite, &u.Scope, &u.BlobKey, &u.MultipartID, &u.Stored,
-		&u.CreatedAt, &u.ExpiresAt)
+		&u.CreatedAt, &u.ExpiresAt, &u.Aborted)
 	u.ExpireIn = time.Duration(expireIn)
 	u.CreatedAt = u.CreatedAt.UTC()
 	u.ExpiresAt = u.ExpiresAt.UTC()

@@ -437,6 +437,9 @@ func (b *jobBroker) upload(ctx context.Context, id string) (*PendingUpload, erro
 	if u.RunID != b.ref.RunID || u.JobID != b.ref.JobID || u.Attempt != b.ref.Attempt {
 		return nil, fmt.Errorf("%w: upload %s belongs to another job attempt", errOtherJob, id)
 	}
+	if u.Aborted {
+		return nil, fmt.Errorf("%w: upload %s was aborted or refused", errNoUpload, id)
+	}
 	return u, nil
 }
 
@@ -606,14 +609,18 @@ func (s *Service) expiry(asked time.Duration) time.Duration {
 func (b *jobBroker) drop(ctx context.Context, u *PendingUpload) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), abortTimeout)
 	defer cancel()
-	b.s.dropUpload(ctx, u)
+	b.s.discard(ctx, u)
+	// The upload's presigned requests stay valid until they expire: one
+	// sent again would store its blob anew. The upload is kept, aborted,
+	// until then, for the pruner to delete that blob (dropUpload).
+	if _, err := b.s.cfg.Manifest.UploadAbort(ctx, u.ID); err != nil {
+		b.s.log.Warn("artifacts: marking an upload aborted", "upload", u.ID, "err", err)
+	}
 }
 
-// dropUpload aborts a multipart upload, deletes the blob an upload
-// stored unless a cache entry shares it, and forgets the upload. It
-// reports whether this call forgot it: of two callers dropping one
-// upload at once, one does.
-func (s *Service) dropUpload(ctx context.Context, u *PendingUpload) bool {
+// discard aborts a multipart upload and deletes the blob an upload
+// stored, unless it was there before (Stored) or a cache entry shares it.
+func (s *Service) discard(ctx context.Context, u *PendingUpload) {
 	if u.MultipartID != "" {
 		if err := s.cfg.Blobs.AbortMultipart(ctx, u.BlobKey, u.MultipartID); err != nil {
 			s.log.Warn("artifacts: aborting a multipart upload", "upload", u.ID, "err", err)
@@ -631,6 +638,13 @@ func (s *Service) dropUpload(ctx context.Context, u *PendingUpload) bool {
 	default:
 		s.deleteBlob(ctx, u.BlobKey)
 	}
+}
+
+// dropUpload discards an upload whose requests have expired, abandoned
+// or aborted, and forgets it. It reports whether this call forgot it: of
+// two pruners dropping one upload at once, one does.
+func (s *Service) dropUpload(ctx context.Context, u *PendingUpload) bool {
+	s.discard(ctx, u)
 	deleted, err := s.cfg.Manifest.UploadDelete(ctx, u.ID)
 	if err != nil {
 		s.log.Warn("artifacts: forgetting an upload", "upload", u.ID, "err", err)
@@ -762,6 +776,11 @@ func (b *jobBroker) LookupCache(ctx context.Context, q CacheQuery) (*CacheHit, e
 	return &CacheHit{Key: e.Key, Exact: e.Key == q.Key, Scope: e.Scope, Size: e.Size, SHA256: e.SHA256, Download: r}, nil
 }
 
+// requestSkew is how long after an upload's expiry its presigned
+// requests may still be taken, by a blob store whose clock is behind:
+// the pruner waits that long before it deletes what they stored.
+const requestSkew = time.Minute
+
 // PruneStats says what one Prune removed.
 type PruneStats struct {
 	// Artifacts and ArtifactBytes count the expired artifacts deleted.
@@ -770,8 +789,9 @@ type PruneStats struct {
 	// CacheEntries and CacheBytes count the cache entries evicted.
 	CacheEntries int
 	CacheBytes   int64
-	// Uploads counts the abandoned uploads cleaned up (their parts
-	// aborted, what they stored deleted).
+	// Uploads counts the uploads cleaned up once their requests expired,
+	// abandoned or aborted (their parts aborted, what they stored
+	// deleted).
 	Uploads int
 	// Blobs counts the blobs deleted.
 	Blobs int
@@ -825,7 +845,7 @@ func (s *Service) Prune(ctx context.Context) (PruneStats, error) {
 		}
 	}
 	for {
-		list, err := s.cfg.Manifest.UploadsExpired(ctx, now, s.cfg.PruneBatch)
+		list, err := s.cfg.Manifest.UploadsExpired(ctx, now.Add(-requestSkew), s.cfg.PruneBatch)
 		if err != nil {
 			return st, fmt.Errorf("listing abandoned uploads: %w", err)
 		}

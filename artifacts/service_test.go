@@ -143,16 +143,19 @@ func (b *svcBundle) upload(t *testing.T, r artifacts.JobRef, req artifacts.Uploa
 }
 
 // requireNothing checks that nothing of run's, of repository acme/api
-// or of upload id is recorded, and that blob key and any multipart
-// upload are gone.
+// or of upload id is recorded (but the upload, aborted), and that blob
+// key and any multipart upload are gone.
 func (b *svcBundle) requireNothing(t *testing.T, run, id, key string) {
 	t.Helper()
 	ctx := t.Context()
 	list, err := b.manifest.ArtifactsList(ctx, artifacts.ArtifactFilter{RunID: run})
 	require.NoError(t, err)
 	require.Empty(t, list, "no artifact is recorded")
-	_, err = b.manifest.UploadGet(ctx, id)
-	require.ErrorIs(t, err, cikit.ErrNotFound, "the upload is forgotten")
+	if u, err := b.manifest.UploadGet(ctx, id); err == nil {
+		require.True(t, u.Aborted, "the upload is kept only aborted, for the pruner to sweep once its requests expire")
+	} else {
+		require.ErrorIs(t, err, cikit.ErrNotFound, "the upload is forgotten")
+	}
 	entries, err := b.index.CacheList(ctx, "acme/api")
 	require.NoError(t, err)
 	require.Empty(t, entries, "no cache entry is recorded")
@@ -375,6 +378,56 @@ func TestServiceRefusesReplay(t *testing.T) {
 	}
 }
 
+// TestServiceSweepsReplaysAfterAbort: presigned requests cannot be
+// revoked, so a request sent again after its upload was aborted or
+// refused stores its blob anew. The upload is kept, aborted and not
+// completable, until its requests expire; the pruner then deletes that
+// blob and forgets the upload.
+func TestServiceSweepsReplaysAfterAbort(t *testing.T) {
+	t.Parallel()
+	data, _ := blob(1, 3000)
+	for _, ss := range serviceSetups {
+		for _, how := range []string{"aborted", "refused"} {
+			for _, st := range []svcStores{memoryStores, postgresStores} {
+				t.Run(ss.name+"/"+how+"/"+st.String(), func(t *testing.T) {
+					t.Parallel()
+					b := ss.setup(t, st, nil)
+					ctx := t.Context()
+					broker := b.svc.ForJob(ref("run-1", "build"))
+					up, err := broker.CreateUpload(ctx, artifacts.UploadRequest{Name: "dist", Size: int64(len(data)), SHA256: sha(data)})
+					require.NoError(t, err)
+					key := b.pending(t, up.ID).BlobKey
+					if how == "aborted" {
+						require.Equal(t, http.StatusOK, b.put(t, up, data))
+						require.NoError(t, broker.AbortUpload(ctx, up.ID))
+					} else {
+						_, err = broker.CompleteUpload(ctx, artifacts.CompleteRequest{UploadID: up.ID})
+						require.ErrorIs(t, err, artifacts.ErrRefused, "completed before its bytes were sent")
+					}
+					b.requireNothing(t, "run-1", up.ID, key)
+					require.True(t, b.pending(t, up.ID).Aborted)
+
+					require.Equal(t, http.StatusOK, b.put(t, up, data), "the request sent again is taken: it is still valid")
+					_, err = broker.CompleteUpload(ctx, artifacts.CompleteRequest{UploadID: up.ID})
+					require.ErrorIs(t, err, artifacts.ErrRefused, "an aborted upload is not completed")
+					require.NoError(t, broker.AbortUpload(ctx, up.ID), "aborting again")
+					got, err := b.svc.Prune(ctx)
+					require.NoError(t, err)
+					require.Equal(t, artifacts.PruneStats{}, got, "the requests are still valid")
+
+					b.tr.clock.Advance(artifacts.DefaultUploadTTL + 2*time.Minute)
+					got, err = b.svc.Prune(ctx)
+					require.NoError(t, err)
+					require.Equal(t, artifacts.PruneStats{Uploads: 1}, got)
+					b.requireNothing(t, "run-1", up.ID, key)
+					_, err = b.manifest.UploadGet(ctx, up.ID)
+					require.ErrorIs(t, err, cikit.ErrNotFound, "the upload is forgotten")
+				})
+			}
+		}
+	}
+}
+
 // TestServiceCompleteIsIdempotent: a runner that sends a completion
 // again, its first answer lost, gets the same artifact or cache entry
 // back, whether the first completion finished or died after joining the
@@ -547,7 +600,7 @@ func TestServiceMultipart(t *testing.T) {
 		st, err := b.svc.Prune(ctx)
 		require.NoError(t, err)
 		require.Equal(t, artifacts.PruneStats{}, st, "an upload in progress is not abandoned")
-		b.tr.clock.Advance(artifacts.DefaultUploadTTL + time.Second)
+		b.tr.clock.Advance(artifacts.DefaultUploadTTL + 2*time.Minute) // past the requests' expiry and the skew the pruner allows
 		st, err = b.svc.Prune(ctx)
 		require.NoError(t, err)
 		require.Equal(t, artifacts.PruneStats{Uploads: 1}, st)
