@@ -7,10 +7,11 @@
 #
 # It makes sure PostgreSQL and Redis answer (starting them, or installing
 # them on Debian/Ubuntu as root, when needed) and that bubblewrap, which
-# the sandbox tests run, and chromium, which the web UI's browser tests
-# run, are installed (likewise), then runs gofmt, go vet and go test
-# -race. Tests that need a service, bubblewrap or chromium skip when it
-# is missing, except in CI (CI=true), where a missing one fails the run.
+# the sandbox tests run, chromium, which the web UI's browser tests run,
+# and busybox-static, which the image tests' images are made of, are
+# installed (likewise), then runs gofmt, go vet and go test -race. Tests
+# that need a service or one of those tools skip when it is missing,
+# except in CI (CI=true), where a missing one fails the run.
 #
 # Environment:
 #   CIKIT_TEST_DATABASE_URL  PostgreSQL to test against; when set, test.sh
@@ -261,10 +262,24 @@ ensure_chromium() {
 	fi
 }
 
+# Debian's static busybox (/bin/busybox) is what the test images of the
+# image tests are made of (internal/imagetest).
+ensure_busybox() {
+	[[ -x /bin/busybox ]] && /bin/busybox --list 2>/dev/null | grep -qx sh && return
+	if is_debian && can_root; then
+		apt_install busybox-static || die "apt-get install busybox-static failed"
+	fi
+	if ! [[ -x /bin/busybox ]]; then
+		say "busybox-static (/bin/busybox) is not installed"
+		missing+=(busybox-static)
+	fi
+}
+
 ensure_postgres
 ensure_redis
 ensure_bubblewrap
 ensure_chromium
+ensure_busybox
 
 # "PostgreSQL, Redis and bubblewrap" rather than "PostgreSQL Redis bubblewrap".
 lacking=""
@@ -281,7 +296,7 @@ done
 
 services=""
 for m in ${missing[@]+"${missing[@]}"}; do
-	[[ $m == bubblewrap || $m == chromium ]] || services+="${services:+ and }$m"
+	[[ $m == bubblewrap || $m == chromium || $m == busybox-static ]] || services+="${services:+ and }$m"
 done
 if [[ -n $services ]]; then
 	cat >&2 <<-EOF
@@ -307,6 +322,13 @@ if [[ $lacking == *chromium* ]]; then
 	test.sh: the web UI's browser tests need chromium, which is not installed. Install
 	  it (Debian: apt-get install chromium, which ./test.sh does as root or with
 	  passwordless sudo; elsewhere any Chromium on PATH as chromium or chromium-browser).
+	EOF
+fi
+if [[ $lacking == *busybox-static* ]]; then
+	cat >&2 <<-EOF
+	test.sh: the image tests build their images from Debian's static busybox, which is
+	  not installed (Debian/Ubuntu: apt-get install busybox-static, which ./test.sh does
+	  as root or with passwordless sudo).
 	EOF
 fi
 if [[ -n $lacking ]]; then

@@ -56,6 +56,9 @@ func ServiceUnavailable(t testing.TB, service string, err error) {
 const (
 	Bubblewrap = "bubblewrap"
 	Chromium   = "chromium" // headless browser of the web UI's tests
+	// Busybox is Debian's static busybox, which the test images are
+	// made of (internal/imagetest).
+	Busybox = "busybox-static"
 )
 
 // installs maps a tool to the command that installs it on Debian and
@@ -63,6 +66,7 @@ const (
 var installs = map[string]string{
 	Bubblewrap: "apt-get install bubblewrap",
 	Chromium:   "apt-get install chromium",
+	Busybox:    "apt-get install busybox-static",
 }
 
 // ToolUnavailable ends the test because tool (a program the tests run,
