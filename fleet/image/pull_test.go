@@ -443,3 +443,8 @@ func TestNewValidatesConfig(t *testing.T) {
 	_, err = image.New(image.Config{Dir: t.TempDir(), Budget: -1})
 	require.Error(t, err)
 }
+
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
