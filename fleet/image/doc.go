@@ -27,7 +27,7 @@
 // recorded in refs.json, when the cache still holds all of its blobs.
 //
 // Mirrors of a registry are tried in order before it; one that fails or
-// lacks the image is passed over. Credentials come from the Docker
+// lacks the image is passed over, and so is one that fails on a blob. Credentials come from the Docker
 // config.json named by [Config.DockerConfig], or from the job
 // ([PullOptions.Auth]); the job's are used for its pull only, sent only
 // to the image's own registry, and never written or logged. The Puller

@@ -193,7 +193,7 @@ func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions) (*Pulle
 		return nil, fmt.Errorf("%w: unknown pull policy %q", ErrConfig, policy)
 	}
 
-	src, digest, raw, err := p.resolve(ctx, r, opts.Auth)
+	srcs, digest, raw, err := p.resolve(ctx, r, opts.Auth)
 	if err != nil {
 		return nil, err
 	}
@@ -203,7 +203,7 @@ func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions) (*Pulle
 	}
 	blobs := append([]v1.Hash{digest, m.Config.Digest}, layerDigests(m)...)
 	p.cache.pin(blobs)
-	pulled, err := p.download(ctx, src, ref, digest, raw, m, blobs)
+	pulled, err := p.download(ctx, srcs, ref, digest, raw, m, blobs)
 	if err != nil {
 		p.cache.unpin(blobs)
 		return nil, err
@@ -212,7 +212,7 @@ func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions) (*Pulle
 		pulled.Release()
 		return nil, fmt.Errorf("image: recording %s: %w", ref, err)
 	}
-	p.cfg.Logger.InfoContext(ctx, "image pulled", "ref", ref, "digest", digest.String(), "source", src.repo.RegistryStr(), "bytes", pulled.Size)
+	p.cfg.Logger.InfoContext(ctx, "image pulled", "ref", ref, "digest", digest.String(), "source", srcs[0].repo.RegistryStr(), "bytes", pulled.Size)
 	return pulled, nil
 }
 
@@ -291,8 +291,9 @@ func (p *Puller) parseManifest(ref string, raw []byte) (*v1.Manifest, error) {
 }
 
 // download makes the cache hold every blob of m, whose blobs the caller
-// has pinned.
-func (p *Puller) download(ctx context.Context, src source, ref string, digest v1.Hash, raw []byte, m *v1.Manifest, blobs []v1.Hash) (*Pulled, error) {
+// has pinned, from the first of srcs that serves each: the mirror that
+// served the manifest, then the ones after it.
+func (p *Puller) download(ctx context.Context, srcs []source, ref string, digest v1.Hash, raw []byte, m *v1.Manifest, blobs []v1.Hash) (*Pulled, error) {
 	sizes := map[v1.Hash]int64{digest: int64(len(raw)), m.Config.Digest: m.Config.Size}
 	for _, l := range m.Layers {
 		sizes[l.Digest] = l.Size
@@ -309,17 +310,25 @@ func (p *Puller) download(ctx context.Context, src source, ref string, digest v1
 	g.SetLimit(parallelLayers)
 	for _, d := range append([]v1.Descriptor{m.Config}, m.Layers...) {
 		g.Go(func() error {
-			err := p.cache.fetch(gctx, d.Digest, d.Size, func(ctx context.Context) (io.ReadCloser, error) {
-				l, err := remote.Layer(src.repo.Digest(d.Digest.String()), src.options(ctx)...)
-				if err != nil {
-					return nil, err
+			var err error
+			for _, src := range srcs {
+				err = p.cache.fetch(gctx, d.Digest, d.Size, func(ctx context.Context) (io.ReadCloser, error) {
+					l, err := remote.Layer(src.repo.Digest(d.Digest.String()), src.options(ctx)...)
+					if err != nil {
+						return nil, err
+					}
+					return l.Compressed()
+				})
+				if err == nil {
+					return nil
 				}
-				return l.Compressed()
-			})
-			if err != nil {
-				return p.classify(ref, src, err)
+				err = p.classify(ref, src, err)
+				if !src.mirror || gctx.Err() != nil {
+					break
+				}
+				p.cfg.Logger.WarnContext(ctx, "image mirror failed", "mirror", src.repo.RegistryStr(), "blob", d.Digest.String(), "err", err)
 			}
-			return nil
+			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
@@ -411,22 +420,23 @@ func (p *Puller) source(repo name.Repository, job *authn.Basic, mirror bool) sou
 }
 
 // resolve finds the manifest of r for the platform at the first source
-// that has it.
-func (p *Puller) resolve(ctx context.Context, r name.Reference, job *authn.Basic) (source, v1.Hash, []byte, error) {
+// that has it, and returns that source and those after it.
+func (p *Puller) resolve(ctx context.Context, r name.Reference, job *authn.Basic) ([]source, v1.Hash, []byte, error) {
 	var err error
-	for _, src := range p.sources(r, job) {
+	srcs := p.sources(r, job)
+	for i, src := range srcs {
 		var digest v1.Hash
 		var raw []byte
 		digest, raw, err = p.resolveAt(ctx, src, r)
 		if err == nil {
-			return src, digest, raw, nil
+			return srcs[i:], digest, raw, nil
 		}
 		if !src.mirror || ctx.Err() != nil {
 			break
 		}
 		p.cfg.Logger.WarnContext(ctx, "image mirror failed", "mirror", src.repo.RegistryStr(), "ref", r.String(), "err", err)
 	}
-	return source{}, v1.Hash{}, nil, err
+	return nil, v1.Hash{}, nil, err
 }
 
 func (p *Puller) resolveAt(ctx context.Context, src source, r name.Reference) (v1.Hash, []byte, error) {

@@ -434,6 +434,26 @@ func TestPullMirrors(t *testing.T) {
 	require.Equal(t, 1, empty.count("GET", "/manifests/"))
 	require.Equal(t, 1, origin.count("GET", "/manifests/"))
 	require.Equal(t, 3, origin.count("GET", "/blobs/"))
+
+	// A mirror that serves the manifest and fails on a blob is passed
+	// over for that blob.
+	origin.reset()
+	broken := newRegistry(t)
+	broken.push(t, "lib/tool:1", img)
+	broken.setIntercept(func(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, bool) {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
+			http.Error(w, "mirror storage failed", http.StatusBadGateway)
+			return w, true
+		}
+		return w, false
+	})
+	p = newPuller(t, image.Config{Mirrors: map[string][]string{origin.host: {broken.host}}})
+	pulled, err = p.Pull(ctx, ref, image.PullOptions{})
+	require.NoError(t, err)
+	pulled.Release()
+	require.Equal(t, 1, broken.count("GET", "/manifests/"))
+	require.Zero(t, origin.count("/manifests/"))
+	require.Equal(t, 3, origin.count("GET", "/blobs/"))
 }
 
 func TestNewValidatesConfig(t *testing.T) {
