@@ -167,7 +167,8 @@ func (p *Puller) Usage() int64 { return p.cache.usage() }
 // Errors match ErrConfig (unknown repository or tag, denied
 // credentials, no manifest for the platform, a wrong digest, the caps,
 // PullNever with the image absent), ErrRegistry (unreachable, 5xx, 429)
-// or ErrBudget, with the registry's message.
+// or ErrBudget, with the registry's message; or they are the context's
+// error.
 func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions) (*Pulled, error) {
 	r, err := name.ParseReference(ref)
 	if err != nil {

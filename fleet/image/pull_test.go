@@ -40,7 +40,7 @@ type testRegistry struct {
 	intercept func(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, bool)
 }
 
-func newRegistry(t *testing.T) *testRegistry {
+func newRegistry(t testing.TB) *testRegistry {
 	t.Helper()
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
 	tr := &testRegistry{}
@@ -93,7 +93,7 @@ func (tr *testRegistry) reset() {
 }
 
 // push writes img to repo:tag and returns the reference.
-func (tr *testRegistry) push(t *testing.T, repoTag string, img v1.Image, opts ...remote.Option) string {
+func (tr *testRegistry) push(t testing.TB, repoTag string, img v1.Image, opts ...remote.Option) string {
 	t.Helper()
 	ref := tr.host + "/" + repoTag
 	r, err := name.ParseReference(ref)
@@ -103,7 +103,7 @@ func (tr *testRegistry) push(t *testing.T, repoTag string, img v1.Image, opts ..
 	return ref
 }
 
-func randomImage(t *testing.T, size, layers int64) v1.Image {
+func randomImage(t testing.TB, size, layers int64) v1.Image {
 	t.Helper()
 	img, err := random.Image(size, layers)
 	require.NoError(t, err)
