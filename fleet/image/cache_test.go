@@ -2,7 +2,9 @@ package image_test
 
 import (
 	"context"
+	"net/http"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -126,4 +128,65 @@ func TestImageOverBudgetIsRefused(t *testing.T) {
 	require.ErrorIs(t, err, image.ErrBudget)
 	require.Zero(t, tr.count("/blobs/"))
 	require.Zero(t, p.Usage())
+}
+
+func TestSharedDownloadSurvivesItsStartersCancellation(t *testing.T) {
+	t.Parallel()
+	tr := newRegistry(t)
+	img := randomImage(t, 4096, 1)
+	ref := tr.push(t, "shared:1", img)
+	layers, err := img.Layers()
+	require.NoError(t, err)
+	layer, err := layers[0].Digest()
+	require.NoError(t, err)
+
+	// The first request for the layer hangs until its client goes away;
+	// the second pull is let go once it has resolved the manifest.
+	var mu sync.Mutex
+	layerRequests, manifests := 0, 0
+	firstIn, secondResolved := make(chan struct{}), make(chan struct{})
+	tr.setIntercept(func(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, bool) {
+		mu.Lock()
+		switch {
+		case r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/manifests/"):
+			if manifests++; manifests == 2 {
+				close(secondResolved)
+			}
+		case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/blobs/"+layer.String()):
+			if layerRequests++; layerRequests == 1 {
+				mu.Unlock()
+				close(firstIn)
+				<-r.Context().Done()
+				return w, true
+			}
+		}
+		mu.Unlock()
+		return w, false
+	})
+
+	p := newPuller(t, image.Config{})
+	ctxA, cancelA := context.WithCancel(context.Background())
+	errA := make(chan error, 1)
+	go func() {
+		_, err := p.Pull(ctxA, ref, image.PullOptions{})
+		errA <- err
+	}()
+	<-firstIn
+	type result struct {
+		pulled *image.Pulled
+		err    error
+	}
+	resB := make(chan result, 1)
+	go func() {
+		pulled, err := p.Pull(context.Background(), ref, image.PullOptions{})
+		resB <- result{pulled, err}
+	}()
+	<-secondResolved
+	cancelA()
+	require.ErrorIs(t, <-errA, context.Canceled)
+	b := <-resB
+	require.NoError(t, b.err)
+	defer b.pulled.Release()
+	require.Equal(t, digestOf(t, img), b.pulled.Digest)
+	require.Equal(t, 2, tr.count("GET", "/blobs/"+layer.String()))
 }
