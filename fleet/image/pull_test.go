@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"log"
 	"net"
@@ -396,6 +397,52 @@ func TestPullFailureClasses(t *testing.T) {
 	require.ErrorContains(t, err, "down for maintenance")
 
 	_, err = p.Pull(ctx, closedPort(t)+"/known:1", image.PullOptions{})
+	require.ErrorIs(t, err, image.ErrRegistry)
+
+	for status, want := range map[int]error{
+		http.StatusForbidden:       image.ErrConfig,
+		http.StatusTooManyRequests: image.ErrRegistry,
+		http.StatusBadGateway:      image.ErrRegistry,
+	} {
+		answering := newRegistry(t)
+		answering.setIntercept(func(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, bool) {
+			if r.URL.Path == "/v2/" {
+				return w, false
+			}
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(status)
+			fmt.Fprintf(w, `{"errors":[{"code":"X","message":"the registry says %d"}]}`, status)
+			return w, true
+		})
+		_, err = p.Pull(ctx, answering.host+"/known:1", image.PullOptions{})
+		require.ErrorIs(t, err, want, status)
+		require.ErrorContains(t, err, fmt.Sprintf("the registry says %d", status))
+	}
+}
+
+func TestPullInsecureRegistry(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	tr := newRegistry(t)
+	img := randomImage(t, 512, 1)
+	tr.push(t, "plain:1", img)
+	// Every host is dialled at the test registry, so that a registry
+	// name that is not a loopback address reaches it.
+	transport := &http.Transport{DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, tr.host)
+	}}
+	t.Cleanup(transport.CloseIdleConnections)
+	const ref = "registry.test:5000/plain:1"
+
+	p := newPuller(t, image.Config{Transport: transport, Insecure: []string{"registry.test:5000"}})
+	pulled, err := p.Pull(ctx, ref, image.PullOptions{})
+	require.NoError(t, err)
+	pulled.Release()
+	require.Equal(t, digestOf(t, img), pulled.Digest)
+
+	// Without Insecure the registry is asked over TLS, which it does
+	// not speak.
+	_, err = newPuller(t, image.Config{Transport: transport}).Pull(ctx, ref, image.PullOptions{})
 	require.ErrorIs(t, err, image.ErrRegistry)
 }
 
