@@ -24,7 +24,8 @@
 //
 // The pull policy says whether the registry is asked: PullIfNotPresent
 // and PullNever use the digest the reference was last resolved to,
-// recorded in refs.json, when the cache still holds all of its blobs.
+// recorded in refs.json, or the digest it names, when the cache still
+// holds all of its blobs.
 //
 // Mirrors of a registry are tried in order before it; one that fails or
 // lacks the image is passed over, and so is one that fails on a blob. Credentials come from the Docker

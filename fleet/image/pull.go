@@ -184,7 +184,7 @@ func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions) (*Pulle
 	switch policy {
 	case PullAlways:
 	case PullIfNotPresent, PullNever:
-		if pulled, ok := p.cached(ref, key); ok {
+		if pulled, ok := p.cached(r, ref, key); ok {
 			return pulled, nil
 		}
 		if policy == PullNever {
@@ -217,10 +217,15 @@ func (p *Puller) Pull(ctx context.Context, ref string, opts PullOptions) (*Pulle
 	return pulled, nil
 }
 
-// cached returns the image key was resolved to before if the cache
-// still holds every blob of it, pinned.
-func (p *Puller) cached(ref, key string) (*Pulled, bool) {
+// cached returns the image key was resolved to before, or that r names
+// by digest, if the cache still holds every blob of it, pinned.
+func (p *Puller) cached(r name.Reference, ref, key string) (*Pulled, bool) {
 	digest, ok := p.cache.lookup(key)
+	if d, byDigest := r.(name.Digest); !ok && byDigest {
+		var err error
+		digest, err = v1.NewHash(d.DigestStr())
+		ok = err == nil
+	}
 	if !ok {
 		return nil, false
 	}

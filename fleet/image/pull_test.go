@@ -295,6 +295,10 @@ func TestPullPolicies(t *testing.T) {
 		require.Equal(t, digestOf(t, img), got.Digest, policy)
 		got.Release()
 	}
+	byDigest, err := restarted.Pull(ctx, tr.host+"/policy@"+digestOf(t, img).String(), image.PullOptions{Policy: image.PullNever})
+	require.NoError(t, err)
+	byDigest.Release()
+	require.Equal(t, digestOf(t, img), byDigest.Digest)
 	require.Zero(t, tr.count("/v2/"))
 
 	always, err := restarted.Pull(ctx, ref, image.PullOptions{Policy: image.PullAlways})
