@@ -117,7 +117,8 @@ func (c *cache) lookup(key string) (v1.Hash, bool) {
 	return h, ok
 }
 
-// record keeps key→manifest and writes the records atomically.
+// record keeps key→manifest, whose blob the cache holds, and writes the
+// records atomically.
 func (c *cache) record(key string, h v1.Hash) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -125,6 +126,13 @@ func (c *cache) record(key string, h v1.Hash) error {
 		return nil
 	}
 	c.refs[key] = h
+	// Records of evicted manifests go with this write, so that the
+	// file holds no more than the cache does.
+	for k, d := range c.refs {
+		if c.blobs[d] == nil {
+			delete(c.refs, k)
+		}
+	}
 	b, err := json.MarshalIndent(c.refs, "", "  ")
 	if err != nil {
 		return err

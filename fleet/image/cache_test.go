@@ -3,6 +3,7 @@ package image_test
 import (
 	"context"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -91,6 +92,11 @@ func TestEvictionLeastRecentlyUsedFirst(t *testing.T) {
 	require.False(t, cached(dir, pb))
 	require.True(t, cached(dir, pc))
 	require.LessOrEqual(t, p.Usage(), budget)
+	// b's manifest, its oldest blob, went first, and its record with it.
+	records, err := os.ReadFile(filepath.Join(dir, "refs.json"))
+	require.NoError(t, err)
+	require.Contains(t, string(records), "lru/a:1")
+	require.NotContains(t, string(records), "lru/b:1")
 
 	// With a and c in use, b cannot fit.
 	pa, err = pull("a", image.PullNever)
