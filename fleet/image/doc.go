@@ -9,4 +9,34 @@
 // Registries are read with github.com/google/go-containerregistry. Layers
 // are untrusted input: unpacking refuses what would land outside the
 // root filesystem and bounds what an image may take.
+//
+// # Pulling
+//
+// A [Puller] owns a cache directory. [Puller.Pull] resolves a reference
+// to the digest of the manifest for [Config.Platform] (an index is
+// resolved to its matching manifest; none matching is ErrConfig naming
+// the platforms it has), checks the layer count and compressed size
+// against the caps before downloading anything, and downloads the
+// config and the layers the cache lacks to blobs/sha256/<hex>. Each blob
+// is written to a temporary file, verified against its digest and size,
+// and renamed into place: the cache never holds a blob whose name is not
+// its digest. Concurrent pulls needing one blob download it once.
+//
+// The pull policy says whether the registry is asked: PullIfNotPresent
+// and PullNever use the digest the reference was last resolved to,
+// recorded in refs.json, or the digest it names, when the cache still
+// holds all of its blobs.
+//
+// Mirrors of a registry are tried in order before it; one that fails or
+// lacks the image is passed over, and so is one that fails on a blob. Credentials come from the Docker
+// config.json named by [Config.DockerConfig], or from the job
+// ([PullOptions.Auth]); the job's are used for its pull only, sent only
+// to the image's own registry, and never written or logged. The Puller
+// does not retry: a failure is returned at once with its class, and
+// retrying is the job policy's decision.
+//
+// A [Pulled] pins its blobs until [Pulled.Release]. The cache keeps the
+// bytes of its blobs within [Config.Budget] by evicting the least
+// recently used blobs that no Pulled pins; when what is pinned leaves no
+// room for an image, its pull fails with ErrBudget before downloading.
 package image
