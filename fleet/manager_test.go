@@ -86,10 +86,15 @@ func (e *fleetEnv) tick(t *testing.T) fleet.PoolStatus {
 	return e.manager.Pools()[0]
 }
 
+// tickCeiling bounds how long a test ticks waiting for a condition: a
+// ceiling that a loaded machine keeps to, never a timing the test relies
+// on (a passing test stops ticking as soon as the condition holds).
+const tickCeiling = 2 * time.Minute
+
 // tickUntil ticks until cond holds of the first pool's status.
 func (e *fleetEnv) tickUntil(t *testing.T, what string, cond func(fleet.PoolStatus) bool) fleet.PoolStatus {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(tickCeiling)
 	for {
 		st := e.tick(t)
 		if cond(st) {
@@ -341,7 +346,7 @@ func TestManagerEphemeralRunnerEnding(t *testing.T) {
 	run := e.run(t, onLabels("job", "true", "linux"))
 	e.tickUntil(t, "the job to finish", func(fleet.PoolStatus) bool { return e.jobsOf(t, run)[0].State == cikit.JobSucceeded })
 	used := e.jobsOf(t, run)[0].Runner
-	deadline, extra := time.Now().Add(20*time.Second), 3
+	deadline, extra := time.Now().Add(tickCeiling), 3
 	for extra > 0 {
 		st := e.tick(t)
 		require.Zero(t, st.Decision.Destroy, "tick destroyed a runner: %s", st.Decision.Reason)
