@@ -21,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit/fleet/image"
@@ -289,6 +290,22 @@ func TestUnpackLayers(t *testing.T) {
 			require.Equal(t, "now a file", readFile(t, filepath.Join(root, "d")))
 			// The link of the lower layer keeps the content it had.
 			require.Equal(t, "g", readFile(t, filepath.Join(root, "h")))
+		},
+	}, {
+		name: "zstd layers",
+		layers: func(t *testing.T) []v1.Layer {
+			zw, err := zstd.NewWriter(nil)
+			require.NoError(t, err)
+			b := zw.EncodeAll(tarBytes(t, file("z", "zstd")), nil)
+			require.NoError(t, zw.Close())
+			l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
+				return io.NopCloser(bytes.NewReader(b)), nil
+			})
+			require.NoError(t, err)
+			return []v1.Layer{l}
+		},
+		check: func(t *testing.T, root string, st image.Stats) {
+			require.Equal(t, "zstd", readFile(t, filepath.Join(root, "z")))
 		},
 	}, {
 		name: "uncompressed layers",

@@ -126,3 +126,20 @@ func TestViewNeedsANewDirectory(t *testing.T) {
 	_, err := image.NewView(t.Context(), rootfs, t.TempDir(), image.ViewOptions{Copy: true})
 	require.ErrorIs(t, err, fs.ErrExist)
 }
+
+func TestViewFallsBackToACopy(t *testing.T) {
+	t.Parallel()
+	// An overlay's options cannot name a path with a comma: the mount
+	// is not made, and the view is a copy.
+	rootfs := filepath.Join(t.TempDir(), "a,b")
+	require.NoError(t, os.Rename(viewRootfs(t), rootfs))
+	v, err := image.NewView(t.Context(), rootfs, filepath.Join(t.TempDir(), "v"), image.ViewOptions{})
+	require.NoError(t, err)
+	require.False(t, v.Overlay())
+	require.Error(t, v.Fallback())
+	require.NoError(t, os.WriteFile(filepath.Join(v.Root(), "usr/x"), []byte("job"), 0o644))
+	requireMissing(t, filepath.Join(rootfs, "usr/x"))
+	require.Equal(t, "ID=view\n", readFile(t, filepath.Join(v.Root(), "etc/os-release")))
+	require.NoError(t, v.Close())
+	requireMissing(t, v.Root())
+}
