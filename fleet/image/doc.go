@@ -40,3 +40,40 @@
 // recently used blobs that no Pulled pins; when what is pinned leaves no
 // room for an image, its pull fails with ErrBudget before downloading.
 package image
+
+// # Root filesystems
+//
+// Unpack applies an image's layers, the base first, into an empty
+// directory: files, directories, symlinks and hard links with their
+// modes and times, and owners when the runner is root (a runner that is
+// not root cannot give files away, and its jobs see its own user as
+// every file's owner). OCI whiteouts (".wh.<name>") and opaque
+// directories (".wh..wh..opq") hide what lower layers put there.
+//
+// Layers are untrusted, and unpacking follows the model of
+// artifacts.Unpack: every write goes through an os.Root of the
+// directory, and none goes through a symlink, wherever the symlink
+// points. Symlinks are stored as the layer spells them, absolute ones
+// included (/bin → usr/bin), and are only ever resolved later, inside
+// the job's sandbox, where "/" is the image. Unpack refuses with an
+// *UnsafeLayerError, which matches ErrUnsafeLayer and ErrConfig:
+// absolute names and ".." segments, writes through a symlink, hard
+// links to anything but an entry already in the root filesystem,
+// device nodes and FIFOs (an image cannot bring devices: the sandbox
+// gives a job the few it needs), and more content, entries or layers
+// than its Limits. Content is counted as it is written, so a small
+// layer inflating to gigabytes stops at the limit. The setuid and
+// setgid bits of files are dropped unless Limits.KeepSetuid.
+//
+// A Rootfs unpacks each image once per digest into
+// <Dir>/rootfs/<digest hex>, shared read-only by the jobs on the image.
+// It builds a tree beside that place and renames it into place when
+// whole and synced, so a crash leaves no partial tree under a digest's
+// name; concurrent callers for one digest wait for one unpack.
+//
+// A View is one job's writable "/": an overlayfs mount over the root
+// filesystem where the runner may mount (as root), else a full copy
+// (ViewOptions.Copy forces it). A copy costs the image's size in time
+// and disk per job; hard links would be cheaper but would let a job
+// change the shared files. Close unmounts, lazily when a process still
+// holds the mount, and removes what the job wrote.

@@ -1,0 +1,217 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sys/unix"
+)
+
+// tmpPrefix starts the names of the trees being built or removed under
+// a Rootfs's directory; no digest starts with a dot.
+const tmpPrefix = ".tmp-"
+
+// RootfsConfig configures a Rootfs.
+type RootfsConfig struct {
+	// Dir is the runner's image directory; root filesystems live in
+	// Dir/rootfs. One Rootfs owns it: NewRootfs removes what a process
+	// that stopped mid-unpack left there.
+	Dir string
+	// Limits bound each unpack.
+	Limits Limits
+}
+
+// Rootfs keeps the root filesystems of images, unpacked once per image
+// digest into Dir/rootfs/<digest hex> and shared read-only by every job
+// on that image: jobs write to a View of one, never to it.
+//
+// A root filesystem is unpacked into a temporary directory beside its
+// place and renamed into place once complete and synced to disk, so a
+// path Unpack returns always holds a whole image: a crash mid-unpack
+// leaves only a temporary directory, which the next NewRootfs removes.
+// Concurrent Unpack calls for one digest unpack it once; the others wait
+// for it.
+type Rootfs struct {
+	dir string
+	lim Limits
+
+	mu       sync.Mutex
+	inflight map[string]*unpackCall
+}
+
+// unpackCall is one unpack in flight, which callers for the same digest
+// wait on.
+type unpackCall struct {
+	done chan struct{}
+	err  error
+}
+
+// NewRootfs returns the Rootfs of cfg.Dir, making its directory and
+// removing the temporary trees a previous process left.
+func NewRootfs(cfg RootfsConfig) (*Rootfs, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("RootfsConfig.Dir must be set: the directory where root filesystems are kept")
+	}
+	if _, err := cfg.Limits.withDefaults(); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(cfg.Dir, "rootfs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("make the root filesystem directory: %w", err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("read the root filesystem directory: %w", err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), tmpPrefix) {
+			if err := removeTree(filepath.Join(dir, e.Name())); err != nil {
+				return nil, fmt.Errorf("remove an unfinished root filesystem: %w", err)
+			}
+		}
+	}
+	return &Rootfs{dir: dir, lim: cfg.Limits, inflight: map[string]*unpackCall{}}, nil
+}
+
+// Path returns where the root filesystem of the image digest is kept,
+// whether or not it is there yet.
+func (r *Rootfs) Path(digest v1.Hash) (string, error) {
+	if err := checkDigest(digest); err != nil {
+		return "", err
+	}
+	return filepath.Join(r.dir, digest.Hex), nil
+}
+
+// Unpack returns the root filesystem of the image digest, whose layers,
+// the base first, are layers, unpacking them when it is not there yet.
+// The caller vouches that layers are the image's. Errors are those of
+// the package Unpack; when the unpack another caller waits on fails
+// because that caller's ctx ended, the waiting caller unpacks itself.
+func (r *Rootfs) Unpack(ctx context.Context, digest v1.Hash, layers []v1.Layer) (string, error) {
+	final, err := r.Path(digest)
+	if err != nil {
+		return "", err
+	}
+	for {
+		if info, err := os.Lstat(final); err == nil && info.IsDir() {
+			return final, nil
+		}
+		r.mu.Lock()
+		c, ok := r.inflight[digest.Hex]
+		if !ok {
+			c = &unpackCall{done: make(chan struct{})}
+			r.inflight[digest.Hex] = c
+			r.mu.Unlock()
+			c.err = r.unpack(ctx, final, digest, layers)
+			r.mu.Lock()
+			delete(r.inflight, digest.Hex)
+			r.mu.Unlock()
+			close(c.done)
+			if c.err != nil {
+				return "", c.err
+			}
+			return final, nil
+		}
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return "", context.Cause(ctx)
+		case <-c.done:
+		}
+		isCtx := errors.Is(c.err, context.Canceled) || errors.Is(c.err, context.DeadlineExceeded)
+		if c.err != nil && !isCtx {
+			return "", c.err
+		}
+	}
+}
+
+// unpack builds the root filesystem in a temporary directory and renames
+// it to final.
+func (r *Rootfs) unpack(ctx context.Context, final string, digest v1.Hash, layers []v1.Layer) error {
+	tmp, err := os.MkdirTemp(r.dir, tmpPrefix+digest.Hex+"-")
+	if err != nil {
+		return fmt.Errorf("make a directory to unpack %s in: %w", digest, err)
+	}
+	if err := r.build(ctx, tmp, layers); err != nil {
+		if rerr := removeTree(tmp); rerr != nil {
+			return errors.Join(fmt.Errorf("unpack %s: %w", digest, err), rerr)
+		}
+		return fmt.Errorf("unpack %s: %w", digest, err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return errors.Join(fmt.Errorf("move the root filesystem of %s into place: %w", digest, err), removeTree(tmp))
+	}
+	return nil
+}
+
+// build unpacks layers into tmp and syncs its file system, so that the
+// rename that follows never names a tree whose content a crash lost.
+func (r *Rootfs) build(ctx context.Context, tmp string, layers []v1.Layer) error {
+	// MkdirTemp made tmp 0700; a root filesystem's root is 0755.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	if _, err := Unpack(ctx, layers, tmp, r.lim); err != nil {
+		return err
+	}
+	d, err := os.Open(tmp)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := unix.Syncfs(int(d.Fd())); err != nil {
+		return fmt.Errorf("sync the unpacked root filesystem: %w", err)
+	}
+	return nil
+}
+
+// Remove removes the root filesystem of the image digest; no View of it
+// may be open. It is first renamed out of place, so that a crash midway
+// leaves no partial tree under the digest's name.
+func (r *Rootfs) Remove(digest v1.Hash) error {
+	final, err := r.Path(digest)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(r.dir, tmpPrefix+"remove-"+digest.Hex)
+	if err := os.Rename(final, tmp); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return fmt.Errorf("remove the root filesystem of %s: %w", digest, err)
+	}
+	return removeTree(tmp)
+}
+
+// checkDigest refuses a digest whose hex could name anything but one
+// entry of the directory.
+func checkDigest(h v1.Hash) error {
+	if h.Algorithm == "" || len(h.Hex) < 32 || strings.Trim(h.Hex, "0123456789abcdef") != "" {
+		return fmt.Errorf("%w: %q is not an image digest", ErrConfig, h.String())
+	}
+	return nil
+}
+
+// removeTree removes dir and everything below it. When the process is
+// not root it first makes each directory writable by its owner, as an
+// image's read-only directories would stop the removal.
+func removeTree(dir string) error {
+	if os.Geteuid() != 0 {
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				if info, err := d.Info(); err == nil && info.Mode().Perm()&0o700 != 0o700 {
+					_ = os.Chmod(p, info.Mode().Perm()|0o700)
+				}
+			}
+			return nil
+		})
+	}
+	return os.RemoveAll(dir)
+}
