@@ -23,9 +23,6 @@ const (
 	DefaultMaxBytes int64 = 16 << 30
 	// DefaultMaxFiles bounds the entries of all an image's layers.
 	DefaultMaxFiles = 1 << 20
-	// DefaultMaxLayers bounds the layers of an image (Docker's overlay
-	// driver stops at 128 too).
-	DefaultMaxLayers = 128
 )
 
 // Limits bound what Unpack writes. The zero value means the defaults.

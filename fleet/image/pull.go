@@ -28,7 +28,9 @@ import (
 const (
 	DefaultBudget        int64 = 20 << 30
 	DefaultMaxImageBytes int64 = 10 << 30
-	DefaultMaxLayers           = 127
+	// DefaultMaxLayers bounds an image's layers, when pulled
+	// (Config.MaxLayers) and unpacked (Limits.MaxLayers): Docker's 127.
+	DefaultMaxLayers = 127
 )
 
 // parallelLayers is how many layers of one image download at once.

@@ -27,7 +27,7 @@ func (l countedLayer) Uncompressed() (io.ReadCloser, error) {
 	return l.Layer.Uncompressed()
 }
 
-func digestOf(t *testing.T, s string) v1.Hash {
+func hashOf(t *testing.T, s string) v1.Hash {
 	t.Helper()
 	h, _, err := v1.SHA256(strings.NewReader(s))
 	require.NoError(t, err)
@@ -40,7 +40,7 @@ func TestRootfsUnpacksOncePerDigest(t *testing.T) {
 	require.NoError(t, err)
 	var opens atomic.Int32
 	layers := []v1.Layer{countedLayer{gzipLayer(t, file("etc/os-release", "ID=one\n")), &opens}}
-	digest := digestOf(t, "image one")
+	digest := hashOf(t, "image one")
 
 	const callers = 8
 	paths := make([]string, callers)
@@ -83,7 +83,7 @@ func TestRootfsLeavesNoHalfTree(t *testing.T) {
 	dir := t.TempDir()
 	rf, err := image.NewRootfs(image.RootfsConfig{Dir: dir})
 	require.NoError(t, err)
-	digest := digestOf(t, "bad image")
+	digest := hashOf(t, "bad image")
 	layers := []v1.Layer{gzipLayer(t, file("ok", "x"), file("../escape", "x"))}
 	_, err = rf.Unpack(t.Context(), digest, layers)
 	require.ErrorIs(t, err, image.ErrUnsafeLayer)
@@ -109,7 +109,7 @@ func TestRootfsWaiterUnpacksWhenTheFirstCallerGivesUp(t *testing.T) {
 	t.Parallel()
 	rf, err := image.NewRootfs(image.RootfsConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
-	digest := digestOf(t, "slow image")
+	digest := hashOf(t, "slow image")
 	started, release := make(chan struct{}), make(chan struct{})
 	ctx, cancel := context.WithCancel(t.Context())
 	blocking := []v1.Layer{blockingLayer{gzipLayer(t, file("a", "x")), started, release}}

@@ -20,7 +20,7 @@ func viewRootfs(t *testing.T) string {
 	require.NoError(t, err)
 	owned := file("etc/owned", "o")
 	owned.hdr.Uid, owned.hdr.Gid = 1000, 1000
-	p, err := rf.Unpack(t.Context(), digestOf(t, "view image"), []v1.Layer{gzipLayer(t,
+	p, err := rf.Unpack(t.Context(), hashOf(t, "view image"), []v1.Layer{gzipLayer(t,
 		dir("usr/"), dir("usr/bin/"), fileMode("usr/bin/tool", "tool v1", 0o755), symlink("bin", "usr/bin"),
 		symlink("etc/abs", "/usr/bin/tool"), file("etc/os-release", "ID=view\n"), owned,
 		dirMode("tmp/", 0o1777), dirMode("ro/", 0o555), file("ro/f", "r"), hardlink("usr/bin/tool2", "usr/bin/tool"))})
