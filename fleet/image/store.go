@@ -1,0 +1,105 @@
+package image
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/partial"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// Store is what a runner needs of images: a Puller and a Rootfs over one
+// directory. Prepare gives a job its image as a writable root
+// filesystem. It is safe for concurrent use; one Store owns its
+// directory.
+type Store struct {
+	puller *Puller
+	rootfs *Rootfs
+}
+
+// NewStore opens the image directory cfg.Dir: layers pulled with cfg,
+// root filesystems unpacked within lim.
+func NewStore(cfg Config, lim Limits) (*Store, error) {
+	if lim.MaxLayers == 0 {
+		lim.MaxLayers = cfg.MaxLayers
+	}
+	p, err := New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	r, err := NewRootfs(RootfsConfig{Dir: cfg.Dir, Limits: lim})
+	if err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	return &Store{puller: p, rootfs: r}, nil
+}
+
+// Prepared is a job's image: what it resolved to and the job's own view
+// of its root filesystem. Close throws the view away and lets the cache
+// evict the image's layers again.
+type Prepared struct {
+	Image
+	// View is the job's writable root filesystem (View.Root).
+	View   *View
+	pulled *Pulled
+}
+
+// Close removes the job's view and unpins the image's layers. It is safe
+// to call twice.
+func (p *Prepared) Close() error {
+	err := p.View.Close()
+	p.pulled.Release()
+	return err
+}
+
+// Prepare pulls ref as opts say, unpacks its root filesystem unless a
+// job on the same digest did already, and makes the job's view of it in
+// viewDir (a directory Prepare makes; its parent must exist). Errors
+// carry the package's failure classes: ErrConfig (ErrUnsafeLayer among
+// them), ErrRegistry, ErrBudget.
+func (s *Store) Prepare(ctx context.Context, ref string, opts PullOptions, viewDir string, vo ViewOptions) (*Prepared, error) {
+	pulled, err := s.puller.Pull(ctx, ref, opts)
+	if err != nil {
+		return nil, err
+	}
+	layers := make([]v1.Layer, len(pulled.Layers))
+	for i, l := range pulled.Layers {
+		if layers[i], err = partial.CompressedToLayer(localLayer{l}); err != nil {
+			pulled.Release()
+			return nil, fmt.Errorf("image %s: layer %s: %w", ref, l.Digest, err)
+		}
+	}
+	root, err := s.rootfs.Unpack(ctx, pulled.Digest, layers)
+	if err != nil {
+		pulled.Release()
+		return nil, fmt.Errorf("image %s (%s): %w", ref, pulled.Digest, err)
+	}
+	view, err := NewView(ctx, root, viewDir, vo)
+	if err != nil {
+		pulled.Release()
+		return nil, fmt.Errorf("image %s (%s): %w", ref, pulled.Digest, err)
+	}
+	return &Prepared{Image: pulled.Image, View: view, pulled: pulled}, nil
+}
+
+// localLayer is a layer the Puller keeps, as go-containerregistry reads
+// layers: its compressed blob is the cache's file, verified when it was
+// stored.
+type localLayer struct{ l Layer }
+
+func (x localLayer) Digest() (v1.Hash, error)            { return x.l.Digest, nil }
+func (x localLayer) DiffID() (v1.Hash, error)            { return x.l.DiffID, nil }
+func (x localLayer) Size() (int64, error)                { return x.l.Size, nil }
+func (x localLayer) MediaType() (types.MediaType, error) { return x.l.MediaType, nil }
+
+func (x localLayer) Compressed() (io.ReadCloser, error) {
+	f, err := os.Open(x.l.Path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("the cache lost layer %s: %w", x.l.Digest, err)
+	}
+	return f, err
+}
