@@ -107,6 +107,7 @@ func TestImageJobRunsInTheImage(t *testing.T) {
 		`if [ -e /usr/bin/git ]; then echo "host git"; else echo "no git"; fi`,
 		`busybox basename /a/from-busybox`,
 		`echo "pwd=$(pwd) uid=$(id -u)"`,
+		`cut -d: -f1 /etc/passwd | tr '\n' ' '; echo`,
 		`echo written > /usr/x`,
 		`sleep `+bg+` &`,
 	)}})
@@ -119,6 +120,7 @@ func TestImageJobRunsInTheImage(t *testing.T) {
 	require.Contains(t, out, "\nno git\n")
 	require.Contains(t, out, "\nfrom-busybox\n")
 	require.Contains(t, out, "\npwd=/ uid=0\n", "the image's working directory; its user is root in the sandbox")
+	require.Contains(t, out, "\nroot ci \n", "the image's own /etc/passwd")
 
 	got, err := os.ReadFile(filepath.Join(img.Rootfs, "usr", "x"))
 	require.NoError(t, err, "the write to /usr lands in the job's view")
@@ -225,4 +227,25 @@ func TestImageUnsandboxed(t *testing.T) {
 	require.Equal(t, cikit.FailureInfrastructure, res.FailureClass)
 	require.Contains(t, res.Reason, "cannot run images unsandboxed")
 	require.Empty(t, res.Steps)
+}
+
+// TestImageGitLabJob runs a GitLab job in the busybox image: its script
+// runs through the image's entrypoint, in its workspace, with the job's
+// variables over the image's; an image user it does not know runs as
+// the sandbox's, saying so.
+func TestImageGitLabJob(t *testing.T) {
+	t.Parallel()
+	b := setup(t, sandboxed)
+	img := busyboxView(t, "1.36")
+	img.Entrypoint = []string{"/bin/env", "FROM_ENTRYPOINT=yes"}
+	img.Env = append(img.Env, "FROM_IMAGE=image", "OVERRIDDEN=image")
+	img.User = "nobody-here"
+	res := b.exec.RunJob(context.Background(), process.Job{Image: img, Spec: &cikit.JobSpec{ID: "gl", Format: "gitlab",
+		Env: map[string]string{"OVERRIDDEN": "job"},
+		Steps: steps(`echo "$FROM_ENTRYPOINT $FROM_IMAGE $OVERRIDDEN $(id -u) in=$(pwd) dir=$CI_PROJECT_DIR"`)}})
+	out := b.out.String()
+	require.Equal(t, cikit.JobSucceeded, res.State, out)
+	require.Contains(t, out, `--- warning: the image's user "nobody-here" is not in its /etc/passwd: the job runs as the sandbox's user cikit (uid 1000)`)
+	dir := between(t, out, "\nyes image job 1000 in=", " dir=")
+	require.Contains(t, out, "\nyes image job 1000 in="+dir+" dir="+dir+"\n")
 }
