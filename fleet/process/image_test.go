@@ -34,7 +34,7 @@ func hostUID() int {
 // busyboxView unpacks the busybox test image of version into a fresh
 // directory, a job's writable view of it owned by the sandbox's user,
 // and returns it as a job's Image, with the image's config.
-func busyboxView(t *testing.T, version string) *process.Image {
+func busyboxView(t testing.TB, version string) *process.Image {
 	t.Helper()
 	img := imagetest.BusyboxImage(t, version)
 	dir := filepath.Join(searchableDir(t), "rootfs")
@@ -53,7 +53,7 @@ func busyboxView(t *testing.T, version string) *process.Image {
 // untar writes the tar stream r into dir, owned by the sandbox's user:
 // directories, regular files and symbolic links, whose names the test's
 // own image keeps inside dir.
-func untar(t *testing.T, r io.Reader, dir string) {
+func untar(t testing.TB, r io.Reader, dir string) {
 	t.Helper()
 	tr := tar.NewReader(r)
 	uid := hostUID()
@@ -241,7 +241,7 @@ func TestImageGitLabJob(t *testing.T) {
 	img.Env = append(img.Env, "FROM_IMAGE=image", "OVERRIDDEN=image")
 	img.User = "nobody-here"
 	res := b.exec.RunJob(context.Background(), process.Job{Image: img, Spec: &cikit.JobSpec{ID: "gl", Format: "gitlab",
-		Env: map[string]string{"OVERRIDDEN": "job"},
+		Env:   map[string]string{"OVERRIDDEN": "job"},
 		Steps: steps(`echo "$FROM_ENTRYPOINT $FROM_IMAGE $OVERRIDDEN $(id -u) in=$(pwd) dir=$CI_PROJECT_DIR"`)}})
 	out := b.out.String()
 	require.Equal(t, cikit.JobSucceeded, res.State, out)
