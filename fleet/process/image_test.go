@@ -3,10 +3,13 @@ package process_test
 import (
 	"archive/tar"
 	"context"
+	"debug/elf"
 	"errors"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -108,6 +111,7 @@ func TestImageJobRunsInTheImage(t *testing.T) {
 		`busybox basename /a/from-busybox`,
 		`echo "pwd=$(pwd) uid=$(id -u)"`,
 		`cut -d: -f1 /etc/passwd | tr '\n' ' '; echo`,
+		`ls /.cikit/host | tr '\n' ' '; echo`,
 		`echo written > /usr/x`,
 		`sleep `+bg+` &`,
 	)}})
@@ -121,6 +125,7 @@ func TestImageJobRunsInTheImage(t *testing.T) {
 	require.Contains(t, out, "\nfrom-busybox\n")
 	require.Contains(t, out, "\npwd=/ uid=0\n", "the image's working directory; its user is root in the sandbox")
 	require.Contains(t, out, "\nroot ci \n", "the image's own /etc/passwd")
+	require.Contains(t, out, "\nld.so lib \n", "the dynamic supervisor's loader and libraries, from the host")
 
 	got, err := os.ReadFile(filepath.Join(img.Rootfs, "usr", "x"))
 	require.NoError(t, err, "the write to /usr lands in the job's view")
@@ -248,4 +253,30 @@ func TestImageGitLabJob(t *testing.T) {
 	require.Contains(t, out, `--- warning: the image's user "nobody-here" is not in its /etc/passwd: the job runs as the sandbox's user cikit (uid 1000)`)
 	dir := between(t, out, "\nyes image job 1000 in=", " dir=")
 	require.Contains(t, out, "\nyes image job 1000 in="+dir+" dir="+dir+"\n")
+}
+
+// TestImageStaticSupervisor builds an executor's program without cgo,
+// a static program, and runs a job in an image with it: its supervisor
+// runs in the image as it is, with nothing of the host's loader shown.
+// (A dynamic one, this test binary with the race detector, is every
+// other test here.)
+func TestImageStaticSupervisor(t *testing.T) {
+	t.Parallel()
+	img := busyboxView(t, "1.36")
+	bin := filepath.Join(t.TempDir(), "imagejob")
+	cmd := exec.Command(filepath.Join(runtime.GOROOT(), "bin", "go"), "build", "-o", bin, "./testdata/imagejob")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "building the static program: %s", out)
+	f, err := elf.Open(bin)
+	require.NoError(t, err)
+	for _, p := range f.Progs {
+		require.NotEqual(t, elf.PT_INTERP, p.Type, "the program is static")
+	}
+	require.NoError(t, f.Close())
+
+	run := exec.Command(bin, img.Rootfs, searchableDir(t), `grep ^ID= /etc/os-release; if [ -e /.cikit ]; then echo "host files shown"; else echo "nothing of the host"; fi`)
+	out, err = run.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	require.Contains(t, string(out), "\nID=cikit-busybox\nnothing of the host\n")
 }
