@@ -34,7 +34,8 @@ import (
 //   - its own /proc, /dev, /tmp and /dev/shm, as without an image (the
 //     image's /tmp is hidden);
 //   - the generated /etc/hosts and, with Sandbox.Network, the host's
-//     /etc/resolv.conf; the image's /etc/passwd and /etc/group stay (an
+//     /etc/resolv.conf, whose mount points are made in the view where the
+//     image has none; the image's /etc/passwd and /etc/group stay (an
 //     image without an /etc/passwd gets the sandbox's);
 //   - its workspace at its host path, as without an image (the
 //     predefined CI_PROJECT_DIR and GITHUB_WORKSPACE point there). When
