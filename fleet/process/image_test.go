@@ -144,14 +144,15 @@ func ownerOf(t *testing.T, path string) int {
 }
 
 // TestImageGitHubJob runs a GitHub job in the busybox image, with limits
-// (so prlimit, a host program, runs in the image too) and the image's
-// user ci: its default shell falls back to sh without bash, it runs in
-// its workspace as ci, and the files it creates there are the sandbox's
-// user's on the host.
+// (so prlimit, a host program, runs in the image too), the host's network
+// and the image's user ci: its default shell falls back to sh without
+// bash, it runs in its workspace as ci, it has the host's resolv.conf,
+// and the files it creates in its workspace are the sandbox's user's on
+// the host.
 func TestImageGitHubJob(t *testing.T) {
 	t.Parallel()
 	b := setup(t, func(c *process.Config) {
-		c.Sandbox = &process.Sandbox{Limits: process.Limits{FileSize: 1 << 30, Processes: 256}}
+		c.Sandbox = &process.Sandbox{Network: true, Limits: process.Limits{FileSize: 1 << 30, Processes: 256}}
 		c.KeepWorkspaces = true
 	})
 	img := busyboxView(t, "1.36")
@@ -160,6 +161,7 @@ func TestImageGitHubJob(t *testing.T) {
 		{Name: "where", Run: `echo "in=$(pwd) ws=$GITHUB_WORKSPACE who=$(id -un) $(id -u) home=$HOME"; echo made > created`},
 		{Name: "shell", Run: `if [ -n "$BASH_VERSION" ]; then echo bash; else echo "not bash"; fi`},
 		{Name: "limit", Run: `ulimit -f`},
+		{Name: "resolv", Run: `echo "resolv: $(cat /etc/resolv.conf | tr '\n' ' ')"`},
 	}}})
 	out := b.out.String()
 	require.Equal(t, cikit.JobSucceeded, res.State, out)
@@ -168,6 +170,9 @@ func TestImageGitHubJob(t *testing.T) {
 	require.Contains(t, out, "\nnot bash\n")
 	require.Contains(t, out, "\n2097152\n", "the file size limit, in 512-byte blocks")
 	require.Equal(t, hostUID(), ownerOf(t, filepath.Join(ws, "created")))
+	resolv, err := os.ReadFile("/etc/resolv.conf")
+	require.NoError(t, err)
+	require.Contains(t, out, "\nresolv: "+strings.ReplaceAll(string(resolv), "\n", " ")+"\n")
 }
 
 // between returns what lies in s between the first before and the after
