@@ -114,7 +114,7 @@ func TestImageJobRunsInTheImage(t *testing.T) {
 		`ls /.cikit/host | tr '\n' ' '; echo`,
 		`echo written > /usr/x`,
 		`sleep `+bg+` &`,
-	)}})
+	), AfterSteps: []cikit.Step{{Name: "bash", Run: "true", Shell: "bash"}}}})
 	out := b.out.String()
 	require.Equal(t, cikit.JobSucceeded, res.State, out)
 	require.Equal(t, img.Digest, res.ImageDigest)
@@ -123,6 +123,7 @@ func TestImageJobRunsInTheImage(t *testing.T) {
 	require.Contains(t, out, "\nPATH=/bin\n", "the image's PATH, not the executor's")
 	require.Contains(t, out, "\nno git\n")
 	require.Contains(t, out, "\nfrom-busybox\n")
+	require.Contains(t, out, `step "bash": bash: not found in PATH (/bin) in the image busybox:1.36 (`+img.Digest+`)`)
 	require.Contains(t, out, "\npwd=/ uid=0\n", "the image's working directory; its user is root in the sandbox")
 	require.Contains(t, out, "\nroot ci \n", "the image's own /etc/passwd")
 	require.Contains(t, out, "\nld.so lib \n", "the dynamic supervisor's loader and libraries, from the host")

@@ -656,14 +656,17 @@ type sandboxJob struct {
 	plan *sandboxPlan
 	// prlimit is the command line that runs prlimit in the sandbox.
 	prlimit []string
-	grace   time.Duration
-	cmd     *exec.Cmd   // bwrap, outside the sandbox
-	init    *os.Process // the sandbox's pid 1, held by a pidfd
-	cgroup  *jobCgroup  // nil: no cgroup of its own
-	conn    net.Conn
-	enc     *json.Encoder
-	stderr  *prefixBuffer
-	lastID  int
+	// notFound ends the error of a step whose program is not in its
+	// PATH: where it was looked for.
+	notFound string
+	grace    time.Duration
+	cmd      *exec.Cmd   // bwrap, outside the sandbox
+	init     *os.Process // the sandbox's pid 1, held by a pidfd
+	cgroup   *jobCgroup  // nil: no cgroup of its own
+	conn     net.Conn
+	enc      *json.Encoder
+	stderr   *prefixBuffer
+	lastID   int
 
 	reports    chan supervisorReport
 	readErr    error // why reports was closed; read after it is
@@ -677,7 +680,8 @@ type sandboxJob struct {
 // ready.
 func (e *Executor) startSandbox(ctx context.Context, ws string, ro []string, im *imagePlan, out *os.File) (*sandboxJob, error) {
 	p := e.sandbox
-	s := &sandboxJob{plan: p, grace: e.cfg.Grace, stderr: &prefixBuffer{max: 4 << 10}, prlimit: []string{p.prlimit}}
+	s := &sandboxJob{plan: p, grace: e.cfg.Grace, stderr: &prefixBuffer{max: 4 << 10}, prlimit: []string{p.prlimit},
+		notFound: " in the sandbox; is its directory in Config.Sandbox.ReadOnly?"}
 	args, err := p.args(ws, ro, im)
 	if err != nil {
 		return nil, err
@@ -685,6 +689,7 @@ func (e *Executor) startSandbox(ctx context.Context, ws string, ro []string, im 
 	if im != nil {
 		host, _ := p.hostPrograms() // args had no error from it
 		s.prlimit = host.prlimit
+		s.notFound = " in the image " + imageName(im.img)
 	}
 	// The parent's copies of what the sandbox gets; closed when it has
 	// them, or on failure.
@@ -910,6 +915,8 @@ func (s *sandboxJob) run(ctx context.Context, argv []string, dir string, env []s
 			case r.Expired:
 				return stepExit{code: -1}, errLeaseExpired
 			case r.ID != id:
+			case r.NotFound:
+				return stepExit{code: -1}, errors.New(r.Err + s.notFound)
 			case r.Err != "":
 				return stepExit{code: -1}, errors.New(r.Err)
 			case r.Exited:
