@@ -63,6 +63,20 @@ func BenchmarkSandboxStart(b *testing.B) {
 			benchStart(b, e, process.Job{Spec: spec})
 		})
 	}
+	// A job in an image, on a view unpacked once: the sandbox binds the
+	// image's entries and the host loader's files, and the supervisor
+	// starts under the host's loader.
+	b.Run("bwrap-image", func(b *testing.B) {
+		e, err := process.New(process.Config{Source: b.TempDir(), WorkRoot: searchableDir(b), Env: []string{"PATH=" + os.Getenv("PATH")}, Sandbox: &process.Sandbox{}})
+		if errors.Is(err, process.ErrSandboxUnavailable) {
+			testenv.ToolUnavailable(b, testenv.Bubblewrap, err)
+		}
+		if err != nil {
+			b.Fatal(err)
+		}
+		spec := &cikit.JobSpec{ID: "bench", Steps: []cikit.Step{{Name: "hello", Run: "echo hello"}}}
+		benchStart(b, e, process.Job{Spec: spec, Image: busyboxView(b, "1.36")})
+	})
 }
 
 // benchStart runs job (whose first step is "hello" and prints) b.N times

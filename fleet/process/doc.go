@@ -126,6 +126,11 @@
 // host's kernel. docs/isolation.md says what that protects against
 // compared with a VM per job, and what it does not.
 //
+// A job given an Image (Job.Image) runs in its sandbox with the image's
+// root file system as / instead of the host's directories, with the
+// image's environment, user and shell; see Image. Only a sandbox runs
+// images.
+//
 // # The job's supervisor
 //
 // Every job has a supervisor, a process of its own that is the program
@@ -141,7 +146,11 @@
 // program's main. The program is handed to bubblewrap as an open
 // file, so it need not be reachable by the sandbox's user, and it is the
 // running program even if its file has been replaced since (without a
-// sandbox, /proc/self/exe is run). The sandbox's supervisor runs as the
+// sandbox, /proc/self/exe is run). In an image, whose loader and
+// libraries are not the host's, a dynamically linked program runs under
+// the host's loader with the host's libraries it needs, shown read-only
+// under /.cikit/host; a static one runs as it is. The sandbox's
+// supervisor runs as the
 // job's user: the executor trusts nothing it
 // reports beyond the job's own outcome, and bounds every wait on it.
 package process

@@ -1,6 +1,7 @@
 package process
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -89,6 +90,8 @@ type jobRun struct {
 	// caches are the job's caches and those of its actions/cache steps,
 	// restored, to be saved at its end.
 	caches []*cacheRun
+	// image is the image the job runs in, resolved; nil for none.
+	image *imagePlan
 
 	res Result
 }
@@ -202,6 +205,19 @@ func (j *jobRun) run(ctx context.Context) Result {
 	if j.job.Files == nil && UsesFiles(spec) {
 		return j.fail(cikit.FailureInfrastructure, "%v", errNoFiles)
 	}
+	if img := j.job.Image; img != nil {
+		j.res.ImageDigest = img.Digest
+		if e.sandbox == nil {
+			return j.fail(cikit.FailureInfrastructure, "%v", errImageUnsandboxed)
+		}
+		if j.image, err = planImage(img); err != nil {
+			return j.fail(cikit.FailureInfrastructure, "%v", err)
+		}
+		fmt.Fprintf(j.pw, "--- image: %s\n", imageName(img))
+		for _, w := range j.image.warnings {
+			fmt.Fprintf(j.pw, "--- warning: %s\n", w)
+		}
+	}
 	defer j.removeFilesDir()
 	// The sandbox starts while the workspace is filled: it needs nothing
 	// of it but the directory, and the objects a checkout borrows from
@@ -223,7 +239,7 @@ func (j *jobRun) run(ctx context.Context) Result {
 	}
 	procsc := make(chan started, 1)
 	go func() {
-		procs, err := e.startProcs(jobCtx, root, ro, j.pw, j.job.Lease)
+		procs, err := e.startProcs(jobCtx, root, ro, j.image, j.pw, j.job.Lease)
 		procsc <- started{procs, err}
 	}()
 	ce := j.prepareWorkspace(jobCtx, co)
@@ -349,6 +365,19 @@ func (j *jobRun) setUpEnv() error {
 		for _, kv := range sandboxEnv() {
 			k, v, _ := strings.Cut(kv, "=")
 			j.base[k] = v
+		}
+	}
+	if im := j.image; im != nil {
+		// Over the executor's and the sandbox's variables, under the
+		// predefined ones and the job's.
+		predefined := runtime.Env(j.params)
+		maps.Copy(j.base, im.userEnv())
+		for _, kv := range im.env {
+			if k, v, ok := strings.Cut(kv, "="); ok {
+				if _, ok := predefined[k]; !ok {
+					j.base[k] = v
+				}
+			}
 		}
 	}
 	if j.github {
@@ -791,6 +820,9 @@ func (j *jobRun) runCommand(ctx context.Context, step cikit.Step, extra map[stri
 func (j *jobRun) workingDirectory(wd string) (string, error) {
 	dir := j.ws
 	switch {
+	case wd == "" && j.image != nil && j.image.img.WorkingDir != "" && !j.github && j.spec.Format != formatGitLab:
+		// A native job in an image starts where the image says.
+		return j.image.img.WorkingDir, nil
 	case wd == "":
 		return dir, nil
 	case filepath.IsAbs(wd):
@@ -820,12 +852,29 @@ func (j *jobRun) workingDirectory(wd string) (string, error) {
 // for a named shell with the flags GitHub uses (bash gets pipefail); a
 // shell with {0} runs the script from a file, as GitHub's custom shells
 // do.
+//
+// In an image, the default shell is the image's sh, GitHub's default is
+// its bash if its PATH has one, and a GitLab job's command line follows
+// the image's entrypoint.
 func (j *jobRun) shellCommand(step cikit.Step) ([]string, error) {
+	argv, err := j.shellArgv(step)
+	if err != nil || j.image == nil || j.spec.Format != formatGitLab {
+		return argv, err
+	}
+	return append(slices.Clone(j.image.img.Entrypoint), argv...), nil
+}
+
+// shellArgv is shellCommand without an image's entrypoint.
+func (j *jobRun) shellArgv(step cikit.Step) ([]string, error) {
 	shell := strings.TrimSpace(step.Shell)
+	bash, defaultShell := j.e.bash, j.e.cfg.Shell
+	if j.image != nil {
+		bash, defaultShell = j.image.bash, "sh"
+	}
 	if j.github {
 		switch shell {
 		case "":
-			if j.e.bash {
+			if bash {
 				shell = "bash -e {0}"
 			} else {
 				shell = "sh -e {0}"
@@ -840,7 +889,7 @@ func (j *jobRun) shellCommand(step cikit.Step) ([]string, error) {
 	}
 	switch {
 	case shell == "":
-		return []string{j.e.cfg.Shell, "-e", "-c", step.Run}, nil
+		return []string{defaultShell, "-e", "-c", step.Run}, nil
 	case shell == "sh":
 		return []string{"sh", "-e", "-c", step.Run}, nil
 	case shell == "bash":
@@ -858,6 +907,17 @@ func (j *jobRun) shellCommand(step cikit.Step) ([]string, error) {
 	default:
 		return append(strings.Fields(shell), "-c", step.Run), nil
 	}
+}
+
+// imageName is how the job's log names img.
+func imageName(img *Image) string {
+	switch {
+	case img.Ref == "":
+		return cmp.Or(img.Digest, "(unnamed)")
+	case img.Digest == "" || strings.HasSuffix(img.Ref, "@"+img.Digest):
+		return img.Ref
+	}
+	return img.Ref + " (" + img.Digest + ")"
 }
 
 // hasBash reports whether bash is installed, for GitHub's default shell.

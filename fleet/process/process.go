@@ -236,7 +236,7 @@ func (e *Executor) checkSandbox() error {
 		<-copied
 		_ = pr.Close()
 	}()
-	s, err := e.startSandbox(ctx, ws, nil, pw)
+	s, err := e.startSandbox(ctx, ws, nil, nil, pw)
 	if err != nil {
 		return err
 	}
@@ -320,6 +320,9 @@ type Result struct {
 	EnvNames []string
 	// Caches are how the job's caches were restored and saved.
 	Caches []cikit.CacheReport
+	// ImageDigest is the digest of the image the job ran in
+	// (Job.Image.Digest); empty for a job on the host.
+	ImageDigest string
 }
 
 // Job is one job for RunJob: its spec, what it knows of its run, and
@@ -348,6 +351,9 @@ type Job struct {
 	// that declares artifacts or caches, or runs a step that uses them,
 	// fails saying so.
 	Files artifacts.Broker
+	// Image, when set, is the image the job runs in (see Image); nil
+	// runs it on the host's directories of Sandbox.ReadOnly.
+	Image *Image
 }
 
 // StepResult is how one step ended.

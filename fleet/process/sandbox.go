@@ -11,8 +11,10 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -219,6 +221,9 @@ type sandboxPlan struct {
 	// cgroup is where jobs' cgroups are created; "" when the limits
 	// need none or the host delegates none (noCgroup says why).
 	cgroup, noCgroup string
+	// hostPrograms returns, once resolved, how a job in an image runs
+	// the host's programs it needs.
+	hostPrograms func() (imageHost, error)
 }
 
 // roMount is a host path shown read-only, or a symlink recreated.
@@ -277,6 +282,7 @@ func within(path, dir string) bool {
 // paths to show, the user to run as.
 func planSandbox(s *Sandbox, workRoot string) (*sandboxPlan, error) {
 	p := &sandboxPlan{uid: -1, gid: -1, network: s.Network, limits: s.Limits}
+	p.hostPrograms = sync.OnceValues(p.planImageHost)
 	p.cgroup, p.noCgroup = hostCgroup(s.Limits)
 	var err error
 	if p.bwrap, err = exec.LookPath(cmp.Or(s.Bwrap, DefaultBwrap)); err != nil {
@@ -382,11 +388,16 @@ const (
 )
 
 // args returns bwrap's arguments for a job in ws that also sees the
-// directories ro, read-only at the same paths.
-func (p *sandboxPlan) args(ws string, ro []string) []string {
+// directories ro, read-only at the same paths, and runs in the image of
+// im (nil: on the host's directories of the plan).
+func (p *sandboxPlan) args(ws string, ro []string, im *imagePlan) ([]string, error) {
 	itoa := strconv.Itoa
+	uid, gid := sandboxUID, sandboxUID
+	if im != nil {
+		uid, gid = im.uid, im.gid
+	}
 	a := []string{
-		"--unshare-user", "--uid", itoa(sandboxUID), "--gid", itoa(sandboxUID), "--disable-userns",
+		"--unshare-user", "--uid", itoa(uid), "--gid", itoa(gid), "--disable-userns",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
 		"--hostname", sandboxHostname,
 		"--die-with-parent", "--new-session",
@@ -394,23 +405,53 @@ func (p *sandboxPlan) args(ws string, ro []string) []string {
 	if !p.network {
 		a = append(a, "--unshare-net")
 	}
-	for _, m := range p.mounts {
-		if m.symlink != "" {
-			a = append(a, "--symlink", m.symlink, m.path)
-		} else {
-			a = append(a, "--ro-bind", m.path, m.path)
+	supervisor := []string{"/proc/self/fd/" + itoa(fdExe)}
+	if im == nil {
+		for _, m := range p.mounts {
+			if m.symlink != "" {
+				a = append(a, "--symlink", m.symlink, m.path)
+			} else {
+				a = append(a, "--ro-bind", m.path, m.path)
+			}
 		}
-	}
-	a = append(a,
-		"--ro-bind-data", itoa(fdPasswd), "/etc/passwd",
-		"--ro-bind-data", itoa(fdGroup), "/etc/group",
-		"--ro-bind-data", itoa(fdHosts), "/etc/hosts")
-	if p.resolv != "" {
-		dst := p.resolv
-		if !p.etc {
-			dst = "/etc/resolv.conf"
+		a = append(a,
+			"--ro-bind-data", itoa(fdPasswd), "/etc/passwd",
+			"--ro-bind-data", itoa(fdGroup), "/etc/group",
+			"--ro-bind-data", itoa(fdHosts), "/etc/hosts")
+		if p.resolv != "" {
+			dst := p.resolv
+			if !p.etc {
+				dst = "/etc/resolv.conf"
+			}
+			a = append(a, "--ro-bind", p.resolv, dst)
 		}
-		a = append(a, "--ro-bind", p.resolv, dst)
+	} else {
+		host, err := p.hostPrograms()
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range im.entries {
+			if e.symlink != "" {
+				a = append(a, "--symlink", e.symlink, "/"+e.name)
+			} else {
+				a = append(a, "--bind", filepath.Join(im.img.Rootfs, e.name), "/"+e.name)
+			}
+		}
+		if !im.passwd {
+			a = append(a,
+				"--ro-bind-data", itoa(fdPasswd), "/etc/passwd",
+				"--ro-bind-data", itoa(fdGroup), "/etc/group")
+		}
+		a = append(a, "--ro-bind-data", itoa(fdHosts), "/etc/hosts")
+		if p.network {
+			if target, err := filepath.EvalSymlinks("/etc/resolv.conf"); err == nil {
+				a = append(a, "--ro-bind", target, "/etc/resolv.conf")
+			}
+		}
+		for _, b := range host.binds {
+			a = append(a, "--ro-bind", b.src, b.dst)
+		}
+		supervisor = host.supervisor
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev")
 	for _, dir := range []string{"/tmp", "/dev/shm"} {
@@ -424,11 +465,51 @@ func (p *sandboxPlan) args(ws string, ro []string) []string {
 	for _, dir := range ro {
 		a = append(a, "--ro-bind", dir, dir)
 	}
-	return append(a,
+	a = append(a,
 		"--remount-ro", "/",
 		"--chdir", ws,
 		"--info-fd", itoa(fdInfo),
-		"--", "/proc/self/fd/"+itoa(fdExe), supervisorArg)
+		"--")
+	return append(append(a, supervisor...), supervisorArg), nil
+}
+
+// imageHost is what the sandbox of a job in an image needs of the host
+// to run the host's programs there: the command lines of the supervisor
+// and of prlimit (nil without rlimits), and the files to show for them.
+type imageHost struct {
+	supervisor, prlimit []string
+	binds               []hostBind
+}
+
+// planImageHost resolves imageHost for the plan's host; see
+// planHostProgram.
+func (p *sandboxPlan) planImageHost() (imageHost, error) {
+	// The program running now, by a path that names it in the loader
+	// asked for its libraries too.
+	self := "/proc/" + strconv.Itoa(os.Getpid()) + "/exe"
+	sv, err := planHostProgram(self, "/proc/self/fd/"+strconv.Itoa(fdExe))
+	if err != nil {
+		return imageHost{}, fmt.Errorf("running the supervisor in an image: %w", err)
+	}
+	h := imageHost{supervisor: sv.argv}
+	binds := sv.binds
+	if p.prlimit != "" {
+		inside := path.Join(hostDir, "prlimit")
+		pl, err := planHostProgram(p.prlimit, inside)
+		if err != nil {
+			return imageHost{}, fmt.Errorf("running prlimit in an image: %w", err)
+		}
+		h.prlimit = pl.argv
+		binds = append(append(binds, hostBind{p.prlimit, inside}), pl.binds...)
+	}
+	seen := map[string]bool{}
+	for _, b := range binds {
+		if !seen[b.dst] {
+			seen[b.dst] = true
+			h.binds = append(h.binds, b)
+		}
+	}
+	return h, nil
 }
 
 // files returns the contents bwrap puts at /etc/passwd, /etc/group and
@@ -465,13 +546,14 @@ func sandboxEnv() []string {
 	return []string{"HOME=" + sandboxHome, "TMPDIR=/tmp", "USER=" + sandboxUser, "LOGNAME=" + sandboxUser}
 }
 
-// wrap returns argv run under the plan's rlimits.
-func (p *sandboxPlan) wrap(argv []string) []string {
+// wrap returns argv run under the plan's rlimits, by prlimit: the
+// command line that runs prlimit in the sandbox.
+func (p *sandboxPlan) wrap(prlimit, argv []string) []string {
 	if p.prlimit == "" {
 		return argv
 	}
 	l := p.limits
-	a := []string{p.prlimit}
+	a := slices.Clone(prlimit)
 	if l.CPUTime > 0 {
 		// SIGXCPU at the soft limit, SIGKILL a second later for a
 		// process that handles it.
@@ -571,15 +653,20 @@ func bytesString(n int64) string {
 // sandbox's pid 1, and the connection to the supervisor that runs the
 // job's steps inside.
 type sandboxJob struct {
-	plan   *sandboxPlan
-	grace  time.Duration
-	cmd    *exec.Cmd   // bwrap, outside the sandbox
-	init   *os.Process // the sandbox's pid 1, held by a pidfd
-	cgroup *jobCgroup  // nil: no cgroup of its own
-	conn   net.Conn
-	enc    *json.Encoder
-	stderr *prefixBuffer
-	lastID int
+	plan *sandboxPlan
+	// prlimit is the command line that runs prlimit in the sandbox.
+	prlimit []string
+	// notFound ends the error of a step whose program is not in its
+	// PATH: where it was looked for.
+	notFound string
+	grace    time.Duration
+	cmd      *exec.Cmd   // bwrap, outside the sandbox
+	init     *os.Process // the sandbox's pid 1, held by a pidfd
+	cgroup   *jobCgroup  // nil: no cgroup of its own
+	conn     net.Conn
+	enc      *json.Encoder
+	stderr   *prefixBuffer
+	lastID   int
 
 	reports    chan supervisorReport
 	readErr    error // why reports was closed; read after it is
@@ -588,11 +675,22 @@ type sandboxJob struct {
 }
 
 // startSandbox starts the sandbox of a job whose workspace is ws, which
-// also sees the directories ro read-only, and whose output goes to out,
-// and returns once its supervisor is ready.
-func (e *Executor) startSandbox(ctx context.Context, ws string, ro []string, out *os.File) (*sandboxJob, error) {
+// also sees the directories ro read-only, runs in the image of im (nil:
+// none) and whose output goes to out, and returns once its supervisor is
+// ready.
+func (e *Executor) startSandbox(ctx context.Context, ws string, ro []string, im *imagePlan, out *os.File) (*sandboxJob, error) {
 	p := e.sandbox
-	s := &sandboxJob{plan: p, grace: e.cfg.Grace, stderr: &prefixBuffer{max: 4 << 10}}
+	s := &sandboxJob{plan: p, grace: e.cfg.Grace, stderr: &prefixBuffer{max: 4 << 10}, prlimit: []string{p.prlimit},
+		notFound: " in the sandbox; is its directory in Config.Sandbox.ReadOnly?"}
+	args, err := p.args(ws, ro, im)
+	if err != nil {
+		return nil, err
+	}
+	if im != nil {
+		host, _ := p.hostPrograms() // args had no error from it
+		s.prlimit = host.prlimit
+		s.notFound = " in the image " + imageName(im.img)
+	}
 	// The parent's copies of what the sandbox gets; closed when it has
 	// them, or on failure.
 	var closers []io.Closer
@@ -642,7 +740,7 @@ func (e *Executor) startSandbox(ctx context.Context, ws string, ro []string, out
 		files = append(files, r)
 	}
 
-	s.cmd = exec.Command(p.bwrap, p.args(ws, ro)...)
+	s.cmd = exec.Command(p.bwrap, args...)
 	s.cmd.Env = []string{supervisorEnv + "=1"}
 	s.cmd.Dir = "/"
 	s.cmd.Stderr = s.stderr
@@ -789,7 +887,7 @@ func (s *sandboxJob) request(r supervisorRequest) error {
 func (s *sandboxJob) run(ctx context.Context, argv []string, dir string, env []string) (stepExit, error) {
 	s.lastID++
 	id := s.lastID
-	if err := s.request(supervisorRequest{ID: id, Argv: s.plan.wrap(argv), Env: env, Dir: dir}); err != nil {
+	if err := s.request(supervisorRequest{ID: id, Argv: s.plan.wrap(s.prlimit, argv), Env: env, Dir: dir}); err != nil {
 		return stepExit{code: -1}, err
 	}
 	done := ctx.Done()
@@ -817,6 +915,8 @@ func (s *sandboxJob) run(ctx context.Context, argv []string, dir string, env []s
 			case r.Expired:
 				return stepExit{code: -1}, errLeaseExpired
 			case r.ID != id:
+			case r.NotFound:
+				return stepExit{code: -1}, errors.New(r.Err + s.notFound)
 			case r.Err != "":
 				return stepExit{code: -1}, errors.New(r.Err)
 			case r.Exited:

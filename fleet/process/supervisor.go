@@ -64,10 +64,13 @@ type supervisorReport struct {
 	Expired bool   `json:"expired,omitempty"`
 	ID      int    `json:"id,omitempty"`
 	Err     string `json:"err,omitempty"`
-	Exited  bool   `json:"exited,omitempty"`
-	Code    int    `json:"code"`             // -1 when killed by a signal
-	Signal  int    `json:"signal,omitempty"` // the signal that killed it
-	Tasks   int    `json:"tasks,omitempty"`  // processes and threads in the sandbox after it ended
+	// NotFound marks an Err saying the step's program is not in its
+	// PATH, which the executor explains.
+	NotFound bool `json:"not_found,omitempty"`
+	Exited   bool `json:"exited,omitempty"`
+	Code     int  `json:"code"`             // -1 when killed by a signal
+	Signal   int  `json:"signal,omitempty"` // the signal that killed it
+	Tasks    int  `json:"tasks,omitempty"`  // processes and threads in the sandbox after it ended
 }
 
 // supervisor runs in the sandbox, or beside a job without one: it starts
@@ -173,6 +176,7 @@ func (sv *supervisor) start(r supervisorRequest) {
 		return
 	}
 	path, err := lookPath(r.Argv[0], r.Env)
+	notFound := err != nil
 	if err == nil && r.Dir != "" {
 		// Without this, exec says the program does not exist.
 		if fi, serr := os.Stat(r.Dir); serr != nil || !fi.IsDir() {
@@ -201,7 +205,7 @@ func (sv *supervisor) start(r supervisorRequest) {
 			return
 		}
 	}
-	sv.report(supervisorReport{ID: r.ID, Err: err.Error()})
+	sv.report(supervisorReport{ID: r.ID, Err: err.Error(), NotFound: notFound})
 }
 
 func (sv *supervisor) wait(id int, cmd *exec.Cmd) {
@@ -241,7 +245,7 @@ func lookPath(name string, env []string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", fmt.Errorf("%s: not found in PATH (%s) in the sandbox; is its directory in Config.Sandbox.ReadOnly?", name, path)
+	return "", fmt.Errorf("%s: not found in PATH (%s)", name, path)
 }
 
 // countTasks counts the processes and threads in the sandbox: all of

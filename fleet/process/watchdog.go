@@ -88,10 +88,11 @@ const prSetChildSubreaper = 36
 
 // startProcs starts the supervisor of a job whose workspace is ws and
 // whose output goes to out: in a sandbox, which also shows the
-// directories ro read-only, or beside the job without one.
+// directories ro read-only and runs in the image of im (nil: none), or
+// beside the job without one.
 // With a lease, the supervisor has its deadline before startProcs
 // returns, and every renewal after.
-func (e *Executor) startProcs(ctx context.Context, ws string, ro []string, out *os.File, lease *LeaseDeadline) (jobProcs, error) {
+func (e *Executor) startProcs(ctx context.Context, ws string, ro []string, im *imagePlan, out *os.File, lease *LeaseDeadline) (jobProcs, error) {
 	var s *sandboxJob
 	var err error
 	var procs jobProcs
@@ -102,7 +103,7 @@ func (e *Executor) startProcs(ctx context.Context, ws string, ro []string, out *
 			s, procs = p.sandboxJob, p
 		}
 	} else {
-		s, err = e.startSandbox(ctx, ws, ro, out)
+		s, err = e.startSandbox(ctx, ws, ro, im, out)
 		procs = s
 	}
 	if err != nil {

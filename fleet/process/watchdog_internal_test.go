@@ -47,7 +47,7 @@ func TestWatchdogKillsWithoutTheExecutor(t *testing.T) {
 			go func() { _, _ = io.Copy(io.Discard, pr) }()
 
 			lease := NewLeaseDeadline(time.Now().Add(time.Hour))
-			procs, err := e.startProcs(context.Background(), ws, nil, pw, lease)
+			procs, err := e.startProcs(context.Background(), ws, nil, nil, pw, lease)
 			require.NoError(t, err)
 			w := procs.(*watched)
 			var s *sandboxJob
