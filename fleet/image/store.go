@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
+	"syscall"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
@@ -14,29 +16,55 @@ import (
 
 // Store is what a runner needs of images: a Puller and a Rootfs over one
 // directory. Prepare gives a job its image as a writable root
-// filesystem. It is safe for concurrent use; one Store owns its
-// directory.
+// filesystem. It is safe for concurrent use. One Store owns its
+// directory, which it locks (flock(2)) until Close: a second Store over
+// it, in this process or another runner's, is refused, since each would
+// take the other's unfinished downloads and unpacks for leftovers.
 type Store struct {
 	puller *Puller
 	rootfs *Rootfs
+	lock   *os.File
 }
 
-// NewStore opens the image directory cfg.Dir: layers pulled with cfg,
-// root filesystems unpacked within lim.
+// NewStore locks and opens the image directory cfg.Dir: layers pulled
+// with cfg, root filesystems unpacked within lim.
 func NewStore(cfg Config, lim Limits) (*Store, error) {
+	if cfg.Dir == "" {
+		return nil, errors.New("image: Dir is required")
+	}
 	if lim.MaxLayers == 0 {
 		lim.MaxLayers = cfg.MaxLayers
 	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	lock, err := os.OpenFile(filepath.Join(cfg.Dir, "store.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		lock.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("image: the image directory %s is in use by another Store (another runner?): give each runner its own", cfg.Dir)
+		}
+		return nil, fmt.Errorf("image: locking %s: %w", cfg.Dir, err)
+	}
 	p, err := New(cfg)
 	if err != nil {
+		lock.Close()
 		return nil, err
 	}
 	r, err := NewRootfs(RootfsConfig{Dir: cfg.Dir, Limits: lim})
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("image: %w", err)
 	}
-	return &Store{puller: p, rootfs: r}, nil
+	return &Store{puller: p, rootfs: r, lock: lock}, nil
 }
+
+// Close releases the image directory; the Store must not be used after.
+// The jobs' views are theirs to close (Prepared.Close).
+func (s *Store) Close() error { return s.lock.Close() }
 
 // Prepared is a job's image: what it resolved to and the job's own view
 // of its root filesystem. Close throws the view away and lets the cache

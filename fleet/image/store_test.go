@@ -29,6 +29,7 @@ func TestStorePreparesJobImages(t *testing.T) {
 	dir := t.TempDir()
 	s, err := image.NewStore(image.Config{Dir: filepath.Join(dir, "images"), Insecure: []string{reg.Host}}, image.Limits{})
 	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
 	ctx := t.Context()
 
 	a, err := s.Prepare(ctx, reg.Host+"/test/busybox:3.19", image.PullOptions{}, filepath.Join(dir, "job-a"), image.ViewOptions{})
@@ -86,6 +87,7 @@ func TestStoreRefusesAnEscapingLayer(t *testing.T) {
 	dir := t.TempDir()
 	s, err := image.NewStore(image.Config{Dir: filepath.Join(dir, "images"), Insecure: []string{reg.Host}}, image.Limits{})
 	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
 	_, err = s.Prepare(t.Context(), reg.Host+"/test/evil:1", image.PullOptions{}, filepath.Join(dir, "job"), image.ViewOptions{})
 	require.ErrorIs(t, err, image.ErrUnsafeLayer)
 	require.ErrorIs(t, err, image.ErrConfig)
@@ -100,4 +102,19 @@ func TestStoreRefusesAnEscapingLayer(t *testing.T) {
 	require.Empty(t, found, "nothing escaped")
 	_, err = os.Stat(filepath.Join(dir, "job"))
 	require.True(t, errors.Is(err, os.ErrNotExist), "no view is made")
+}
+
+// TestStoreOwnsItsDirectory: a second Store over a directory in use is
+// refused, saying so; once the first is closed, it opens.
+func TestStoreOwnsItsDirectory(t *testing.T) {
+	t.Parallel()
+	cfg := image.Config{Dir: t.TempDir()}
+	first, err := image.NewStore(cfg, image.Limits{})
+	require.NoError(t, err)
+	_, err = image.NewStore(cfg, image.Limits{})
+	require.ErrorContains(t, err, "is in use by another Store")
+	require.NoError(t, first.Close())
+	again, err := image.NewStore(cfg, image.Limits{})
+	require.NoError(t, err)
+	require.NoError(t, again.Close())
 }
