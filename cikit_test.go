@@ -104,3 +104,52 @@ func TestRetryPolicy(t *testing.T) {
 		require.Equal(t, c.want, c.r.Retries(c.class, c.exitCode, c.attempt), c.name)
 	}
 }
+
+// imageSpec is a job with every image and service option set.
+func imageSpec() *cikit.JobSpec {
+	return &cikit.JobSpec{ID: "a", Image: "alpine:3.19", Steps: []cikit.Step{{Run: "true"}},
+		ImageOptions: &cikit.ImageOptions{
+			Entrypoint:  []string{""},
+			PullPolicy:  []string{cikit.PullIfNotPresent, cikit.PullAlways},
+			User:        "1000:1000",
+			Env:         map[string]string{"K": "${{ matrix.k }}"},
+			Credentials: &cikit.RegistryCredentials{Username: "u", Password: "${{ secrets.P }}"},
+			Options:     []string{"--cpus", "2"},
+		},
+		Services: []cikit.Service{{Name: "db", Image: "postgres", Options: "--health-cmd pg_isready --cpus 1",
+			ImageOptions: &cikit.ImageOptions{Entrypoint: []string{"docker-entrypoint.sh"}, Options: []string{"--cpus", "1"}},
+			Health:       &cikit.ServiceHealth{Cmd: "pg_isready", Interval: time.Second, Timeout: 2 * time.Second, StartPeriod: time.Minute, Retries: 5}}},
+	}
+}
+
+func TestJobSpecImageOptionsJSON(t *testing.T) {
+	t.Parallel()
+	orig := imageSpec()
+	b, err := json.Marshal(orig)
+	require.NoError(t, err)
+	var back cikit.JobSpec
+	require.NoError(t, json.Unmarshal(b, &back))
+	require.Equal(t, orig, &back)
+
+	// Without options the JSON is what it was before they existed, so
+	// stored specs and their digests do not change.
+	plain := &cikit.JobSpec{ID: "a", Image: "alpine", Steps: []cikit.Step{{Run: "true"}},
+		Services: []cikit.Service{{Name: "db", Image: "postgres", Options: "--cpus 1"}}}
+	b, err = json.Marshal(plain)
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "image_options")
+	require.NotContains(t, string(b), "health")
+	require.NotContains(t, string(b), "credentials")
+}
+
+func TestJobSpecCloneCopiesImageOptions(t *testing.T) {
+	t.Parallel()
+	orig := imageSpec()
+	c := orig.Clone()
+	require.Equal(t, orig, c)
+	o, s := c.ImageOptions, &c.Services[0]
+	o.Entrypoint[0], o.PullPolicy[0], o.Env["K"], o.Options[0] = "x", "x", "x", "x"
+	o.Credentials.Password, o.User = "x", "x"
+	s.ImageOptions.Entrypoint[0], s.ImageOptions.Options[0], s.Health.Cmd, s.Health.Retries = "x", "x", "x", 0
+	require.Equal(t, imageSpec(), orig)
+}

@@ -33,6 +33,9 @@ type JobSpec struct {
 	// Image is the container image the job asks for. Executors that do
 	// not run containers record it and run on the host.
 	Image string `json:"image,omitempty"`
+	// ImageOptions say how the job's container is started from Image;
+	// nil when the pipeline gives none.
+	ImageOptions *ImageOptions `json:"image_options,omitempty"`
 	// RunsOn are the runner labels the job requires: a runner must have
 	// all of them.
 	RunsOn []string `json:"runs_on,omitempty"`
@@ -197,7 +200,95 @@ type Service struct {
 	Env     map[string]string `json:"env,omitempty"`
 	Ports   []string          `json:"ports,omitempty"`
 	Command []string          `json:"command,omitempty"`
-	Options string            `json:"options,omitempty"`
+	// Options are GitHub's container options as written. Their parsed
+	// form is ImageOptions.Options and Health.
+	Options string `json:"options,omitempty"`
+	// ImageOptions say how the service's container is started from
+	// Image; nil when the pipeline gives none. Its Options are the
+	// options left after Health and User are taken out.
+	ImageOptions *ImageOptions `json:"image_options,omitempty"`
+	// Health is how the runner knows the service is ready (GitHub's
+	// --health-* options); nil when none is given.
+	Health *ServiceHealth `json:"health,omitempty"`
+}
+
+// ImageOptions say how a container is started from its image, beyond
+// the image's own configuration. Every field is optional; zero fields
+// leave the image's configuration as it is.
+type ImageOptions struct {
+	// Entrypoint replaces the image's entrypoint (GitLab's
+	// image:entrypoint). It is kept as given: GitLab's [""] means "no
+	// entrypoint", which differs from nil ("the image's entrypoint").
+	Entrypoint []string `json:"entrypoint,omitempty"`
+	// PullPolicy lists the pull policies the runner may use, in order
+	// of preference: PullAlways, PullIfNotPresent, PullNever (GitLab's
+	// pull_policy). Empty means the runner's default.
+	PullPolicy []string `json:"pull_policy,omitempty"`
+	// User is the user, as "name", "uid" or "uid:gid", the container's
+	// processes run as (GitLab's image:docker:user, GitHub's
+	// options --user).
+	User string `json:"user,omitempty"`
+	// Env is the container's environment (GitHub's container.env).
+	// Values may hold expressions only the runner can expand. The
+	// compiler also puts a job container's env into JobSpec.Env, under
+	// the job's own, so that steps see it on any executor.
+	Env map[string]string `json:"env,omitempty"`
+	// Credentials log in to the image's registry (GitHub's
+	// credentials). They are kept as written, usually
+	// "${{ secrets.X }}", for the runner to expand; nothing may log
+	// them, and the runner must mask what they expand to.
+	Credentials *RegistryCredentials `json:"credentials,omitempty"`
+	// Options are the container options (GitHub's options), split into
+	// words as a shell would, without the flags mapped to other fields.
+	Options []string `json:"options,omitempty"`
+}
+
+// Pull policies of ImageOptions.PullPolicy.
+const (
+	// PullAlways pulls the image for every job.
+	PullAlways = "always"
+	// PullIfNotPresent pulls the image when the runner has no copy.
+	PullIfNotPresent = "if-not-present"
+	// PullNever uses the runner's copy, and fails the job without one.
+	PullNever = "never"
+)
+
+// RegistryCredentials log in to a container registry. Their values are
+// secrets once expanded: never log or display them.
+type RegistryCredentials struct {
+	Username string `json:"username"`
+	Password string `json:"password"`
+}
+
+// ServiceHealth is a service's health check: the runner runs Cmd in the
+// service's container every Interval, and the service is ready once Cmd
+// succeeds. Zero durations and Retries mean the runner's defaults.
+type ServiceHealth struct {
+	// Cmd is a shell command line, run with the container's shell.
+	Cmd string `json:"cmd,omitempty"`
+	// Interval is the time between two checks.
+	Interval time.Duration `json:"interval,omitempty"`
+	// Timeout is how long one check may take.
+	Timeout time.Duration `json:"timeout,omitempty"`
+	// StartPeriod is how long after start failed checks do not count.
+	StartPeriod time.Duration `json:"start_period,omitempty"`
+	// Retries is how many failed checks in a row make the service
+	// unhealthy.
+	Retries int `json:"retries,omitempty"`
+}
+
+// Clone returns a deep copy of o; nil for nil.
+func (o *ImageOptions) Clone() *ImageOptions {
+	if o == nil {
+		return nil
+	}
+	c := *o
+	c.Entrypoint = slices.Clone(o.Entrypoint)
+	c.PullPolicy = slices.Clone(o.PullPolicy)
+	c.Env = maps.Clone(o.Env)
+	c.Credentials = clonePtr(o.Credentials)
+	c.Options = slices.Clone(o.Options)
+	return &c
 }
 
 // Retry is an automatic retry policy.
@@ -337,7 +428,9 @@ func (j *JobSpec) Clone() *JobSpec {
 	for i := range c.Services {
 		s := &c.Services[i]
 		s.Env, s.Ports, s.Command = maps.Clone(s.Env), slices.Clone(s.Ports), slices.Clone(s.Command)
+		s.ImageOptions, s.Health = s.ImageOptions.Clone(), clonePtr(s.Health)
 	}
+	c.ImageOptions = j.ImageOptions.Clone()
 	c.Env = maps.Clone(j.Env)
 	c.Steps = cloneSteps(j.Steps)
 	c.AfterSteps = cloneSteps(j.AfterSteps)
