@@ -158,6 +158,8 @@ func (g *ghCompiler) buildVariantEnv(wf *ghWorkflow, j *ghJob, v *ghVariant, id 
 	}
 	if j.container != nil {
 		spec.Image = x.render(j.container.image)
+		ct := j.container
+		spec.ImageOptions = imageOptions(cikit.ImageOptions{User: ct.opts.user, Env: ct.env, Credentials: ct.creds, Options: ct.opts.rest})
 	}
 	spec.Services = g.jobServices(j, x)
 	if j.timeout.set() {
@@ -248,7 +250,9 @@ func (g *ghCompiler) jobServices(j *ghJob, x *ghEval) []cikit.Service {
 			// services conditional.
 			continue
 		}
-		svc := cikit.Service{Name: s.name, Image: image, Env: s.env, Ports: s.ports, Options: s.options}
+		svc := cikit.Service{Name: s.name, Image: image, Env: s.env, Ports: s.ports, Options: s.options,
+			ImageOptions: imageOptions(cikit.ImageOptions{User: s.opts.user, Credentials: s.creds, Options: s.opts.rest}),
+			Health:       s.opts.health}
 		if s.command != "" {
 			svc.Command = strings.Fields(s.command)
 		}

@@ -1231,6 +1231,21 @@ func (b *ghBinding) apply(s *cikit.JobSpec) {
 		}
 	}
 	s.Image = rw(s.Image)
+	rwImage := func(o *cikit.ImageOptions) *cikit.ImageOptions {
+		if o == nil {
+			return nil
+		}
+		o = o.Clone()
+		o.User, o.Env = rw(o.User), rwMap(o.Env)
+		if o.Credentials != nil {
+			o.Credentials.Username, o.Credentials.Password = rw(o.Credentials.Username), rw(o.Credentials.Password)
+		}
+		for i, w := range o.Options {
+			o.Options[i] = rw(w)
+		}
+		return o
+	}
+	s.ImageOptions = rwImage(s.ImageOptions)
 	if s.If != nil {
 		s.If = &cikit.Condition{Lang: s.If.Lang, Expr: b.rewrite(s.If.Expr, true)}
 	}
@@ -1248,6 +1263,12 @@ func (b *ghBinding) apply(s *cikit.JobSpec) {
 	for i, svc := range s.Services {
 		svc.Image = rw(svc.Image)
 		svc.Env = rwMap(svc.Env)
+		svc.ImageOptions = rwImage(svc.ImageOptions)
+		if svc.Health != nil {
+			h := *svc.Health
+			h.Cmd = rw(h.Cmd)
+			svc.Health = &h
+		}
 		services[i] = svc
 	}
 	if s.Services != nil {

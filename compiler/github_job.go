@@ -163,6 +163,8 @@ type ghWith struct {
 type ghContainer struct {
 	image ghText
 	env   map[string]string
+	creds *cikit.RegistryCredentials
+	opts  ghContainerOptions
 }
 
 type ghService struct {
@@ -173,6 +175,8 @@ type ghService struct {
 	ports   []string
 	command string
 	options string
+	creds   *cikit.RegistryCredentials
+	opts    ghContainerOptions
 }
 
 type ghEnvironment struct {
@@ -326,11 +330,15 @@ func (g *ghCompiler) job(wf *ghWorkflow, e entry) *ghJob {
 		case "container":
 			if j.container = g.container(k, j.id); j.container != nil {
 				g.warn(j, k.key, "container is not used yet: the job runs on the runner's host, not in a container")
+				j.warnings = append(j.warnings, j.container.opts.warnings...)
 			}
 			g.useContainer(&j.exprs, val)
 		case "services":
 			if j.services = g.services(val, j.id); len(j.services) > 0 {
 				g.warn(j, k.key, "services are not started yet: the job runs without them")
+				for _, s := range j.services {
+					j.warnings = append(j.warnings, s.opts.warnings...)
+				}
 			}
 			if val.Kind == yaml.MappingNode {
 				for i := 0; i+1 < len(val.Content); i += 2 {
@@ -563,8 +571,8 @@ func (g *ghCompiler) withs(v *yaml.Node, what string) []ghWith {
 }
 
 // container reads container: an image, or a mapping with image and its
-// options. Credentials, ports, volumes and options are checked and not
-// kept: a JobSpec has no place for them.
+// options. Ports and volumes are checked and not kept: a job's container
+// publishes nothing and mounts only the workspace.
 func (g *ghCompiler) container(e entry, job string) *ghContainer {
 	c := g.c
 	v := c.resolve(e.val)
@@ -590,13 +598,15 @@ func (g *ghCompiler) container(e entry, job string) *ghContainer {
 				ct.image = ghText{s, c.resolve(ce.val)}
 			}
 		case "credentials":
-			g.credentials(ce)
+			ct.creds = g.credentials(ce)
 		case "env":
 			ct.env = c.ghEnv(ce.val, what)
 		case "ports", "volumes":
 			c.ghStrings(ce.val, fmt.Sprintf("%q", ce.name), false)
 		case "options":
-			c.ghString(ce.val, `"options"`)
+			if o, ok := c.ghString(ce.val, `"options"`); ok {
+				ct.opts = c.containerOptions(c.resolve(ce.val), o, false)
+			}
 		default:
 			c.ghUnknownKey(ce, what, ghContainerKeys)
 		}
@@ -608,30 +618,40 @@ func (g *ghCompiler) container(e entry, job string) *ghContainer {
 	return ct
 }
 
-// credentials checks the registry credentials of a container or service.
-func (g *ghCompiler) credentials(e entry) {
+// credentials reads the registry credentials of a container or service,
+// kept as written for the runner to expand; nil when they are not both
+// given, or are computed by one expression.
+func (g *ghCompiler) credentials(e entry) *cikit.RegistryCredentials {
 	c := g.c
 	v := c.resolve(e.val)
 	if v.Kind == yaml.ScalarNode && isExprTemplate(v.Value) {
-		return
+		return nil
 	}
 	entries, ok := c.ghMapping(v, `"credentials"`, false)
 	if !ok {
-		return
+		return nil
 	}
 	has := map[string]bool{}
+	var creds cikit.RegistryCredentials
 	for _, ce := range entries {
 		switch ce.name {
 		case "username", "password":
 			has[ce.name] = true
-			c.ghString(ce.val, fmt.Sprintf("%q", ce.name))
+			s, _ := c.ghString(ce.val, fmt.Sprintf("%q", ce.name))
+			if ce.name == "username" {
+				creds.Username = s
+			} else {
+				creds.Password = s
+			}
 		default:
 			c.ghUnknownKey(ce, `"credentials"`, ghCredentialKeys)
 		}
 	}
 	if !has["username"] || !has["password"] {
 		c.at(e.key, RuleValue, `"credentials" need both "username" and "password"`)
+		return nil
 	}
+	return &creds
 }
 
 // services reads services: names to containers.
@@ -670,7 +690,7 @@ func (g *ghCompiler) services(v *yaml.Node, job string) []ghService {
 					s.image = ghText{img, c.resolve(f.val)}
 				}
 			case "credentials":
-				g.credentials(f)
+				s.creds = g.credentials(f)
 			case "env":
 				s.env = c.ghEnv(f.val, what)
 			case "ports":
@@ -678,7 +698,9 @@ func (g *ghCompiler) services(v *yaml.Node, job string) []ghService {
 			case "volumes":
 				c.ghStrings(f.val, `"volumes"`, false)
 			case "options":
-				s.options, _ = c.ghString(f.val, `"options"`)
+				if o, ok := c.ghString(f.val, `"options"`); ok {
+					s.options, s.opts = o, c.containerOptions(c.resolve(f.val), o, true)
+				}
 			case "command":
 				s.command, _ = c.ghString(f.val, `"command"`)
 			case "entrypoint":

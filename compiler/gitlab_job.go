@@ -276,7 +276,7 @@ func (r *glReader) key(k glEntry) {
 			r.stage = v
 		}
 	case "image":
-		if s.Image = g.image(v); s.Image != "" {
+		if s.Image, s.ImageOptions = g.image(v); s.Image != "" {
 			r.warn(k.key, "image %q is not used yet: the job runs on the runner's host, not in a container", s.Image)
 		}
 	case "services":
@@ -654,25 +654,30 @@ func (g *glFront) trigger(v *glv) string {
 	return ""
 }
 
-func (g *glFront) image(v *glv) string {
+// image reads image: a name, or a mapping with the name and how to start
+// the container; the options are nil when none is given.
+func (g *glFront) image(v *glv) (string, *cikit.ImageOptions) {
 	if v.isNull() {
-		return ""
+		return "", nil
 	}
 	if s, ok := g.text(v); ok {
-		return s
+		return s, nil
 	}
 	if v.kind != glMap {
 		g.gat(v, RuleType, `"image" must be an image name or a mapping with "name", got %s`, v.what())
-		return ""
+		return "", nil
 	}
 	name := ""
+	var opts cikit.ImageOptions
 	for _, k := range v.keys {
 		switch k.name {
 		case "name":
 			name, _ = g.str(k.val, "name")
-		case "entrypoint", "docker", "pull_policy", "kubernetes":
-			// How the executor starts the container; JobSpec names the
-			// image only.
+		case "entrypoint", "docker", "pull_policy":
+			g.imageOption(k, &opts)
+		case "kubernetes":
+			// Kubernetes executor settings: no executor of cikit's has
+			// a use for them.
 		default:
 			g.unknownGLKey(k, "in image", []string{"docker", "entrypoint", "kubernetes", "name", "pull_policy"})
 		}
@@ -680,7 +685,55 @@ func (g *glFront) image(v *glv) string {
 	if name == "" {
 		g.gat(v, RuleValue, `an image needs a "name"`)
 	}
-	return name
+	return name, imageOptions(opts)
+}
+
+// imageOption reads one of the entrypoint, pull_policy and docker keys of
+// an image or a service into o.
+func (g *glFront) imageOption(k glEntry, o *cikit.ImageOptions) {
+	switch k.name {
+	case "entrypoint":
+		o.Entrypoint = g.strList(k.val, "entrypoint")
+	case "pull_policy":
+		for _, it := range g.seqOf(k.val, false) {
+			p, ok := g.str(it, "pull_policy")
+			if !ok {
+				continue
+			}
+			switch p {
+			case cikit.PullAlways, cikit.PullIfNotPresent, cikit.PullNever:
+				o.PullPolicy = append(o.PullPolicy, p)
+			default:
+				g.gat(it, RuleValue, "unknown pull_policy %q: use %q, %q or %q", p, cikit.PullAlways, cikit.PullIfNotPresent, cikit.PullNever)
+			}
+		}
+	case "docker":
+		if k.val.isNull() {
+			return
+		}
+		if k.val.kind != glMap {
+			g.gat(k.val, RuleType, `"docker" must be a mapping with "user" or "platform", got %s`, k.val.what())
+			return
+		}
+		for _, d := range k.val.keys {
+			switch d.name {
+			case "user":
+				o.User, _ = g.str(d.val, "user")
+			case "platform":
+				// The runner pulls for its own platform.
+			default:
+				g.unknownGLKey(d, "in docker", []string{"platform", "user"})
+			}
+		}
+	}
+}
+
+// imageOptions returns o, or nil when it sets nothing.
+func imageOptions(o cikit.ImageOptions) *cikit.ImageOptions {
+	if o.Entrypoint == nil && o.PullPolicy == nil && o.User == "" && o.Env == nil && o.Credentials == nil && o.Options == nil {
+		return nil
+	}
+	return &o
 }
 
 func (g *glFront) services(v *glv) []cikit.Service {
@@ -702,6 +755,7 @@ func (g *glFront) services(v *glv) []cikit.Service {
 			continue
 		}
 		var s cikit.Service
+		var opts cikit.ImageOptions
 		for _, k := range item.keys {
 			switch k.name {
 			case "name":
@@ -718,8 +772,10 @@ func (g *glFront) services(v *glv) []cikit.Service {
 				s.Command = g.strList(k.val, "command")
 			case "variables":
 				s.Env = g.env(g.variables(k.val, false), g.vars.given)
-			case "entrypoint", "pull_policy", "docker", "kubernetes":
-				// How the executor starts the container.
+			case "entrypoint", "pull_policy", "docker":
+				g.imageOption(k, &opts)
+			case "kubernetes":
+				// Kubernetes executor settings.
 			default:
 				g.unknownGLKey(k, "in a service", []string{"alias", "command", "docker", "entrypoint", "kubernetes", "name", "pull_policy", "variables"})
 			}
@@ -731,6 +787,7 @@ func (g *glFront) services(v *glv) []cikit.Service {
 		if s.Name == "" {
 			s.Name = glServiceName(s.Image)
 		}
+		s.ImageOptions = imageOptions(opts)
 		out = append(out, s)
 	}
 	return out
