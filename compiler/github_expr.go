@@ -1262,7 +1262,7 @@ func (b *ghBinding) apply(s *cikit.JobSpec) {
 	services := make([]cikit.Service, len(s.Services))
 	for i, svc := range s.Services {
 		svc.Image = rw(svc.Image)
-		svc.Env = rwMap(svc.Env)
+		svc.Env, svc.Options = rwMap(svc.Env), rw(svc.Options)
 		svc.ImageOptions = rwImage(svc.ImageOptions)
 		if svc.Health != nil {
 			h := *svc.Health
