@@ -67,7 +67,8 @@ func (c *checker) containerOptions(v *yaml.Node, s string, service bool) ghConta
 			continue
 		}
 		flag, value, hasValue := strings.Cut(w, "=")
-		if !hasValue && !ghBoolFlags[flag] && i+1 < len(words) && !strings.HasPrefix(words[i+1], "-") {
+		next := !hasValue && !ghBoolFlags[flag] && i+1 < len(words) && !strings.HasPrefix(words[i+1], "-")
+		if next {
 			i++
 			value, hasValue = words[i], true
 		}
@@ -83,13 +84,9 @@ func (c *checker) containerOptions(v *yaml.Node, s string, service bool) ghConta
 		if !ghKeptFlags[flag] {
 			warn("%s option %q is not honoured: cikit's runner starts containers without a daemon and has no equivalent", kind, flag)
 		}
-		out.rest = append(out.rest, flag)
-		if hasValue {
-			if strings.Contains(w, "=") {
-				out.rest[len(out.rest)-1] = w
-			} else {
-				out.rest = append(out.rest, value)
-			}
+		out.rest = append(out.rest, w)
+		if next {
+			out.rest = append(out.rest, value)
 		}
 	}
 	if *health != (cikit.ServiceHealth{}) {
