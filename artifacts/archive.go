@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/cikit/cikit/internal/rootdir"
 )
 
 // PackOptions selects what Pack archives.
@@ -338,13 +340,14 @@ func Unpack(ctx context.Context, r io.Reader, root string, opts UnpackOptions) (
 	u := &unpacker{
 		ctx:      ctx,
 		root:     rt,
+		open:     rootdir.Open{Root: rt},
 		maxBytes: cmp.Or(opts.MaxBytes, DefaultMaxUnpackBytes),
 		maxFiles: cmp.Or(opts.MaxFiles, DefaultMaxUnpackFiles),
 		known:    map[string]bool{},
 		buf:      make([]byte, copyBufSize),
 		stats:    &stats,
 	}
-	defer u.closeDir()
+	defer u.open.Close()
 	tr := tar.NewReader(dec)
 	for n := 1; ; n++ {
 		if err := ctx.Err(); err != nil {
@@ -383,11 +386,10 @@ type unpacker struct {
 	known map[string]bool
 	// dirs are the directory entries, whose modes and times are set last.
 	dirs []dirMeta
-	// cur is the directory curName, open (dirRoot).
-	cur     *os.Root
-	curName string
-	buf     []byte
-	stats   *PackStats
+	// open keeps the directory of the entries in hand open.
+	open  rootdir.Open
+	buf   []byte
+	stats *PackStats
 }
 
 // dirMeta is what a directory entry says of its directory.
@@ -487,34 +489,6 @@ func (u *unpacker) parents(entry, name string) error {
 	return nil
 }
 
-// dirRoot returns the directory dir of the root, a real directory
-// parents checked, opened as a Root of its own: entries of the same
-// directory follow each other, and operations on a name in an open
-// directory resolve one component instead of every one.
-func (u *unpacker) dirRoot(dir string) (*os.Root, error) {
-	if dir == "." {
-		return u.root, nil
-	}
-	if u.cur != nil && u.curName == dir {
-		return u.cur, nil
-	}
-	u.closeDir()
-	r, err := u.root.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	u.cur, u.curName = r, dir
-	return r, nil
-}
-
-// closeDir closes the directory dirRoot opened last.
-func (u *unpacker) closeDir() {
-	if u.cur != nil {
-		u.cur.Close()
-		u.cur, u.curName = nil, ""
-	}
-}
-
 // clear removes a file or symlink at name so that an entry can take its
 // place; a directory there is an error.
 func (u *unpacker) clear(entry, name string) error {
@@ -541,7 +515,7 @@ func (u *unpacker) file(name string, hdr *tar.Header, r io.Reader) error {
 	if err := u.parents(hdr.Name, name); err != nil {
 		return err
 	}
-	dir, err := u.dirRoot(path.Dir(name))
+	dir, err := u.open.Dir(path.Dir(name))
 	if err != nil {
 		return fmt.Errorf("extract %q: %w", hdr.Name, err)
 	}
@@ -557,7 +531,7 @@ func (u *unpacker) file(name string, hdr *tar.Header, r io.Reader) error {
 	if err != nil {
 		return fmt.Errorf("extract %q: %w", hdr.Name, err)
 	}
-	n, err := io.CopyBuffer(writerOnly{f}, ctxReader{u.ctx, r}, u.buf)
+	n, err := io.CopyBuffer(rootdir.WriterOnly{W: f}, ctxReader{u.ctx, r}, u.buf)
 	u.stats.Bytes += n
 	if err == nil {
 		err = f.Chmod(fs.FileMode(hdr.Mode) & fs.ModePerm)
@@ -656,14 +630,6 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	}
 	return c.r.Read(p)
 }
-
-// writerOnly hides the ReadFrom of an *os.File from io.CopyBuffer, which
-// would call it instead of using the buffer it is given: from a reader
-// that is not a file, ReadFrom copies through a new buffer of its own,
-// one for each file extracted.
-type writerOnly struct{ w io.Writer }
-
-func (w writerOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
 
 // countWriter counts the bytes written through it.
 type countWriter struct {

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/cikit/cikit/internal/rootdir"
 )
 
 // Defaults of Limits, used where a field is zero.
@@ -156,6 +158,7 @@ func Unpack(ctx context.Context, layers []v1.Layer, dir string, lim Limits) (Sta
 	x := &extractor{
 		ctx:   ctx,
 		root:  rt,
+		open:  rootdir.Open{Root: rt},
 		lim:   lim,
 		chown: os.Geteuid() == 0,
 		known: map[string]bool{},
@@ -163,7 +166,7 @@ func Unpack(ctx context.Context, layers []v1.Layer, dir string, lim Limits) (Sta
 		buf:   make([]byte, 256<<10),
 		stats: &stats,
 	}
-	defer x.closeDir()
+	defer x.open.Close()
 	for i, l := range layers {
 		if err := x.layer(i, l); err != nil {
 			return stats, err
@@ -211,11 +214,10 @@ type extractor struct {
 	// dirs holds the mode, owner and time of each directory, as the last
 	// layer naming it said, for finishDirs.
 	dirs map[string]dirMeta
-	// cur is the directory curName, open.
-	cur     *os.Root
-	curName string
-	buf     []byte
-	stats   *Stats
+	// open keeps the directory of the entries in hand open.
+	open  rootdir.Open
+	buf   []byte
+	stats *Stats
 }
 
 // dirMeta is what a directory entry says of its directory.
@@ -366,36 +368,10 @@ func (x *extractor) markSeen(name string) {
 	}
 }
 
-// dirRoot returns the directory dir, which realDir checked, open: the
-// entries of one directory follow each other, and a name in an open
-// directory resolves one component instead of every one.
-func (x *extractor) dirRoot(dir string) (*os.Root, error) {
-	if dir == "." {
-		return x.root, nil
-	}
-	if x.cur != nil && x.curName == dir {
-		return x.cur, nil
-	}
-	x.closeDir()
-	r, err := x.root.OpenRoot(dir)
-	if err != nil {
-		return nil, err
-	}
-	x.cur, x.curName = r, dir
-	return r, nil
-}
-
-func (x *extractor) closeDir() {
-	if x.cur != nil {
-		x.cur.Close()
-		x.cur, x.curName = nil, ""
-	}
-}
-
 // removeAll removes name and what is below it, and forgets what was
 // known of directories, which may have been among them.
 func (x *extractor) removeAll(entry, name string) error {
-	x.closeDir()
+	x.open.Close()
 	clear(x.known)
 	if err := x.root.RemoveAll(name); err != nil {
 		return fmt.Errorf("layer %d: extract %q: %w", x.layerIdx, entry, err)
@@ -516,7 +492,7 @@ func (x *extractor) file(name string, hdr *tar.Header, r io.Reader) error {
 		return err
 	}
 	x.seen[name] = true
-	dir, err := x.dirRoot(path.Dir(name))
+	dir, err := x.open.Dir(path.Dir(name))
 	if err != nil {
 		return fmt.Errorf("layer %d: extract %q: %w", x.layerIdx, hdr.Name, err)
 	}
@@ -529,7 +505,7 @@ func (x *extractor) file(name string, hdr *tar.Header, r io.Reader) error {
 	// the limit is applied again to what is written, whatever the
 	// reader does.
 	lr := io.LimitReader(ctxReader{x.ctx, r}, x.lim.MaxBytes-x.stats.Bytes+1)
-	n, err := io.CopyBuffer(writerOnly{f}, lr, x.buf)
+	n, err := io.CopyBuffer(rootdir.WriterOnly{W: f}, lr, x.buf)
 	x.stats.Bytes += n
 	if err == nil && x.stats.Bytes > x.lim.MaxBytes {
 		err = x.unsafe(hdr.Name, "would take the image past its limit of %d bytes (Limits.MaxBytes)", x.lim.MaxBytes)
@@ -692,7 +668,7 @@ func (x *extractor) dir(name string, hdr *tar.Header) error {
 // finishDirs gives the directories their modes and times, the deepest
 // first, skipping those a later layer removed or replaced.
 func (x *extractor) finishDirs() error {
-	x.closeDir()
+	x.open.Close()
 	names := make([]string, 0, len(x.dirs))
 	for n := range x.dirs {
 		names = append(names, n)
@@ -731,9 +707,3 @@ func (c ctxReader) Read(p []byte) (int, error) {
 	}
 	return c.r.Read(p)
 }
-
-// writerOnly hides the ReadFrom of an *os.File from io.CopyBuffer, which
-// would otherwise copy through a new buffer for each file.
-type writerOnly struct{ w io.Writer }
-
-func (w writerOnly) Write(p []byte) (int, error) { return w.w.Write(p) }
