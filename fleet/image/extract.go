@@ -334,11 +334,7 @@ func (x *extractor) realDir(entry, dir string) error {
 	if dir == "." || x.known[dir] {
 		return nil
 	}
-	for i := 1; i <= len(dir); i++ {
-		if i < len(dir) && dir[i] != '/' {
-			continue
-		}
-		p := dir[:i]
+	for p := range parentsOf(dir) {
 		if x.known[p] {
 			continue
 		}
