@@ -3,6 +3,7 @@ package imagetest_test
 import (
 	"archive/tar"
 	"bufio"
+	"cmp"
 	"io"
 	"net"
 	"os"
@@ -80,7 +81,7 @@ func TestImagesRoundTrip(t *testing.T) {
 	if h := files["bin/sh"]; h == nil || h.Typeflag != tar.TypeSymlink || h.Linkname != "busybox" {
 		t.Errorf("bin/sh is %+v, want a symlink to busybox", h)
 	}
-	if h := cmpOr(files["tmp/"], files["tmp"]); h == nil || h.Mode&0o1777 != 0o1777 {
+	if h := cmp.Or(files["tmp/"], files["tmp"]); h == nil || h.Mode&0o1777 != 0o1777 {
 		t.Errorf("tmp/ is %+v, want mode 1777", h)
 	}
 
@@ -92,7 +93,7 @@ func TestImagesRoundTrip(t *testing.T) {
 	port := ln.Addr().(*net.TCPAddr).Port
 	ln.Close()
 	cmd := exec.Command(filepath.Join(dir, "pingd"))
-	cmd.Env = []string{"PORT=" + itoa(port)}
+	cmd.Env = []string{"PORT=" + strconv.Itoa(port)}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -117,13 +118,4 @@ func TestImagesRoundTrip(t *testing.T) {
 	if err != nil || answer != "PONG\n" {
 		t.Fatalf("PING answered %q (%v)", answer, err)
 	}
-}
-
-func itoa(n int) string { return strconv.Itoa(n) }
-
-func cmpOr(a, b *tar.Header) *tar.Header {
-	if a != nil {
-		return a
-	}
-	return b
 }
