@@ -42,11 +42,48 @@ type Limits struct {
 	// Without it they are dropped: a job's image cannot bring a program
 	// that runs with its owner's rights.
 	KeepSetuid bool
+	// Owner, when set, owns every entry written, in place of the owners
+	// the layers name. A runner whose jobs run as one unprivileged host
+	// user, which each job's user namespace maps to the image's user,
+	// unpacks its images owned by that user: the job's root then owns its
+	// image's files and may change them in its view, as in a container,
+	// while nothing on the host is root's. Without Owner, a root process
+	// gives entries the layers' owners and any other process its own.
+	// Setting an Owner other than the process's own needs root.
+	Owner *Owner
+}
+
+// Owner is a host user and group that own the files of a root
+// filesystem (Limits.Owner, ViewOptions.Owner).
+type Owner struct{ UID, GID int }
+
+// check returns why o cannot be given to files by this process, or nil.
+func (o *Owner) check() error {
+	switch {
+	case o == nil:
+		return nil
+	case o.UID < 0 || o.GID < 0:
+		return fmt.Errorf("Owner %d:%d must not be negative", o.UID, o.GID)
+	case os.Geteuid() != 0 && (o.UID != os.Geteuid() || o.GID != os.Getegid()):
+		return fmt.Errorf("Owner %d:%d differs from this process's user %d:%d, which only root may change", o.UID, o.GID, os.Geteuid(), os.Getegid())
+	}
+	return nil
+}
+
+// ids returns who owns an entry whose layer names uid and gid.
+func (o *Owner) ids(uid, gid int) (int, int) {
+	if o != nil {
+		return o.UID, o.GID
+	}
+	return uid, gid
 }
 
 func (l Limits) withDefaults() (Limits, error) {
 	if l.MaxBytes < 0 || l.MaxFiles < 0 || l.MaxLayers < 0 {
 		return l, fmt.Errorf("Limits must not be negative (MaxBytes %d, MaxFiles %d, MaxLayers %d); 0 means the default", l.MaxBytes, l.MaxFiles, l.MaxLayers)
+	}
+	if err := l.Owner.check(); err != nil {
+		return l, fmt.Errorf("Limits.%w", err)
 	}
 	l.MaxBytes = cmp.Or(l.MaxBytes, DefaultMaxBytes)
 	l.MaxFiles = cmp.Or(l.MaxFiles, DefaultMaxFiles)
@@ -507,7 +544,7 @@ func (x *extractor) file(name string, hdr *tar.Header, r io.Reader) error {
 		err = x.unsafe(hdr.Name, "would take the image past its limit of %d bytes (Limits.MaxBytes)", x.lim.MaxBytes)
 	}
 	if err == nil && x.chown {
-		err = f.Chown(hdr.Uid, hdr.Gid)
+		err = f.Chown(x.lim.Owner.ids(hdr.Uid, hdr.Gid))
 	}
 	if err == nil {
 		// After the chown, which clears the setuid bits.
@@ -541,7 +578,8 @@ func (x *extractor) symlink(name string, hdr *tar.Header) error {
 	x.seen[name] = true
 	err := x.root.Symlink(hdr.Linkname, name)
 	if err == nil && x.chown {
-		err = x.root.Lchown(name, hdr.Uid, hdr.Gid)
+		uid, gid := x.lim.Owner.ids(hdr.Uid, hdr.Gid)
+		err = x.root.Lchown(name, uid, gid)
 	}
 	if err != nil {
 		return fmt.Errorf("layer %d: extract %q: %w", x.layerIdx, hdr.Name, err)
@@ -652,7 +690,8 @@ func (x *extractor) dir(name string, hdr *tar.Header) error {
 		x.known[name] = true
 	}
 	if x.chown {
-		if err := x.root.Lchown(name, hdr.Uid, hdr.Gid); err != nil {
+		uid, gid := x.lim.Owner.ids(hdr.Uid, hdr.Gid)
+		if err := x.root.Lchown(name, uid, gid); err != nil {
 			return fmt.Errorf("layer %d: extract %q: %w", x.layerIdx, hdr.Name, err)
 		}
 	}

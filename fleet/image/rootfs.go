@@ -24,12 +24,14 @@ type RootfsConfig struct {
 	// Dir/rootfs. One Rootfs owns it: NewRootfs removes what a process
 	// that stopped mid-unpack left there.
 	Dir string
-	// Limits bound each unpack.
+	// Limits bound each unpack. With Limits.Owner, root filesystems
+	// live in Dir/rootfs-<uid>-<gid> instead, so that a runner whose
+	// sandbox user changed never shares a tree owned by the old one.
 	Limits Limits
 }
 
 // Rootfs keeps the root filesystems of images, unpacked once per image
-// digest into Dir/rootfs/<digest hex> and shared read-only by every job
+// digest into Dir/rootfs/<digest hex> (see RootfsConfig.Limits) and shared read-only by every job
 // on that image: jobs write to a View of one, never to it.
 //
 // A root filesystem is unpacked into a temporary directory beside its
@@ -63,6 +65,9 @@ func NewRootfs(cfg RootfsConfig) (*Rootfs, error) {
 		return nil, err
 	}
 	dir := filepath.Join(cfg.Dir, "rootfs")
+	if o := cfg.Limits.Owner; o != nil {
+		dir += fmt.Sprintf("-%d-%d", o.UID, o.GID)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("make the root filesystem directory: %w", err)
 	}

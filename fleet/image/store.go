@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
 	"github.com/google/go-containerregistry/pkg/v1/types"
@@ -24,6 +26,37 @@ type Store struct {
 	puller *Puller
 	rootfs *Rootfs
 	lock   *os.File
+	owner  *Owner
+	views  string
+}
+
+// Views returns a directory for the jobs' views (Prepare's viewDir),
+// Dir/views, which NewStore empties: it unmounts and removes the views
+// a runner that stopped without closing them left there.
+func (s *Store) Views() string { return s.views }
+
+// clearViews makes dir, or empties it of the views left in it.
+func clearViews(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		v := filepath.Join(dir, e.Name())
+		// A view still mounted is detached first: removing through the
+		// mount would only fill its upper directory with whiteouts, but
+		// the mount itself would stay.
+		if err := unix.Unmount(filepath.Join(v, "root"), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("unmount the view %s a previous runner left: %w", v, err)
+		}
+		if err := removeTree(v); err != nil {
+			return fmt.Errorf("remove the view %s a previous runner left: %w", v, err)
+		}
+	}
+	return nil
 }
 
 // NewStore locks and opens the image directory cfg.Dir: layers pulled
@@ -59,7 +92,12 @@ func NewStore(cfg Config, lim Limits) (*Store, error) {
 		lock.Close()
 		return nil, fmt.Errorf("image: %w", err)
 	}
-	return &Store{puller: p, rootfs: r, lock: lock}, nil
+	views := filepath.Join(cfg.Dir, "views")
+	if err := clearViews(views); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("image: %w", err)
+	}
+	return &Store{puller: p, rootfs: r, lock: lock, owner: lim.Owner, views: views}, nil
 }
 
 // Close releases the image directory; the Store must not be used after.
@@ -88,8 +126,12 @@ func (p *Prepared) Close() error {
 // job on the same digest did already, and makes the job's view of it in
 // viewDir (a directory Prepare makes; its parent must exist). Errors
 // carry the package's failure classes: ErrConfig (ErrUnsafeLayer among
-// them), ErrRegistry, ErrBudget.
+// them), ErrRegistry, ErrBudget. A view without an Owner of its own
+// gets the Store's Limits.Owner.
 func (s *Store) Prepare(ctx context.Context, ref string, opts PullOptions, viewDir string, vo ViewOptions) (*Prepared, error) {
+	if vo.Owner == nil {
+		vo.Owner = s.owner
+	}
 	pulled, err := s.puller.Pull(ctx, ref, opts)
 	if err != nil {
 		return nil, err

@@ -2,9 +2,12 @@ package image_test
 
 import (
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/v1/empty"
@@ -117,4 +120,63 @@ func TestStoreOwnsItsDirectory(t *testing.T) {
 	again, err := image.NewStore(cfg, image.Limits{})
 	require.NoError(t, err)
 	require.NoError(t, again.Close())
+}
+
+// TestStoreGivesImagesToTheSandboxUser: with Limits.Owner, every file of
+// the image and the view's own directories belong to that user, whatever
+// the layers say, and a view made over the copy fallback too; the root
+// filesystems of two owners are kept apart. A process that is not root
+// cannot give files away.
+func TestStoreGivesImagesToTheSandboxUser(t *testing.T) {
+	t.Parallel()
+	owner := &image.Owner{UID: 65534, GID: 65534}
+	if os.Geteuid() != 0 {
+		_, err := image.NewStore(image.Config{Dir: t.TempDir()}, image.Limits{Owner: owner})
+		require.ErrorContains(t, err, "only root may change")
+		return
+	}
+	reg := imagetest.NewRegistry(t, nil)
+	reg.Push(t, "test/busybox:1", imagetest.BusyboxImage(t, "1"))
+	ref := reg.Host + "/test/busybox:1"
+	dir := t.TempDir()
+	s, err := image.NewStore(image.Config{Dir: filepath.Join(dir, "images"), Insecure: []string{reg.Host}}, image.Limits{Owner: owner})
+	require.NoError(t, err)
+	t.Cleanup(func() { s.Close() })
+	for _, copy := range []bool{false, true} {
+		p, err := s.Prepare(t.Context(), ref, image.PullOptions{}, filepath.Join(dir, fmt.Sprint("view-", copy)), image.ViewOptions{Copy: copy})
+		require.NoError(t, err)
+		checked := 0
+		for _, d := range []string{filepath.Dir(p.View.Root()), p.View.Root()} {
+			requireOwner(t, d, owner)
+			checked++
+		}
+		require.NoError(t, filepath.WalkDir(p.View.Root(), func(path string, _ fs.DirEntry, err error) error {
+			require.NoError(t, err)
+			requireOwner(t, path, owner)
+			checked++
+			return nil
+		}))
+		require.Greater(t, checked, 10)
+		// The image's root may write where it owns: a file made through
+		// the view as the owner is the owner's.
+		require.NoError(t, os.WriteFile(filepath.Join(p.View.Root(), "usr", "new"), nil, 0o644))
+		require.NoError(t, p.Close())
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, "images"))
+	require.NoError(t, err)
+	var trees []string
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "rootfs") {
+			trees = append(trees, e.Name())
+		}
+	}
+	require.Equal(t, []string{"rootfs-65534-65534"}, trees, "the owner names the tree directory")
+}
+
+func requireOwner(t *testing.T, path string, o *image.Owner) {
+	t.Helper()
+	info, err := os.Lstat(path)
+	require.NoError(t, err)
+	st := info.Sys().(*syscall.Stat_t)
+	require.Equal(t, [2]int{o.UID, o.GID}, [2]int{int(st.Uid), int(st.Gid)}, "owner of %s", path)
 }

@@ -21,6 +21,13 @@ import (
 type ViewOptions struct {
 	// Copy makes a copy even where an overlay mount is allowed.
 	Copy bool
+	// Owner, when set, owns the view's own directories, which are
+	// root's otherwise: its root (the upper directory of an overlay)
+	// and the directory holding it, which its owner can then reach.
+	// Give it the Limits.Owner of the root filesystem, so that the
+	// user that owns the image's files can also reach and bind them.
+	// Setting an Owner other than the process's own needs root.
+	Owner *Owner
 }
 
 // View is one job's writable view of a root filesystem, thrown away at
@@ -42,6 +49,15 @@ type View struct {
 	// fallback is why an overlay was not mounted, when it was tried.
 	fallback error
 	closed   bool
+	owner    *Owner
+}
+
+// own gives path to the view's Owner, if it has one.
+func (v *View) own(path string) error {
+	if v.owner == nil {
+		return nil
+	}
+	return os.Lchown(path, v.owner.UID, v.owner.GID)
 }
 
 // NewView makes a view of the root filesystem rootfs in dir, a directory
@@ -56,6 +72,9 @@ func NewView(ctx context.Context, rootfs, dir string, opts ViewOptions) (*View, 
 	if err != nil {
 		return nil, err
 	}
+	if err := opts.Owner.check(); err != nil {
+		return nil, fmt.Errorf("ViewOptions.%w", err)
+	}
 	if info, err := os.Stat(rootfs); err != nil {
 		return nil, fmt.Errorf("open the root filesystem of a view: %w", err)
 	} else if !info.IsDir() {
@@ -64,13 +83,16 @@ func NewView(ctx context.Context, rootfs, dir string, opts ViewOptions) (*View, 
 	if err := os.Mkdir(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("make the directory of a view: %w", err)
 	}
-	v := &View{dir: dir, root: filepath.Join(dir, "root")}
-	if !opts.Copy {
+	v := &View{dir: dir, root: filepath.Join(dir, "root"), owner: opts.Owner}
+	err = v.own(dir)
+	if err == nil && !opts.Copy {
 		v.fallback = v.mount(rootfs)
 		v.overlay = v.fallback == nil
 	}
-	if !v.overlay {
-		err = copyTree(ctx, rootfs, v.root)
+	if err == nil && !v.overlay {
+		if err = copyTree(ctx, rootfs, v.root); err == nil {
+			err = v.own(v.root)
+		}
 	}
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("make a view of %s: %w", rootfs, err), removeTree(dir))
@@ -96,6 +118,12 @@ func (v *View) mount(rootfs string) error {
 	// The upper directory's mode is the view root's.
 	if info, err := os.Stat(rootfs); err == nil {
 		_ = os.Chmod(upper, info.Mode().Perm())
+	}
+	if err := v.own(upper); err != nil {
+		for _, d := range []string{upper, work, v.root} {
+			_ = os.Remove(d)
+		}
+		return err
 	}
 	data := "lowerdir=" + rootfs + ",upperdir=" + upper + ",workdir=" + work
 	if err := unix.Mount("overlay", v.root, "overlay", 0, data); err != nil {

@@ -92,6 +92,9 @@ type jobRun struct {
 	caches []*cacheRun
 	// image is the image the job runs in, resolved; nil for none.
 	image *imagePlan
+	// img is the image Config.Images prepared for the job; nil when the
+	// job runs on the host or in the Job.Image its caller gave.
+	img *jobImage
 
 	res Result
 }
@@ -204,6 +207,10 @@ func (j *jobRun) run(ctx context.Context) Result {
 	}
 	if j.job.Files == nil && UsesFiles(spec) {
 		return j.fail(cikit.FailureInfrastructure, "%v", errNoFiles)
+	}
+	defer j.closeImage()
+	if res, ok := j.resolveImage(jobCtx); !ok {
+		return res
 	}
 	if img := j.job.Image; img != nil {
 		j.res.ImageDigest = img.Digest

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/artifacts"
+	"github.com/cikit/cikit/fleet/image"
 )
 
 // Defaults for Config.
@@ -85,6 +86,11 @@ type Config struct {
 	// caches, with the presigned requests of their Job.Files. Its zero
 	// value is artifacts.Sender's defaults.
 	Transfer artifacts.Sender
+	// Images, when set, runs jobs in the container images they ask for,
+	// or the runner's default image; see Images. It needs Sandbox. nil:
+	// jobs run on the host, and one that names an image fails. An
+	// executor with Images owns their directory until Close.
+	Images *Images
 }
 
 // Expander evaluates what a pipeline format leaves to run time.
@@ -114,6 +120,9 @@ type Executor struct {
 
 	locksMu sync.Mutex
 	locks   map[string]*os.File // the lock files of live workspaces
+
+	// images is Config.Images' store; nil without.
+	images *image.Store
 }
 
 // New validates cfg and returns an Executor.
@@ -178,6 +187,9 @@ func New(cfg Config) (*Executor, error) {
 		if err := e.setUpSandbox(); err != nil {
 			return nil, err
 		}
+	}
+	if err := e.openImages(); err != nil {
+		return nil, err
 	}
 	return e, nil
 }

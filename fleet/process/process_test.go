@@ -71,6 +71,9 @@ func setup(t *testing.T, mutate ...func(*process.Config)) *bundle {
 	}
 	var err error
 	b.exec, err = process.New(cfg)
+	if err == nil {
+		t.Cleanup(func() { require.NoError(t, b.exec.Close()) })
+	}
 	if errors.Is(err, process.ErrSandboxUnavailable) {
 		testenv.ToolUnavailable(t, testenv.Bubblewrap, err)
 	}

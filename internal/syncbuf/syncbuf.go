@@ -38,3 +38,10 @@ func (b *Buffer) Bytes() []byte {
 	defer b.mu.Unlock()
 	return bytes.Clone(b.b.Bytes())
 }
+
+// Reset empties the buffer.
+func (b *Buffer) Reset() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.b.Reset()
+}
