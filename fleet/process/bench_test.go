@@ -15,6 +15,7 @@ import (
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/artifacts"
 	"github.com/cikit/cikit/fleet/checkout"
+	"github.com/cikit/cikit/fleet/image"
 	"github.com/cikit/cikit/fleet/process"
 	"github.com/cikit/cikit/internal/testenv"
 	"github.com/cikit/cikit/vcs/gitserve/gitservetest"
@@ -204,4 +205,58 @@ func BenchmarkArtifactTransfer(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkImageStart measures the start of a job on an image the
+// runner's store holds (pull policy if-not-present): from RunJob to the
+// first step, the job's view of the image (an overlay mount where the
+// runner may mount) and its sandbox included, beside the same job on
+// the host's directories (bwrap-host) in the same run. It reports the
+// p50 and p95 of both.
+func BenchmarkImageStart(b *testing.B) {
+	reg, base, _ := serviceRegistry(b)
+	spec := &cikit.JobSpec{ID: "bench", Steps: []cikit.Step{{Name: "hello", Run: "echo hello"}}}
+	cfg := process.Config{Source: b.TempDir(), WorkRoot: searchableDir(b), Env: []string{"PATH=" + os.Getenv("PATH")}}
+	withImages(b, reg, func(im *process.Images) { im.Host, im.PullPolicy = true, image.PullIfNotPresent })(&cfg)
+	e, err := process.New(cfg)
+	if errors.Is(err, process.ErrSandboxUnavailable) {
+		testenv.ToolUnavailable(b, testenv.Bubblewrap, err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	inImage := *spec
+	inImage.Image = base
+	if res := e.RunJob(context.Background(), process.Job{Spec: &inImage}); res.State != cikit.JobSucceeded {
+		b.Fatalf("the first run, which pulls the image: %+v", res)
+	}
+	b.Run("bwrap-image", func(b *testing.B) { benchStart(b, e, process.Job{Spec: &inImage}) })
+	b.Run("bwrap-host", func(b *testing.B) { benchStart(b, e, process.Job{Spec: spec}) })
+}
+
+// BenchmarkServiceReady measures what a service costs a job: RunJob to
+// the first step of a job in an image with the pingd service (its image
+// cached, its port probed until it accepts), beside the same job
+// without it, in the same run; p50 and p95 of both.
+func BenchmarkServiceReady(b *testing.B) {
+	reg, base, svc := serviceRegistry(b)
+	cfg := process.Config{Source: b.TempDir(), WorkRoot: searchableDir(b), Env: []string{"PATH=" + os.Getenv("PATH")}}
+	withImages(b, reg, func(im *process.Images) { im.PullPolicy = image.PullIfNotPresent })(&cfg)
+	e, err := process.New(cfg)
+	if errors.Is(err, process.ErrSandboxUnavailable) {
+		testenv.ToolUnavailable(b, testenv.Bubblewrap, err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	plain := &cikit.JobSpec{ID: "bench", Image: base, Steps: []cikit.Step{{Name: "hello", Run: "echo hello"}}}
+	withService := *plain
+	withService.Services = []cikit.Service{{Name: "db", Image: svc}}
+	if res := e.RunJob(context.Background(), process.Job{Spec: &withService}); res.State != cikit.JobSucceeded {
+		b.Fatalf("the first run, which pulls the images: %+v", res)
+	}
+	b.Run("with-service", func(b *testing.B) { benchStart(b, e, process.Job{Spec: &withService}) })
+	b.Run("without", func(b *testing.B) { benchStart(b, e, process.Job{Spec: plain}) })
 }

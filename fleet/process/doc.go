@@ -129,7 +129,15 @@
 // A job given an Image (Job.Image) runs in its sandbox with the image's
 // root file system as / instead of the host's directories, with the
 // image's environment, user and shell; see Image. Only a sandbox runs
-// images.
+// images. With Config.Images the executor finds the image itself: the
+// one the job names (JobSpec.Image: native and GitLab image:, GitHub
+// container:), the one its runs-on labels map to, or the runner's
+// default. It pulls it into the runner's cache (package image), gives
+// the job a view of it of its own, thrown away after the job, and
+// records the digest in Result.ImageDigest; see Images. The job's
+// services (JobSpec.Services) run from their images in sandboxes of
+// their own that share the job's network, ready before its first step
+// and stopped after its last; see DefaultServiceTimeout.
 //
 // # The job's supervisor
 //

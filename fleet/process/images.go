@@ -246,14 +246,10 @@ func (j *jobRun) pullOptions() (image.PullOptions, error) {
 func (j *jobRun) credentials(c *cikit.RegistryCredentials) (user, pass string, err error) {
 	user, pass = c.Username, c.Password
 	if j.github {
-		gh, err := runtime.NewGitHub(runtime.Params{Spec: j.spec, Context: j.job.Context, Workspace: j.ws, Temp: j.temp, Vars: j.job.Vars, Secrets: j.job.Secrets})
-		if err != nil {
-			return "", "", err
-		}
-		if user, err = gh.Expand(c.Username); err != nil {
+		if user, err = j.expandGitHub(c.Username); err != nil {
 			return "", "", fmt.Errorf("credentials username: %v", err)
 		}
-		if pass, err = gh.Expand(c.Password); err != nil {
+		if pass, err = j.expandGitHub(c.Password); err != nil {
 			return "", "", fmt.Errorf("credentials password: %v", err)
 		}
 	}
@@ -302,4 +298,17 @@ func (j *jobRun) closeImage() {
 	if err := j.img.prepared.Close(); err != nil {
 		j.e.cfg.Logger.Warn("the view of a job's image was not removed", "job", j.spec.ID, "image", j.img.ref, "dir", filepath.Dir(j.img.prepared.View.Root()), "err", err)
 	}
+}
+
+// earlyGitHub returns the expression contexts of a GitHub job before its
+// environment is set up, for what is evaluated before its sandbox starts.
+func (j *jobRun) earlyGitHub() (*runtime.GitHub, error) {
+	if j.early == nil {
+		gh, err := runtime.NewGitHub(runtime.Params{Spec: j.spec, Context: j.job.Context, Workspace: j.ws, Temp: j.temp, Vars: j.job.Vars, Secrets: j.job.Secrets})
+		if err != nil {
+			return nil, err
+		}
+		j.early = gh
+	}
+	return j.early, nil
 }

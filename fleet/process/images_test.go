@@ -20,7 +20,7 @@ import (
 
 // withImages gives the executor an image store over reg, configured
 // further by mutate.
-func withImages(t *testing.T, reg *imagetest.Registry, mutate ...func(*process.Images)) func(*process.Config) {
+func withImages(t testing.TB, reg *imagetest.Registry, mutate ...func(*process.Images)) func(*process.Config) {
 	return func(c *process.Config) {
 		c.Sandbox = &process.Sandbox{}
 		c.Images = &process.Images{Pull: image.Config{Dir: filepath.Join(searchableDir(t), "images"), Insecure: []string{reg.Host}}}

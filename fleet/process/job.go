@@ -95,6 +95,13 @@ type jobRun struct {
 	// img is the image Config.Images prepared for the job; nil when the
 	// job runs on the host or in the Job.Image its caller gave.
 	img *jobImage
+	// services are the job's services, net the network namespace it
+	// shares with them (nil with the host's network, or none).
+	services []*jobService
+	net      *netns
+	// early is a GitHub job's expression contexts before its
+	// environment is set up (earlyGitHub).
+	early *runtime.GitHub
 
 	res Result
 }
@@ -212,6 +219,10 @@ func (j *jobRun) run(ctx context.Context) Result {
 	if res, ok := j.resolveImage(jobCtx); !ok {
 		return res
 	}
+	defer j.stopServices()
+	if res, ok := j.prepareServices(jobCtx); !ok {
+		return res
+	}
 	if img := j.job.Image; img != nil {
 		j.res.ImageDigest = img.Digest
 		if e.sandbox == nil {
@@ -246,7 +257,11 @@ func (j *jobRun) run(ctx context.Context) Result {
 	}
 	procsc := make(chan started, 1)
 	go func() {
-		procs, err := e.startProcs(jobCtx, root, ro, j.image, j.pw, j.job.Lease)
+		err := j.startServices(jobCtx)
+		var procs jobProcs
+		if err == nil {
+			procs, err = e.startProcs(jobCtx, &sandboxSpec{ws: root, ro: ro, im: j.image, out: j.pw, net: j.net, hosts: j.serviceHosts()}, j.job.Lease)
+		}
 		procsc <- started{procs, err}
 	}()
 	ce := j.prepareWorkspace(jobCtx, co)
@@ -277,7 +292,24 @@ func (j *jobRun) run(ctx context.Context) Result {
 		return j.prepareFailed(jobCtx, "while the artifacts of its needs were downloaded", ce)
 	}
 	j.restoreCaches(jobCtx)
-	return j.finish(ctx, j.runSteps(jobCtx))
+	if err := j.awaitServices(jobCtx); err != nil {
+		var se *serviceError
+		switch {
+		case errors.As(err, &se):
+			// What the job runs failed, as a step would.
+			return j.fail(cikit.FailureScript, "%v", err)
+		case jobCtx.Err() != nil && context.Cause(jobCtx) == errTimeout:
+			return j.fail(cikit.FailureTimeout, "timed out after %s while its services started", j.timeout)
+		case jobCtx.Err() != nil:
+			r := j.fail("", "cancelled while its services started")
+			r.State = cikit.JobCancelled
+			return r
+		}
+		return j.fail(cikit.FailureInfrastructure, "services: %v", err)
+	}
+	res := j.runSteps(jobCtx)
+	j.stopServices()
+	return j.finish(ctx, res)
 }
 
 // finish keeps the files of a job whose steps ended as res says: it

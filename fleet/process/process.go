@@ -248,7 +248,7 @@ func (e *Executor) checkSandbox() error {
 		<-copied
 		_ = pr.Close()
 	}()
-	s, err := e.startSandbox(ctx, ws, nil, nil, pw)
+	s, err := e.startSandbox(ctx, &sandboxSpec{ws: ws, out: pw})
 	if err != nil {
 		return err
 	}

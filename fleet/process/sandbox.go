@@ -390,8 +390,9 @@ const (
 // args returns bwrap's arguments for a job in ws that also sees the
 // directories ro, read-only at the same paths, and runs in the image of
 // im (nil: on the host's directories of the plan).
-func (p *sandboxPlan) args(ws string, ro []string, im *imagePlan) ([]string, error) {
+func (p *sandboxPlan) args(sp *sandboxSpec) ([]string, error) {
 	itoa := strconv.Itoa
+	ws, ro, im := sp.ws, sp.ro, sp.im
 	uid, gid := sandboxUID, sandboxUID
 	if im != nil {
 		uid, gid = im.uid, im.gid
@@ -399,10 +400,10 @@ func (p *sandboxPlan) args(ws string, ro []string, im *imagePlan) ([]string, err
 	a := []string{
 		"--unshare-user", "--uid", itoa(uid), "--gid", itoa(gid), "--disable-userns",
 		"--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-		"--hostname", sandboxHostname,
+		"--hostname", cmp.Or(sp.hostname, sandboxHostname),
 		"--die-with-parent", "--new-session",
 	}
-	if !p.network {
+	if !p.network && sp.net == nil {
 		a = append(a, "--unshare-net")
 	}
 	supervisor := []string{"/proc/self/fd/" + itoa(fdExe)}
@@ -460,14 +461,16 @@ func (p *sandboxPlan) args(ws string, ro []string, im *imagePlan) ([]string, err
 		}
 		a = append(a, "--tmpfs", dir)
 	}
-	a = append(a, "--bind", ws, ws)
+	if ws != "" {
+		a = append(a, "--bind", ws, ws)
+	}
 	// After /tmp's tmpfs and the workspace, which could hold them.
 	for _, dir := range ro {
 		a = append(a, "--ro-bind", dir, dir)
 	}
 	a = append(a,
 		"--remount-ro", "/",
-		"--chdir", ws,
+		"--chdir", cmp.Or(ws, "/"),
 		"--info-fd", itoa(fdInfo),
 		"--")
 	return append(append(a, supervisor...), supervisorArg), nil
@@ -513,8 +516,8 @@ func (p *sandboxPlan) planImageHost() (imageHost, error) {
 }
 
 // files returns the contents bwrap puts at /etc/passwd, /etc/group and
-// /etc/hosts.
-func (p *sandboxPlan) files() [3]string {
+// /etc/hosts, which ends with the lines extraHosts.
+func (p *sandboxPlan) files(hostname, extraHosts string) [3]string {
 	passwd := fmt.Sprintf("%s:x:%d:%d:cikit job:%s:/bin/sh\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
 		sandboxUser, sandboxUID, sandboxUID, sandboxHome)
 	group := fmt.Sprintf("%s:x:%d:\nnogroup:x:65534:\n", sandboxUser, sandboxUID)
@@ -528,7 +531,7 @@ func (p *sandboxPlan) files() [3]string {
 			}
 		}
 	}
-	hosts += "127.0.1.1\t" + sandboxHostname + "\n"
+	hosts += "127.0.1.1\t" + cmp.Or(hostname, sandboxHostname) + "\n" + extraHosts
 	return [3]string{passwd, group, hosts}
 }
 
@@ -666,23 +669,49 @@ type sandboxJob struct {
 	conn     net.Conn
 	enc      *json.Encoder
 	stderr   *prefixBuffer
-	lastID   int
 
-	reports    chan supervisorReport
-	readErr    error // why reports was closed; read after it is
+	// Steps may run at once (a service and its health checks): each
+	// run waits on the channel of its step's ID, to which read passes
+	// the step's one report.
+	mu      sync.Mutex // guards lastID and waiting; serializes requests
+	lastID  int
+	waiting map[int]chan supervisorReport
+
+	ready      chan struct{} // closed at the supervisor's ready report
+	expired    chan struct{} // closed at its expired report
+	readErr    error         // why the reports ended; read after readerDone
 	stop       chan struct{}
 	readerDone chan struct{}
 }
 
-// startSandbox starts the sandbox of a job whose workspace is ws, which
-// also sees the directories ro read-only, runs in the image of im (nil:
-// none) and whose output goes to out, and returns once its supervisor is
-// ready.
-func (e *Executor) startSandbox(ctx context.Context, ws string, ro []string, im *imagePlan, out *os.File) (*sandboxJob, error) {
+// sandboxSpec is what one sandbox holds beyond what the plan gives
+// every sandbox: a job's, or a service's.
+type sandboxSpec struct {
+	// ws is the directory bound at its own path, where the sandbox
+	// starts; "" for none (a service's sandbox starts at /).
+	ws string
+	// ro are more directories it sees read-only.
+	ro []string
+	// im is the image it runs in; nil: the host's directories.
+	im *imagePlan
+	// out receives the output of what runs in it.
+	out *os.File
+	// net is the network namespace it joins, a job's with services;
+	// nil: its own, or the host's with Sandbox.Network.
+	net *netns
+	// hostname is its host name, "" for sandboxHostname; hosts are
+	// lines added to its /etc/hosts (the names of a job's services).
+	hostname, hosts string
+}
+
+// startSandbox starts the sandbox sp says and returns once its
+// supervisor is ready.
+func (e *Executor) startSandbox(ctx context.Context, sp *sandboxSpec) (*sandboxJob, error) {
 	p := e.sandbox
+	im, out := sp.im, sp.out
 	s := &sandboxJob{plan: p, grace: e.cfg.Grace, stderr: &prefixBuffer{max: 4 << 10}, prlimit: []string{p.prlimit},
 		notFound: " in the sandbox; is its directory in Config.Sandbox.ReadOnly?"}
-	args, err := p.args(ws, ro, im)
+	args, err := p.args(sp)
 	if err != nil {
 		return nil, err
 	}
@@ -726,7 +755,7 @@ func (e *Executor) startSandbox(ctx context.Context, ws string, ro []string, im 
 	}
 	closers = append(closers, infoR, infoW)
 	files := []*os.File{theirs, out, exe, infoW}
-	for _, content := range p.files() {
+	for _, content := range p.files(sp.hostname, sp.hosts) {
 		r, w, err := os.Pipe()
 		if err != nil {
 			return nil, err
@@ -741,6 +770,9 @@ func (e *Executor) startSandbox(ctx context.Context, ws string, ro []string, im 
 	}
 
 	s.cmd = exec.Command(p.bwrap, args...)
+	// Wait returns even if a process of the sandbox that outlived
+	// bwrap holds its stderr.
+	s.cmd.WaitDelay = killWait
 	s.cmd.Env = []string{supervisorEnv + "=1"}
 	s.cmd.Dir = "/"
 	s.cmd.Stderr = s.stderr
@@ -759,7 +791,11 @@ func (e *Executor) startSandbox(ctx context.Context, ws string, ro []string, im 
 		}
 		s.cmd.SysProcAttr.UseCgroupFD, s.cmd.SysProcAttr.CgroupFD = true, int(s.cgroup.fd.Fd())
 	}
-	if err := s.cmd.Start(); err != nil {
+	start := s.cmd.Start
+	if sp.net != nil {
+		start = func() error { return sp.net.do(s.cmd.Start) }
+	}
+	if err := start(); err != nil {
 		if s.cgroup != nil {
 			s.cgroup.remove()
 		}
@@ -803,7 +839,8 @@ func (e *Executor) startSandbox(ctx context.Context, ws string, ro []string, im 
 // up to timeout for its first, which must say it is ready.
 func (s *sandboxJob) awaitReady(ctx context.Context, timeout time.Duration) error {
 	s.enc = json.NewEncoder(s.conn)
-	s.reports = make(chan supervisorReport)
+	s.waiting = map[int]chan supervisorReport{}
+	s.ready, s.expired = make(chan struct{}), make(chan struct{})
 	s.stop = make(chan struct{})
 	s.readerDone = make(chan struct{})
 	go s.read()
@@ -811,13 +848,9 @@ func (s *sandboxJob) awaitReady(ctx context.Context, timeout time.Duration) erro
 	ready := time.NewTimer(timeout)
 	defer ready.Stop()
 	select {
-	case r, ok := <-s.reports:
-		if !ok {
-			return s.readErr
-		}
-		if !r.Ready {
-			return errors.New("the supervisor did not start with a ready report")
-		}
+	case <-s.ready:
+	case <-s.readerDone:
+		return s.readErr
 	case <-ready.C:
 		return errors.New("the supervisor did not start in time")
 	case <-ctx.Done():
@@ -854,19 +887,36 @@ func (s *sandboxJob) said() string {
 // the supervisor sends is as untrusted as the job: lines are bounded.
 func (s *sandboxJob) read() {
 	defer close(s.readerDone)
-	defer close(s.reports)
 	sc := bufio.NewScanner(s.conn)
 	sc.Buffer(make([]byte, 0, 4<<10), 64<<10)
+	first, expired := true, false
 	for sc.Scan() {
 		var r supervisorReport
 		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
 			s.readErr = fmt.Errorf("unreadable report from the sandbox's supervisor: %w", err)
 			return
 		}
-		select {
-		case s.reports <- r:
-		case <-s.stop:
-			return
+		switch {
+		case first:
+			if !r.Ready {
+				s.readErr = errors.New("the supervisor did not start with a ready report")
+				return
+			}
+			first = false
+			close(s.ready)
+		case r.Expired:
+			if !expired {
+				expired = true
+				close(s.expired)
+			}
+		default:
+			s.mu.Lock()
+			c := s.waiting[r.ID]
+			delete(s.waiting, r.ID)
+			s.mu.Unlock()
+			if c != nil {
+				c <- r // buffered: a step has one report
+			}
 		}
 	}
 	s.readErr = sc.Err()
@@ -877,6 +927,8 @@ func (s *sandboxJob) read() {
 }
 
 func (s *sandboxJob) request(r supervisorRequest) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	if err := s.enc.Encode(r); err != nil {
 		return fmt.Errorf("the sandbox's supervisor ended: %w", err)
 	}
@@ -885,10 +937,33 @@ func (s *sandboxJob) request(r supervisorRequest) error {
 
 // run runs argv in the sandbox; see jobProcs.
 func (s *sandboxJob) run(ctx context.Context, argv []string, dir string, env []string) (stepExit, error) {
+	s.mu.Lock()
 	s.lastID++
 	id := s.lastID
+	reported := make(chan supervisorReport, 1)
+	s.waiting[id] = reported
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.waiting, id)
+		s.mu.Unlock()
+	}()
 	if err := s.request(supervisorRequest{ID: id, Argv: s.plan.wrap(s.prlimit, argv), Env: env, Dir: dir}); err != nil {
 		return stepExit{code: -1}, err
+	}
+	// read passes reports on in the supervisor's order: a report of the
+	// step's that came before the end of the reports is taken first.
+	ended := func(r supervisorReport) stepExit {
+		return stepExit{code: r.Code, signal: syscall.Signal(r.Signal), tasks: r.Tasks}
+	}
+	reportOf := func(r supervisorReport) (stepExit, error) {
+		switch {
+		case r.NotFound:
+			return stepExit{code: -1}, errors.New(r.Err + s.notFound)
+		case r.Err != "":
+			return stepExit{code: -1}, errors.New(r.Err)
+		}
+		return ended(r), nil
 	}
 	done := ctx.Done()
 	// After the grace period, SIGKILL; killWait later, the supervisor
@@ -907,21 +982,27 @@ func (s *sandboxJob) run(ctx context.Context, argv []string, dir string, env []s
 	for {
 		var err error
 		select {
-		case r, ok := <-s.reports:
-			if !ok {
-				return stepExit{code: -1}, fmt.Errorf("%w%s", s.readErr, s.said())
+		case r := <-reported:
+			return reportOf(r)
+		case <-s.expired:
+			select {
+			case r := <-reported:
+				return reportOf(r)
+			default:
 			}
-			switch {
-			case r.Expired:
+			return stepExit{code: -1}, errLeaseExpired
+		case <-s.readerDone:
+			select {
+			case r := <-reported:
+				return reportOf(r)
+			default:
+			}
+			select {
+			case <-s.expired:
 				return stepExit{code: -1}, errLeaseExpired
-			case r.ID != id:
-			case r.NotFound:
-				return stepExit{code: -1}, errors.New(r.Err + s.notFound)
-			case r.Err != "":
-				return stepExit{code: -1}, errors.New(r.Err)
-			case r.Exited:
-				return stepExit{code: r.Code, signal: syscall.Signal(r.Signal), tasks: r.Tasks}, nil
+			default:
 			}
+			return stepExit{code: -1}, fmt.Errorf("%w%s", s.readErr, s.said())
 		case <-done:
 			done = nil
 			err = send(syscall.SIGTERM, s.grace)
@@ -968,10 +1049,18 @@ func (s *sandboxJob) end(warn func(msg string, args ...any)) {
 	s.close()
 }
 
-// abort ends a sandbox that did not finish starting.
+// abort ends a sandbox that did not finish starting. Before bwrap has
+// said which process is the sandbox's pid 1, that process is found as
+// bwrap's child: killed before it has its namespaces set up, bwrap would
+// leave it waiting for them forever, holding the stderr pipe that Wait
+// reads to its end.
 func (s *sandboxJob) abort() {
 	if s.init != nil {
 		_ = s.init.Kill()
+	} else {
+		for _, pid := range childrenOf(s.cmd.Process.Pid) {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 	_ = s.cmd.Process.Kill()
 	_ = s.cmd.Wait()
@@ -1030,4 +1119,20 @@ func (p *prefixBuffer) String() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return string(p.b)
+}
+
+// childrenOf returns the pids of the children of process pid, as
+// /proc/<pid>/task/<pid>/children lists them; none when it cannot be read.
+func childrenOf(pid int) []int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+	if err != nil {
+		return nil
+	}
+	var pids []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, n)
+		}
+	}
+	return pids
 }

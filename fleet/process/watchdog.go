@@ -86,24 +86,22 @@ var errLeaseExpired = errors.New("the job's lease was not renewed in time: its s
 // syscall does not name.
 const prSetChildSubreaper = 36
 
-// startProcs starts the supervisor of a job whose workspace is ws and
-// whose output goes to out: in a sandbox, which also shows the
-// directories ro read-only and runs in the image of im (nil: none), or
-// beside the job without one.
+// startProcs starts the supervisor of a job: in the sandbox sp says, or,
+// without a sandbox, beside the job, its output going to sp.out.
 // With a lease, the supervisor has its deadline before startProcs
 // returns, and every renewal after.
-func (e *Executor) startProcs(ctx context.Context, ws string, ro []string, im *imagePlan, out *os.File, lease *LeaseDeadline) (jobProcs, error) {
+func (e *Executor) startProcs(ctx context.Context, sp *sandboxSpec, lease *LeaseDeadline) (jobProcs, error) {
 	var s *sandboxJob
 	var err error
 	var procs jobProcs
 	if e.sandbox == nil {
 		var p *plainSupervised
-		p, err = e.startPlain(ctx, out)
+		p, err = e.startPlain(ctx, sp.out)
 		if p != nil {
 			s, procs = p.sandboxJob, p
 		}
 	} else {
-		s, err = e.startSandbox(ctx, ws, ro, im, out)
+		s, err = e.startSandbox(ctx, sp)
 		procs = s
 	}
 	if err != nil {

@@ -47,7 +47,7 @@ func TestWatchdogKillsWithoutTheExecutor(t *testing.T) {
 			go func() { _, _ = io.Copy(io.Discard, pr) }()
 
 			lease := NewLeaseDeadline(time.Now().Add(time.Hour))
-			procs, err := e.startProcs(context.Background(), ws, nil, nil, pw, lease)
+			procs, err := e.startProcs(context.Background(), &sandboxSpec{ws: ws, out: pw}, lease)
 			require.NoError(t, err)
 			w := procs.(*watched)
 			var s *sandboxJob
@@ -73,11 +73,12 @@ func TestWatchdogKillsWithoutTheExecutor(t *testing.T) {
 					len(proctest.Running("sleep", escaped)) == 0 && len(proctest.Running("sleep", fg)) == 0
 			}, 20*time.Second, 5*time.Millisecond, "the supervisor kills the job and ends")
 			// What the executor reads once it can: the expiry, and the end.
-			r, ok := <-s.reports
-			require.True(t, ok)
-			require.Equal(t, supervisorReport{Expired: true}, r)
-			_, ok = <-s.reports
-			require.False(t, ok)
+			<-s.readerDone
+			select {
+			case <-s.expired:
+			default:
+				t.Fatal("the supervisor ended without reporting the expiry")
+			}
 		})
 	}
 }
