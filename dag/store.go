@@ -380,10 +380,10 @@ type JobCompleteParams struct {
 
 // JobResult is what an executor reported about a job's attempt beyond how
 // it ended: what the dependent jobs read (outputs), what people read
-// (annotations, the commit, the names of the environment variables the
-// steps saw) and how long the checkout took. It is stored as given;
-// whoever accepts it from a runner bounds it (cikit.MaxOutputsBytes,
-// cikit.MaxAnnotations).
+// (annotations, the commit, the image it ran in, the names of the
+// environment variables the steps saw) and how long the checkout took.
+// It is stored as given; whoever accepts it from a runner bounds it
+// (cikit.MaxOutputsBytes, cikit.MaxAnnotations).
 type JobResult struct {
 	// Outputs are the job's outputs (JobSpec.Outputs, evaluated at the
 	// job's end), which the jobs that need it read.
@@ -400,6 +400,12 @@ type JobResult struct {
 	EnvNames []string `json:"env_names,omitempty"`
 	// Caches are how the job's caches were restored and saved.
 	Caches []cikit.CacheReport `json:"caches,omitempty"`
+	// ImageRef is the image the job ran in as it was asked for, such as
+	// "alpine:3.19", and ImageDigest the digest ("sha256:…") that
+	// reference resolved to: what the job ran on, to run it again on the
+	// same. Both are "" for a job that ran on its runner's host.
+	ImageRef    string `json:"image,omitempty"`
+	ImageDigest string `json:"image_digest,omitempty"`
 }
 
 // Clone returns a deep copy of r; nil for nil.

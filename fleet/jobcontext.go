@@ -11,7 +11,10 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 	"unicode/utf8"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
@@ -207,6 +210,8 @@ const (
 	// of a job's environment.
 	maxEnvNames     = 4096
 	maxEnvNameBytes = 256
+	// maxImageRefBytes bounds the reference of the image a job ran in.
+	maxImageRefBytes = 512
 )
 
 // fieldError is a completion's field the server refuses: status is 400,
@@ -242,7 +247,8 @@ func storable(s string) string {
 // result checks the report of a completion and returns it as the store
 // records it; nil when the completion reported nothing.
 func (req *completeRequest) result() (*dag.JobResult, *fieldError) {
-	if len(req.Outputs) == 0 && len(req.Annotations) == 0 && req.Commit == "" && req.CheckoutDurationMS == 0 && len(req.EnvNames) == 0 && len(req.Caches) == 0 {
+	if len(req.Outputs) == 0 && len(req.Annotations) == 0 && req.Commit == "" && req.CheckoutDurationMS == 0 && len(req.EnvNames) == 0 && len(req.Caches) == 0 &&
+		req.ImageRef == "" && req.ImageDigest == "" {
 		return nil, nil
 	}
 	total := 0
@@ -322,8 +328,40 @@ func (req *completeRequest) result() (*dag.JobResult, *fieldError) {
 	if ferr := checkCaches(req.Caches); ferr != nil {
 		return nil, ferr
 	}
+	if ferr := checkImage(req.ImageRef, req.ImageDigest); ferr != nil {
+		return nil, ferr
+	}
 	return &dag.JobResult{Outputs: req.Outputs, Annotations: req.Annotations, Commit: strings.ToLower(req.Commit),
-		CheckoutDuration: time.Duration(req.CheckoutDurationMS) * time.Millisecond, EnvNames: req.EnvNames, Caches: req.Caches}, nil
+		CheckoutDuration: time.Duration(req.CheckoutDurationMS) * time.Millisecond, EnvNames: req.EnvNames, Caches: req.Caches,
+		ImageRef: req.ImageRef, ImageDigest: req.ImageDigest}, nil
+}
+
+// checkImage checks the image a completion says its job ran in: ref, as
+// the job asked for it, at most maxImageRefBytes of UTF-8 without control
+// characters, and digest an OCI digest, "sha256:" and 64 lowercase hex
+// digits. Either may be empty.
+func checkImage(ref, digest string) *fieldError {
+	if len(ref) > maxImageRefBytes {
+		return tooLarge("image", "the reference is %d bytes; at most %d are allowed", len(ref), maxImageRefBytes)
+	}
+	if why := storable(ref); why != "" {
+		return invalid("image", "the reference %s", why)
+	}
+	if i := strings.IndexFunc(ref, unicode.IsControl); i >= 0 {
+		return invalid("image", "the reference %.80q holds a control character at byte %d", ref, i)
+	}
+	if digest == "" {
+		return nil
+	}
+	h, err := v1.NewHash(digest)
+	if err == nil && h.Algorithm != "sha256" {
+		// The images a runner pulls are addressed by SHA-256 alone.
+		err = fmt.Errorf("the algorithm is %s", h.Algorithm)
+	}
+	if err != nil {
+		return invalid("image_digest", "%.80q is not an OCI digest, sha256:<64 lowercase hex digits>: %v", digest, err)
+	}
+	return nil
 }
 
 // ErrFetchRefused is the error of Server.AuthorizeFetch for a token that

@@ -50,6 +50,7 @@ func TestClaimCarriesTheJobContext(t *testing.T) {
 			ctx := context.Background()
 			rc := &cikit.RunContext{Provider: "gitlab", Repository: "acme/platform/api", Event: "merge_request_event",
 				SHA: "89abcdef0123456789abcdef0123456789abcdef", PRNumber: 12, Inputs: map[string]string{"DEPLOY": "no"}}
+			digest := "sha256:" + strings.Repeat("4f2a9c1e", 8)
 			step := []cikit.Step{{Run: "true"}}
 			run, err := b.jobs.RunCreate(ctx, &dag.RunCreateParams{Context: rc, Jobs: []*cikit.JobSpec{
 				{ID: "a", Steps: step}, {ID: "lint", Steps: step, AllowFailure: true},
@@ -71,7 +72,8 @@ func TestClaimCarriesTheJobContext(t *testing.T) {
 				require.Equal(t, c.Token, jc.Source.Token, "the minter is given the job's token")
 				body := map[string]any{"result": "succeeded", "outputs": map[string]string{"from": c.JobID},
 					"annotations": []cikit.Annotation{{Level: "warning", Message: "careful", File: "a.go", Line: 1}},
-					"commit":      strings.ToUpper(rc.SHA), "checkout_duration_ms": 250, "env_names": []string{"CI", "CI_COMMIT_SHA"}}
+					"commit":      strings.ToUpper(rc.SHA), "checkout_duration_ms": 250, "env_names": []string{"CI", "CI_COMMIT_SHA"},
+					"image": "alpine:3.19", "image_digest": digest}
 				if c.JobID == "lint" {
 					body["result"], body["exit_code"] = "failed", 1
 				}
@@ -83,7 +85,8 @@ func TestClaimCarriesTheJobContext(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, &dag.JobResult{Outputs: map[string]string{"from": "a"},
 				Annotations: []cikit.Annotation{{Level: "warning", Message: "careful", File: "a.go", Line: 1}},
-				Commit:      rc.SHA, CheckoutDuration: 250e6, EnvNames: []string{"CI", "CI_COMMIT_SHA"}}, a.Result,
+				Commit:      rc.SHA, CheckoutDuration: 250e6, EnvNames: []string{"CI", "CI_COMMIT_SHA"},
+				ImageRef: "alpine:3.19", ImageDigest: digest}, a.Result,
 				"the commit is stored in lower case")
 
 			c, jc := b.claimContext(t, runner)
@@ -144,6 +147,17 @@ func TestCompletionReportLimits(t *testing.T) {
 		{"EnvNames", map[string]any{"env_names": envNames}, http.StatusRequestEntityTooLarge, "env_names"},
 		{"EnvNameValue", map[string]any{"env_names": []string{"A=1"}}, http.StatusBadRequest, "env_names[0]"},
 		{"EnvNameLength", map[string]any{"env_names": []string{strings.Repeat("A", 257)}}, http.StatusRequestEntityTooLarge, "env_names[0]"},
+		{"ImageDigestShort", map[string]any{"image_digest": "sha256:4f2a9c1e"}, http.StatusBadRequest, "image_digest"},
+		{"ImageDigestNoAlgorithm", map[string]any{"image_digest": strings.Repeat("ab", 32)}, http.StatusBadRequest, "image_digest"},
+		{"ImageDigestAlgorithm", map[string]any{"image_digest": "sha512:" + strings.Repeat("ab", 64)}, http.StatusBadRequest, "image_digest"},
+		{"ImageDigestUpperCase", map[string]any{"image_digest": "sha256:" + strings.Repeat("AB", 32)}, http.StatusBadRequest, "image_digest"},
+		{"ImageDigestOfRef", map[string]any{"image": "alpine:3.19", "image_digest": "alpine:3.19"}, http.StatusBadRequest, "image_digest"},
+		{"ImageRefLength", map[string]any{"image": "registry.example/" + strings.Repeat("a", 512-len("registry.example/")) + "x"},
+			http.StatusRequestEntityTooLarge, "image"},
+		{"ImageRefNewline", map[string]any{"image": "alpine:3.19\nforged: line"}, http.StatusBadRequest, "image"},
+		{"ImageRefEscape", map[string]any{"image": "alpine\x1b[31m:3.19"}, http.StatusBadRequest, "image"},
+		{"ImageRefC1Control", map[string]any{"image": "alpine\u009b:3.19"}, http.StatusBadRequest, "image"},
+		{"ImageRefNUL", map[string]any{"image": "alpine\x00:3.19"}, http.StatusBadRequest, "image"},
 	} {
 		tc.report["result"] = "succeeded"
 		status, out := b.call(t, http.MethodPost, jobPath(c, "complete"), c.Token, tc.report)
@@ -169,11 +183,19 @@ func TestCompletionReportLimits(t *testing.T) {
 	for i := range cikit.MaxOutputsBytes/cikit.MaxOutputValueBytes - 1 {
 		most[fmt.Sprint("o", i)] = big
 	}
-	status, out := b.call(t, http.MethodPost, jobPath(c, "complete"), c.Token, map[string]any{"result": "succeeded", "outputs": most})
-	require.Equal(t, http.StatusOK, status, "outputs within the limits: %v", out)
+	// An image reference at its limit, of a registry with a port, pinned
+	// to its digest.
+	digest := "sha256:" + strings.Repeat("0123456789abcdef", 4)
+	ref := "registry.example:5000/" + strings.Repeat("a", 512-len("registry.example:5000/@")-len(digest)) + "@" + digest
+	require.Len(t, ref, 512)
+	status, out := b.call(t, http.MethodPost, jobPath(c, "complete"), c.Token, map[string]any{"result": "succeeded", "outputs": most,
+		"image": ref, "image_digest": digest})
+	require.Equal(t, http.StatusOK, status, "a report within the limits: %v", out)
 	j, err = b.jobs.JobGet(context.Background(), runID, "build")
 	require.NoError(t, err)
 	require.Equal(t, most, j.Result.Outputs)
+	require.Equal(t, ref, j.Result.ImageRef)
+	require.Equal(t, digest, j.Result.ImageDigest)
 }
 
 // TestClaimFailsAJobWhoseContextIsTooLarge: a job needing jobs whose

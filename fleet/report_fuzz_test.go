@@ -4,7 +4,10 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/artifacts"
@@ -24,6 +27,8 @@ func FuzzCompleteReport(f *testing.F) {
 	f.Add([]byte(`{"annotations":[{"level":"fatal"}]}`))
 	f.Add([]byte(`{"env_names":["A=B"],"commit":"zz"}`))
 	f.Add([]byte(`{"caches":[{"key":"go-1","hit":true,"matched_key":"go-","size":3,"note":"n"},{"key":"\u0000","size":-1}]}`))
+	f.Add([]byte(`{"image":"alpine:3.19","image_digest":"sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}`))
+	f.Add([]byte(`{"image":"a\u001b[0m","image_digest":"sha256:ABCDEF"}`))
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var req completeRequest
 		if json.Unmarshal(body, &req) != nil {
@@ -71,6 +76,14 @@ func FuzzCompleteReport(f *testing.F) {
 		}
 		if r.CheckoutDuration < 0 {
 			t.Fatalf("negative checkout duration accepted")
+		}
+		if len(r.ImageRef) > maxImageRefBytes || !ok(r.ImageRef) || strings.IndexFunc(r.ImageRef, unicode.IsControl) >= 0 {
+			t.Fatalf("image reference %q accepted", r.ImageRef)
+		}
+		if r.ImageDigest != "" {
+			if h, err := v1.NewHash(r.ImageDigest); err != nil || h.Algorithm != "sha256" {
+				t.Fatalf("image digest %q accepted: %v", r.ImageDigest, err)
+			}
 		}
 	})
 }

@@ -570,6 +570,8 @@ type completeRequest struct {
 	CheckoutDurationMS int64               `json:"checkout_duration_ms"`
 	EnvNames           []string            `json:"env_names"`
 	Caches             []cikit.CacheReport `json:"caches"`
+	ImageRef           string              `json:"image"`
+	ImageDigest        string              `json:"image_digest"`
 }
 
 type stateResponse struct {

@@ -3,6 +3,7 @@ package dagtest
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +15,7 @@ import (
 )
 
 // exerciseResults covers the run's context and the results jobs report
-// with their completions.
+// with their completions, the image a job ran on among them.
 func exerciseResults(t *testing.T, factory Factory) {
 	t.Run("RunContext", func(t *testing.T) {
 		t.Parallel()
@@ -67,7 +68,8 @@ func exerciseResults(t *testing.T, factory Factory) {
 			return &dag.JobResult{Outputs: map[string]string{"version": "1.2." + commit[:1], "multi": "a\nb"},
 				Annotations:      []cikit.Annotation{{Level: "error", Message: "boom", File: "main.go", Line: 3, Step: "test"}},
 				Commit:           commit + "000000000000000000000000000000000000000"[:40-len(commit)],
-				CheckoutDuration: 1500 * time.Millisecond, EnvNames: []string{"CI", "GITHUB_SHA"}}
+				CheckoutDuration: 1500 * time.Millisecond, EnvNames: []string{"CI", "GITHUB_SHA"},
+				ImageRef: "registry.example:5000/acme/build:" + commit, ImageDigest: "sha256:" + strings.Repeat(commit, 64)}
 		}
 		complete := func(job string, attempt int, outcome cikit.JobState, class cikit.FailureClass, r *dag.JobResult) *dag.TransitionResult {
 			t.Helper()
@@ -138,7 +140,8 @@ func exerciseResults(t *testing.T, factory Factory) {
 		ctx := context.Background()
 		step := []cikit.Step{{Name: "true", Run: "true"}}
 		b := setup(t, factory, []*cikit.JobSpec{{ID: "flaky", Steps: step}, {ID: "after", Needs: []string{"flaky"}, Steps: step}})
-		r := &dag.JobResult{Commit: "0123456789abcdef0123456789abcdef01234567", EnvNames: []string{"CI"}}
+		r := &dag.JobResult{Commit: "0123456789abcdef0123456789abcdef01234567", EnvNames: []string{"CI"},
+			ImageRef: "alpine:3.19", ImageDigest: "sha256:" + strings.Repeat("0a", 32)}
 		res, err := b.store.JobApply(ctx, []*dag.JobEvent{
 			{Kind: dag.EventQueue, RunID: b.run.ID, JobID: "flaky", Attempt: 1},
 			{Kind: dag.EventStart, RunID: b.run.ID, JobID: "flaky", Attempt: 1},

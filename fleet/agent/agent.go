@@ -74,6 +74,12 @@ type Result struct {
 	EnvNames []string
 	// Caches are how the job's caches were restored and saved.
 	Caches []cikit.CacheReport
+	// ImageRef is the image the job ran in as it was asked for, such as
+	// "alpine:3.19", and ImageDigest the digest it resolved to, an OCI
+	// digest "sha256:<64 hex>" (the server refuses another form); empty
+	// for a job that ran on the host.
+	ImageRef    string
+	ImageDigest string
 }
 
 // Config configures an Agent. Server, Executor and either
@@ -350,7 +356,7 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 	}
 	comp := &completion{Result: res.State, ExitCode: res.ExitCode, FailureClass: res.FailureClass, Reason: res.Reason, Log: totals,
 		Outputs: res.Outputs, Annotations: res.Annotations, Commit: res.Commit, CheckoutDurationMS: res.CheckoutDuration.Milliseconds(),
-		EnvNames: res.EnvNames, Caches: res.Caches}
+		EnvNames: res.EnvNames, Caches: res.Caches, ImageRef: res.ImageRef, ImageDigest: res.ImageDigest}
 	if errors.Is(cause, errCancelRequested) {
 		comp.Result, comp.FailureClass, comp.Reason = cikit.JobCancelled, "", "cancelled on request"
 	}

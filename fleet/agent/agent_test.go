@@ -552,8 +552,8 @@ func TestAgentFailsATruncatedLog(t *testing.T) {
 // TestAgentPassesTheJobContextAndReportsTheResult: the executor is given
 // the run's context, the source the server minted and the outputs of the
 // jobs needed; what it reports (outputs, annotations, commit, checkout
-// duration, env names) is stored with the job and reaches the job that
-// needs it. The job token fetches the run's repository while its attempt
+// duration, env names, the image and its digest) is stored with the job,
+// and its outputs reach the job that needs it. The job token fetches the run's repository while its attempt
 // runs, and nothing else.
 func TestAgentPassesTheJobContextAndReportsTheResult(t *testing.T) {
 	t.Parallel()
@@ -600,7 +600,8 @@ func TestAgentPassesTheJobContextAndReportsTheResult(t *testing.T) {
 
 	report := agent.Result{State: cikit.JobSucceeded, Outputs: map[string]string{"x": "42", "multi": "a\nb"},
 		Annotations: []cikit.Annotation{{Level: "error", Message: "broken", File: "main.go", Line: 7, Step: "test"}},
-		Commit:      rc.SHA, CheckoutDuration: 1500 * time.Millisecond, EnvNames: []string{"CI", "GITHUB_SHA"}}
+		Commit:      rc.SHA, CheckoutDuration: 1500 * time.Millisecond, EnvNames: []string{"CI", "GITHUB_SHA"},
+		ImageRef: "alpine:3.19", ImageDigest: "sha256:" + strings.Repeat("c0ffee42", 8)}
 	e.exec.release <- report
 	jc = <-e.exec.contexts
 	<-e.exec.started
@@ -609,7 +610,7 @@ func TestAgentPassesTheJobContextAndReportsTheResult(t *testing.T) {
 	a, err := e.jobs.JobGet(ctx, run.ID, "a")
 	require.NoError(t, err)
 	require.Equal(t, &dag.JobResult{Outputs: report.Outputs, Annotations: report.Annotations, Commit: rc.SHA,
-		CheckoutDuration: report.CheckoutDuration, EnvNames: report.EnvNames}, a.Result)
+		CheckoutDuration: report.CheckoutDuration, EnvNames: report.EnvNames, ImageRef: report.ImageRef, ImageDigest: report.ImageDigest}, a.Result)
 	_, err = e.server.AuthorizeFetch(ctx, ref.Token, "acme/api")
 	require.ErrorIs(t, err, fleet.ErrFetchRefused, "a's attempt has ended: its token fetches no more")
 
@@ -639,5 +640,23 @@ func TestAgentReportsARefusedReportAsAFailure(t *testing.T) {
 	j := e.job(t, runID)
 	require.Contains(t, j.Reason, "the server refused the job's report")
 	require.Contains(t, j.Reason, "outputs.big")
+	require.Nil(t, j.Result)
+}
+
+// TestAgentReportsARefusedImageDigestAsAFailure: a report of nothing but
+// an image whose digest is not sha256:<64 hex> is refused too, and the
+// job fails naming the field rather than being left to its lease.
+func TestAgentReportsARefusedImageDigestAsAFailure(t *testing.T) {
+	t.Parallel()
+	e := setup(t, longTTL)
+	e.start(t, time.Second)
+	runID := e.newRun(t)
+	<-e.exec.contexts
+	<-e.exec.started
+	e.exec.release <- agent.Result{State: cikit.JobSucceeded, ImageRef: "alpine:3.19", ImageDigest: "sha256:c0ffee"}
+	waitState(t, e, runID, cikit.JobFailed)
+	j := e.job(t, runID)
+	require.Contains(t, j.Reason, "the server refused the job's report")
+	require.Contains(t, j.Reason, "image_digest")
 	require.Nil(t, j.Result)
 }

@@ -105,11 +105,14 @@ type completion struct {
 	CheckoutDurationMS int64               `json:"checkout_duration_ms,omitempty"`
 	EnvNames           []string            `json:"env_names,omitempty"`
 	Caches             []cikit.CacheReport `json:"caches,omitempty"`
+	ImageRef           string              `json:"image,omitempty"`
+	ImageDigest        string              `json:"image_digest,omitempty"`
 }
 
 // reports reports whether c carries a report beyond how the job ended.
 func (c *completion) reports() bool {
-	return len(c.Outputs) > 0 || len(c.Annotations) > 0 || c.Commit != "" || c.CheckoutDurationMS != 0 || len(c.EnvNames) > 0 || len(c.Caches) > 0
+	return len(c.Outputs) > 0 || len(c.Annotations) > 0 || c.Commit != "" || c.CheckoutDurationMS != 0 || len(c.EnvNames) > 0 || len(c.Caches) > 0 ||
+		c.ImageRef != "" || c.ImageDigest != ""
 }
 
 type logTotals struct {

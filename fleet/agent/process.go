@@ -16,5 +16,6 @@ type ProcessExecutor struct {
 func (p ProcessExecutor) Run(ctx context.Context, job process.Job) Result {
 	r := p.Executor.RunJob(ctx, job)
 	return Result{State: r.State, ExitCode: r.ExitCode, Reason: r.Reason, FailureClass: r.FailureClass,
-		Outputs: r.Outputs, Annotations: r.Annotations, Commit: r.Commit, CheckoutDuration: r.CheckoutDuration, EnvNames: r.EnvNames, Caches: r.Caches}
+		Outputs: r.Outputs, Annotations: r.Annotations, Commit: r.Commit, CheckoutDuration: r.CheckoutDuration, EnvNames: r.EnvNames, Caches: r.Caches,
+		ImageRef: r.ImageRef, ImageDigest: r.ImageDigest}
 }

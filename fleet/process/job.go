@@ -224,7 +224,7 @@ func (j *jobRun) run(ctx context.Context) Result {
 		return res
 	}
 	if img := j.job.Image; img != nil {
-		j.res.ImageDigest = img.Digest
+		j.res.ImageRef, j.res.ImageDigest = img.Ref, img.Digest
 		if e.sandbox == nil {
 			return j.fail(cikit.FailureInfrastructure, "%v", errImageUnsandboxed)
 		}

@@ -332,8 +332,11 @@ type Result struct {
 	EnvNames []string
 	// Caches are how the job's caches were restored and saved.
 	Caches []cikit.CacheReport
-	// ImageDigest is the digest of the image the job ran in
-	// (Job.Image.Digest); empty for a job on the host.
+	// ImageRef and ImageDigest name the image the job ran in: the
+	// reference asked for, such as "alpine:3.19" (Job.Image.Ref), and the
+	// digest it resolved to (Job.Image.Digest); empty for a job on the
+	// host.
+	ImageRef    string
 	ImageDigest string
 }
 

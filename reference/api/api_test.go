@@ -497,8 +497,8 @@ func TestManualMounted(t *testing.T) {
 
 // TestRunContextAndJobResults: a run shows its context without the
 // event's payload, and a job that ended with a report its commit,
-// checkout duration, annotations, outputs and env names; a job without
-// one shows none of them.
+// checkout duration, annotations, outputs, env names and the image it ran
+// in with its digest; a job without one shows none of them.
 func TestRunContextAndJobResults(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, api.Config{})
@@ -507,13 +507,14 @@ func TestRunContextAndJobResults(t *testing.T) {
 		RefType: "branch", SHA: "0123456789abcdef0123456789abcdef01234567", Actor: "octocat", Payload: []byte(`{"secret":"payload"}`)}
 	run, err := f.store.RunCreate(ctx, &dag.RunCreateParams{Jobs: fanOut(), Pipeline: "acme/api:.cikit.yml", Branch: "main", Context: rc})
 	require.NoError(t, err)
+	digest := "sha256:" + strings.Repeat("ab12cd34", 8)
 	f.start(t, run, "build", "runner-7", 0, 1)
 	j, err := f.store.JobGet(ctx, run.ID, "build")
 	require.NoError(t, err)
 	_, err = f.store.JobComplete(ctx, &dag.JobCompleteParams{RunID: run.ID, JobID: "build", Attempt: j.Attempt, Outcome: cikit.JobSucceeded,
 		Result: &dag.JobResult{Outputs: map[string]string{"version": "1.2.3"}, Commit: rc.SHA, CheckoutDuration: 1500 * time.Millisecond,
 			Annotations: []cikit.Annotation{{Level: "warning", Message: "deprecated call", File: "main.go", Line: 12, Step: "vet"}},
-			EnvNames:    []string{"CI", "GITHUB_SHA"}}})
+			EnvNames:    []string{"CI", "GITHUB_SHA"}, ImageRef: "alpine:3.19", ImageDigest: digest}})
 	require.NoError(t, err)
 
 	rec := f.do(t, "GET", "/api/v1/runs/"+run.ID)
@@ -529,13 +530,19 @@ func TestRunContextAndJobResults(t *testing.T) {
 	require.Equal(t, map[string]string{"version": "1.2.3"}, build.Outputs)
 	require.Equal(t, []cikit.Annotation{{Level: "warning", Message: "deprecated call", File: "main.go", Line: 12, Step: "vet"}}, build.Annotations)
 	require.Equal(t, []string{"CI", "GITHUB_SHA"}, build.EnvNames)
+	var fields struct {
+		Jobs []map[string]any `json:"jobs"`
+	}
+	require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &fields))
+	require.Equal(t, "alpine:3.19", fields.Jobs[0]["image"], "the image as the job asked for it")
+	require.Equal(t, digest, fields.Jobs[0]["image_digest"], "the digest it ran on")
 
 	h := decode[api.JobHistory](t, f.do(t, "GET", "/api/v1/runs/"+run.ID+"/jobs/build"), http.StatusOK)
 	require.Equal(t, build, h.JobDetail, "the job's own page shows the same")
 
 	var raw map[string]any
 	require.NoError(t, json.Unmarshal(f.do(t, "GET", "/api/v1/runs/"+run.ID+"/jobs/unit").Body.Bytes(), &raw))
-	for _, k := range []string{"commit", "checkout_duration_ns", "annotations", "outputs", "env_names"} {
+	for _, k := range []string{"commit", "checkout_duration_ns", "annotations", "outputs", "env_names", "image", "image_digest"} {
 		require.NotContains(t, raw, k, "a job that has not ended shows no %s", k)
 	}
 }

@@ -116,6 +116,12 @@ type JobDetail struct {
 	// nothing or has not ended.
 	Commit           string        `json:"commit,omitempty"`
 	CheckoutDuration time.Duration `json:"checkout_duration_ns,omitempty"`
+	// ImageRef is the image the attempt ran in as the job asked for it,
+	// such as "alpine:3.19", and ImageDigest the digest ("sha256:…")
+	// it ran on; absent for a job on its runner's host or one that has
+	// not ended.
+	ImageRef    string `json:"image,omitempty"`
+	ImageDigest string `json:"image_digest,omitempty"`
 	// Annotations are the messages the attempt's steps attached
 	// (::error, ::warning, ::notice), in the order they were written;
 	// absent when there are none.
@@ -234,6 +240,7 @@ func jobDetail(j *dag.Job, r *dag.JobReport, run map[string]*dag.Job, critical b
 	if res := j.Result; res != nil {
 		d.Commit, d.CheckoutDuration, d.Outputs = res.Commit, res.CheckoutDuration, res.Outputs
 		d.Annotations, d.EnvNames, d.CacheResults = res.Annotations, res.EnvNames, res.Caches
+		d.ImageRef, d.ImageDigest = res.ImageRef, res.ImageDigest
 	}
 	if d.Name == "" {
 		d.Name = j.ID()

@@ -471,7 +471,8 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 			// expanded matrix's placeholder merges its variants'.
 			return dag.Outcome{State: res.State, ExitCode: res.ExitCode, Reason: res.Reason, FailureClass: res.FailureClass,
 				Result: &dag.JobResult{Outputs: res.Outputs, Annotations: res.Annotations, Commit: res.Commit,
-					CheckoutDuration: res.CheckoutDuration, EnvNames: res.EnvNames, Caches: res.Caches}}
+					CheckoutDuration: res.CheckoutDuration, EnvNames: res.EnvNames, Caches: res.Caches,
+					ImageRef: res.ImageRef, ImageDigest: res.ImageDigest}}
 		}),
 	})
 	if err != nil {

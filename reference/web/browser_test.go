@@ -313,3 +313,58 @@ func TestRunPageAnnotations(t *testing.T) {
 		t.Errorf("a run without annotations lists %+v (%v)", got, err)
 	}
 }
+
+// TestJobPageShowsTheImage: a job's page shows, beside the commit it
+// checked out, the image it ran in as "reference @ digest", the digest
+// shortened and whole in its tooltip; a reference pinned to its digest
+// names it once, and a job on the host shows no image.
+func TestJobPageShowsTheImage(t *testing.T) {
+	f := newPlatform(t)
+	run := f.create("acme/api:.cikit.yml", &cikit.JobSpec{ID: "build"}, &cikit.JobSpec{ID: "pinned"}, &cikit.JobSpec{ID: "host"})
+	for _, j := range []string{"build", "pinned", "host"} {
+		f.queue(run, j)
+		f.start(run, j)
+	}
+	const commit = "89abcdef0123456789abcdef0123456789abcdef"
+	digest := "sha256:" + strings.Repeat("0123456789abcdef", 4)
+	f.succeedWith(run, "build", &dag.JobResult{Commit: commit, ImageRef: "alpine:3.19", ImageDigest: digest})
+	f.succeedWith(run, "pinned", &dag.JobResult{ImageRef: "registry.example:5000/acme/build@" + digest, ImageDigest: digest})
+	f.succeedWith(run, "host", &dag.JobResult{Commit: commit})
+
+	ctx := browse(t)
+	image := func(p *webtest.Page, want string) {
+		t.Helper()
+		if err := p.WaitText("job-image", want); err != nil {
+			t.Fatal(err)
+		}
+		var got struct {
+			Text  string `json:"text"`
+			Title string `json:"title"`
+		}
+		if err := p.Eval(`(() => { const e = document.querySelector('[data-testid="job-image"]');
+			return {text: e.textContent, title: e.querySelector('[title]')?.title || ''}; })()`, &got); err != nil {
+			t.Fatal(err)
+		}
+		if got.Text != want || got.Title != digest {
+			t.Errorf("the image shows %q with tooltip %q, want %q with %q", got.Text, got.Title, want, digest)
+		}
+	}
+	p := open(t, ctx, webtest.JobURL(f.url, run, "build"))
+	if err := p.WaitText("job-commit", commit); err != nil {
+		t.Fatal(err)
+	}
+	image(p, "alpine:3.19 @ sha256:0123456789ab…")
+	image(open(t, ctx, webtest.JobURL(f.url, run, "pinned")), "registry.example:5000/acme/build @ sha256:0123456789ab…")
+
+	p = open(t, ctx, webtest.JobURL(f.url, run, "host"))
+	if err := p.WaitText("job-commit", commit); err != nil {
+		t.Fatal(err)
+	}
+	var shown bool
+	if err := p.Eval(`document.querySelector('[data-testid="job-image"]') !== null`, &shown); err != nil {
+		t.Fatal(err)
+	}
+	if shown {
+		t.Error("a job on the host shows an image")
+	}
+}

@@ -41,6 +41,7 @@
 // data-job, data-file and data-line), "log", "log-line" (with id "L<n>"
 // and, for a line that had a marker, data-marker), "log-group" and the
 // "log-fold" button of its title line; on a job's page "job-commit",
+// "job-image" (the image it ran in and the digest it ran on),
 // "job-outputs", "job-env-names" and "annotations" (whose items carry
 // data-level) show what its attempt reported.
 package web

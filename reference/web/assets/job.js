@@ -26,6 +26,22 @@ function artifactLine(a) {
     ` · ${bytes(a.size)} · sha256 ${a.sha256.slice(0, 12)}…${a.expires_at ? ' · expires ' + new Date(a.expires_at).toLocaleDateString() : ''}`);
 }
 
+/**
+ * imageLine names the image a job ran in: its reference as the job asked
+ * for it and the digest it ran on, shortened, "alpine:3.19 @
+ * sha256:0123456789ab…", the whole digest in a tooltip; null for a job on
+ * the host.
+ */
+function imageLine(j) {
+  const digest = j.image_digest || '';
+  let ref = j.image || '';
+  // A reference pinned to its digest names it once.
+  if (digest && ref.endsWith(`@${digest}`)) ref = ref.slice(0, -digest.length - 1);
+  if (!digest) return ref || null;
+  const short = h('span', { class: 'mono', title: digest }, `${digest.slice(0, 'sha256:'.length + 12)}…`);
+  return ref ? [`${ref} @ `, short] : [short];
+}
+
 /** bytes is n bytes in binary units. */
 function bytes(n) {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
@@ -82,6 +98,7 @@ export function mountJob(root, runID, jobID, query) {
       ...fact('Allowed to fail', j.allow_failure ? 'yes' : null),
       ...fact('Commit', j.commit, { 'data-testid': 'job-commit' }),
       ...fact('Checkout took', j.commit ? duration(j.checkout_duration_ns || 0) : null),
+      ...fact('Image', imageLine(j), { 'data-testid': 'job-image' }),
       ...fact('Outputs', j.outputs ? Object.keys(j.outputs).sort().map((k) => h('div', {}, `${k} = ${j.outputs[k]}`)) : null,
         { 'data-testid': 'job-outputs' }),
       ...fact('Environment', (j.env_names || []).join(', '), { 'data-testid': 'job-env-names' }),
