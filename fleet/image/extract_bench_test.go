@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit/fleet/image"
+	"github.com/cikit/cikit/internal/imagetest"
 )
 
 // benchLayer is a gzip layer of about 50 MB uncompressed: 200 files of
@@ -23,10 +24,10 @@ import (
 func benchLayer(b *testing.B) (v1.Layer, int64) {
 	b.Helper()
 	rng := rand.New(rand.NewChaCha8([32]byte{1}))
-	var ents []ent
+	var files []imagetest.File
 	var size int64
 	for d := range 10 {
-		ents = append(ents, dir(fmt.Sprintf("usr/lib/d%d/", d)))
+		files = append(files, dir(fmt.Sprintf("usr/lib/d%d/", d)))
 		for i := range 20 {
 			body := make([]byte, 256<<10)
 			if i%2 == 0 {
@@ -36,11 +37,11 @@ func benchLayer(b *testing.B) (v1.Layer, int64) {
 			} else {
 				copy(body, bytes.Repeat([]byte("func main() { fmt.Println(\"hello\") }\n"), len(body)/38+1))
 			}
-			ents = append(ents, file(fmt.Sprintf("usr/lib/d%d/f%d", d, i), string(body)))
+			files = append(files, imagetest.File{Name: fmt.Sprintf("usr/lib/d%d/f%d", d, i), Body: body})
 			size += int64(len(body))
 		}
 	}
-	return gzipLayer(b, ents...), size
+	return imagetest.Layer(b, files), size
 }
 
 // BenchmarkUnpack compares Unpack of a 50 MB layer with the plain way

@@ -15,6 +15,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/cikit/cikit/fleet/image"
+	"github.com/cikit/cikit/internal/imagetest"
 )
 
 // FuzzUnpack unpacks two layers of arbitrary tar bytes, the second over
@@ -24,7 +25,7 @@ import (
 // leaves no device, FIFO, whiteout marker or setuid file in it, and
 // writes no more than its limits allow.
 func FuzzUnpack(f *testing.F) {
-	seeds := [][2][]ent{
+	seeds := [][2][]imagetest.File{
 		{{dir("usr/"), file("usr/a", "a"), symlink("bin", "usr"), hardlink("usr/b", "usr/a")}, {file("usr/.wh.a", ""), file("./d/.wh..wh..opq", "")}},
 		{{dir("d/"), file("d/x", "x"), dir("d/sub/"), file("d/sub/y", "y")}, {file("d/z", "z"), file("d/.wh..wh..opq", ""), file(".wh.d", "")}},
 		{{symlink("evil", "../canary")}, {file("evil/x", "x")}},
@@ -35,7 +36,7 @@ func FuzzUnpack(f *testing.F) {
 		{{file("f", "old"), dir("l/"), hardlink("g", "f")}, {symlink("l", "f"), dir("f/"), file("f/x", "x"), file("g", "new")}},
 	}
 	for _, s := range seeds {
-		f.Add(tarBytes(f, s[0]...), tarBytes(f, s[1]...))
+		f.Add(imagetest.Tar(f, s[0]), imagetest.Tar(f, s[1]))
 	}
 	const maxBytes, maxFiles = 1 << 20, 200
 	f.Fuzz(func(t *testing.T, lower, upper []byte) {

@@ -14,94 +14,48 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/partial"
-	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/klauspost/compress/zstd"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit/fleet/image"
+	"github.com/cikit/cikit/internal/imagetest"
 )
 
-// ent is one entry of a hand-made layer.
-type ent struct {
-	hdr  tar.Header
-	body string
+// The entries of hand-made layers, for imagetest.Layer.
+
+func file(name, body string) imagetest.File {
+	return imagetest.File{Name: name, Body: []byte(body)}
 }
 
-var mtime = time.Date(2024, 3, 1, 12, 0, 0, 0, time.UTC)
-
-func file(name, body string) ent {
-	return ent{tar.Header{Typeflag: tar.TypeReg, Name: name, Mode: 0o644, Size: int64(len(body)), ModTime: mtime}, body}
+func fileMode(name, body string, mode int64) imagetest.File {
+	f := file(name, body)
+	f.Mode = mode
+	return f
 }
 
-func fileMode(name, body string, mode int64) ent {
-	e := file(name, body)
-	e.hdr.Mode = mode
-	return e
+func dir(name string) imagetest.File { return imagetest.File{Name: name, Dir: true} }
+
+func dirMode(name string, mode int64) imagetest.File {
+	d := dir(name)
+	d.Mode = mode
+	return d
 }
 
-func dir(name string) ent {
-	return ent{hdr: tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: 0o755, ModTime: mtime}}
+func symlink(name, target string) imagetest.File { return imagetest.File{Name: name, Link: target} }
+
+func hardlink(name, target string) imagetest.File {
+	return imagetest.File{Name: name, HardLink: target}
 }
 
-func dirMode(name string, mode int64) ent {
-	e := dir(name)
-	e.hdr.Mode = mode
-	return e
-}
-
-func symlink(name, target string) ent {
-	return ent{hdr: tar.Header{Typeflag: tar.TypeSymlink, Name: name, Linkname: target, Mode: 0o777, ModTime: mtime}}
-}
-
-func hardlink(name, target string) ent {
-	return ent{hdr: tar.Header{Typeflag: tar.TypeLink, Name: name, Linkname: target, Mode: 0o644, ModTime: mtime}}
-}
-
-func special(name string, typ byte) ent {
-	return ent{hdr: tar.Header{Typeflag: typ, Name: name, Mode: 0o600, Devmajor: 1, Devminor: 3, ModTime: mtime}}
-}
-
-// tarBytes writes ents as a tar stream.
-func tarBytes(t testing.TB, ents ...ent) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	tw := tar.NewWriter(&buf)
-	for _, e := range ents {
-		hdr := e.hdr
-		require.NoError(t, tw.WriteHeader(&hdr))
-		_, err := io.WriteString(tw, e.body)
-		require.NoError(t, err)
-	}
-	require.NoError(t, tw.Close())
-	return buf.Bytes()
-}
-
-// gzipLayer is a gzip-compressed layer of ents, as a registry serves one.
-func gzipLayer(t testing.TB, ents ...ent) v1.Layer {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := gzip.NewWriter(&buf)
-	_, err := zw.Write(tarBytes(t, ents...))
-	require.NoError(t, err)
-	require.NoError(t, zw.Close())
-	b := buf.Bytes()
-	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
-		return io.NopCloser(bytes.NewReader(b)), nil
-	})
-	require.NoError(t, err)
-	return l
-}
-
-// rawLayer is an uncompressed layer of ents.
-func rawLayer(t testing.TB, ents ...ent) v1.Layer {
-	t.Helper()
-	return static.NewLayer(tarBytes(t, ents...), types.OCIUncompressedLayer)
+// special is a device node or FIFO, of tar type typ: no image builder
+// makes one, so it is a raw header.
+func special(name string, typ byte) imagetest.File {
+	return imagetest.File{Header: &tar.Header{Typeflag: typ, Name: name, Mode: 0o600, Devmajor: 1, Devminor: 3, ModTime: imagetest.ModTime}}
 }
 
 // sandbox is a root filesystem directory with an empty canary directory
@@ -154,8 +108,8 @@ func TestUnpackLayers(t *testing.T) {
 	}{{
 		name: "files, directories, modes and times",
 		layers: func(t *testing.T) []v1.Layer {
-			return []v1.Layer{gzipLayer(t, dir("usr/"), dir("usr/bin/"), fileMode("usr/bin/tool", "#!/bin/sh\n", 0o755),
-				dirMode("tmp/", 0o1777), file("./etc/os-release", "ID=test\n"), dirMode("ro/", 0o555), file("ro/f", "x"))}
+			return []v1.Layer{imagetest.Layer(t, []imagetest.File{dir("usr/"), dir("usr/bin/"), fileMode("usr/bin/tool", "#!/bin/sh\n", 0o755),
+				dirMode("tmp/", 0o1777), file("./etc/os-release", "ID=test\n"), dirMode("ro/", 0o555), file("ro/f", "x")})}
 		},
 		check: func(t *testing.T, root string, st image.Stats) {
 			require.Equal(t, "#!/bin/sh\n", readFile(t, filepath.Join(root, "usr/bin/tool")))
@@ -163,22 +117,22 @@ func TestUnpackLayers(t *testing.T) {
 			info, err := os.Stat(filepath.Join(root, "usr/bin/tool"))
 			require.NoError(t, err)
 			require.Equal(t, fs.FileMode(0o755), info.Mode())
-			require.True(t, info.ModTime().Equal(mtime), "mtime %v", info.ModTime())
+			require.True(t, info.ModTime().Equal(imagetest.ModTime), "mtime %v", info.ModTime())
 			info, err = os.Stat(filepath.Join(root, "tmp"))
 			require.NoError(t, err)
 			require.Equal(t, fs.ModeDir|fs.ModeSticky|0o777, info.Mode())
 			info, err = os.Stat(filepath.Join(root, "ro"))
 			require.NoError(t, err)
 			require.Equal(t, fs.ModeDir|0o555, info.Mode())
-			require.True(t, info.ModTime().Equal(mtime), "directory mtime %v", info.ModTime())
+			require.True(t, info.ModTime().Equal(imagetest.ModTime), "directory mtime %v", info.ModTime())
 			require.Equal(t, image.Stats{Layers: 1, Files: 3, Dirs: 4, Bytes: 19}, st)
 		},
 	}, {
 		name: "symlinks are stored as they are, absolute ones and chains included",
 		layers: func(t *testing.T) []v1.Layer {
-			return []v1.Layer{gzipLayer(t, dir("usr/bin/"), file("usr/bin/busybox", "bb"), symlink("bin", "usr/bin"),
+			return []v1.Layer{imagetest.Layer(t, []imagetest.File{dir("usr/bin/"), file("usr/bin/busybox", "bb"), symlink("bin", "usr/bin"),
 				symlink("usr/bin/sh", "/bin/busybox"), symlink("a", "b"), symlink("b", "c"), symlink("c", "/etc"),
-				symlink("dangling", "/nowhere/at/all"))}
+				symlink("dangling", "/nowhere/at/all")})}
 		},
 		check: func(t *testing.T, root string, st image.Stats) {
 			for name, want := range map[string]string{"bin": "usr/bin", "usr/bin/sh": "/bin/busybox", "a": "b", "b": "c", "c": "/etc", "dangling": "/nowhere/at/all"} {
@@ -193,8 +147,8 @@ func TestUnpackLayers(t *testing.T) {
 		name: "a whiteout removes the lower file and directory",
 		layers: func(t *testing.T) []v1.Layer {
 			return []v1.Layer{
-				gzipLayer(t, dir("a/"), file("a/x", "x"), file("a/y", "y"), dir("a/d/"), file("a/d/z", "z")),
-				gzipLayer(t, dir("a/"), file("a/.wh.x", ""), file("a/.wh.d", "")),
+				imagetest.Layer(t, []imagetest.File{dir("a/"), file("a/x", "x"), file("a/y", "y"), dir("a/d/"), file("a/d/z", "z")}),
+				imagetest.Layer(t, []imagetest.File{dir("a/"), file("a/.wh.x", ""), file("a/.wh.d", "")}),
 			}
 		},
 		check: func(t *testing.T, root string, st image.Stats) {
@@ -208,8 +162,8 @@ func TestUnpackLayers(t *testing.T) {
 		name: "a whiteout spares an entry of its own layer",
 		layers: func(t *testing.T) []v1.Layer {
 			return []v1.Layer{
-				gzipLayer(t, file("x", "lower")),
-				gzipLayer(t, file("x", "upper"), file(".wh.x", "")),
+				imagetest.Layer(t, []imagetest.File{file("x", "lower")}),
+				imagetest.Layer(t, []imagetest.File{file("x", "upper"), file(".wh.x", "")}),
 			}
 		},
 		check: func(t *testing.T, root string, st image.Stats) {
@@ -219,8 +173,8 @@ func TestUnpackLayers(t *testing.T) {
 		name: "an opaque directory clears the lower content only",
 		layers: func(t *testing.T) []v1.Layer {
 			return []v1.Layer{
-				gzipLayer(t, dir("d/"), file("d/old", "o"), dir("d/sub/"), file("d/sub/old2", "o"), file("keep", "k")),
-				gzipLayer(t, dir("d/"), file("d/new", "n"), file("d/sub/f", "f"), file("d/.wh..wh..opq", "")),
+				imagetest.Layer(t, []imagetest.File{dir("d/"), file("d/old", "o"), dir("d/sub/"), file("d/sub/old2", "o"), file("keep", "k")}),
+				imagetest.Layer(t, []imagetest.File{dir("d/"), file("d/new", "n"), file("d/sub/f", "f"), file("d/.wh..wh..opq", "")}),
 			}
 		},
 		check: func(t *testing.T, root string, st image.Stats) {
@@ -235,8 +189,8 @@ func TestUnpackLayers(t *testing.T) {
 		name: "a hard link shares the inode of an earlier entry, also of a lower layer",
 		layers: func(t *testing.T) []v1.Layer {
 			return []v1.Layer{
-				gzipLayer(t, file("bin/gzip", "gz"), hardlink("bin/gunzip", "bin/gzip")),
-				gzipLayer(t, hardlink("usr/zcat", "./bin/gzip")),
+				imagetest.Layer(t, []imagetest.File{file("bin/gzip", "gz"), hardlink("bin/gunzip", "bin/gzip")}),
+				imagetest.Layer(t, []imagetest.File{hardlink("usr/zcat", "./bin/gzip")}),
 			}
 		},
 		check: func(t *testing.T, root string, st image.Stats) {
@@ -252,7 +206,7 @@ func TestUnpackLayers(t *testing.T) {
 	}, {
 		name: "setuid and setgid bits are dropped",
 		layers: func(t *testing.T) []v1.Layer {
-			return []v1.Layer{gzipLayer(t, fileMode("su", "s", 0o4755), fileMode("wall", "w", 0o2755), dirMode("mail/", 0o2775))}
+			return []v1.Layer{imagetest.Layer(t, []imagetest.File{fileMode("su", "s", 0o4755), fileMode("wall", "w", 0o2755), dirMode("mail/", 0o2775)})}
 		},
 		check: func(t *testing.T, root string, st image.Stats) {
 			for _, n := range []string{"su", "wall"} {
@@ -269,7 +223,7 @@ func TestUnpackLayers(t *testing.T) {
 		name: "setuid bits are kept when asked",
 		lim:  image.Limits{KeepSetuid: true},
 		layers: func(t *testing.T) []v1.Layer {
-			return []v1.Layer{gzipLayer(t, fileMode("su", "s", 0o4755))}
+			return []v1.Layer{imagetest.Layer(t, []imagetest.File{fileMode("su", "s", 0o4755)})}
 		},
 		check: func(t *testing.T, root string, st image.Stats) {
 			info, err := os.Stat(filepath.Join(root, "su"))
@@ -280,8 +234,8 @@ func TestUnpackLayers(t *testing.T) {
 		name: "an upper layer replaces files, symlinks and directories",
 		layers: func(t *testing.T) []v1.Layer {
 			return []v1.Layer{
-				gzipLayer(t, file("f", "old"), symlink("l", "f"), dir("d/"), file("d/x", "x"), file("g", "g"), hardlink("h", "g")),
-				gzipLayer(t, file("f", "new"), dir("l/"), file("l/y", "y"), file("d", "now a file"), file("g", "new g")),
+				imagetest.Layer(t, []imagetest.File{file("f", "old"), symlink("l", "f"), dir("d/"), file("d/x", "x"), file("g", "g"), hardlink("h", "g")}),
+				imagetest.Layer(t, []imagetest.File{file("f", "new"), dir("l/"), file("l/y", "y"), file("d", "now a file"), file("g", "new g")}),
 			}
 		},
 		check: func(t *testing.T, root string, st image.Stats) {
@@ -296,7 +250,7 @@ func TestUnpackLayers(t *testing.T) {
 		layers: func(t *testing.T) []v1.Layer {
 			zw, err := zstd.NewWriter(nil)
 			require.NoError(t, err)
-			b := zw.EncodeAll(tarBytes(t, file("z", "zstd")), nil)
+			b := zw.EncodeAll(imagetest.Tar(t, []imagetest.File{file("z", "zstd")}), nil)
 			require.NoError(t, zw.Close())
 			l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 				return io.NopCloser(bytes.NewReader(b)), nil
@@ -310,7 +264,7 @@ func TestUnpackLayers(t *testing.T) {
 	}, {
 		name: "uncompressed layers",
 		layers: func(t *testing.T) []v1.Layer {
-			return []v1.Layer{rawLayer(t, file("a", "raw"))}
+			return []v1.Layer{imagetest.UncompressedLayer(t, []imagetest.File{file("a", "raw")})}
 		},
 		check: func(t *testing.T, root string, st image.Stats) {
 			require.Equal(t, "raw", readFile(t, filepath.Join(root, "a")))
@@ -338,10 +292,10 @@ func TestUnpackOwnersAsRoot(t *testing.T) {
 	}
 	s := newSandbox(t)
 	f := file("owned", "x")
-	f.hdr.Uid, f.hdr.Gid = 1234, 5678
+	f.UID, f.GID = 1234, 5678
 	l := symlink("link", "/owned")
-	l.hdr.Uid, l.hdr.Gid = 42, 43
-	_, err := image.Unpack(t.Context(), []v1.Layer{gzipLayer(t, f, l)}, s.root, image.Limits{})
+	l.UID, l.GID = 42, 43
+	_, err := image.Unpack(t.Context(), []v1.Layer{imagetest.Layer(t, []imagetest.File{f, l})}, s.root, image.Limits{})
 	require.NoError(t, err)
 	for name, want := range map[string][2]uint32{"owned": {1234, 5678}, "link": {42, 43}} {
 		info, err := os.Lstat(filepath.Join(s.root, name))
@@ -364,10 +318,10 @@ func TestUnpackRefusesHostileLayers(t *testing.T) {
 		{name: "a write through a symlink to /etc", layers: one(symlink("evil", "/etc"), file("evil/passwd", "root::0:0::/:/bin/sh\n"))},
 		{name: "a write through a relative symlink out", layers: one(symlink("evil", "../canary"), file("evil/x", "x"))},
 		{name: "a write through a symlink of a lower layer", layers: func(t *testing.T, s sandbox) []v1.Layer {
-			return []v1.Layer{gzipLayer(t, symlink("evil", s.canary)), gzipLayer(t, file("evil/x", "x"))}
+			return []v1.Layer{imagetest.Layer(t, []imagetest.File{symlink("evil", s.canary)}), imagetest.Layer(t, []imagetest.File{file("evil/x", "x")})}
 		}},
 		{name: "a directory entry replaces a symlink, and is not written through it", layers: func(t *testing.T, s sandbox) []v1.Layer {
-			return []v1.Layer{gzipLayer(t, symlink("evil", s.canary)), gzipLayer(t, dir("evil/"), file("evil/x", "x"), file("../x", "x"))}
+			return []v1.Layer{imagetest.Layer(t, []imagetest.File{symlink("evil", s.canary)}), imagetest.Layer(t, []imagetest.File{dir("evil/"), file("evil/x", "x"), file("../x", "x")})}
 		}},
 		{name: "a directory through a symlink", layers: one(symlink("evil", "../canary"), dir("evil/sub/"))},
 		{name: "a whiteout through a symlink", layers: one(symlink("evil", "../canary"), file("evil/.wh.x", ""))},
@@ -382,10 +336,10 @@ func TestUnpackRefusesHostileLayers(t *testing.T) {
 		{name: "a FIFO", layers: one(special("fifo", tar.TypeFifo))},
 		{name: "a whiteout of the parent", layers: one(file("a/.wh..", ""))},
 		{name: "too many files", lim: image.Limits{MaxFiles: 3}, layers: func(t *testing.T, s sandbox) []v1.Layer {
-			return []v1.Layer{gzipLayer(t, file("a", ""), file("b", "")), gzipLayer(t, file("c", ""), file("d", ""))}
+			return []v1.Layer{imagetest.Layer(t, []imagetest.File{file("a", ""), file("b", "")}), imagetest.Layer(t, []imagetest.File{file("c", ""), file("d", "")})}
 		}},
 		{name: "too many layers", lim: image.Limits{MaxLayers: 1}, layers: func(t *testing.T, s sandbox) []v1.Layer {
-			return []v1.Layer{gzipLayer(t, file("a", "")), gzipLayer(t, file("b", ""))}
+			return []v1.Layer{imagetest.Layer(t, []imagetest.File{file("a", "")}), imagetest.Layer(t, []imagetest.File{file("b", "")})}
 		}},
 		{name: "one file over the byte limit", lim: image.Limits{MaxBytes: 10}, layers: one(file("big", "0123456789x"))},
 	}
@@ -403,9 +357,9 @@ func TestUnpackRefusesHostileLayers(t *testing.T) {
 	}
 }
 
-// one is a layers func of one gzip layer of ents.
-func one(ents ...ent) func(t *testing.T, s sandbox) []v1.Layer {
-	return func(t *testing.T, s sandbox) []v1.Layer { return []v1.Layer{gzipLayer(t, ents...)} }
+// one is a layers func of one gzip layer of files.
+func one(files ...imagetest.File) func(t *testing.T, s sandbox) []v1.Layer {
+	return func(t *testing.T, s sandbox) []v1.Layer { return []v1.Layer{imagetest.Layer(t, files)} }
 }
 
 // compressedLayer is a gzip layer as a registry gives it: the digest of
@@ -521,7 +475,7 @@ func TestUnpackNeedsAnEmptyDirectory(t *testing.T) {
 	t.Parallel()
 	s := newSandbox(t)
 	require.NoError(t, os.WriteFile(filepath.Join(s.root, "x"), nil, 0o644))
-	_, err := image.Unpack(t.Context(), []v1.Layer{gzipLayer(t, file("a", ""))}, s.root, image.Limits{})
+	_, err := image.Unpack(t.Context(), []v1.Layer{imagetest.Layer(t, []imagetest.File{file("a", "")})}, s.root, image.Limits{})
 	require.ErrorContains(t, err, "needs an empty one")
 }
 
@@ -530,7 +484,7 @@ func TestUnpackStopsWhenCanceled(t *testing.T) {
 	s := newSandbox(t)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
-	_, err := image.Unpack(ctx, []v1.Layer{gzipLayer(t, file("a", "x"))}, s.root, image.Limits{})
+	_, err := image.Unpack(ctx, []v1.Layer{imagetest.Layer(t, []imagetest.File{file("a", "x")})}, s.root, image.Limits{})
 	require.ErrorIs(t, err, context.Canceled)
 }
 

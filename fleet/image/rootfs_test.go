@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit/fleet/image"
+	"github.com/cikit/cikit/internal/imagetest"
 )
 
 // countedLayer counts how often its content is read.
@@ -39,7 +40,7 @@ func TestRootfsUnpacksOncePerDigest(t *testing.T) {
 	rf, err := image.NewRootfs(image.RootfsConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
 	var opens atomic.Int32
-	layers := []v1.Layer{countedLayer{gzipLayer(t, file("etc/os-release", "ID=one\n")), &opens}}
+	layers := []v1.Layer{countedLayer{imagetest.Layer(t, []imagetest.File{file("etc/os-release", "ID=one\n")}), &opens}}
 	digest := hashOf(t, "image one")
 
 	const callers = 8
@@ -84,7 +85,7 @@ func TestRootfsLeavesNoHalfTree(t *testing.T) {
 	rf, err := image.NewRootfs(image.RootfsConfig{Dir: dir})
 	require.NoError(t, err)
 	digest := hashOf(t, "bad image")
-	layers := []v1.Layer{gzipLayer(t, file("ok", "x"), file("../escape", "x"))}
+	layers := []v1.Layer{imagetest.Layer(t, []imagetest.File{file("ok", "x"), file("../escape", "x")})}
 	_, err = rf.Unpack(t.Context(), digest, layers)
 	require.ErrorIs(t, err, image.ErrUnsafeLayer)
 	entries, err := os.ReadDir(filepath.Join(dir, "rootfs"))
@@ -93,7 +94,7 @@ func TestRootfsLeavesNoHalfTree(t *testing.T) {
 
 	// A tree a crashed process left mid-unpack is removed, and is never
 	// taken for the image.
-	good := []v1.Layer{gzipLayer(t, file("ok", "whole"))}
+	good := []v1.Layer{imagetest.Layer(t, []imagetest.File{file("ok", "whole")})}
 	leftover := filepath.Join(dir, "rootfs", ".tmp-"+digest.Hex+"-123")
 	require.NoError(t, os.MkdirAll(filepath.Join(leftover, "half"), 0o555))
 	rf, err = image.NewRootfs(image.RootfsConfig{Dir: dir})
@@ -112,7 +113,7 @@ func TestRootfsWaiterUnpacksWhenTheFirstCallerGivesUp(t *testing.T) {
 	digest := hashOf(t, "slow image")
 	started, release := make(chan struct{}), make(chan struct{})
 	ctx, cancel := context.WithCancel(t.Context())
-	blocking := []v1.Layer{blockingLayer{gzipLayer(t, file("a", "x")), started, release}}
+	blocking := []v1.Layer{blockingLayer{imagetest.Layer(t, []imagetest.File{file("a", "x")}), started, release}}
 	first := make(chan error, 1)
 	go func() {
 		_, err := rf.Unpack(ctx, digest, blocking)
@@ -122,7 +123,7 @@ func TestRootfsWaiterUnpacksWhenTheFirstCallerGivesUp(t *testing.T) {
 	second := make(chan error, 1)
 	var opens atomic.Int32
 	go func() {
-		_, err := rf.Unpack(t.Context(), digest, []v1.Layer{countedLayer{gzipLayer(t, file("a", "x")), &opens}})
+		_, err := rf.Unpack(t.Context(), digest, []v1.Layer{countedLayer{imagetest.Layer(t, []imagetest.File{file("a", "x")}), &opens}})
 		second <- err
 	}()
 	cancel()

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit/fleet/image"
+	"github.com/cikit/cikit/internal/imagetest"
 )
 
 // viewRootfs unpacks a small root filesystem and returns its path.
@@ -19,11 +20,11 @@ func viewRootfs(t *testing.T) string {
 	rf, err := image.NewRootfs(image.RootfsConfig{Dir: t.TempDir()})
 	require.NoError(t, err)
 	owned := file("etc/owned", "o")
-	owned.hdr.Uid, owned.hdr.Gid = 1000, 1000
-	p, err := rf.Unpack(t.Context(), hashOf(t, "view image"), []v1.Layer{gzipLayer(t,
+	owned.UID, owned.GID = 1000, 1000
+	p, err := rf.Unpack(t.Context(), hashOf(t, "view image"), []v1.Layer{imagetest.Layer(t, []imagetest.File{
 		dir("usr/"), dir("usr/bin/"), fileMode("usr/bin/tool", "tool v1", 0o755), symlink("bin", "usr/bin"),
 		symlink("etc/abs", "/usr/bin/tool"), file("etc/os-release", "ID=view\n"), owned,
-		dirMode("tmp/", 0o1777), dirMode("ro/", 0o555), file("ro/f", "r"), hardlink("usr/bin/tool2", "usr/bin/tool"))})
+		dirMode("tmp/", 0o1777), dirMode("ro/", 0o555), file("ro/f", "r"), hardlink("usr/bin/tool2", "usr/bin/tool")})})
 	require.NoError(t, err)
 	return p
 }
@@ -70,7 +71,7 @@ func TestView(t *testing.T) {
 				info, err = os.Stat(filepath.Join(v.Root(), "usr/bin/tool"))
 				require.NoError(t, err)
 				require.Equal(t, fs.FileMode(0o755), info.Mode())
-				require.True(t, info.ModTime().Equal(mtime))
+				require.True(t, info.ModTime().Equal(imagetest.ModTime))
 				if os.Geteuid() == 0 {
 					info, err = os.Stat(filepath.Join(v.Root(), "etc/owned"))
 					require.NoError(t, err)

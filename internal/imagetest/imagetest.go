@@ -7,6 +7,7 @@ package imagetest
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"errors"
 	"fmt"
 	"io"
@@ -28,7 +29,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/static"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/cikit/cikit/internal/testenv"
 )
@@ -97,50 +100,92 @@ func (r *Registry) PushIndex(t testing.TB, repoTag string, idx v1.ImageIndex) na
 	return ref.Context().Digest(d.String())
 }
 
+// ModTime is the modification time of every entry Tar writes but those
+// given as a Header.
+var ModTime = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
 // File is one entry of a layer Layer builds.
 type File struct {
-	Name string // relative, slash-separated: "etc/os-release"
+	Name string // relative, slash-separated: "etc/os-release"; written as it is, "../x" included
 	Mode int64  // permission bits; 0 means 0o644 (0o755 for directories)
-	// Body is a regular file's content; Link a symlink's target (Body
-	// then unused); Dir makes a directory.
-	Body []byte
-	Link string
-	Dir  bool
+	// Body is a regular file's content; Link a symlink's target and
+	// HardLink a hard link's, the name of an earlier entry (Body then
+	// unused); Dir makes a directory.
+	Body     []byte
+	Link     string
+	HardLink string
+	Dir      bool
+	// UID and GID own the entry; zero is root.
+	UID, GID int
+	// Header, when set, is the entry's header, written as it is in place
+	// of what the fields above make, and followed by Body, whose length
+	// Header.Size must be: for entries no image builder makes, such as
+	// device nodes and FIFOs, that layers must be refused for.
+	Header *tar.Header
 }
 
-// Layer returns an uncompressed-tar layer (gzip-compressed as the
-// registry serves it) holding files in order, owned by root.
-func Layer(t testing.TB, files []File) v1.Layer {
+// header is the tar header f makes.
+func (f File) header() *tar.Header {
+	if f.Header != nil {
+		return f.Header
+	}
+	hdr := &tar.Header{Name: f.Name, Mode: f.Mode, Uid: f.UID, Gid: f.GID, ModTime: ModTime, Format: tar.FormatPAX}
+	switch {
+	case f.Dir:
+		hdr.Typeflag, hdr.Name = tar.TypeDir, strings.TrimSuffix(f.Name, "/")+"/"
+		if hdr.Mode == 0 {
+			hdr.Mode = 0o755
+		}
+	case f.Link != "":
+		hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, f.Link, 0o777
+	case f.HardLink != "":
+		hdr.Typeflag, hdr.Linkname = tar.TypeLink, f.HardLink
+		if hdr.Mode == 0 {
+			hdr.Mode = 0o644
+		}
+	default:
+		hdr.Typeflag, hdr.Size = tar.TypeReg, int64(len(f.Body))
+		if hdr.Mode == 0 {
+			hdr.Mode = 0o644
+		}
+	}
+	return hdr
+}
+
+// Tar returns the tar stream of files in order, as a layer holds it
+// uncompressed.
+func Tar(t testing.TB, files []File) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	mtime := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, f := range files {
-		hdr := &tar.Header{Name: f.Name, Mode: f.Mode, ModTime: mtime, Format: tar.FormatPAX}
-		switch {
-		case f.Dir:
-			hdr.Typeflag, hdr.Name = tar.TypeDir, strings.TrimSuffix(f.Name, "/")+"/"
-			if hdr.Mode == 0 {
-				hdr.Mode = 0o755
-			}
-		case f.Link != "":
-			hdr.Typeflag, hdr.Linkname, hdr.Mode = tar.TypeSymlink, f.Link, 0o777
-		default:
-			hdr.Typeflag, hdr.Size = tar.TypeReg, int64(len(f.Body))
-			if hdr.Mode == 0 {
-				hdr.Mode = 0o644
-			}
-		}
+		hdr := f.header()
 		if err := tw.WriteHeader(hdr); err != nil {
-			t.Fatal(err)
+			t.Fatalf("writing the tar header of %s: %v", hdr.Name, err)
 		}
-		if hdr.Typeflag == tar.TypeReg {
+		if hdr.Typeflag == tar.TypeReg || f.Header != nil {
 			if _, err := tw.Write(f.Body); err != nil {
-				t.Fatal(err)
+				t.Fatalf("writing the content of %s: %v", hdr.Name, err)
 			}
 		}
 	}
 	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// Layer returns a layer holding files in order, gzip-compressed as a
+// registry serves layers: the tar stream of Tar, compressed once, so
+// that pushing and reading it again cost no compression.
+func Layer(t testing.TB, files []File) v1.Layer {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	if _, err := zw.Write(Tar(t, files)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
 	data := buf.Bytes()
@@ -149,6 +194,13 @@ func Layer(t testing.TB, files []File) v1.Layer {
 		t.Fatal(err)
 	}
 	return l
+}
+
+// UncompressedLayer returns a layer of the tar stream of Tar as it is,
+// of media type application/vnd.oci.image.layer.v1.tar.
+func UncompressedLayer(t testing.TB, files []File) v1.Layer {
+	t.Helper()
+	return static.NewLayer(Tar(t, files), types.OCIUncompressedLayer)
 }
 
 // busybox reads Debian's static busybox and its applets, or ends the
