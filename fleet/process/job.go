@@ -219,6 +219,8 @@ func (j *jobRun) run(ctx context.Context) Result {
 	if res, ok := j.resolveImage(jobCtx); !ok {
 		return res
 	}
+	// After the job's sandbox and its services' have ended.
+	defer func() { j.net.close() }()
 	defer j.stopServices()
 	if res, ok := j.prepareServices(jobCtx); !ok {
 		return res

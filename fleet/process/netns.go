@@ -12,17 +12,19 @@ import (
 // netns is a network namespace the executor made for one job and its
 // services: they all join it, so that the job reaches its services on
 // 127.0.0.1, and nothing else, as with a sandbox's own namespace. Its
-// loopback is up. The namespace lives while the executor holds it or a
-// process is in it.
+// loopback is up. The namespace lives while a process is in it.
 //
 // A network namespace belongs to a thread: the executor makes one on a
-// thread of its own, and starts each process that joins it (bwrap) from
-// a thread that joined it first, which the process inherits. Those
-// threads are never given back to the Go runtime (runtime.LockOSThread
-// without its Unlock): a goroutine that exits locked takes its thread
-// with it, and no other goroutine ever runs in the namespace.
+// thread of its own, which stays in it until close, and starts each
+// process that joins it (bwrap) on that thread, which the process
+// inherits. The thread must outlive those processes: bwrap's
+// --die-with-parent (PR_SET_PDEATHSIG) kills it when the thread that
+// started it ends. The thread is never given back to the Go runtime
+// (runtime.LockOSThread without its Unlock): a goroutine that exits
+// locked takes its thread with it, and no other goroutine ever runs in
+// the namespace.
 type netns struct {
-	f *os.File // /proc/thread-self/ns/net of the thread that made it
+	reqs chan func()
 }
 
 // errNetnsNeedsRoot is why a job with services cannot run on an
@@ -34,30 +36,28 @@ func newNetns() (*netns, error) {
 	if os.Geteuid() != 0 {
 		return nil, errNetnsNeedsRoot
 	}
-	type made struct {
-		f   *os.File
-		err error
-	}
-	c := make(chan made, 1)
+	n := &netns{reqs: make(chan func())}
+	made := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			c <- made{err: fmt.Errorf("make a network namespace: %w", err)}
+		err := unix.Unshare(unix.CLONE_NEWNET)
+		if err != nil {
+			err = fmt.Errorf("make a network namespace: %w", err)
+		} else {
+			err = loopbackUp()
+		}
+		made <- err
+		if err != nil {
 			return
 		}
-		f, err := os.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()))
-		if err == nil {
-			if err = loopbackUp(); err != nil {
-				_ = f.Close()
-			}
+		for fn := range n.reqs {
+			fn()
 		}
-		c <- made{f, err}
 	}()
-	m := <-c
-	if m.err != nil {
-		return nil, m.err
+	if err := <-made; err != nil {
+		return nil, err
 	}
-	return &netns{f: m.f}, nil
+	return n, nil
 }
 
 // loopbackUp brings up the loopback interface of the calling thread's
@@ -82,24 +82,18 @@ func loopbackUp() error {
 	return nil
 }
 
-// do calls fn on a thread in the namespace: the processes fn starts and
-// the sockets it opens are in it.
+// do calls fn on the namespace's thread: the processes fn starts and
+// the sockets it opens are in the namespace. Calls are serialized.
 func (n *netns) do(fn func() error) error {
 	c := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
-		if err := unix.Setns(int(n.f.Fd()), unix.CLONE_NEWNET); err != nil {
-			c <- fmt.Errorf("join the job's network namespace: %w", err)
-			return
-		}
-		c <- fn()
-	}()
+	n.reqs <- func() { c <- fn() }
 	return <-c
 }
 
-// close lets the namespace go once no process is in it.
+// close ends the namespace's thread, once every process it started has
+// ended; the namespace goes with the last of them.
 func (n *netns) close() {
 	if n != nil {
-		_ = n.f.Close()
+		close(n.reqs)
 	}
 }

@@ -453,8 +453,6 @@ func (j *jobRun) stopServices() {
 			s.prepared = nil
 		}
 	}
-	j.net.close()
-	j.net = nil
 }
 
 // serviceError is why a job's service failed it.

@@ -90,7 +90,7 @@ func TestServicesUnhealthy(t *testing.T) {
 			Health: &cikit.ServiceHealth{Cmd: "echo checked; exit 1", Interval: 10 * time.Millisecond, Retries: 3}}},
 		Steps: steps(`echo first step ran`)}})
 	require.Equal(t, cikit.JobFailed, res.State)
-	require.Equal(t, cikit.FailureScript, res.FailureClass)
+	require.Equal(t, cikit.FailureScript, res.FailureClass, res.Reason)
 	require.Contains(t, res.Reason, "service db ("+svc+") is unhealthy: its health check \"echo checked; exit 1\" failed 3 times in a row")
 	require.Contains(t, res.Reason, "its output ended with:\n")
 	require.Contains(t, res.Reason, "service: listening on")
