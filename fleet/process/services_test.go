@@ -3,7 +3,9 @@ package process_test
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"testing"
 	"time"
 
@@ -117,4 +119,25 @@ func TestServicesNeedImages(t *testing.T) {
 	require.Equal(t, cikit.JobFailed, res.State)
 	require.Equal(t, cikit.FailureInfrastructure, res.FailureClass)
 	require.Contains(t, res.Reason, "this job has services (db), and this runner runs no images")
+}
+
+// TestServicesOnTheHostNetwork: with the host's network, a service
+// listens there, and the job still reaches it by its name.
+func TestServicesOnTheHostNetwork(t *testing.T) {
+	t.Parallel()
+	reg, base, svc := serviceRegistry(t)
+	b := setup(t, withImages(t, reg), func(c *process.Config) { c.Sandbox.Network = true })
+	marker := uniqueArg(t)
+	// A port free on the host now, which the service takes.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	require.NoError(t, ln.Close())
+	res := b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{ID: "host-net", Format: "gitlab", Image: base,
+		Services: []cikit.Service{{Name: "cache", Image: svc, Env: map[string]string{"PORT": port}, Ports: []string{port}, Command: []string{marker}}},
+		Steps:    steps(`echo PING | nc cache ` + port)}})
+	require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
+	require.Contains(t, b.out.String(), "--- service cache is ready (port "+port+" accepts connections)")
+	require.Contains(t, b.out.String(), "\nPONG\n")
+	require.Empty(t, proctest.Running("/usr/bin/pingd", marker), "the service outlived the job")
 }
