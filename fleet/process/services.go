@@ -17,6 +17,7 @@ import (
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/fleet/image"
+	"github.com/cikit/cikit/fleet/runtime"
 )
 
 // A job's services (JobSpec.Services) each run in a sandbox of their own
@@ -168,8 +169,16 @@ func (j *jobRun) prepareService(ctx context.Context, svc cikit.Service) (*jobSer
 		}
 	}
 	maps.Copy(env, s.plan.userEnv())
-	for _, k := range slices.Sorted(maps.Keys(svc.Env)) {
-		v := svc.Env[k]
+	own := svc.Env
+	if j.spec.Format == formatGitLab {
+		// A GitLab service gets the job's variables, the predefined
+		// ones among them, under its own, which may refer to them.
+		inherited := j.gitlabServiceVars()
+		maps.Copy(env, inherited)
+		own = runtime.GitLabEnv(svc.Env, inherited, nil)
+	}
+	for _, k := range slices.Sorted(maps.Keys(own)) {
+		v := own[k]
 		if j.github {
 			if v, err = j.expandGitHub(v); err != nil {
 				return s, fmt.Errorf("%w: service %s: env %s: %v", errServiceConfig, name, k, err)
@@ -190,6 +199,18 @@ func (j *jobRun) prepareService(ctx context.Context, svc cikit.Service) (*jobSer
 		}
 	}
 	return s, nil
+}
+
+// gitlabServiceVars are the variables a GitLab job passes to its
+// services: the predefined ones, the job's, expanded, and a manual
+// trigger's.
+func (j *jobRun) gitlabServiceVars() map[string]string {
+	params := runtime.Params{Spec: j.spec, Context: j.job.Context, Workspace: j.ws, Temp: j.temp, Vars: j.job.Vars, Secrets: j.job.Secrets}
+	vars := runtime.Env(params)
+	overrides := runtime.Overrides(params)
+	maps.Copy(vars, runtime.GitLabEnv(j.spec.Env, vars, overrides))
+	maps.Copy(vars, overrides)
+	return vars
 }
 
 // expandGitHub evaluates a GitHub expression of the job's before its

@@ -44,12 +44,15 @@ func TestServicesGitLabAlias(t *testing.T) {
 	reg, base, svc := serviceRegistry(t)
 	b := setup(t, withImages(t, reg))
 	marker := uniqueArg(t)
+	// The service takes its port from the job's variables, as GitLab
+	// passes them to services, through a variable of its own.
 	res := b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{ID: "gl-db", Format: "gitlab", Image: base,
-		Services: []cikit.Service{{Name: "db", Image: svc, Command: []string{marker}}},
-		Steps:    steps(`echo PING | nc db 6390`, `grep -w db /etc/hosts`)}})
+		Env:      map[string]string{"DB_PORT": "6390"},
+		Services: []cikit.Service{{Name: "db", Image: svc, Command: []string{marker}, Env: map[string]string{"PORT": "${DB_PORT}"}}},
+		Steps:    steps(`echo PING | nc db $DB_PORT`, `grep -w db /etc/hosts`)}})
 	out := b.out.String()
 	require.Equal(t, cikit.JobSucceeded, res.State, out)
-	require.Contains(t, out, "--- service db is ready (port 6390 accepts connections)")
+	require.Contains(t, out, "--- service db is ready (port 6390 accepts connections)", "GitLab waits for the image's exposed port")
 	require.Contains(t, out, "\nPONG\n", "the step reached the service by its alias")
 	require.Contains(t, out, "--- service db ("+svc+") output:\nservice: listening on [::]:6390\n--- end of service db\n")
 	require.Empty(t, proctest.Running("/usr/bin/pingd", marker), "the service outlived the job")
