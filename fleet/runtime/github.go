@@ -168,9 +168,34 @@ func (g *GitHub) exprEnv() *expr.GitHubEnv {
 	maps.Copy(ctx, g.contexts)
 	ctx["env"] = anyMap(g.env)
 	ctx["steps"] = g.steps
-	ctx["job"] = map[string]any{"status": jobStatus(g.status), "container": map[string]any{}, "services": map[string]any{}}
+	ctx["job"] = map[string]any{"status": jobStatus(g.status), "container": map[string]any{}, "services": g.servicesContext()}
 	st := g.status
 	return &expr.GitHubEnv{Contexts: ctx, Status: &st, HashFiles: g.hashFiles}
+}
+
+// servicesContext is job.services: for each service, its ports as the
+// job reaches them. A job shares its services' network and reaches a
+// service on the port it listens on, so ports maps each port a service
+// names (the container's side of "8080:80") to itself, where GitHub maps
+// it to a port of the host.
+func (g *GitHub) servicesContext() map[string]any {
+	out := map[string]any{}
+	if g.p.Spec == nil {
+		return out
+	}
+	for _, svc := range g.p.Spec.Services {
+		ports := map[string]any{}
+		for _, pm := range svc.Ports {
+			_, ctr, ok := strings.Cut(pm, ":")
+			if !ok {
+				ctr = pm
+			}
+			ctr, _, _ = strings.Cut(ctr, "/")
+			ports[ctr] = ctr
+		}
+		out[svc.Name] = map[string]any{"id": svc.Name, "network": "", "ports": ports}
+	}
+	return out
 }
 
 func jobStatus(st expr.Status) string {

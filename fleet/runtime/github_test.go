@@ -90,6 +90,26 @@ func TestGitHubContexts(t *testing.T) {
 	require.Equal(t, map[string]any{"go": "1.26", "race": true}, v, "matrix objects stay objects")
 }
 
+// TestGitHubServicesContext: job.services names each service's ports as
+// the job reaches them, in its network: the container's port.
+func TestGitHubServicesContext(t *testing.T) {
+	t.Parallel()
+	spec := &cikit.JobSpec{ID: "test", Services: []cikit.Service{
+		{Name: "postgres", Image: "postgres:16", Ports: []string{"5432"}},
+		{Name: "web", Image: "nginx", Ports: []string{"8080:80/tcp"}},
+	}}
+	g := newGitHub(t, spec, &cikit.JobContext{})
+	for src, want := range map[string]string{
+		"${{ job.services.postgres.ports[5432] }}":   "5432",
+		"${{ job.services.postgres.ports['5432'] }}": "5432",
+		"${{ job.services.web.ports['80'] }}":        "80",
+		"${{ job.services.web.id }}":                 "web",
+		"${{ job.services.nope.ports[1] }}":          "",
+	} {
+		require.Equal(t, want, expand(t, g, src), src)
+	}
+}
+
 func TestGitHubStrategyContext(t *testing.T) {
 	t.Parallel()
 	const src = "${{ strategy.job-index }}/${{ strategy.job-total }} ${{ strategy.fail-fast }} ${{ strategy.max-parallel }}"
