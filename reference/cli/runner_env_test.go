@@ -71,7 +71,7 @@ func TestRunnerJobsDoNotSeeItsEnvironment(t *testing.T) {
 
 	ran := make(chan int, 1)
 	go func() {
-		ran <- Main(ctx, []string{"runner", "-server", url, "-name", "env-runner"}, io.Discard, io.Discard)
+		ran <- Main(ctx, []string{"runner", "-server", url, "-name", "env-runner", "-image-dir", imageDir(t)}, io.Discard, io.Discard)
 	}()
 
 	req, err := http.NewRequest(http.MethodPost, url+"/api/v1/repos/acme/app/pipelines", strings.NewReader(`{"ref":"main"}`))
