@@ -47,7 +47,8 @@ func addImageFlags(fs *flag.FlagSet, run bool) *imageFlags {
 	if run {
 		fs.BoolVar(&f.host, "host-jobs", true, "run a job that gets no image (none of its own, no -image-for label, no -default-image) on this\nmachine, outside any image; false fails it")
 	} else {
-		fs.BoolVar(&f.host, "host-jobs", true, "run a job that gets no image (none of its own, no -image-for label, no -default-image) on the\nrunner's host, in its sandbox; false fails it (default: false when -default-image is set, else true)")
+		// Its default depends on -default-image: see images.
+		fs.BoolVar(&f.host, "host-jobs", false, "run a job that gets no image (none of its own, no -image-for label, no -default-image) on the\nrunner's host, in its sandbox; false fails it (default: false when -default-image is set, else true)")
 	}
 	fs.Var(&f.mirrors, "registry-mirror", "HOST=MIRROR: pull images of registry HOST from MIRROR first, such as\nindex.docker.io=mirror.gcr.io (repeatable: mirrors of a host are tried in order, then the host)")
 	fs.StringVar(&f.dockerConfig, "docker-config", defaultDockerConfig(), "a Docker config.json whose auths log in to registries (default: $DOCKER_CONFIG/config.json,\nor ~/.docker/config.json, when it exists; \"\" for none)")
@@ -81,8 +82,8 @@ func (f *imageFlags) images() (*process.Images, error) {
 		return nil, fmt.Errorf("-pull-policy must be %s, %s or %s, not %q", image.PullAlways, image.PullIfNotPresent, image.PullNever, f.pullPolicy)
 	}
 	host := f.host
-	if !f.run && f.defaultImage != "" && !slices.Contains(f.given(), "-host-jobs") {
-		host = false
+	if !f.run && !slices.Contains(f.given(), "-host-jobs") {
+		host = f.defaultImage == ""
 	}
 	dir := f.dir
 	if dir == "" {
