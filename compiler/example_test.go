@@ -82,8 +82,6 @@ func ExampleCompile() {
 		fmt.Printf("%s: %d steps, needs %v\n", j.DisplayName(), len(j.Steps), j.Needs)
 	}
 	// Output:
-	// full.yml:8:5: warning: image is not used yet: the job runs on the runner's host, not in a container [unsupported]
-	// full.yml:28:5: warning: image is not used yet: the job runs on the runner's host, not in a container [unsupported]
 	// Build it: 2 steps, needs []
 	// unit: 1 steps, needs [build]
 	// lint: 1 steps, needs [build]

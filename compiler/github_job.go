@@ -329,7 +329,6 @@ func (g *ghCompiler) job(wf *ghWorkflow, e entry) *ghJob {
 			}
 		case "container":
 			if j.container = g.container(k, j.id); j.container != nil {
-				g.warn(j, k.key, "container is not used yet: the job runs on the runner's host, not in a container")
 				j.warnings = append(j.warnings, j.container.opts.warnings...)
 			}
 			g.useContainer(&j.exprs, val)

@@ -276,9 +276,7 @@ func (r *glReader) key(k glEntry) {
 			r.stage = v
 		}
 	case "image":
-		if s.Image, s.ImageOptions = g.image(v); s.Image != "" {
-			r.warn(k.key, "image %q is not used yet: the job runs on the runner's host, not in a container", s.Image)
-		}
+		s.Image, s.ImageOptions = g.image(v)
 	case "services":
 		if s.Services = g.services(v); len(s.Services) > 0 {
 			r.warn(k.key, "services are not started yet: the job runs without %s", serviceNames(s.Services))

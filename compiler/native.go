@@ -230,9 +230,7 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 			}
 		case "image":
 			tplNodes[tplImage] = v
-			if j.spec.Image, _ = c.scalar(v, k.name, own); j.spec.Image != "" {
-				warn(k.key, "image is not used yet: the job runs on the runner's host, not in a container")
-			}
+			j.spec.Image, _ = c.scalar(v, k.name, own)
 		case "checkout":
 			j.spec.Checkout = c.nativeCheckout(v, own)
 		case "matrix":

@@ -44,6 +44,11 @@ type Config struct {
 	// sweeps them; live ones are locked). A nil Sandbox means bubblewrap
 	// when it is available, plain processes with a loud warning
 	// otherwise (process.SandboxAuto), unless Unsandboxed.
+	//
+	// Images, when set, runs jobs in their container images: the
+	// backend's runners share its one executor, and so its one image
+	// directory, which the executor locks until Close. Images need the
+	// sandbox: with Unsandboxed, or without bubblewrap, New fails.
 	Process process.Config
 	// Unsandboxed runs jobs as plain processes, without even trying the
 	// sandbox: for trusted code only.
@@ -117,6 +122,10 @@ func New(cfg Config) (*Backend, error) {
 		pc.Sandbox = &process.Sandbox{Mode: process.SandboxAuto}
 	}
 	if cfg.Unsandboxed {
+		if pc.Images != nil {
+			_ = os.RemoveAll(dir)
+			return nil, errors.New("local: Config.Process.Images needs the sandbox, and Config.Unsandboxed says to run jobs without it")
+		}
 		pc.Sandbox = nil
 	}
 	if pc.WorkRoot == "" {
@@ -303,10 +312,12 @@ func (b *Backend) Destroy(ctx context.Context, id string) error {
 	}
 }
 
-// Close destroys every runner and removes the backend's directory (the
-// workspaces of its runners' jobs are gone by then).
+// Close destroys every runner, releases the executor's image directory
+// and removes the backend's directory (the workspaces of its runners'
+// jobs are gone by then). Closing again does nothing more.
 func (b *Backend) Close() error {
 	b.mu.Lock()
+	first := !b.closed
 	b.closed = true
 	rs := make([]*runner, 0, len(b.runners))
 	for _, r := range b.runners {
@@ -319,5 +330,9 @@ func (b *Backend) Close() error {
 	for _, r := range rs {
 		<-r.done
 	}
-	return os.RemoveAll(b.dir)
+	var err error
+	if first {
+		err = b.exec.Close()
+	}
+	return errors.Join(err, os.RemoveAll(b.dir))
 }

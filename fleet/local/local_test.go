@@ -3,19 +3,26 @@ package local_test
 import (
 	"context"
 	"errors"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/fleet/fleettest"
+	"github.com/cikit/cikit/fleet/image"
 	"github.com/cikit/cikit/fleet/local"
 	"github.com/cikit/cikit/fleet/process"
+	"github.com/cikit/cikit/internal/imagetest"
 	"github.com/cikit/cikit/internal/testenv"
+	"github.com/cikit/cikit/lease"
 )
 
 func TestMain(m *testing.M) {
@@ -109,5 +116,87 @@ func TestNewSweepsLeftoverWorkspaces(t *testing.T) {
 	}
 	if _, err := os.Stat(leftover + ".cikit-lock"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("the leftover lock file is still there: %v", err)
+	}
+}
+
+// TestJobRunsInItsImage: a job naming an image, given to a runner of a
+// backend whose executor has Config.Process.Images, runs in that image,
+// pulled from the registry: its step finds the image's os-release, which
+// the host has not. Close releases the image directory, which another
+// store may then lock.
+func TestJobRunsInItsImage(t *testing.T) {
+	reg := imagetest.NewRegistry(t, nil)
+	reg.Push(t, "test/busybox:1", imagetest.BusyboxImage(t, "1"))
+	root := t.TempDir()
+	// The sandbox's user, another than root's when the test runs as
+	// root, must reach the image directory.
+	for _, d := range []string{filepath.Dir(root), root} {
+		if err := os.Chmod(d, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(root, "images")
+	b := newBackend(t, local.Config{Process: process.Config{Sandbox: &process.Sandbox{Mode: process.SandboxRequire},
+		Images: &process.Images{Pull: image.Config{Dir: dir, Insecure: []string{reg.Host}}}}})
+
+	jobs := dag.NewMemoryStore(dag.MemoryConfig{})
+	leases, err := lease.NewManager(lease.Config{Store: lease.NewMemoryStore(), Jobs: jobs, TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const token = "local-test-registration-token"
+	server, err := fleet.NewServer(fleet.ServerConfig{Jobs: jobs, Leases: leases, RegistrationTokens: []string{token},
+		SigningKeys: [][]byte{[]byte(strings.Repeat("local-test", 4))}, HeartbeatInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(server)
+	defer srv.Close()
+	ctx := context.Background()
+	run, err := jobs.RunCreate(ctx, &dag.RunCreateParams{Jobs: []*cikit.JobSpec{{ID: "in-image", RunsOn: []string{"linux"}, Format: "gitlab",
+		Image: reg.Host + "/test/busybox:1", Steps: []cikit.Step{{Run: "grep -q '^ID=cikit-busybox$' /etc/os-release"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := server.DispatchRun(ctx, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Provision(ctx, &fleet.ProvisionRequest{ID: "image-runner", Pool: "local", Labels: []string{"linux"},
+		Server: srv.URL, RegistrationToken: token, Ephemeral: true}); err != nil {
+		t.Fatal(err)
+	}
+	var job *dag.Job
+	deadline := time.Now().Add(60 * time.Second)
+	for job == nil || !job.State.Terminal() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the job did not end: %+v", job)
+		}
+		time.Sleep(20 * time.Millisecond)
+		list, err := jobs.JobList(ctx, run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		job = list[0]
+	}
+	if job.State != cikit.JobSucceeded {
+		t.Fatalf("the job in its image ended %s: %s", job.State, job.Reason)
+	}
+
+	if err := b.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s, err := image.NewStore(image.Config{Dir: dir}, image.Limits{})
+	if err != nil {
+		t.Fatalf("the closed backend still holds its image directory: %v", err)
+	}
+	s.Close()
+}
+
+// TestImagesNeedTheSandbox: a backend told to run jobs unsandboxed
+// refuses Config.Process.Images, saying why.
+func TestImagesNeedTheSandbox(t *testing.T) {
+	_, err := local.New(local.Config{Unsandboxed: true, Process: process.Config{Images: &process.Images{Pull: image.Config{Dir: t.TempDir()}}}})
+	if err == nil || !strings.Contains(err.Error(), "Config.Process.Images needs the sandbox") {
+		t.Fatalf("an unsandboxed backend with images: %v", err)
 	}
 }

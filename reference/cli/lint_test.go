@@ -91,8 +91,7 @@ jobs:
 `), 0o644))
 	var out, errOut bytes.Buffer
 	require.Equal(t, ExitOK, lintCmd(context.Background(), []string{wf}, &out, &errOut), errOut.String())
-	require.Equal(t, wf+`:5:5: warning: container is not used yet: the job runs on the runner's host, not in a container [unsupported]
-`+wf+`:9:15: warning: action "actions/setup-go@v5" is not run by the platform yet (it runs actions/checkout, the artifact and cache actions and local ./ actions): step 3 of job "test" fails when it runs [unsupported]
+	require.Equal(t, wf+`:9:15: warning: action "actions/setup-go@v5" is not run by the platform yet (it runs actions/checkout, the artifact and cache actions and local ./ actions): step 3 of job "test" fails when it runs [unsupported]
 `, out.String())
 
 	out.Reset()

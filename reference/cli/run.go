@@ -94,6 +94,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, newRu
 	fs.Var(secrets, "secret", "NAME=VALUE: a secret (repeatable): GitHub's secrets context, a GitLab variable, the\nenvironment of native jobs that name it in secrets; cikit never prints it")
 	secretFile := fs.String("secret-file", "", "a file of NAME=VALUE lines, secrets as -secret gives them (-secret wins)")
 	noDelay := fs.Bool("no-delay", false, "start delayed jobs as soon as their needs are satisfied, ignoring start_in")
+	imgs := addImageFlags(fs, true)
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -107,6 +108,11 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, newRu
 	}
 	if secrets.err != nil {
 		fmt.Fprintf(stderr, "cikit run: %v\n", secrets.err)
+		return ExitInvalid
+	}
+	images, err := imgs.images()
+	if err != nil {
+		fmt.Fprintf(stderr, "cikit run: %v\n", err)
 		return ExitInvalid
 	}
 	opts := &runOptions{dir: *dir, file: *file, event: *event, eventSet: *event != "", inputs: inputs,
@@ -133,7 +139,7 @@ func runWith(ctx context.Context, args []string, stdout, stderr io.Writer, newRu
 		}
 		return ExitOK
 	}
-	return lp.run(ctx, runConfig{parallel: *parallel, grace: *grace, keep: *keep, report: *report, passEnv: splitList(*passEnv), newRunner: newRunner}, stdout, stderr)
+	return lp.run(ctx, runConfig{parallel: *parallel, grace: *grace, keep: *keep, report: *report, passEnv: splitList(*passEnv), images: images, newRunner: newRunner}, stdout, stderr)
 }
 
 // load checks the flags and reads the files they name.
@@ -394,6 +400,8 @@ type runConfig struct {
 	keep     bool
 	report   string
 	passEnv  []string
+	// images say how jobs run in their images (see inImages).
+	images *process.Images
 	// newRunner makes what runs each job; nil: a process.Executor.
 	newRunner func(process.Config) (jobRunner, error)
 }
@@ -404,6 +412,74 @@ type jobRunner interface {
 }
 
 func newExecutor(cfg process.Config) (jobRunner, error) { return process.New(cfg) }
+
+// closeRunner closes r, when it holds something to release (a
+// process.Executor's image directory).
+func closeRunner(r jobRunner, logger *slog.Logger) {
+	if c, ok := r.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			logger.Warn("releasing the image directory", "err", err)
+		}
+	}
+}
+
+// inImages runs the jobs of a local run that get an image (their own,
+// -image-for's or -default-image's), and those that get none when
+// -host-jobs is false, which it fails. The other jobs run on this
+// machine as they always have, as plain processes, by the run's first
+// executor. The executor of images is made when a job first needs it:
+// it runs each job in the bubblewrap sandbox, which images need, with
+// the host's network, as a container engine's default network has it.
+// Without a working bubblewrap, the jobs it would run fail saying so,
+// and the others run.
+type inImages struct {
+	cfg       *process.Images
+	base      process.Config
+	newRunner func(process.Config) (jobRunner, error)
+	logger    *slog.Logger
+
+	once sync.Once
+	exec jobRunner
+	err  error
+}
+
+// runner returns what runs the job of spec: host, or the executor of
+// images, made on first use.
+func (im *inImages) runner(spec *cikit.JobSpec, host jobRunner) (jobRunner, error) {
+	ref := ""
+	if im.cfg != nil {
+		ref = imageOf(im.cfg, spec)
+	}
+	if im.cfg == nil || ref == "" && im.cfg.Host {
+		return host, nil
+	}
+	im.once.Do(func() {
+		pc := im.base
+		pc.Sandbox = &process.Sandbox{Network: true}
+		pc.Images = im.cfg
+		im.exec, im.err = im.newRunner(pc)
+		if errors.Is(im.err, process.ErrSandboxUnavailable) {
+			im.err = fmt.Errorf("running jobs in images needs the bubblewrap sandbox, and it is unavailable here: %w", im.err)
+		}
+		if im.err != nil {
+			im.logger.Warn("jobs in images fail: their executor did not start", "err", im.err)
+		}
+	})
+	if im.err != nil {
+		if ref == "" {
+			return nil, fmt.Errorf("this job gets no image, -host-jobs is false, and %v", im.err)
+		}
+		return nil, fmt.Errorf("this job runs in the image %s: %v", ref, im.err)
+	}
+	return im.exec, nil
+}
+
+// close releases the executor of images, if it was made.
+func (im *inImages) close() {
+	if im.exec != nil {
+		closeRunner(im.exec, im.logger)
+	}
+}
 
 // run runs the selected jobs and prints their output and the run's
 // result; it returns the exit code.
@@ -422,7 +498,7 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 	if newRunner == nil {
 		newRunner = newExecutor
 	}
-	exec, err := newRunner(process.Config{
+	pc := process.Config{
 		Source:         lp.dir,
 		Exclude:        []string{stateDir},
 		Grace:          cfg.grace,
@@ -430,11 +506,15 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 		PassEnv:        cfg.passEnv,
 		Output:         r.output,
 		Logger:         logger,
-	})
+	}
+	exec, err := newRunner(pc)
 	if err != nil {
 		fmt.Fprintf(stderr, "cikit run: %v\n", err)
 		return ExitInvalid
 	}
+	defer closeRunner(exec, logger)
+	images := &inImages{cfg: cfg.images, base: pc, newRunner: newRunner, logger: logger}
+	defer images.close()
 	var files *localFiles
 	if usesFiles(lp.jobs) {
 		if files, err = openLocalFiles(lp.dir, lp.repo()); err != nil {
@@ -464,7 +544,12 @@ func (lp *localPlan) run(ctx context.Context, cfg runConfig, stdout, stderr io.W
 			if files != nil {
 				job.Files = files.broker(&lp.rc, runID, j.Spec, jc.Attempt)
 			}
-			res := exec.RunJob(ctx, job)
+			runner, err := images.runner(j.Spec, exec)
+			if err != nil {
+				r.flush(j.ID())
+				return dag.Outcome{State: cikit.JobFailed, ExitCode: -1, Reason: err.Error(), FailureClass: cikit.FailureInfrastructure}
+			}
+			res := runner.RunJob(ctx, job)
 			r.flush(j.ID())
 			// The store keeps the result, as the platform's does: the
 			// jobs that need this one read its outputs there, and an

@@ -21,7 +21,7 @@ import (
 )
 
 func runnerCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
-	fs := newFlags("runner", "runner -server URL [flags]\n\nRuns jobs for a cikit server: registers with the registration token (from\n-registration-token or CIKIT_REGISTRATION_TOKEN), then claims jobs matching its\nlabels and runs each as local processes in a fresh copy of -source. SIGINT or\nSIGTERM stops it: the current job gets -shutdown-grace to finish, then it is\ncancelled and given back to the server.\n\nEach job runs in a bubblewrap sandbox of its own (-sandbox): its own user,\nprocesses and network, a read-only view of the system and only its workspace\nwritable, with the -limit-* flags bounding its resources. It shares the host's\nkernel: see docs/isolation.md for what that means. Without a working bubblewrap\nthe runner refuses to start unless -sandbox off says to run jobs unsandboxed.\n\nA job's environment is built from scratch: PATH, HOME, USER, LOGNAME, TMPDIR,\nLANG, LANGUAGE, LC_* and TZ from the runner's, the variables -pass-env names,\nthen the job's context and its own env; nothing else of the runner's.", stderr)
+	fs := newFlags("runner", "runner -server URL [flags]\n\nRuns jobs for a cikit server: registers with the registration token (from\n-registration-token or CIKIT_REGISTRATION_TOKEN), then claims jobs matching its\nlabels and runs each as local processes in a fresh copy of -source. SIGINT or\nSIGTERM stops it: the current job gets -shutdown-grace to finish, then it is\ncancelled and given back to the server.\n\nEach job runs in a bubblewrap sandbox of its own (-sandbox): its own user,\nprocesses and network, a read-only view of the system and only its workspace\nwritable, with the -limit-* flags bounding its resources. It shares the host's\nkernel: see docs/isolation.md for what that means. Without a working bubblewrap\nthe runner refuses to start unless -sandbox off says to run jobs unsandboxed.\n\nA job naming an image (GitLab's image:, GitHub's container:) runs in it: the\nrunner pulls it into -image-dir and gives the job a view of its own of the\nimage's root file system, in the sandbox, with no container engine. -image-for\nand -default-image give images to jobs that name none; -host-jobs says whether\na job left without one runs on the host. With -sandbox off no job runs in an\nimage.\n\nA job's environment is built from scratch: PATH, HOME, USER, LOGNAME, TMPDIR,\nLANG, LANGUAGE, LC_* and TZ from the runner's, the variables -pass-env names,\nthen the job's context and its own env; nothing else of the runner's.", stderr)
 	server := fs.String("server", "", "the server's base URL")
 	token := fs.String("registration-token", os.Getenv("CIKIT_REGISTRATION_TOKEN"), "the registration token")
 	name := fs.String("name", hostname(), "the runner's name")
@@ -42,6 +42,7 @@ func runnerCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 	fs.IntVar(&limits.Processes, "limit-processes", limits.Processes, fmt.Sprintf("how many processes and threads a sandboxed job may have at once, at least %d (0: no limit)", process.MinProcesses))
 	fs.Var((*byteSize)(&limits.FileSize), "limit-file-size", "the largest file a process of a sandboxed job may write, such as 10G (0: no limit)")
 	fs.Var((*byteSize)(&limits.Tmp), "limit-tmp", "the size of a sandboxed job's /tmp and of its /dev/shm, both in memory, such as 1G (0: the kernel's default, half of the memory)")
+	imgs := addImageFlags(fs, false)
 	if code := parse(fs, args); code >= 0 {
 		return code
 	}
@@ -61,9 +62,21 @@ func runnerCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 			fmt.Fprintln(stderr, "cikit runner: the -limit-* flags need the sandbox; use -sandbox auto or require")
 			return ExitInvalid
 		}
+		if given := imgs.given(); len(given) > 0 {
+			fmt.Fprintf(stderr, "cikit runner: %s: jobs run in images only in the sandbox, and -sandbox is off (its jobs run on the host, and a job naming an image fails); use -sandbox auto or require\n", strings.Join(given, ", "))
+			return ExitInvalid
+		}
 	default:
 		fmt.Fprintf(stderr, "cikit runner: -sandbox must be auto, require or off, not %q\n", *sandboxMode)
 		return ExitInvalid
+	}
+	var images *process.Images
+	if sandbox != nil {
+		var err error
+		if images, err = imgs.images(); err != nil {
+			fmt.Fprintf(stderr, "cikit runner: %v\n", err)
+			return ExitInvalid
+		}
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	src := *source
@@ -90,7 +103,7 @@ func runnerCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 		return ExitInvalid
 	}
 	exec, err := process.New(process.Config{Source: src, WorkRoot: *workRoot, Grace: *grace, PassEnv: splitList(*passEnv), Logger: log, Sandbox: sandbox,
-		Checkout: co})
+		Images: images, Checkout: co})
 	if err != nil {
 		fmt.Fprintf(stderr, "cikit runner: %v\n", err)
 		if errors.Is(err, process.ErrSandboxUnavailable) {
@@ -98,6 +111,11 @@ func runnerCmd(ctx context.Context, args []string, _, stderr io.Writer) int {
 		}
 		return ExitInvalid
 	}
+	defer func() {
+		if err := exec.Close(); err != nil {
+			log.Warn("releasing the image directory", "err", err)
+		}
+	}()
 	a, err := agent.New(agent.Config{Server: *server, RegistrationToken: *token, Name: *name, Labels: splitList(*labels),
 		Executor: agent.ProcessExecutor{Executor: exec}, ShutdownGrace: *shutdownGrace, Logger: log, Version: version()})
 	if err != nil {

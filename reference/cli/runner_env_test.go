@@ -17,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cikit/cikit/internal/imagetest"
 	"github.com/cikit/cikit/internal/testenv"
 )
 
@@ -27,12 +28,9 @@ import (
 // environment minus CIKIT_REGISTRATION_TOKEN: the job printed the
 // server's signing key and webhook secret.
 func TestRunnerJobsDoNotSeeItsEnvironment(t *testing.T) {
-	if _, err := exec.LookPath("git"); err != nil {
-		testenv.ToolUnavailable(t, "git", err)
-	}
 	secrets := map[string]string{
-		"CIKIT_REGISTRATION_TOKEN":          "runner-registration-token",
-		"CIKIT_RUNNERS_REGISTRATION_TOKENS": "runner-registration-token",
+		"CIKIT_REGISTRATION_TOKEN":          runnerToken,
+		"CIKIT_RUNNERS_REGISTRATION_TOKENS": runnerToken,
 		"CIKIT_RUNNERS_SIGNING_KEYS":        strings.Repeat("k", 40),
 		"CIKIT_WEBHOOKS_GITHUB_SECRETS":     "webhook-secret-of-the-server",
 		"PGPASSWORD":                        "pg-password-of-the-runner",
@@ -40,11 +38,49 @@ func TestRunnerJobsDoNotSeeItsEnvironment(t *testing.T) {
 	for k, v := range secrets { // t.Setenv: not parallel
 		t.Setenv(k, v)
 	}
+	state, text := runOnRunner(t, "on: [manual]\njobs:\n  env:\n    steps:\n      - env\n", "env", "-name", "env-runner", "-image-dir", imageDir(t))
+	require.Equal(t, "succeeded", state, text)
+	require.Contains(t, text, "CIKIT_JOB_ID=env")
+	for k, v := range secrets {
+		require.NotContains(t, text, k+"=", "a job saw the runner's %s", k)
+		require.NotContains(t, text, v)
+	}
+}
+
+// TestRunnerRunsJobsInImages: `cikit runner -default-image` runs a job
+// naming no image in that image, pulled from the registry into
+// -image-dir.
+func TestRunnerRunsJobsInImages(t *testing.T) {
+	t.Parallel()
+	reg := imagetest.NewRegistry(t, nil)
+	reg.Push(t, "test/busybox:1", imagetest.BusyboxImage(t, "1"))
+	ref := reg.Host + "/test/busybox:1"
+	state, text := runOnRunner(t, "on: [manual]\njobs:\n  os:\n    steps:\n      - grep ^ID= /etc/os-release\n", "os",
+		"-image-dir", imageDir(t), "-insecure-registry", reg.Host, "-default-image", ref)
+	require.Equal(t, "succeeded", state, text)
+	require.Contains(t, text, "--- image: "+ref+" (the runner's default image)\n")
+	require.Contains(t, text, "\nID=cikit-busybox\n")
+}
+
+// runnerToken is the registration token of runOnRunner's server and
+// runner: the one TestRunnerJobsDoNotSeeItsEnvironment puts in their
+// environment.
+const runnerToken = "runner-registration-token"
+
+// runOnRunner serves a repository holding the native pipeline pipeline
+// with no local runners, starts `cikit runner` with args on it, runs the
+// pipeline and returns the state of its run and the log of job, once
+// the run has ended; then it stops both.
+func runOnRunner(t *testing.T, pipeline, job string, args ...string) (state, log string) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		testenv.ToolUnavailable(t, "git", err)
+	}
 	dir := t.TempDir()
 	repo := filepath.Join(dir, "repos", "acme", "app")
 	require.NoError(t, os.MkdirAll(repo, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(repo, ".cikit.yml"), []byte("on: [manual]\njobs:\n  env:\n    steps:\n      - env\n"), 0o644))
-	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "env"}} {
+	require.NoError(t, os.WriteFile(filepath.Join(repo, ".cikit.yml"), []byte(pipeline), 0o644))
+	for _, args := range [][]string{{"init", "-q", "-b", "main"}, {"add", "-A"}, {"commit", "-q", "-m", "pipeline"}} {
 		cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "commit.gpgsign=false"}, args...)...)
 		cmd.Dir = repo
 		out, err := cmd.CombinedOutput()
@@ -56,7 +92,7 @@ func TestRunnerJobsDoNotSeeItsEnvironment(t *testing.T) {
 	out, w := io.Pipe()
 	served := make(chan int, 1)
 	go func() {
-		served <- Main(ctx, []string{"serve", "-listen", "127.0.0.1:0", "-data-dir", dir, "-runners.local", "0"}, w, io.Discard)
+		served <- Main(ctx, []string{"serve", "-listen", "127.0.0.1:0", "-data-dir", dir, "-runners.local", "0", "-runners.registration-tokens", runnerToken}, w, io.Discard)
 		w.Close()
 	}()
 	var url string
@@ -71,12 +107,12 @@ func TestRunnerJobsDoNotSeeItsEnvironment(t *testing.T) {
 
 	ran := make(chan int, 1)
 	go func() {
-		ran <- Main(ctx, []string{"runner", "-server", url, "-name", "env-runner"}, io.Discard, io.Discard)
+		ran <- Main(ctx, append([]string{"runner", "-server", url, "-registration-token", runnerToken}, args...), io.Discard, io.Discard)
 	}()
 
 	req, err := http.NewRequest(http.MethodPost, url+"/api/v1/repos/acme/app/pipelines", strings.NewReader(`{"ref":"main"}`))
 	require.NoError(t, err)
-	req.Header.Set("Idempotency-Key", "env-1")
+	req.Header.Set("Idempotency-Key", "runner-1")
 	req.Header.Set("Content-Type", "application/json")
 	var trig struct {
 		RunIDs []string `json:"run_ids"`
@@ -84,25 +120,18 @@ func TestRunnerJobsDoNotSeeItsEnvironment(t *testing.T) {
 	require.Equal(t, http.StatusCreated, doJSON(t, req, &trig))
 	require.Len(t, trig.RunIDs, 1)
 	run := url + "/api/v1/runs/" + trig.RunIDs[0]
-	var state struct {
+	var st struct {
 		State string `json:"state"`
 	}
 	require.Eventually(t, func() bool {
 		get, _ := http.NewRequest(http.MethodGet, run, nil)
-		return doJSON(t, get, &state) == http.StatusOK && (state.State == "succeeded" || state.State == "failed")
+		return doJSON(t, get, &st) == http.StatusOK && (st.State == "succeeded" || st.State == "failed")
 	}, 60*time.Second, 20*time.Millisecond)
-	resp, err := http.Get(run + "/jobs/env/log")
+	resp, err := http.Get(run + "/jobs/" + job + "/log")
 	require.NoError(t, err)
 	logText, err := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	require.NoError(t, err)
-	text := string(logText)
-	require.Equal(t, "succeeded", state.State, text)
-	require.Contains(t, text, "CIKIT_JOB_ID=env")
-	for k, v := range secrets {
-		require.NotContains(t, text, k+"=", "a job saw the runner's %s", k)
-		require.NotContains(t, text, v)
-	}
 
 	cancel()
 	for _, c := range []chan int{ran, served} {
@@ -113,6 +142,7 @@ func TestRunnerJobsDoNotSeeItsEnvironment(t *testing.T) {
 			t.Fatal("cikit runner or serve did not stop")
 		}
 	}
+	return st.State, string(logText)
 }
 
 func doJSON(t *testing.T, req *http.Request, into any) int {

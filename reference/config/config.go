@@ -27,12 +27,16 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"path/filepath"
+	"reflect"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cikit/cikit/fleet/image"
 	"github.com/cikit/cikit/fleet/process"
 	"github.com/cikit/cikit/lease"
 )
@@ -245,6 +249,97 @@ type Runners struct {
 	PassEnv []string `yaml:"pass-env" usage:"names of more host variables local runners' jobs get, besides PATH, HOME, USER, LOGNAME, TMPDIR, LANG, LANGUAGE, LC_* and TZ"`
 	// Limits bound each sandboxed job of the local runners.
 	Limits JobLimits `yaml:"limits"`
+	// Images say how the local runners run jobs in container images.
+	Images RunnerImages `yaml:"images"`
+}
+
+// RunnerImages configure how the local runners run jobs in container
+// images (process.Images, see Config.RunnerImages): a job naming an image
+// (GitLab's image:, GitHub's container:) runs in it, pulled into Dir,
+// in its sandbox, with no container engine. Images need the sandbox:
+// with runners.sandbox off no job runs in an image, and these settings
+// are refused. docs/isolation.md says more.
+type RunnerImages struct {
+	// Dir is the image directory: the layers, the unpacked images and
+	// the jobs' views. Default: DataDir/images.
+	Dir string `yaml:"dir" usage:"the local runners' image directory: layers, unpacked images and jobs' views (default: images under data-dir)"`
+	// Default is the image of a job that names none and that Labels
+	// give none.
+	Default string `yaml:"default-image" usage:"the image of a job that names none and whose runs-on labels runners.images.labels gives none"`
+	// Labels are LABEL=IMAGE pairs, as act's -P: a job naming no image
+	// whose runs-on names LABEL runs in IMAGE.
+	Labels []string `yaml:"labels" usage:"LABEL=IMAGE pairs: a job naming no image that runs on LABEL runs in IMAGE, as act's -P does"`
+	// HostJobs says whether a job that gets no image runs on the host,
+	// in its sandbox ("true"), or fails ("false"). Default: false when
+	// Default is set, else true.
+	HostJobs string `yaml:"host-jobs" usage:"true: run a job that gets no image on the host, in its sandbox; false: fail it (default: false when default-image is set, else true)"`
+	// Mirrors are HOST=MIRROR pairs: the mirrors of a registry host,
+	// tried in the order given before it.
+	Mirrors []string `yaml:"mirrors" usage:"HOST=MIRROR pairs: pull the images of registry HOST from MIRROR first (mirrors of a host are tried in order)"`
+	// DockerConfig is a Docker config.json whose auths log in to
+	// registries. Default: none; the server's own is never read
+	// implicitly.
+	DockerConfig string `yaml:"docker-config" usage:"a Docker config.json whose auths log in to registries (default: none)"`
+	// Insecure are registry hosts reached over plain HTTP.
+	Insecure []string `yaml:"insecure-registries" usage:"registry hosts reached over plain HTTP"`
+	// BudgetBytes bounds the image layers cached before the least
+	// recently used are evicted. 0: image.DefaultBudget.
+	BudgetBytes int64 `yaml:"budget-bytes" usage:"the bytes of image layers kept before the least recently used are evicted (0: 20 GiB)"`
+	// PullPolicy is the pull policy of a job that asks for none:
+	// always (the default), if-not-present or never.
+	PullPolicy string `yaml:"pull-policy" usage:"when a job's image is pulled, unless the job says: always (the default), if-not-present or never"`
+}
+
+// RunnerImages returns the local runners' images as process.Images, nil
+// when runners.sandbox is off. c must be valid.
+func (c *Config) RunnerImages() *process.Images {
+	if c.Runners.Sandbox == "off" {
+		return nil
+	}
+	ri := c.Runners.Images
+	dir := ri.Dir
+	if dir == "" {
+		dir = filepath.Join(c.DataDir, "images")
+	}
+	im := &process.Images{
+		Pull:       image.Config{Dir: dir, Budget: ri.BudgetBytes, DockerConfig: ri.DockerConfig, Insecure: slices.Clone(ri.Insecure)},
+		Default:    ri.Default,
+		Host:       ri.HostJobs == "true" || ri.HostJobs == "" && ri.Default == "",
+		PullPolicy: image.PullPolicy(ri.PullPolicy),
+	}
+	if labels, _ := imagePairs(ri.Labels, true); len(labels) > 0 {
+		im.Labels = map[string]string{}
+		for _, kv := range labels {
+			im.Labels[kv[0]] = kv[1]
+		}
+	}
+	if mirrors, _ := imagePairs(ri.Mirrors, false); len(mirrors) > 0 {
+		im.Pull.Mirrors = map[string][]string{}
+		for _, kv := range mirrors {
+			im.Pull.Mirrors[kv[0]] = append(im.Pull.Mirrors[kv[0]], kv[1])
+		}
+	}
+	return im
+}
+
+// imagePairs splits KEY=VALUE items, neither side empty; unique refuses
+// a key given twice.
+func imagePairs(items []string, unique bool) ([][2]string, error) {
+	var out [][2]string
+	seen := map[string]bool{}
+	for _, item := range items {
+		k, v, ok := strings.Cut(item, "=")
+		k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+		if !ok || k == "" || v == "" {
+			return nil, fmt.Errorf("%q is not KEY=VALUE with neither of them empty", item)
+		}
+		if unique && seen[k] {
+			return nil, fmt.Errorf("%s is given twice", k)
+		}
+		seen[k] = true
+		out = append(out, [2]string{k, v})
+	}
+	return out, nil
 }
 
 // JobLimits bound each sandboxed job of the local runners; 0 switches a
@@ -554,6 +649,29 @@ func (c *Config) Validate() error {
 		bad("runners.limits.processes: must be at least %d, or 0 for no limit", process.MinProcesses)
 	} else if c.Runners.Sandbox == "off" && l != defaultJobLimits() && l != (JobLimits{}) {
 		bad("runners.limits: bound sandboxed jobs only, and runners.sandbox is off")
+	}
+	ri := c.Runners.Images
+	if c.Runners.Sandbox == "off" && !reflect.ValueOf(ri).IsZero() {
+		bad("runners.images: jobs run in images only in the sandbox, and runners.sandbox is off")
+	}
+	if _, err := imagePairs(ri.Labels, true); err != nil {
+		bad("runners.images.labels: %v", err)
+	}
+	if _, err := imagePairs(ri.Mirrors, false); err != nil {
+		bad("runners.images.mirrors: %v", err)
+	}
+	switch ri.HostJobs {
+	case "", "true", "false":
+	default:
+		bad("runners.images.host-jobs: must be true or false, not %q", ri.HostJobs)
+	}
+	switch image.PullPolicy(ri.PullPolicy) {
+	case "", image.PullAlways, image.PullIfNotPresent, image.PullNever:
+	default:
+		bad("runners.images.pull-policy: must be %s, %s or %s, not %q", image.PullAlways, image.PullIfNotPresent, image.PullNever, ri.PullPolicy)
+	}
+	if ri.BudgetBytes < 0 {
+		bad("runners.images.budget-bytes: must not be negative (0: the default)")
 	}
 	if err := process.ValidatePassEnv(c.Runners.PassEnv); err != nil {
 		bad("runners.pass-env: %v", err)

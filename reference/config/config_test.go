@@ -13,6 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/cikit/cikit/fleet/image"
 )
 
 // production is a valid configuration with every service outside the
@@ -294,6 +296,13 @@ func TestValidate(t *testing.T) {
 		{"negative limit", func(c *Config) { c.Runners.Limits.MemoryMiB = -1 }, "runners.limits: must not be negative"},
 		{"few processes", func(c *Config) { c.Runners.Limits.Processes = 4 }, "runners.limits.processes: must be at least 32"},
 		{"limits without a sandbox", func(c *Config) { c.Runners.Sandbox = "off"; c.Runners.Limits.Processes = 100 }, "runners.limits: bound sandboxed jobs only"},
+		{"images without a sandbox", func(c *Config) { c.Runners.Sandbox = "off"; c.Runners.Images.Default = "alpine:3.20" }, "runners.images: jobs run in images only in the sandbox, and runners.sandbox is off"},
+		{"image label without image", func(c *Config) { c.Runners.Images.Labels = []string{"ubuntu-latest"} }, `runners.images.labels: "ubuntu-latest" is not KEY=VALUE with neither of them empty`},
+		{"image label twice", func(c *Config) { c.Runners.Images.Labels = []string{"l=a:1", "l=b:1"} }, "runners.images.labels: l is given twice"},
+		{"mirror without host", func(c *Config) { c.Runners.Images.Mirrors = []string{"=mirror.gcr.io"} }, `runners.images.mirrors: "=mirror.gcr.io" is not KEY=VALUE`},
+		{"host jobs", func(c *Config) { c.Runners.Images.HostJobs = "maybe" }, `runners.images.host-jobs: must be true or false, not "maybe"`},
+		{"pull policy", func(c *Config) { c.Runners.Images.PullPolicy = "sometimes" }, `runners.images.pull-policy: must be always, if-not-present or never, not "sometimes"`},
+		{"image budget", func(c *Config) { c.Runners.Images.BudgetBytes = -1 }, "runners.images.budget-bytes: must not be negative"},
 		{"pass cikit's own", func(c *Config) { c.Runners.PassEnv = []string{"CIKIT_POSTGRES_URL"} }, "runners.pass-env: CIKIT_POSTGRES_URL: CIKIT* variables"},
 		{"short signing key", func(c *Config) { c.Runners.SigningKeys = append(c.Runners.SigningKeys, "short") }, "runners.signing-keys[1]: must be at least 32 bytes"},
 		{"no registration tokens", func(c *Config) { c.Runners.RegistrationTokens = nil }, "runners.registration-tokens: required with PostgreSQL"},
@@ -450,4 +459,36 @@ func TestHelpHidesSecrets(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"postgres.url", "redis.url", "s3.access-key-id", "s3.secret-access-key", "vcs.github.token", "vcs.gitlab.token",
 		"webhooks.github-secrets", "webhooks.gitlab-tokens", "webhooks.standard-secrets", "runners.registration-tokens", "runners.signing-keys"}, secret)
+}
+
+// TestRunnerImages: the local runners' images are under the data
+// directory unless runners.images.dir says otherwise, with the pairs of
+// labels and mirrors as process.Images has them; jobs left without an
+// image run on the host unless a default image is set or host-jobs says
+// so; with the sandbox off there are none.
+func TestRunnerImages(t *testing.T) {
+	t.Parallel()
+	c := Default()
+	c.DataDir = "/srv/cikit"
+	im := c.RunnerImages()
+	require.Equal(t, image.Config{Dir: "/srv/cikit/images"}, im.Pull)
+	require.True(t, im.Host)
+	require.Empty(t, im.Default)
+
+	c.Runners.Images = RunnerImages{Dir: "/cache/images", Default: "alpine:3.20", Labels: []string{"ubuntu-latest=ubuntu:24.04"},
+		Mirrors: []string{"index.docker.io=m1", "index.docker.io=m2"}, Insecure: []string{"localhost:5000"}, BudgetBytes: 1 << 30,
+		DockerConfig: "/etc/cikit/docker.json", PullPolicy: "if-not-present"}
+	require.NoError(t, c.Validate())
+	im = c.RunnerImages()
+	require.Equal(t, image.Config{Dir: "/cache/images", Budget: 1 << 30, DockerConfig: "/etc/cikit/docker.json",
+		Mirrors: map[string][]string{"index.docker.io": {"m1", "m2"}}, Insecure: []string{"localhost:5000"}}, im.Pull)
+	require.Equal(t, map[string]string{"ubuntu-latest": "ubuntu:24.04"}, im.Labels)
+	require.Equal(t, image.PullIfNotPresent, im.PullPolicy)
+	require.False(t, im.Host, "a default image keeps jobs off the host")
+	c.Runners.Images.HostJobs = "true"
+	require.True(t, c.RunnerImages().Host)
+
+	c = Default()
+	c.Runners.Sandbox = "off"
+	require.Nil(t, c.RunnerImages())
 }

@@ -76,6 +76,9 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 			// Never unsandboxed unless runners.sandbox says off.
 			lc.Process.Sandbox = &process.Sandbox{Mode: process.SandboxRequire, Network: p.cfg.Runners.Network,
 				Limits: p.cfg.Runners.Limits.ProcessLimits()}
+			// Jobs naming an image run in it, in the sandbox; the
+			// runners share one executor and its image directory.
+			lc.Process.Images = p.cfg.RunnerImages()
 		case "off":
 			lc.Unsandboxed = true
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	fleetprocess "github.com/cikit/cikit/fleet/process"
+	"github.com/cikit/cikit/internal/imagetest"
 	"github.com/cikit/cikit/reference/platform"
 	"github.com/cikit/cikit/vcs/status"
 )
@@ -104,4 +105,43 @@ func TestServeRefusesToRunUnsandboxed(t *testing.T) {
 	require.Equal(t, 202, code, body)
 	got := w.waitStatuses(t, 60*time.Second, "env")
 	require.Equal(t, "success", got[status.JobContext(".cikit.yml", "env")].State, "%+v", got)
+}
+
+// TestLocalRunnersRunJobsInTheirImages: a job of the embedded platform
+// naming an image runs in it on a local runner, pulled from the
+// registry into the image directory under the data directory; a job
+// naming none runs on the host beside it.
+func TestLocalRunnersRunJobsInTheirImages(t *testing.T) {
+	reg := imagetest.NewRegistry(t, nil)
+	reg.Push(t, "test/busybox:1", imagetest.BusyboxImage(t, "1"))
+	w := newWorld(t, map[string]string{".cikit.yml": `jobs:
+  in-image:
+    image: ` + reg.Host + `/test/busybox:1
+    steps:
+      - grep -E '^(ID|VERSION_ID)=' /etc/os-release
+  on-host:
+    steps:
+      - grep ^ID= /etc/os-release || echo no os-release
+`})
+	w.cfg.Runners.Local = 1
+	w.cfg.Runners.Images.Insecure = []string{reg.Host}
+	s := serve(t, w.cfg)
+	code, body := deliver(t, s.p.URL(), "delivery-images", pushBody(w.sha))
+	require.Equal(t, 202, code, body)
+	got := w.waitStatuses(t, 60*time.Second, "in-image", "on-host")
+	run := runIDOf(t, got[status.PipelineContext(".cikit.yml")])
+	logOf := func(job string) string {
+		code, text := getText(t, s.p.URL()+"/api/v1/runs/"+run+"/jobs/"+job+"/log")
+		require.Equal(t, 200, code, text)
+		return text
+	}
+	inImage, onHost := logOf("in-image"), logOf("on-host")
+	require.Equal(t, "success", got[status.JobContext(".cikit.yml", "in-image")].State, inImage)
+	require.Equal(t, "success", got[status.JobContext(".cikit.yml", "on-host")].State, onHost)
+	require.Contains(t, inImage, "\nID=cikit-busybox\nVERSION_ID=1\n")
+	require.Contains(t, inImage, "--- pulling "+reg.Host+"/test/busybox:1 (pull policy always)\n")
+	require.NotContains(t, onHost, "cikit-busybox")
+	entries, err := os.ReadDir(filepath.Join(w.cfg.DataDir, "images", "blobs", "sha256"))
+	require.NoError(t, err, "the image is cached under the data directory")
+	require.NotEmpty(t, entries)
 }
