@@ -334,7 +334,6 @@ func (g *ghCompiler) job(wf *ghWorkflow, e entry) *ghJob {
 			g.useContainer(&j.exprs, val)
 		case "services":
 			if j.services = g.services(val, j.id); len(j.services) > 0 {
-				g.warn(j, k.key, "services are not started yet: the job runs without them")
 				for _, s := range j.services {
 					j.warnings = append(j.warnings, s.opts.warnings...)
 				}

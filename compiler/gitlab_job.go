@@ -278,9 +278,7 @@ func (r *glReader) key(k glEntry) {
 	case "image":
 		s.Image, s.ImageOptions = g.image(v)
 	case "services":
-		if s.Services = g.services(v); len(s.Services) > 0 {
-			r.warn(k.key, "services are not started yet: the job runs without %s", serviceNames(s.Services))
-		}
+		s.Services = g.services(v)
 	case "variables":
 		r.vars = g.variables(v, false)
 	case "tags":
@@ -380,15 +378,6 @@ var glServiceKeys = map[string]string{
 // not honour yet (see checker.notHonoured).
 func (r *glReader) warn(n *yaml.Node, format string, args ...any) {
 	r.j.spec.Warnings = append(r.j.spec.Warnings, r.g.notHonoured(n, format, args...))
-}
-
-// serviceNames lists the host names of services, for messages.
-func serviceNames(svcs []cikit.Service) string {
-	names := make([]string, len(svcs))
-	for i, s := range svcs {
-		names[i] = quote(s.Name)
-	}
-	return strings.Join(names, ", ")
 }
 
 // check validates what depends on several keys, once all are read, and

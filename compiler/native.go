@@ -242,9 +242,7 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 			j.spec.RunsOn = c.stringList(v, k.name, own)
 		case "services":
 			tplNodes[tplServices] = v
-			if j.spec.Services = c.nativeServices(v, own); len(j.spec.Services) > 0 {
-				warn(k.key, "services are not started yet: the job runs without them")
-			}
+			j.spec.Services = c.nativeServices(v, own)
 		case "concurrency":
 			tplNodes[tplConcurrency] = v
 			j.spec.Concurrency = c.nativeConcurrency(v, own)
