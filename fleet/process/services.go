@@ -96,6 +96,11 @@ func (j *jobRun) prepareServices(ctx context.Context) (res Result, ok bool) {
 		j.net = n
 	}
 	seen := map[string]string{}
+	defer func() {
+		if ok && e.sandbox.network {
+			res, ok = j.portsFree()
+		}
+	}()
 	for _, svc := range spec.Services {
 		s, err := j.prepareService(ctx, svc)
 		if s != nil {
@@ -115,6 +120,22 @@ func (j *jobRun) prepareServices(ctx context.Context) (res Result, ok bool) {
 		}
 	}
 	return res, true
+}
+
+// portsFree fails the job when a port its services listen on is taken
+// on the host's network, which they share: the job would reach what
+// holds it instead of its service.
+func (j *jobRun) portsFree() (Result, bool) {
+	for _, s := range j.services {
+		for _, p := range s.ports {
+			ln, err := net.Listen("tcp", ":"+strconv.Itoa(p))
+			if err != nil {
+				return j.fail(cikit.FailureInfrastructure, "service %s: port %d is in use on the runner's host, whose network the job's services share (Config.Sandbox.Network): %v", s.names[0], p, err), false
+			}
+			_ = ln.Close()
+		}
+	}
+	return Result{}, true
 }
 
 // errServiceConfig marks a service the job's configuration gets wrong.

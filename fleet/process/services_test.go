@@ -143,4 +143,18 @@ func TestServicesOnTheHostNetwork(t *testing.T) {
 	require.Contains(t, b.out.String(), "--- service cache is ready (port "+port+" accepts connections)")
 	require.Contains(t, b.out.String(), "\nPONG\n")
 	require.Empty(t, proctest.Running("/usr/bin/pingd", marker), "the service outlived the job")
+
+	// A port taken on the host fails the job before anything answers in
+	// the service's place.
+	taken, err := net.Listen("tcp", ":"+port)
+	require.NoError(t, err)
+	defer taken.Close()
+	out := &syncbuf.Buffer{}
+	res = b.exec.RunJob(context.Background(), process.Job{Output: out, Spec: &cikit.JobSpec{ID: "host-net-taken", Format: "gitlab", Image: base,
+		Services: []cikit.Service{{Name: "cache", Image: svc, Env: map[string]string{"PORT": port}, Ports: []string{port}, Command: []string{marker}}},
+		Steps:    steps(`echo ran`)}})
+	require.Equal(t, cikit.JobFailed, res.State, out.String())
+	require.Equal(t, cikit.FailureInfrastructure, res.FailureClass)
+	require.Contains(t, res.Reason, "service cache: port "+port+" is in use on the runner's host")
+	require.NotContains(t, out.String(), "\nran\n")
 }

@@ -84,6 +84,72 @@ jobs:
 	}
 }
 
+// TestRunServices: from the pipeline files to the job, a GitLab job's
+// service aliased db and a GitHub job's service redis with
+// --health-cmd start from their images, and the jobs reach them by
+// those names; a service that never becomes healthy fails its job,
+// naming it and showing its output.
+func TestRunServices(t *testing.T) {
+	t.Parallel()
+	reg := imagetest.NewRegistry(t, nil)
+	base := imagetest.BusyboxImage(t, "1")
+	reg.Push(t, "test/busybox:1", base)
+	reg.Push(t, "test/pingd:1", imagetest.ServiceImage(t, base))
+	gitlab := pipelineDir(t, map[string]string{".gitlab-ci.yml": `test:
+  image: ` + reg.Host + `/test/busybox:1
+  services:
+    - name: ` + reg.Host + `/test/pingd:1
+      alias: db
+  script: [echo PING | nc db 6390]
+`})
+	github := pipelineDir(t, map[string]string{".github/workflows/ci.yml": `on: push
+jobs:
+  test:
+    runs-on: self-hosted
+    container: ` + reg.Host + `/test/busybox:1
+    services:
+      redis:
+        image: ` + reg.Host + `/test/pingd:1
+        env: {PORT: "7379"}
+        ports: ["7379:7379"]
+        options: >-
+          --health-cmd "echo PING | nc 127.0.0.1 7379 | grep -q PONG"
+          --health-interval 50ms --health-retries 200
+    steps:
+      - run: echo PING | nc redis ${{ job.services.redis.ports['7379'] }}
+  sick:
+    runs-on: self-hosted
+    container: ` + reg.Host + `/test/busybox:1
+    services:
+      db:
+        image: ` + reg.Host + `/test/pingd:1
+        options: --health-cmd "exit 1" --health-interval 10ms --health-retries 2
+    steps:
+      - run: echo never
+`})
+	flags := []string{"-image-dir", imageDir(t), "-insecure-registry", reg.Host}
+
+	out, rep := reportOf(t, gitlab, flags...)
+	require.Equal(t, ExitOK, out.code, "stdout:\n%s\nstderr:\n%s", out.stdout, out.stderr)
+	lines := jobLines(out.stdout, rep)
+	require.Contains(t, lines["test"], "--- service db is ready (port 6390 accepts connections)")
+	require.Contains(t, lines["test"], "\nPONG\n")
+
+	out, rep = reportOf(t, github, flags...)
+	require.Equal(t, ExitFailed, out.code, "stdout:\n%s\nstderr:\n%s", out.stdout, out.stderr)
+	require.Equal(t, map[string]cikit.JobState{"test": cikit.JobSucceeded, "sick": cikit.JobFailed}, jobStates(rep))
+	lines = jobLines(out.stdout, rep)
+	require.Contains(t, lines["test"], `--- service redis is ready (health check "echo PING | nc 127.0.0.1 7379 | grep -q PONG")`)
+	require.Contains(t, lines["test"], "\nPONG\n")
+	for _, j := range rep.Jobs {
+		if j.ID == "sick" {
+			require.Contains(t, j.Reason, `service db (`+reg.Host+`/test/pingd:1) is unhealthy: its health check "exit 1" failed 2 times in a row`)
+			require.Contains(t, j.Reason, "service: listening on")
+		}
+	}
+	require.NotContains(t, lines["sick"], "never\n")
+}
+
 // TestRunImageFlagErrors: the image flags of `cikit run` refuse bad
 // values with an error naming the flag, exit code 2, and nothing runs.
 func TestRunImageFlagErrors(t *testing.T) {
