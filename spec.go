@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -210,6 +211,19 @@ type Service struct {
 	// Health is how the runner knows the service is ready (GitHub's
 	// --health-* options); nil when none is given.
 	Health *ServiceHealth `json:"health,omitempty"`
+}
+
+// HostName is the name a job reaches s by: its Name, or one derived from
+// its image when it has none ("postgres:16" is "postgres",
+// "registry.example.com/team/redis:7" is "redis").
+func (s Service) HostName() string {
+	if s.Name != "" {
+		return s.Name
+	}
+	name := s.Image[strings.LastIndexByte(s.Image, '/')+1:]
+	name, _, _ = strings.Cut(name, "@")
+	name, _, _ = strings.Cut(name, ":")
+	return name
 }
 
 // ImageOptions say how a container is started from its image, beyond

@@ -440,7 +440,7 @@ func (c *checker) nativeServices(v *yaml.Node, own owner) []cikit.Service {
 	for _, item := range v.Content {
 		iv := c.resolve(item)
 		if img, ok := text(iv); ok {
-			out = append(out, cikit.Service{Name: serviceName(img), Image: img})
+			out = append(out, cikit.Service{Name: cikit.Service{Image: img}.HostName(), Image: img})
 			continue
 		}
 		if iv.Kind != yaml.MappingNode {
@@ -470,20 +470,11 @@ func (c *checker) nativeServices(v *yaml.Node, own owner) []cikit.Service {
 			continue
 		}
 		if s.Name == "" {
-			s.Name = serviceName(s.Image)
+			s.Name = s.HostName()
 		}
 		out = append(out, s)
 	}
 	return out
-}
-
-// serviceName derives a host name from an image: "postgres:16" is
-// "postgres", "registry.example.com/team/redis:7" is "redis".
-func serviceName(image string) string {
-	name := image[strings.LastIndexByte(image, '/')+1:]
-	name, _, _ = strings.Cut(name, ":")
-	name, _, _ = strings.Cut(name, "@")
-	return name
 }
 
 func (c *checker) nativeRetry(v *yaml.Node, own owner) *cikit.Retry {

@@ -17,6 +17,7 @@ import (
 	"github.com/cikit/cikit/fleet/checkout"
 	"github.com/cikit/cikit/fleet/image"
 	"github.com/cikit/cikit/fleet/process"
+	"github.com/cikit/cikit/internal/imagetest"
 	"github.com/cikit/cikit/internal/testenv"
 	"github.com/cikit/cikit/vcs/gitserve/gitservetest"
 )
@@ -216,16 +217,7 @@ func BenchmarkArtifactTransfer(b *testing.B) {
 func BenchmarkImageStart(b *testing.B) {
 	reg, base, _ := serviceRegistry(b)
 	spec := &cikit.JobSpec{ID: "bench", Steps: []cikit.Step{{Name: "hello", Run: "echo hello"}}}
-	cfg := process.Config{Source: b.TempDir(), WorkRoot: searchableDir(b), Env: []string{"PATH=" + os.Getenv("PATH")}}
-	withImages(b, reg, func(im *process.Images) { im.Host, im.PullPolicy = true, image.PullIfNotPresent })(&cfg)
-	e, err := process.New(cfg)
-	if errors.Is(err, process.ErrSandboxUnavailable) {
-		testenv.ToolUnavailable(b, testenv.Bubblewrap, err)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { e.Close() })
+	e := imageExecutor(b, reg, true)
 	inImage := *spec
 	inImage.Image = base
 	if res := e.RunJob(context.Background(), process.Job{Spec: &inImage}); res.State != cikit.JobSucceeded {
@@ -241,16 +233,7 @@ func BenchmarkImageStart(b *testing.B) {
 // without it, in the same run; p50 and p95 of both.
 func BenchmarkServiceReady(b *testing.B) {
 	reg, base, svc := serviceRegistry(b)
-	cfg := process.Config{Source: b.TempDir(), WorkRoot: searchableDir(b), Env: []string{"PATH=" + os.Getenv("PATH")}}
-	withImages(b, reg, func(im *process.Images) { im.PullPolicy = image.PullIfNotPresent })(&cfg)
-	e, err := process.New(cfg)
-	if errors.Is(err, process.ErrSandboxUnavailable) {
-		testenv.ToolUnavailable(b, testenv.Bubblewrap, err)
-	}
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { e.Close() })
+	e := imageExecutor(b, reg, false)
 	plain := &cikit.JobSpec{ID: "bench", Image: base, Steps: []cikit.Step{{Name: "hello", Run: "echo hello"}}}
 	withService := *plain
 	withService.Services = []cikit.Service{{Name: "db", Image: svc}}
@@ -259,4 +242,21 @@ func BenchmarkServiceReady(b *testing.B) {
 	}
 	b.Run("with-service", func(b *testing.B) { benchStart(b, e, process.Job{Spec: &withService}) })
 	b.Run("without", func(b *testing.B) { benchStart(b, e, process.Job{Spec: plain}) })
+}
+
+// imageExecutor is a sandboxed executor whose jobs run in images of
+// reg, cached (pull policy if-not-present), and, with host, on the host
+// when they name none.
+func imageExecutor(b *testing.B, reg *imagetest.Registry, host bool) *process.Executor {
+	cfg := process.Config{Source: b.TempDir(), WorkRoot: searchableDir(b), Env: []string{"PATH=" + os.Getenv("PATH")}}
+	withImages(b, reg, func(im *process.Images) { im.Host, im.PullPolicy = host, image.PullIfNotPresent })(&cfg)
+	e, err := process.New(cfg)
+	if errors.Is(err, process.ErrSandboxUnavailable) {
+		testenv.ToolUnavailable(b, testenv.Bubblewrap, err)
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { e.Close() })
+	return e
 }

@@ -247,21 +247,12 @@ func (j *jobRun) expandGitHub(s string) (string, error) {
 // serviceHostNames are the names the job reaches svc by: its name and,
 // for GitLab's derived "group__image", "group-image" too.
 func serviceHostNames(svc cikit.Service) []string {
-	name := cmp.Or(svc.Name, serviceImageName(svc.Image))
+	name := svc.HostName()
 	names := []string{name}
 	if dashed := strings.ReplaceAll(name, "__", "-"); dashed != name {
 		names = append(names, dashed)
 	}
 	return names
-}
-
-// serviceImageName derives a host name from an image: "postgres:16" is
-// "postgres".
-func serviceImageName(ref string) string {
-	name := ref[strings.LastIndexByte(ref, '/')+1:]
-	name, _, _ = strings.Cut(name, "@")
-	name, _, _ = strings.Cut(name, ":")
-	return name
 }
 
 // servicePorts are the TCP ports whose connections say svc is ready:
@@ -520,7 +511,7 @@ func (e *serviceError) Error() string {
 func serviceList(svcs []cikit.Service) string {
 	var names []string
 	for _, s := range svcs {
-		names = append(names, cmp.Or(s.Name, serviceImageName(s.Image)))
+		names = append(names, s.HostName())
 	}
 	return strings.Join(names, ", ")
 }
