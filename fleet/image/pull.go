@@ -110,7 +110,7 @@ func New(cfg Config) (*Puller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
-	c, err := openCache(cfg.Dir, cfg.Budget, cfg.Now)
+	c, err := openCache(cfg.Dir, cfg.Budget, cfg.Now, readBootID())
 	if err != nil {
 		return nil, fmt.Errorf("image: opening the cache: %w", err)
 	}
