@@ -27,10 +27,18 @@ import (
 // Its in-memory index is the truth while the process runs; it is
 // rebuilt from the files at start, the time of last use being the
 // file's mtime.
+//
+// Blobs and refs.json are written without fsync and marked as unsynced
+// until a background sync (see durable.go): at open, a blob marked in
+// an earlier boot is hashed again and removed if it no longer matches
+// its digest, and a refs.json so marked that cannot be parsed is
+// dropped, since a crash may have emptied it.
 type cache struct {
 	dir    string
 	budget int64
 	now    func() time.Time
+	marks  markers
+	sync   *syncer
 
 	mu       sync.Mutex
 	blobs    map[v1.Hash]*blobEntry
@@ -38,11 +46,17 @@ type cache struct {
 	reserved map[v1.Hash]*reservation
 	refs     map[string]v1.Hash
 	flights  map[v1.Hash]*flight
+	// refsWrites counts the writes of refs.json; refsMarked says that
+	// the last is not known to be synced.
+	refsWrites uint64
+	refsMarked bool
 }
 
 type blobEntry struct {
 	size int64
 	used time.Time
+	// unsynced says the blob is marked as written without sync.
+	unsynced bool
 }
 
 // A reservation holds budget for a blob being downloaded, so that two
@@ -55,7 +69,9 @@ type reservation struct {
 
 const refsFile = "refs.json"
 
-func openCache(dir string, budget int64, now func() time.Time) (*cache, error) {
+// openCache opens the cache in dir; boot is the kernel's boot ID, or ""
+// to sync each write as it is made.
+func openCache(dir string, budget int64, now func() time.Time, boot string) (*cache, error) {
 	c := &cache{
 		dir:      dir,
 		budget:   budget,
@@ -66,6 +82,7 @@ func openCache(dir string, budget int64, now func() time.Time) (*cache, error) {
 		refs:     map[string]v1.Hash{},
 		flights:  map[v1.Hash]*flight{},
 	}
+	c.sync = newSyncer(dir, c.beginSync)
 	// Temporary files are those of downloads a previous process left
 	// unfinished.
 	if err := os.RemoveAll(c.tmpDir()); err != nil {
@@ -91,6 +108,16 @@ func openCache(dir string, budget int64, now func() time.Time) (*cache, error) {
 		}
 		c.blobs[h] = &blobEntry{size: info.Size(), used: info.ModTime()}
 	}
+	if c.marks, err = openMarkers(filepath.Join(dir, "unsynced", "blobs"), boot); err != nil {
+		return nil, err
+	}
+	current, earlier, err := c.marks.list()
+	if err != nil {
+		return nil, fmt.Errorf("read the marks of unsynced writes: %w", err)
+	}
+	if err := c.checkEarlier(earlier); err != nil {
+		return nil, err
+	}
 	b, err := os.ReadFile(filepath.Join(dir, refsFile))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -98,10 +125,100 @@ func openCache(dir string, budget int64, now func() time.Time) (*cache, error) {
 		return nil, err
 	default:
 		if err := json.Unmarshal(b, &c.refs); err != nil {
-			return nil, fmt.Errorf("the cache's %s is damaged: %w", refsFile, err)
+			if !earlier[refsFile] {
+				return nil, fmt.Errorf("the cache's %s is damaged: %w; remove it to start without the records of resolved references", refsFile, err)
+			}
+			// A crash emptied or cut it: the references will be
+			// resolved again.
+			c.refs = map[string]v1.Hash{}
 		}
 	}
+	if err := c.marks.dropEarlier(); err != nil {
+		return nil, fmt.Errorf("remove the marks of unsynced writes of an earlier boot: %w", err)
+	}
+	// What this boot wrote unsynced, before this process, is whole in
+	// the kernel's cache: it is kept and synced.
+	for _, n := range current {
+		if n == refsFile {
+			c.refsMarked = true
+			continue
+		}
+		if h, err := v1.NewHash("sha256:" + n); err == nil && c.blobs[h] != nil {
+			c.blobs[h].unsynced = true
+			continue
+		}
+		c.marks.unmark(n)
+	}
+	if len(current) > 0 {
+		c.sync.request()
+	}
 	return c, nil
+}
+
+// checkEarlier hashes again each blob marked as unsynced in an earlier
+// boot, removing those that no longer match their digest.
+func (c *cache) checkEarlier(earlier map[string]bool) error {
+	for n := range earlier {
+		h, err := v1.NewHash("sha256:" + n)
+		if err != nil || c.blobs[h] == nil {
+			continue
+		}
+		ok, err := fileHasDigest(c.path(h), h)
+		if err != nil {
+			return fmt.Errorf("check blob %s, written before a crash: %w", h, err)
+		}
+		if !ok {
+			if err := os.Remove(c.path(h)); err != nil {
+				return fmt.Errorf("remove blob %s, damaged by a crash: %w", h, err)
+			}
+			delete(c.blobs, h)
+		}
+	}
+	return nil
+}
+
+// fileHasDigest reports whether the file at path has the sha256 digest
+// h.
+func fileHasDigest(path string, h v1.Hash) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	sum := sha256.New()
+	if _, err := io.Copy(sum, f); err != nil {
+		return false, err
+	}
+	return hex.EncodeToString(sum.Sum(nil)) == h.Hex, nil
+}
+
+// beginSync is the syncer's begin: it notes the unsynced writes made so
+// far, whose marks the returned commit removes.
+func (c *cache) beginSync() (commit func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	blobs := map[v1.Hash]*blobEntry{}
+	for h, b := range c.blobs {
+		if b.unsynced {
+			blobs[h] = b
+		}
+	}
+	refs := c.refsWrites
+	return func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for h, b := range blobs {
+			// A blob evicted and stored again since is a new write.
+			if c.blobs[h] == b {
+				b.unsynced = false
+				c.marks.unmark(h.Hex)
+			}
+		}
+		if c.refsMarked && c.refsWrites == refs {
+			c.refsMarked = false
+			c.marks.unmark(refsFile)
+		}
+	}
 }
 
 func (c *cache) blobDir() string { return filepath.Join(c.dir, "blobs", "sha256") }
@@ -137,11 +254,7 @@ func (c *cache) record(key string, h v1.Hash) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(c.tmpDir(), filepath.Join(c.dir, refsFile), b)
-}
-
-func writeAtomic(tmpDir, path string, b []byte) error {
-	f, err := os.CreateTemp(tmpDir, "write-")
+	f, err := os.CreateTemp(c.tmpDir(), "write-")
 	if err != nil {
 		return err
 	}
@@ -150,14 +263,32 @@ func writeAtomic(tmpDir, path string, b []byte) error {
 		f.Close()
 		return err
 	}
-	if err := f.Sync(); err != nil {
+	if err := c.syncOrMark(f, refsFile); err != nil {
 		f.Close()
 		return err
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
-	return os.Rename(f.Name(), path)
+	if err := os.Rename(f.Name(), filepath.Join(c.dir, refsFile)); err != nil {
+		return err
+	}
+	c.refsWrites++
+	if c.marks.enabled() {
+		c.refsMarked = true
+		c.sync.request()
+	}
+	return nil
+}
+
+// syncOrMark makes the write of f, about to be renamed to name,
+// durable: marked as unsynced, for the background sync, or synced now
+// when the boot ID is unknown.
+func (c *cache) syncOrMark(f *os.File, name string) error {
+	if !c.marks.enabled() {
+		return f.Sync()
+	}
+	return c.marks.mark(name)
 }
 
 // pinPresent pins hs and marks them used if every one is in the cache,
@@ -280,6 +411,9 @@ func (c *cache) evictLocked(want int64) (freed int64) {
 		if err := os.Remove(c.path(h)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			continue
 		}
+		if c.blobs[h].unsynced {
+			c.marks.unmark(h.Hex)
+		}
 		freed += c.blobs[h].size
 		delete(c.blobs, h)
 	}
@@ -395,20 +529,32 @@ func (c *cache) write(h v1.Hash, size int64, r io.Reader) error {
 	case n < size:
 		return fmt.Errorf("%w: blob %s ended after %d of its %d bytes", ErrRegistry, h, n, size)
 	}
-	if err := f.Sync(); err != nil {
-		return err
+	if !c.marks.enabled() {
+		if err := f.Sync(); err != nil {
+			return err
+		}
 	}
 	if err := f.Close(); err != nil {
 		return err
 	}
+	// The mark, rename and entry go together, so that the background
+	// sync's commit sees either none or all of them.
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.marks.enabled() {
+		if err := c.marks.mark(h.Hex); err != nil {
+			return err
+		}
+	}
 	if err := os.Rename(f.Name(), c.path(h)); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.blobs[h] = &blobEntry{size: size}
+	c.blobs[h] = &blobEntry{size: size, unsynced: c.marks.enabled()}
 	c.touchLocked(h)
 	delete(c.reserved, h)
+	if c.marks.enabled() {
+		c.sync.request()
+	}
 	return nil
 }
 

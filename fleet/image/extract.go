@@ -277,7 +277,9 @@ func (x *extractor) layer(i int, l v1.Layer) error {
 		return fmt.Errorf("read layer %d: %w", i, err)
 	}
 	defer rc.Close()
-	tr := tar.NewReader(rc)
+	ra := newReadAhead(rc)
+	defer ra.Close()
+	tr := tar.NewReader(ra)
 	for {
 		if err := x.ctx.Err(); err != nil {
 			return err
@@ -741,4 +743,89 @@ func (c ctxReader) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return c.r.Read(p)
+}
+
+// Read-ahead of a layer's stream, in chunks.
+const (
+	readAheadChunks    = 4
+	readAheadChunkSize = 256 << 10
+)
+
+// readAhead reads r on a goroutine of its own, up to readAheadChunks
+// chunks ahead of its reader, so that a layer's decompression runs
+// beside the writes of its entries. r's error is returned as it is,
+// after the bytes read before it.
+type readAhead struct {
+	full chan []byte // chunks read, in order; closed after err is set
+	free chan []byte
+	stop chan struct{}
+	err  error
+	cur  []byte // what is left of chunk
+	// chunk is the chunk being read, given back when done.
+	chunk []byte
+}
+
+func newReadAhead(r io.Reader) *readAhead {
+	ra := &readAhead{
+		full: make(chan []byte, readAheadChunks),
+		free: make(chan []byte, readAheadChunks),
+		stop: make(chan struct{}),
+	}
+	for range readAheadChunks {
+		ra.free <- make([]byte, readAheadChunkSize)
+	}
+	go ra.fill(r)
+	return ra
+}
+
+func (ra *readAhead) fill(r io.Reader) {
+	defer close(ra.full)
+	for {
+		var b []byte
+		select {
+		case b = <-ra.free:
+		case <-ra.stop:
+			return
+		}
+		n := 0
+		var err error
+		for n < len(b) && err == nil {
+			var m int
+			m, err = r.Read(b[n:])
+			n += m
+		}
+		if n > 0 {
+			// Never blocks: full holds as many chunks as there are.
+			ra.full <- b[:n]
+		}
+		if err != nil {
+			ra.err = err
+			return
+		}
+	}
+}
+
+func (ra *readAhead) Read(p []byte) (int, error) {
+	for len(ra.cur) == 0 {
+		if ra.chunk != nil {
+			ra.free <- ra.chunk[:cap(ra.chunk)]
+			ra.chunk = nil
+		}
+		b, ok := <-ra.full
+		if !ok {
+			return 0, ra.err
+		}
+		ra.chunk, ra.cur = b, b
+	}
+	n := copy(p, ra.cur)
+	ra.cur = ra.cur[n:]
+	return n, nil
+}
+
+// Close stops the reading and waits for its goroutine, after which r
+// may be closed.
+func (ra *readAhead) Close() {
+	close(ra.stop)
+	for range ra.full {
+	}
 }

@@ -9,8 +9,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"net/url"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -107,7 +110,7 @@ func New(cfg Config) (*Puller, error) {
 	if err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
-	c, err := openCache(cfg.Dir, cfg.Budget, cfg.Now)
+	c, err := openCache(cfg.Dir, cfg.Budget, cfg.Now, readBootID())
 	if err != nil {
 		return nil, fmt.Errorf("image: opening the cache: %w", err)
 	}
@@ -316,16 +319,22 @@ func (p *Puller) download(ctx context.Context, srcs []source, ref string, digest
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(parallelLayers)
+	// One authenticated client per source serves all the blobs of the
+	// pull: the registry is pinged and the token asked for once.
+	clients := make([]func() (*http.Client, error), len(srcs))
+	for i, src := range srcs {
+		clients[i] = sync.OnceValues(func() (*http.Client, error) { return src.blobClient(gctx) })
+	}
 	for _, d := range append([]v1.Descriptor{m.Config}, m.Layers...) {
 		g.Go(func() error {
 			var err error
-			for _, src := range srcs {
+			for i, src := range srcs {
 				err = p.cache.fetch(gctx, d.Digest, d.Size, func(ctx context.Context) (io.ReadCloser, error) {
-					l, err := remote.Layer(src.repo.Digest(d.Digest.String()), src.options(ctx)...)
+					client, err := clients[i]()
 					if err != nil {
 						return nil, err
 					}
-					return l.Compressed()
+					return src.openBlob(ctx, client, d.Digest)
 				})
 				if err == nil {
 					return nil
@@ -395,6 +404,80 @@ func (s source) options(ctx context.Context) []remote.Option {
 		// registry that is down is the job policy's decision.
 		remote.WithRetryBackoff(remote.Backoff{Steps: 1}),
 	}
+}
+
+// blobClient returns a client of the source's registry authenticated
+// to pull from its repository.
+func (s source) blobClient(ctx context.Context) (*http.Client, error) {
+	tr, err := transport.NewWithContext(ctx, s.repo.Registry, s.auth, s.transport, []string{s.repo.Scope(transport.PullScope)})
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: tr, CheckRedirect: checkRedirect}, nil
+}
+
+// openBlob starts the download of the blob d with client, a blobClient
+// of s. The body is read as the registry sends it: the cache checks its
+// size and digest as it stores it, the one hash computed over the
+// bytes.
+func (s source) openBlob(ctx context.Context, client *http.Client, d v1.Hash) (io.ReadCloser, error) {
+	u := url.URL{
+		Scheme: s.repo.Scheme(),
+		Host:   s.repo.RegistryStr(),
+		Path:   fmt.Sprintf("/v2/%s/blobs/%s", s.repo.RepositoryStr(), d),
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if err := transport.CheckError(resp, http.StatusOK); err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// maxRedirects bounds the redirects a blob download follows.
+const maxRedirects = 10
+
+// checkRedirect lets a blob download follow a registry's redirects, to
+// its storage most often, but not from one host to an IP address of the
+// loopback, private, link-local or unspecified ranges: a registry must
+// not make the runner reach its own network's services (a cloud's
+// metadata service) on its behalf. go-containerregistry's own downloads
+// apply the same rule.
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) >= maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	from, to := via[0].URL.Hostname(), req.URL.Hostname()
+	if to != from && internalHost(to) {
+		return fmt.Errorf("refused the redirect from %s to the internal address %s", from, to)
+	}
+	return nil
+}
+
+// internalHost reports whether host is an IP address of the loopback,
+// private, link-local or unspecified ranges, or spelled in one of the
+// numeric forms of inet_aton ("127.1", "0x7f000001", "2130706433")
+// that some resolvers take for an IPv4 address, whatever it names: no
+// registry's storage is named so.
+func internalHost(host string) bool {
+	host, _, _ = strings.Cut(host, "%")
+	if a, err := netip.ParseAddr(host); err == nil {
+		a = a.Unmap()
+		return a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() || a.IsUnspecified()
+	}
+	for part := range strings.SplitSeq(host, ".") {
+		if _, err := strconv.ParseUint(part, 0, 32); err != nil {
+			return false
+		}
+	}
+	return true
 }
 
 // sources lists where r can be pulled from: its registry's mirrors,

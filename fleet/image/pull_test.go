@@ -333,10 +333,44 @@ func TestPullRefusesWrongDigest(t *testing.T) {
 	_, err = p.Pull(ctx, ref, image.PullOptions{})
 	require.ErrorIs(t, err, image.ErrConfig)
 	require.ErrorContains(t, err, bad.String())
+	require.ErrorContains(t, err, "has digest sha256:", "the cache's own check refuses it")
 	require.NoFileExists(t, filepath.Join(dir, "blobs", "sha256", bad.Hex))
 	tmp, err := os.ReadDir(filepath.Join(dir, "tmp"))
 	require.NoError(t, err)
 	require.Empty(t, tmp)
+}
+
+// TestPullRefusesRedirectsInward: a registry that redirects a blob
+// download to an internal address of another host (a cloud's metadata
+// service) is not followed there. The address here is a loopback one
+// that a server of the test listens on, counting what reaches it.
+func TestPullRefusesRedirectsInward(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	require.NoError(t, err)
+	var reached sync.Mutex
+	hits := 0
+	inner := &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		reached.Lock()
+		defer reached.Unlock()
+		hits++
+	})}}
+	inner.Start()
+	t.Cleanup(inner.Close)
+	tr := newRegistry(t)
+	ref := tr.push(t, "inward:1", randomImage(t, 1024, 1))
+	tr.setIntercept(func(w http.ResponseWriter, r *http.Request) (http.ResponseWriter, bool) {
+		if strings.Contains(r.URL.Path, "/blobs/") && r.Method == http.MethodGet {
+			http.Redirect(w, r, inner.URL+"/latest/meta-data/", http.StatusTemporaryRedirect)
+			return w, true
+		}
+		return w, false
+	})
+	_, err = newPuller(t, image.Config{}).Pull(context.Background(), ref, image.PullOptions{})
+	require.ErrorContains(t, err, "refused the redirect")
+	reached.Lock()
+	defer reached.Unlock()
+	require.Zero(t, hits, "the internal address was reached")
 }
 
 // flipWriter inverts the first byte of a response body.

@@ -5,13 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"golang.org/x/sys/unix"
 )
 
 // tmpPrefix starts the names of the trees being built or removed under
@@ -35,17 +35,27 @@ type RootfsConfig struct {
 // on that image: jobs write to a View of one, never to it.
 //
 // A root filesystem is unpacked into a temporary directory beside its
-// place and renamed into place once complete and synced to disk, so a
-// path Unpack returns always holds a whole image: a crash mid-unpack
-// leaves only a temporary directory, which the next NewRootfs removes.
-// Concurrent Unpack calls for one digest unpack it once; the others wait
-// for it.
+// place and renamed into place once complete, so a path Unpack returns
+// always holds a whole image: a stop mid-unpack leaves only a temporary
+// directory, which the next NewRootfs removes. The tree is not synced
+// before the rename; it is marked as unsynced, in Dir/unsynced/rootfs,
+// until a background syncfs(2) covers it, and NewRootfs removes a tree
+// marked in an earlier boot, which a crash may have left with empty or
+// missing files, to be unpacked again (see the reasoning in
+// durable.go). Concurrent Unpack calls for one digest unpack it once;
+// the others wait for it.
 type Rootfs struct {
-	dir string
-	lim Limits
+	dir   string
+	lim   Limits
+	marks markers
+	sync  *syncer
 
 	mu       sync.Mutex
 	inflight map[string]*unpackCall
+	// unsynced maps the digest hex of each tree marked as unsynced to
+	// the count of unpacks when it was made.
+	unsynced map[string]uint64
+	unpacks  uint64
 }
 
 // unpackCall is one unpack in flight, which callers for the same digest
@@ -56,8 +66,15 @@ type unpackCall struct {
 }
 
 // NewRootfs returns the Rootfs of cfg.Dir, making its directory and
-// removing the temporary trees a previous process left.
+// removing the temporary trees a previous process left, and the trees
+// unpacked before a crash whose sync it did not see.
 func NewRootfs(cfg RootfsConfig) (*Rootfs, error) {
+	return newRootfs(cfg, readBootID())
+}
+
+// newRootfs is NewRootfs with the kernel's boot ID, or "" to sync each
+// tree as it is unpacked.
+func newRootfs(cfg RootfsConfig, boot string) (*Rootfs, error) {
 	if cfg.Dir == "" {
 		return nil, errors.New("RootfsConfig.Dir must be set: the directory where root filesystems are kept")
 	}
@@ -82,7 +99,55 @@ func NewRootfs(cfg RootfsConfig) (*Rootfs, error) {
 			}
 		}
 	}
-	return &Rootfs{dir: dir, lim: cfg.Limits, inflight: map[string]*unpackCall{}}, nil
+	r := &Rootfs{dir: dir, lim: cfg.Limits, inflight: map[string]*unpackCall{}, unsynced: map[string]uint64{}}
+	r.sync = newSyncer(dir, r.beginSync)
+	if r.marks, err = openMarkers(filepath.Join(cfg.Dir, "unsynced", filepath.Base(dir)), boot); err != nil {
+		return nil, err
+	}
+	current, earlier, err := r.marks.list()
+	if err != nil {
+		return nil, fmt.Errorf("read the marks of unsynced root filesystems: %w", err)
+	}
+	for n := range earlier {
+		if err := r.Remove(v1.Hash{Algorithm: "sha256", Hex: n}); err != nil && !errors.Is(err, ErrConfig) {
+			return nil, fmt.Errorf("remove a root filesystem unpacked before a crash: %w", err)
+		}
+	}
+	if err := r.marks.dropEarlier(); err != nil {
+		return nil, fmt.Errorf("remove the marks of root filesystems unpacked before a crash: %w", err)
+	}
+	// A tree this boot unpacked, before this process, is whole in the
+	// kernel's cache: it is kept and synced.
+	for _, n := range current {
+		if info, err := os.Lstat(filepath.Join(dir, n)); err == nil && info.IsDir() {
+			r.unsynced[n] = 0
+			continue
+		}
+		r.marks.unmark(n)
+	}
+	if len(current) > 0 {
+		r.sync.request()
+	}
+	return r, nil
+}
+
+// beginSync is the syncer's begin: it notes the trees unsynced so far,
+// whose marks the returned commit removes.
+func (r *Rootfs) beginSync() (commit func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	trees := maps.Clone(r.unsynced)
+	return func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for hex, n := range trees {
+			// A tree removed and unpacked again since is a new write.
+			if now, ok := r.unsynced[hex]; ok && now == n {
+				delete(r.unsynced, hex)
+				r.marks.unmark(hex)
+			}
+		}
+	}
 }
 
 // Path returns where the root filesystem of the image digest is kept,
@@ -150,31 +215,44 @@ func (r *Rootfs) unpack(ctx context.Context, final string, digest v1.Hash, layer
 		}
 		return fmt.Errorf("unpack %s: %w", digest, err)
 	}
-	if err := os.Rename(tmp, final); err != nil {
+	if err := r.place(tmp, final, digest); err != nil {
 		return errors.Join(fmt.Errorf("move the root filesystem of %s into place: %w", digest, err), removeTree(tmp))
 	}
 	return nil
 }
 
-// build unpacks layers into tmp and syncs its file system, so that the
-// rename that follows never names a tree whose content a crash lost.
+// place renames the tree tmp to final, marked as unsynced first, so
+// that a crash that loses its content also finds its mark; or, when the
+// boot ID is unknown, synced first.
+func (r *Rootfs) place(tmp, final string, digest v1.Hash) error {
+	if !r.marks.enabled() {
+		if err := syncfs(tmp); err != nil {
+			return err
+		}
+		return os.Rename(tmp, final)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err := r.marks.mark(digest.Hex); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		return err
+	}
+	r.unpacks++
+	r.unsynced[digest.Hex] = r.unpacks
+	r.sync.request()
+	return nil
+}
+
+// build unpacks layers into tmp.
 func (r *Rootfs) build(ctx context.Context, tmp string, layers []v1.Layer) error {
 	// MkdirTemp made tmp 0700; a root filesystem's root is 0755.
 	if err := os.Chmod(tmp, 0o755); err != nil {
 		return err
 	}
-	if _, err := Unpack(ctx, layers, tmp, r.lim); err != nil {
-		return err
-	}
-	d, err := os.Open(tmp)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	if err := unix.Syncfs(int(d.Fd())); err != nil {
-		return fmt.Errorf("sync the unpacked root filesystem: %w", err)
-	}
-	return nil
+	_, err := Unpack(ctx, layers, tmp, r.lim)
+	return err
 }
 
 // Remove removes the root filesystem of the image digest; no View of it

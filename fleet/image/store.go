@@ -100,9 +100,15 @@ func NewStore(cfg Config, lim Limits) (*Store, error) {
 	return &Store{puller: p, rootfs: r, lock: lock, owner: lim.Owner, views: views}, nil
 }
 
-// Close releases the image directory; the Store must not be used after.
-// The jobs' views are theirs to close (Prepared.Close).
-func (s *Store) Close() error { return s.lock.Close() }
+// Close waits for the background sync of the blobs and root filesystems
+// the Store wrote, so that a clean stop leaves none to check or unpack
+// again after a reboot, and releases the image directory; the Store
+// must not be used after. The jobs' views are theirs to close
+// (Prepared.Close).
+func (s *Store) Close() error {
+	err := errors.Join(s.puller.cache.sync.wait(), s.rootfs.sync.wait())
+	return errors.Join(err, s.lock.Close())
+}
 
 // Prepared is a job's image: what it resolved to and the job's own view
 // of its root filesystem. Close throws the view away and lets the cache
