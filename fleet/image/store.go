@@ -27,34 +27,20 @@ type Store struct {
 	rootfs *Rootfs
 	lock   *os.File
 	owner  *Owner
-	views  string
 }
 
-// Views returns a directory for the jobs' views (Prepare's viewDir),
-// Dir/views, which NewStore empties: it unmounts and removes the views
-// a runner that stopped without closing them left there.
-func (s *Store) Views() string { return s.views }
-
-// clearViews makes dir, or empties it of the views left in it.
-func clearViews(dir string) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+// RemoveView removes the view in dir (a viewDir given to NewView or
+// Prepare) that a process which stopped without closing it left: it
+// detaches its overlay mount, if it has one, and removes the tree. A dir
+// that does not exist is not an error.
+func RemoveView(dir string) error {
+	// Removing through the mount would only fill its upper directory
+	// with whiteouts, and the mount itself would stay.
+	if err := unix.Unmount(filepath.Join(dir, "root"), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("unmount the view %s: %w", dir, err)
 	}
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		v := filepath.Join(dir, e.Name())
-		// A view still mounted is detached first: removing through the
-		// mount would only fill its upper directory with whiteouts, but
-		// the mount itself would stay.
-		if err := unix.Unmount(filepath.Join(v, "root"), unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EPERM) {
-			return fmt.Errorf("unmount the view %s a previous runner left: %w", v, err)
-		}
-		if err := removeTree(v); err != nil {
-			return fmt.Errorf("remove the view %s a previous runner left: %w", v, err)
-		}
+	if err := removeTree(dir); err != nil {
+		return fmt.Errorf("remove the view %s: %w", dir, err)
 	}
 	return nil
 }
@@ -92,12 +78,7 @@ func NewStore(cfg Config, lim Limits) (*Store, error) {
 		lock.Close()
 		return nil, fmt.Errorf("image: %w", err)
 	}
-	views := filepath.Join(cfg.Dir, "views")
-	if err := clearViews(views); err != nil {
-		lock.Close()
-		return nil, fmt.Errorf("image: %w", err)
-	}
-	return &Store{puller: p, rootfs: r, lock: lock, owner: lim.Owner, views: views}, nil
+	return &Store{puller: p, rootfs: r, lock: lock, owner: lim.Owner}, nil
 }
 
 // Close waits for the background sync of the blobs and root filesystems

@@ -121,6 +121,27 @@ func TestViewCloseDetachesABusyMount(t *testing.T) {
 	require.Equal(t, "ID=view\n", readFile(t, filepath.Join(rootfs, "etc/os-release")))
 }
 
+// TestRemoveViewOfAStoppedRunner: a view its process never closed, an
+// overlay still mounted or a copy, is unmounted and removed, and the
+// root filesystem under it is untouched.
+func TestRemoveViewOfAStoppedRunner(t *testing.T) {
+	t.Parallel()
+	rootfs := viewRootfs(t)
+	for _, copy := range []bool{false, true} {
+		dir := filepath.Join(t.TempDir(), "left")
+		v, err := image.NewView(t.Context(), rootfs, dir, image.ViewOptions{Copy: copy})
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(v.Root(), "etc/os-release"), []byte("changed\n"), 0o644))
+		require.NoError(t, image.RemoveView(dir))
+		requireMissing(t, dir)
+		mounts, err := os.ReadFile("/proc/self/mountinfo")
+		require.NoError(t, err)
+		require.NotContains(t, string(mounts), v.Root(), "the overlay is unmounted")
+		require.Equal(t, "ID=view\n", readFile(t, filepath.Join(rootfs, "etc/os-release")))
+	}
+	require.NoError(t, image.RemoveView(filepath.Join(t.TempDir(), "none")), "nothing to remove")
+}
+
 func TestViewNeedsANewDirectory(t *testing.T) {
 	t.Parallel()
 	rootfs := viewRootfs(t)

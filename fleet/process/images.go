@@ -89,18 +89,6 @@ func (e *Executor) openImages() error {
 	if err != nil {
 		return fmt.Errorf("process: Config.Images: %w", err)
 	}
-	uid, gid := os.Geteuid(), os.Getegid()
-	if lim.Owner != nil {
-		uid, gid = lim.Owner.UID, lim.Owner.GID
-	}
-	if dir, mode, owner, err := unsearchable(s.Views(), uid, gid); err != nil {
-		s.Close()
-		return fmt.Errorf("process: Config.Images: %w", err)
-	} else if dir != "" {
-		s.Close()
-		return fmt.Errorf("process: the sandbox's user (uid %d, gid %d) cannot reach the image directory %s: %s (mode %v, owner %d) does not let it search; allow it (chmod o+x %s) or choose another Config.Images.Pull.Dir",
-			uid, gid, im.Pull.Dir, dir, mode, owner, dir)
-	}
 	e.images = s
 	return nil
 }
@@ -170,10 +158,7 @@ func (j *jobRun) resolveImage(ctx context.Context) (res Result, ok bool) {
 	}
 	fmt.Fprintf(j.pw, "--- pulling %s (pull policy %s)\n", ref, opts.Policy)
 	start := time.Now()
-	viewDir, err := os.MkdirTemp(e.images.Views(), dirName(spec.ID)+"-")
-	if err == nil {
-		err = os.Remove(viewDir) // Prepare makes it
-	}
+	viewDir, err := j.viewDir("job")
 	if err != nil {
 		return j.fail(cikit.FailureInfrastructure, "image %s: %v", ref, err), false
 	}
@@ -290,13 +275,47 @@ func processImage(spec *cikit.JobSpec, p *image.Prepared) *Image {
 	return img
 }
 
-// closeImage throws the job's view of its image away.
+// viewsSuffix names the directory beside a job's own (Executor.newWorkspace)
+// that holds the views of its image and its services' images: in
+// WorkRoot, which the sandbox's user can reach, yet out of the job's
+// sight. sweep removes it with a dead executor's workspace.
+const viewsSuffix = ".cikit-views"
+
+// viewDir returns the directory, not yet made, of the job's view name.
+func (j *jobRun) viewDir(name string) (string, error) {
+	views := j.root + viewsSuffix
+	if err := os.MkdirAll(views, 0o755); err != nil {
+		return "", err
+	}
+	return filepath.Join(views, name), nil
+}
+
+// closeImage throws the job's view of its image away, and what is left
+// of its services' views.
 func (j *jobRun) closeImage() {
-	if j.img == nil {
+	if j.img != nil {
+		if err := j.img.prepared.Close(); err != nil {
+			j.e.cfg.Logger.Warn("the view of a job's image was not removed", "job", j.spec.ID, "image", j.img.ref, "dir", filepath.Dir(j.img.prepared.View.Root()), "err", err)
+		}
+	}
+	j.e.removeViews(j.root)
+}
+
+// removeViews removes the views beside the job directory root, the
+// mounts of those left mounted first.
+func (e *Executor) removeViews(root string) {
+	views := root + viewsSuffix
+	entries, err := os.ReadDir(views)
+	if errors.Is(err, os.ErrNotExist) {
 		return
 	}
-	if err := j.img.prepared.Close(); err != nil {
-		j.e.cfg.Logger.Warn("the view of a job's image was not removed", "job", j.spec.ID, "image", j.img.ref, "dir", filepath.Dir(j.img.prepared.View.Root()), "err", err)
+	for _, ent := range entries {
+		if err := image.RemoveView(filepath.Join(views, ent.Name())); err != nil {
+			e.cfg.Logger.Warn("a job's image view was not removed", "err", err)
+		}
+	}
+	if err := os.Remove(views); err != nil && !errors.Is(err, os.ErrNotExist) {
+		e.cfg.Logger.Warn("a job's image views were not removed", "dir", views, "err", err)
 	}
 }
 

@@ -23,7 +23,9 @@ import (
 func withImages(t testing.TB, reg *imagetest.Registry, mutate ...func(*process.Images)) func(*process.Config) {
 	return func(c *process.Config) {
 		c.Sandbox = &process.Sandbox{}
-		c.Images = &process.Images{Pull: image.Config{Dir: filepath.Join(searchableDir(t), "images"), Insecure: []string{reg.Host}}}
+		// The image directory need not be the sandbox user's to reach:
+		// the jobs' views are in WorkRoot.
+		c.Images = &process.Images{Pull: image.Config{Dir: filepath.Join(t.TempDir(), "images"), Insecure: []string{reg.Host}}}
 		for _, m := range mutate {
 			m(c.Images)
 		}
@@ -39,8 +41,7 @@ func TestImagesJobRunsInItsImage(t *testing.T) {
 	t.Parallel()
 	reg := imagetest.NewRegistry(t, nil)
 	pushed := reg.Push(t, "test/busybox:3.19", imagetest.BusyboxImage(t, "3.19"))
-	dir := filepath.Join(searchableDir(t), "images")
-	b := setup(t, withImages(t, reg, func(im *process.Images) { im.Pull.Dir = dir }))
+	b := setup(t, withImages(t, reg))
 	ref := reg.Host + "/test/busybox:3.19"
 
 	res := b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{ID: "first", Format: "gitlab", Image: ref, Steps: steps(
@@ -67,9 +68,12 @@ func TestImagesJobRunsInItsImage(t *testing.T) {
 	require.Contains(t, b.out.String(), "\nfresh\n", "a job writing to /usr does not change the next job's view")
 	require.Contains(t, b.out.String(), "(pull policy if-not-present)")
 
-	views, err := os.ReadDir(filepath.Join(dir, "views"))
+	views, err := filepath.Glob(filepath.Join(b.work, "*.cikit-views"))
 	require.NoError(t, err)
 	require.Empty(t, views, "the jobs' views are thrown away")
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	require.NotContains(t, string(mounts), b.work, "no view is left mounted")
 }
 
 // TestImagesAtOnce runs two jobs on two images at the same time, each

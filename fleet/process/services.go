@@ -150,10 +150,7 @@ func (j *jobRun) prepareService(ctx context.Context, svc cikit.Service) (*jobSer
 		opts.Policy = image.PullPolicy(o.PullPolicy[0])
 	}
 	fmt.Fprintf(j.pw, "--- service %s: pulling %s (pull policy %s)\n", name, svc.Image, opts.Policy)
-	viewDir, err := os.MkdirTemp(e.images.Views(), dirName(j.spec.ID)+"-svc-")
-	if err == nil {
-		err = os.Remove(viewDir) // Prepare makes it
-	}
+	viewDir, err := j.viewDir("service-" + strconv.Itoa(len(j.services)))
 	if err != nil {
 		return nil, err
 	}

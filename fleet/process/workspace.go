@@ -110,6 +110,7 @@ func (e *Executor) sweep() {
 				e.removeWorkspace(ws)
 			}
 			_ = os.RemoveAll(ws + filesSuffix)
+			e.removeViews(ws)
 		}
 		_ = os.Remove(lock)
 		_ = f.Close()

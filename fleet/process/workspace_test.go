@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/fleet/image"
 	"github.com/cikit/cikit/fleet/process"
 )
 
@@ -87,10 +88,24 @@ func TestNewSweepsWorkspacesOfDeadExecutors(t *testing.T) {
 	require.NoError(t, child.Process.Kill())
 	_ = child.Wait()
 	require.DirExists(t, orphan, "the killed executor left its workspace")
+	// And the view of its job's image, still mounted.
+	rootfs := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(rootfs, "f"), []byte("image\n"), 0o644))
+	views := orphan + ".cikit-views"
+	require.NoError(t, os.Mkdir(views, 0o755))
+	view, err := image.NewView(context.Background(), rootfs, filepath.Join(views, "job"), image.ViewOptions{})
+	require.NoError(t, err)
 
 	_ = setup(t, func(c *process.Config) { c.WorkRoot = work })
 	require.NoDirExists(t, orphan, "the leftover workspace was not swept")
 	require.NoFileExists(t, orphan+".cikit-lock")
+	require.NoDirExists(t, views, "the leftover view was not swept")
+	mounts, err := os.ReadFile("/proc/self/mountinfo")
+	require.NoError(t, err)
+	require.NotContains(t, string(mounts), view.Root(), "the leftover view is still mounted")
+	got, err := os.ReadFile(filepath.Join(rootfs, "f"))
+	require.NoError(t, err)
+	require.Equal(t, "image\n", string(got), "the image under the view is untouched")
 	require.DirExists(t, liveWS, "a live job's workspace was swept")
 	require.FileExists(t, filepath.Join(liveWS, "workspace", "live-started"))
 	require.DirExists(t, kept)

@@ -41,7 +41,7 @@ type imageFlags struct {
 // `cikit runner` otherwise.
 func addImageFlags(fs *flag.FlagSet, run bool) *imageFlags {
 	f := &imageFlags{fs: fs, run: run, labels: mapFlag{what: "LABEL=IMAGE", unique: true}, mirrors: mapFlag{what: "HOST=MIRROR"}}
-	fs.StringVar(&f.dir, "image-dir", "", "the directory of the images jobs run in: their layers, unpacked root file systems and the jobs' views\n(default: cikit/images under the user's cache directory, /var/cache/cikit/images for root, whose\njobs' user cannot reach root's home)")
+	fs.StringVar(&f.dir, "image-dir", "", "the directory of the images jobs run in: their layers and unpacked root file systems\n(default: cikit/images under the user's cache directory)")
 	fs.StringVar(&f.defaultImage, "default-image", "", "the image of a job that names none (GitLab's image:, GitHub's container:) and whose runs-on\nlabels -image-for gives none, such as alpine:3.20")
 	fs.Var(&f.labels, "image-for", "LABEL=IMAGE: run the jobs that name no image and run on LABEL (runs-on, tags) in IMAGE,\nas act's -P does, such as ubuntu-latest=ubuntu:24.04 (repeatable; a job's first label with an image wins)")
 	if run {
@@ -126,13 +126,9 @@ func imageOf(im *process.Images, spec *cikit.JobSpec) string {
 	return im.Default
 }
 
-// defaultImageDir is the image directory of -image-dir's default: under
-// the user's cache directory, except for root, whose home the jobs' user
-// (another than root) cannot reach.
+// defaultImageDir is the image directory of -image-dir's default:
+// cikit/images under the user's cache directory.
 func defaultImageDir() string {
-	if os.Geteuid() == 0 {
-		return filepath.Join("/var/cache", "cikit", "images")
-	}
 	dir, err := os.UserCacheDir()
 	if err != nil {
 		dir = os.TempDir()

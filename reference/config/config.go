@@ -260,9 +260,9 @@ type Runners struct {
 // with runners.sandbox off no job runs in an image, and these settings
 // are refused. docs/isolation.md says more.
 type RunnerImages struct {
-	// Dir is the image directory: the layers, the unpacked images and
-	// the jobs' views. Default: DataDir/images.
-	Dir string `yaml:"dir" usage:"the local runners' image directory: layers, unpacked images and jobs' views (default: images under data-dir)"`
+	// Dir is the image directory: the layers and the unpacked images.
+	// Default: DataDir/images.
+	Dir string `yaml:"dir" usage:"the local runners' image directory: layers and unpacked images (default: images under data-dir)"`
 	// Default is the image of a job that names none and that Labels
 	// give none.
 	Default string `yaml:"default-image" usage:"the image of a job that names none and whose runs-on labels runners.images.labels gives none"`

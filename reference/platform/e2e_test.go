@@ -80,11 +80,6 @@ func newWorld(t *testing.T, files map[string]string) *world {
 		testenv.ToolUnavailable(t, "git", err)
 	}
 	w := &world{root: t.TempDir()}
-	// The sandbox's user, another than root's when the tests run as
-	// root, must reach the local runners' image directory in the data
-	// directory.
-	require.NoError(t, os.Chmod(filepath.Dir(w.root), 0o711))
-	require.NoError(t, os.Chmod(w.root, 0o711))
 	repo := filepath.Join(w.root, "repos", repoName)
 	require.NoError(t, os.MkdirAll(repo, 0o755))
 	git := func(args ...string) string {
