@@ -54,10 +54,13 @@ func TestTransitionError(t *testing.T) {
 func TestJobSpecCloneIsDeep(t *testing.T) {
 	t.Parallel()
 	orig := &cikit.JobSpec{ID: "a", Needs: []string{"b"}, Env: map[string]string{"K": "v"}, Timeout: time.Minute,
-		Steps: []cikit.Step{{Name: "s", Run: "true", Env: map[string]string{"S": "1"}}}}
+		Steps:    []cikit.Step{{Name: "s", Run: "true", Env: map[string]string{"S": "1"}}},
+		IDTokens: []cikit.IDToken{{Name: "T", Audience: []string{"aud"}}}}
 	c := orig.Clone()
 	require.Equal(t, orig, c)
 	c.Needs[0], c.Env["K"], c.Steps[0].Run, c.Steps[0].Env["S"] = "x", "x", "x", "x"
+	c.IDTokens[0].Audience[0] = "x"
+	require.Equal(t, "aud", orig.IDTokens[0].Audience[0])
 	require.Equal(t, "b", orig.Needs[0])
 	require.Equal(t, "v", orig.Env["K"])
 	require.Equal(t, "true", orig.Steps[0].Run)

@@ -85,8 +85,15 @@ type JobSpec struct {
 	Caches []Cache `json:"caches,omitempty"`
 	// Artifacts are uploaded after the steps.
 	Artifacts *Artifacts `json:"artifacts,omitempty"`
-	// Secrets name the secrets the job may read at execution time.
+	// Secrets name the secrets the job may read at execution time: its
+	// runner fetches exactly these, from the scopes the job is entitled
+	// to, before the first step, and a missing one fails the job. The
+	// values are never in the spec.
 	Secrets []string `json:"secrets,omitempty"`
+	// IDTokens are the OIDC ID tokens the runner requests for the job
+	// before its first step, each into an environment variable (GitLab's
+	// id_tokens).
+	IDTokens []IDToken `json:"id_tokens,omitempty"`
 	// Environment is the deployment environment the job targets.
 	Environment *Environment `json:"environment,omitempty"`
 	// Outputs map output names to expressions the runner evaluates at job
@@ -424,6 +431,23 @@ type Environment struct {
 	Action string `json:"action,omitempty"`
 }
 
+// IDToken is an OIDC ID token a job asks for: the variable Name holds a
+// token of the platform's issuer for Audience.
+type IDToken struct {
+	Name     string   `json:"name"`
+	Audience []string `json:"aud"`
+}
+
+// Limits of JobSpec.IDTokens.
+const (
+	// MaxIDTokens bounds the ID tokens of one job.
+	MaxIDTokens = 20
+	// MaxAudiences bounds the audiences of one ID token, MaxAudienceBytes
+	// each of them.
+	MaxAudiences     = 10
+	MaxAudienceBytes = 256
+)
+
 // DisplayName returns the job's name, or its ID when it has none.
 func (j *JobSpec) DisplayName() string {
 	if j.Name != "" {
@@ -474,6 +498,10 @@ func (j *JobSpec) Clone() *JobSpec {
 		c.Artifacts = &a
 	}
 	c.Secrets = slices.Clone(j.Secrets)
+	c.IDTokens = slices.Clone(j.IDTokens)
+	for i := range c.IDTokens {
+		c.IDTokens[i].Audience = slices.Clone(c.IDTokens[i].Audience)
+	}
 	c.Environment = clonePtr(j.Environment)
 	c.Outputs = maps.Clone(j.Outputs)
 	c.Permissions = maps.Clone(j.Permissions)

@@ -196,9 +196,6 @@ func (g *ghCompiler) buildVariantEnv(wf *ghWorkflow, j *ghJob, v *ghVariant, id 
 			spec.Secrets = j.secretNames
 		}
 	}
-	if len(spec.Secrets) > 0 {
-		spec.Warnings = append(slices.Clip(spec.Warnings), g.c.notHonoured(j.key, "secrets are not provided yet: %s read empty", secretsList(spec.Secrets)))
-	}
 	return append(out, &jobDecl{spec: spec, key: j.key, hasNeeds: j.hasNeeds, needs: j.needs, stage: -1})
 }
 
@@ -713,19 +710,6 @@ func matrixJSON(values map[string]any) map[string]json.RawMessage {
 		out[k] = b
 	}
 	return out
-}
-
-// secretsList names the secrets a job reads, for messages.
-func secretsList(names []string) string {
-	parts := make([]string, len(names))
-	for i, n := range names {
-		if n == "*" {
-			parts[i] = "the secrets it inherits"
-		} else {
-			parts[i] = "secrets." + n
-		}
-	}
-	return strings.Join(parts, ", ")
 }
 
 // jobWarnings returns the warnings of job j of wf: those of the run the

@@ -2,6 +2,7 @@ package compiler
 
 import (
 	"errors"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -337,8 +338,11 @@ func (r *glReader) key(k glEntry) {
 		}
 	case "secrets":
 		if s.Secrets = g.secrets(v); len(s.Secrets) > 0 {
-			r.warn(k.key, "secrets are not fetched yet: the job runs without %s", strings.Join(s.Secrets, ", "))
+			r.warn(k.key, "%s: cikit reads secrets by name from the platform's secret providers (the job's environment, project and group scopes): their vault, azure_key_vault, gcp_secret_manager and file settings are not used, and each variable holds the value, not a file",
+				strings.Join(s.Secrets, ", "))
 		}
+	case "id_tokens":
+		s.IDTokens = g.idTokens(v)
 	case "interruptible":
 		if b, ok := g.boolean(v, k.name); ok && b {
 			r.warn(k.key, glInterruptibleWarning)
@@ -349,7 +353,7 @@ func (r *glReader) key(k glEntry) {
 		}
 	case "inherit", "extends":
 		// Read before the other keys (extends is gone by now).
-	case "hooks", "id_tokens", "identity", "dast_configuration", "pages", "release", "manual_confirmation":
+	case "hooks", "identity", "dast_configuration", "pages", "release", "manual_confirmation":
 		if !v.isNull() {
 			r.warn(k.key, "%s is not honoured yet: %s", k.name, glServiceKeys[k.name])
 		}
@@ -366,7 +370,6 @@ const glInterruptibleWarning = "interruptible is not honoured yet: a newer pipel
 // which the platform does not do yet.
 var glServiceKeys = map[string]string{
 	"hooks":               "no hook script runs before the checkout",
-	"id_tokens":           "no OIDC token is minted for the job",
 	"identity":            "no cloud identity is given to the job",
 	"dast_configuration":  "no security scan profile applies",
 	"pages":               "nothing is published as a site",
@@ -1246,6 +1249,66 @@ func (g *glFront) secrets(v *glv) []string {
 		names = append(names, e.name)
 	}
 	return names
+}
+
+// glVariableName is the name of a variable an ID token goes into.
+var glVariableName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// idTokens reads id_tokens: variable names to {aud: audience or list of
+// audiences}.
+func (g *glFront) idTokens(v *glv) []cikit.IDToken {
+	if v.isNull() {
+		return nil
+	}
+	if v.kind != glMap {
+		g.gat(v, RuleType, `"id_tokens" must be a mapping of variable names to {aud: …}, got %s`, v.what())
+		return nil
+	}
+	var out []cikit.IDToken
+	for _, e := range v.keys {
+		if !glVariableName.MatchString(e.name) {
+			g.gat(e.val, RuleValue, "id_tokens: %q is not a variable name (letters, digits and _)", e.name)
+			continue
+		}
+		if len(out) == cikit.MaxIDTokens {
+			g.gat(e.val, RuleValue, "id_tokens: a job asks for at most %d ID tokens", cikit.MaxIDTokens)
+			break
+		}
+		if e.val.kind != glMap {
+			g.gat(e.val, RuleType, "id_tokens: %q must be a mapping with aud, got %s", e.name, e.val.what())
+			continue
+		}
+		tok, bad := cikit.IDToken{Name: e.name}, false
+		for _, f := range e.val.keys {
+			if f.name != "aud" {
+				g.unknownGLKey(f, "in an ID token", []string{"aud"})
+				bad = true
+				continue
+			}
+			for _, a := range g.strList(f.val, "aud") {
+				switch {
+				case a == "" || len(a) > cikit.MaxAudienceBytes || strings.ContainsFunc(a, func(r rune) bool { return r < ' ' || r == 0x7f }):
+					g.gat(f.val, RuleValue, "id_tokens: %q: an audience is 1 to %d printable bytes", e.name, cikit.MaxAudienceBytes)
+					bad = true
+				case strings.Contains(a, "$"):
+					g.gat(f.val, RuleValue, "id_tokens: %q: audience %q holds a variable, which cikit does not expand in id_tokens: write the audience itself", e.name, a)
+					bad = true
+				default:
+					tok.Audience = append(tok.Audience, a)
+				}
+			}
+		}
+		switch {
+		case bad:
+		case len(tok.Audience) == 0:
+			g.gat(e.val, RuleValue, "id_tokens: %q needs an aud", e.name)
+		case len(tok.Audience) > cikit.MaxAudiences:
+			g.gat(e.val, RuleValue, "id_tokens: %q has %d audiences; the limit is %d", e.name, len(tok.Audience), cikit.MaxAudiences)
+		default:
+			out = append(out, tok)
+		}
+	}
+	return out
 }
 
 func (g *glFront) oneOfGL(v *glv, s, what string, valid []string) bool {

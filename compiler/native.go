@@ -259,9 +259,7 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 		case "retry":
 			j.spec.Retry = c.nativeRetry(v, own)
 		case "secrets":
-			if j.spec.Secrets = c.nativeSecrets(v, own); len(j.spec.Secrets) > 0 {
-				warn(k.key, "secrets are not provided yet: the job runs without %s", strings.Join(j.spec.Secrets, ", "))
-			}
+			j.spec.Secrets = c.nativeSecrets(v, own)
 		case "env":
 			j.spec.Env = c.env(v, own)
 		case "needs":
