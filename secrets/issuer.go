@@ -419,7 +419,7 @@ func (i *Issuer) addKey(ctx context.Context, ifNewest string) error {
 	case err != nil:
 		return fmt.Errorf("secrets: add an OIDC signing key: %w", err)
 	default:
-		i.log.Info("secrets: new OIDC signing key", "kid", key.ID, "retired", ifNewest)
+		i.log.Info("secrets: new OIDC signing key", "kid", key.ID, "replaces", cmp.Or(ifNewest, "none"))
 	}
 	set, err := i.reload(ctx)
 	if err != nil {

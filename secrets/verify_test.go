@@ -322,4 +322,3 @@ func BenchmarkVerify(b *testing.B) {
 		}
 	}
 }
-
