@@ -119,6 +119,11 @@ type ServerConfig struct {
 	// sets it to artifacts.Scopes. Default: every job writes and reads
 	// the scope "".
 	CacheScopes func(rc *cikit.RunContext) (write string, read []string)
+	// Secrets, when set, gives claimed jobs their secrets and ID tokens
+	// (see JobSecrets). Default: none; a job that names secrets or asks
+	// for ID tokens fails at the claim as a configuration failure, saying
+	// so.
+	Secrets *JobSecrets
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 	// Logger receives the server's diagnostics. Default: slog.Default().
@@ -169,6 +174,19 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			return nil, fmt.Errorf("fleet: ServerConfig.RegistrationTokens[%d] is %d bytes long; a token needs at least 16", i, len(t))
 		}
 	}
+	if js := cfg.Secrets; js != nil {
+		switch {
+		case js.Issuer == nil || js.Broker == nil:
+			return nil, errors.New("fleet: ServerConfig.Secrets needs an Issuer and a Broker")
+		case js.Audience == "":
+			return nil, errors.New("fleet: ServerConfig.Secrets.Audience is required")
+		}
+		if js.RunnerEnvironment == "" {
+			c := *js
+			c.RunnerEnvironment = "self-hosted"
+			cfg.Secrets = &c
+		}
+	}
 	if cfg.HeartbeatInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultJobTimeout < 0 {
 		return nil, errors.New("fleet: ServerConfig durations must not be negative")
 	}
@@ -200,6 +218,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/jobs/{run_id}/{job_id}/complete", s.complete)
 	s.mux.HandleFunc("POST /v1/jobs/{run_id}/{job_id}/return", s.giveBack)
 	s.routeArtifacts()
+	s.routeSecrets()
 	if cfg.Logs != nil {
 		follow := cfg.AuthorizeFollow
 		if follow == nil {
@@ -309,6 +328,9 @@ type claimResponse struct {
 	// Context is the job's cikit.JobContext, encoded once to be
 	// measured.
 	Context json.RawMessage `json:"context"`
+	// SecretsToken is the job's ID token for the secrets call, for a job
+	// that names secrets or asks for ID tokens.
+	SecretsToken string `json:"secrets_token,omitempty"`
 }
 
 func (s *Server) runner(w http.ResponseWriter, r *http.Request) (*runnerClaims, bool) {
@@ -394,7 +416,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		// fail the job (its lease expires, and the reaper offers it
 		// again).
 		hctx, cancelHandOut := context.WithTimeout(context.WithoutCancel(r.Context()), handOutTimeout)
-		jt, jcb, err := s.handOut(hctx, rc, o, l, deadline)
+		jt, jcb, st, err := s.handOut(hctx, rc, o, l, deadline)
 		cancelHandOut()
 		if err != nil {
 			var cf *claimFailure
@@ -408,7 +430,7 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		got = &l.Attempt
 		resp := claimResponse{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt, JobToken: jt,
 			LeaseExpiresAt: l.Expires.UTC(), LeaseRemainingMS: remainingMS(s.cfg.Leases, l.Expires), HeartbeatInterval: s.cfg.HeartbeatInterval.String(), Deadline: deadline, Spec: spec,
-			Context: jcb}
+			Context: jcb, SecretsToken: st}
 		if s.cfg.Logs != nil {
 			resp.MaxLogBytes = s.cfg.Logs.MaxLogBytes()
 		}
@@ -421,18 +443,23 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 const handOutTimeout = 30 * time.Second
 
 // handOut builds what the runner of a claimed attempt is given besides
-// its spec: the job's context, with its source minted, and the job token
-// (which names the run's repository). A *claimFailure says why the
+// its spec: the job's context, with its source minted, the job token
+// (which names the run's repository) and, for a job that needs secrets,
+// its ID token for the secrets call. A *claimFailure says why the
 // attempt cannot be handed out.
-func (s *Server) handOut(ctx context.Context, rc *runnerClaims, o *Offer, l *lease.Lease, deadline time.Time) (string, json.RawMessage, error) {
+func (s *Server) handOut(ctx context.Context, rc *runnerClaims, o *Offer, l *lease.Lease, deadline time.Time) (string, json.RawMessage, string, error) {
 	jc, err := s.jobContext(ctx, o)
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
+	}
+	st, err := s.secretsToken(ctx, rc, o, jc)
+	if err != nil {
+		return "", nil, "", err
 	}
 	jt, err := s.signer.sign(&jobClaims{Kind: kindJob, RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt,
 		Lease: l.Token, RunnerID: rc.RunnerID, Expires: deadline.Add(s.cfg.HeartbeatInterval * 3), Repository: jc.Repository})
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	if s.cfg.Source != nil {
 		var rcx *cikit.RunContext
@@ -441,15 +468,15 @@ func (s *Server) handOut(ctx context.Context, rc *runnerClaims, o *Offer, l *lea
 		}
 		src, err := s.cfg.Source.MintSource(ctx, rcx, JobRef{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt, Token: jt})
 		if err != nil {
-			return "", nil, &claimFailure{class: cikit.FailureInfrastructure, err: fmt.Errorf("minting the job's checkout credential: %w", err)}
+			return "", nil, "", &claimFailure{class: cikit.FailureInfrastructure, err: fmt.Errorf("minting the job's checkout credential: %w", err)}
 		}
 		jc.Source = src
 	}
 	b, err := encodeContext(jc)
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
-	return jt, b, nil
+	return jt, b, st, nil
 }
 
 // refuse fails a claimed attempt that cannot be handed to a runner, with
@@ -549,6 +576,7 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.leaseError(w, a, err)
 		return
 	}
+	s.renewSecrets(r.Context(), a)
 	writeJSON(w, http.StatusOK, heartbeatResponse{LeaseExpiresAt: rn.Expires.UTC(), LeaseRemainingMS: remainingMS(s.cfg.Leases, rn.Expires),
 		CancelRequested: rn.CancelRequested})
 }
@@ -705,6 +733,7 @@ func (s *Server) ended(c *jobClaims, a lease.Attempt, over bool) {
 	if over {
 		s.dispatch.Release(a.RunID, a.JobID, a.Attempt)
 		s.refs.forget(a)
+		s.endSecrets(context.Background(), a)
 	}
 }
 

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/cikit/cikit/secrets"
 )
 
 // errBadToken is every token that does not verify; callers answer 401
@@ -44,6 +46,9 @@ type jobClaims struct {
 	// (cikit.RunContext.Repository), "" when its run has none: what
 	// Server.AuthorizeFetch lets the token fetch.
 	Repository string `json:"repo,omitempty"`
+	// Identity is the job's identity, in an ID token request token
+	// (kind "idreq"), for the ID tokens it mints.
+	Identity *secrets.Identity `json:"id,omitempty"`
 }
 
 const (

@@ -72,7 +72,7 @@ func TestParseKey(t *testing.T) {
 }
 
 func TestScopes(t *testing.T) {
-	for _, s := range []string{"org:acme", "org:acme/platform", "repo:acme/api", "env:acme/api:prod"} {
+	for _, s := range []string{"org:acme", "org:acme/platform", "repo:acme/api", "env:acme/api:prod", "env:acme/api:review/x"} {
 		sc, err := secrets.ParseScope(s)
 		if err != nil || sc.String() != s {
 			t.Errorf("ParseScope(%q) = %v, %v", s, sc, err)

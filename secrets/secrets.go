@@ -86,7 +86,9 @@ const (
 
 // Scope is where a secret belongs: an organisation, a repository, or a
 // deployment environment of a repository. Its string form is
-// "org:acme", "repo:acme/api" or "env:acme/api:prod" (ParseScope).
+// "org:acme", "repo:acme/api" or "env:acme/api:prod" (ParseScope). Names
+// are made of letters, digits, '.', '_' and '-', in parts separated by
+// '/' (GitLab groups, GitLab environments such as "review/feature").
 type Scope struct {
 	Kind ScopeKind
 	// Org is the organisation of an org scope: the repository owner
@@ -161,7 +163,7 @@ func (s Scope) Validate() error {
 			return scopeErr(str, "a repository scope is repo:OWNER/NAME")
 		}
 	case ScopeEnv:
-		if !validPathPart(s.Repo, true) || !strings.Contains(s.Repo, "/") || !validPathPart(s.Env, false) || s.Org != "" {
+		if !validPathPart(s.Repo, true) || !strings.Contains(s.Repo, "/") || !validPathPart(s.Env, true) || s.Org != "" {
 			return scopeErr(str, "an environment scope is env:OWNER/NAME:ENVIRONMENT")
 		}
 	default:

@@ -68,6 +68,9 @@ type job struct {
 	// Context is the job's run context, its needs and its source; nil
 	// from a server older than the field.
 	Context *cikit.JobContext `json:"context"`
+	// SecretsToken is the job's ID token for the secrets call; empty for
+	// a job that needs no secrets.
+	SecretsToken string `json:"secrets_token"`
 }
 
 type heartbeat struct {
@@ -265,4 +268,20 @@ func (c *client) finishLog(ctx context.Context, j *job, t *logTotals) error {
 
 func (c *client) giveBack(ctx context.Context, j *job) error {
 	return c.postJSON(ctx, jobPath(j, "return"), j.JobToken, struct{}{}, nil, http.StatusOK)
+}
+
+// jobSecrets is the answer of the secrets call.
+type jobSecrets struct {
+	Secrets             map[string]string `json:"secrets"`
+	Scopes              []string          `json:"scopes"`
+	IDTokens            map[string]string `json:"id_tokens"`
+	IDTokenRequestToken string            `json:"id_token_request_token"`
+	Withheld            bool              `json:"withheld"`
+}
+
+// secrets presents the job's ID token for its secrets.
+func (c *client) secrets(ctx context.Context, j *job) (*jobSecrets, error) {
+	var s jobSecrets
+	err := c.postJSON(ctx, jobPath(j, "secrets"), j.JobToken, map[string]string{"id_token": j.SecretsToken}, &s, http.StatusOK)
+	return &s, err
 }

@@ -90,6 +90,10 @@ type jobRun struct {
 	// caches are the job's caches and those of its actions/cache steps,
 	// restored, to be saved at its end.
 	caches []*cacheRun
+	// idTokens are the job's ID tokens by variable, idRequest where its
+	// steps request more (FetchedSecrets).
+	idTokens  map[string]string
+	idRequest *IDTokenRequest
 	// image is the image the job runs in, resolved; nil for none.
 	image *imagePlan
 	// img is the image Config.Images prepared for the job; nil when the
@@ -287,6 +291,9 @@ func (j *jobRun) run(ctx context.Context) Result {
 	// returns.
 	defer j.procs.end(e.cfg.Logger.Warn)
 
+	if res, ok := j.fetchSecrets(jobCtx); !ok {
+		return res
+	}
 	if err := j.setUpEnv(); err != nil {
 		return j.fail(cikit.FailureConfig, "%v", err)
 	}
@@ -395,6 +402,7 @@ func (j *jobRun) setUpEnv() error {
 	j.params = runtime.Params{Spec: spec, Context: j.job.Context, Workspace: j.ws, Temp: j.temp, Vars: j.job.Vars, Secrets: j.job.Secrets}
 	maps.Copy(j.base, runtime.Env(j.params))
 	j.base["CIKIT"] = "true"
+	maps.Copy(j.base, j.secretEnv())
 	j.overrides = runtime.Overrides(j.params)
 	if j.github {
 		p := filepath.Join(j.temp, runtime.EventFile)

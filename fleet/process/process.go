@@ -361,6 +361,12 @@ type Job struct {
 	// Vars and Secrets are the GitHub vars and secrets contexts of a
 	// GitHub job; the values of Secrets are masked in its output.
 	Vars, Secrets map[string]string
+	// FetchSecrets, when set, fetches the job's secrets and ID tokens
+	// before its first step, after its checkout, image and services; what
+	// it returns joins Secrets. Every secret the spec names must be in
+	// Secrets then, or the job fails before its first step, naming the
+	// missing ones.
+	FetchSecrets SecretsFetcher
 	// Files is where the job's artifacts and caches go and come from,
 	// scoped to this attempt; nil for a runner without one, where a job
 	// that declares artifacts or caches, or runs a step that uses them,

@@ -268,8 +268,9 @@ func planRun(ctx context.Context, o *runOptions, stderr io.Writer) (*localPlan, 
 	}
 	lp := &localPlan{dir: o.dir, plan: plan, selection: sel, event: ev, rc: ev.runContext()}
 	lp.notes = append(lp.notes, lp.applyValues()...)
+	lp.secrets = o.secrets
 	if plan.Format == compiler.FormatGitHub {
-		lp.vars, lp.secrets = o.vars, o.secrets
+		lp.vars = o.vars
 	}
 	return lp, nil
 }
@@ -334,63 +335,69 @@ func payloadWithInputs(payload map[string]any, inputs map[string]string) (json.R
 	return b, nil
 }
 
-// applyValues gives the selected jobs the variables, secrets and inputs
-// that reach their environment: in GitLab pipelines the -var and -secret
-// values are variables of every job, over the file's (as a pipeline's
-// variables are in GitLab); in native pipelines the -var values and the
-// inputs are in every job's environment, and a secret in that of the jobs
-// that name it in secrets. GitHub workflows read them through the vars,
-// secrets and inputs contexts instead. It returns notes on secrets given
-// that no job reads and secrets a job names that are not given.
+// applyValues gives the selected jobs the variables and inputs that reach
+// their environment: in GitLab pipelines the -var values are variables of
+// every job, over the file's (as a pipeline's variables are in GitLab); in
+// native pipelines the -var values and the inputs are in every job's
+// environment. Secrets never go into a spec: the executor gives them to
+// the job (process.Job.Secrets), a GitLab job all of them (as masked
+// CI/CD variables), a native job those it names, a GitHub job through
+// its secrets context. It returns notes on secrets given that no job
+// reads, and secrets a job names that are not given, which fail it.
 func (lp *localPlan) applyValues() []string {
 	var notes []string
 	env := map[string]string{}
 	switch lp.plan.Format {
 	case compiler.FormatGitLab:
 		maps.Copy(env, lp.event.vars)
-		maps.Copy(env, lp.event.secrets)
 	case compiler.FormatNative:
 		maps.Copy(env, lp.event.inputs.Values)
 		maps.Copy(env, lp.event.vars)
+	}
+	if lp.plan.Format != compiler.FormatGitLab {
 		read := map[string]bool{}
 		for _, j := range lp.jobs {
 			for _, s := range j.Secrets {
-				read[s] = true
-				if _, ok := lp.event.secrets[s]; !ok {
-					notes = append(notes, fmt.Sprintf("warning: job %s reads the secret %s, which is not given (-secret %s=… or -secret-file): it runs without it", j.ID, s, s))
+				read[strings.ToUpper(s)] = true
+				if _, ok := lookupFold(lp.event.secrets, s, lp.plan.Format == compiler.FormatGitHub); !ok && s != "*" {
+					notes = append(notes, fmt.Sprintf("warning: job %s reads the secret %s, which is not given (-secret %s=… or -secret-file): it fails before its first step", j.ID, s, s))
 				}
 			}
 		}
 		for _, s := range slices.Sorted(maps.Keys(lp.event.secrets)) {
-			if !read[s] {
+			if !read[strings.ToUpper(s)] {
 				notes = append(notes, fmt.Sprintf("warning: -secret %s: no job of this run names it in secrets, so none gets it", s))
 			}
 		}
 	}
+	if len(env) == 0 {
+		return notes
+	}
 	for i, j := range lp.jobs {
-		var own map[string]string
-		if lp.plan.Format == compiler.FormatNative {
-			for _, s := range j.Secrets {
-				if v, ok := lp.event.secrets[s]; ok {
-					if own == nil {
-						own = map[string]string{}
-					}
-					own[s] = v
-				}
-			}
-		}
-		if len(env) == 0 && len(own) == 0 {
-			continue
-		}
 		c := j.Clone()
 		if c.Env == nil {
 			c.Env = map[string]string{}
 		}
 		maps.Copy(c.Env, env)
-		maps.Copy(c.Env, own)
 		lp.jobs[i] = c
 	}
 	return notes
+}
+
+// lookupFold looks name up in m, ignoring case when fold is set (GitHub's
+// secret names are case-insensitive).
+func lookupFold(m map[string]string, name string, fold bool) (string, bool) {
+	if v, ok := m[name]; ok {
+		return v, true
+	}
+	if fold {
+		for k, v := range m {
+			if strings.EqualFold(k, name) {
+				return v, true
+			}
+		}
+	}
+	return "", false
 }
 
 // runConfig are the flags of `cikit run` that decide how jobs run.

@@ -544,8 +544,8 @@ review:
 
 // TestRunNativeValues: in a native pipeline -var and the inputs of a
 // manual run are in every job's environment, a secret only in the jobs
-// that name it; a secret no job names, and a named secret not given, are
-// warnings.
+// that name it; a secret no job names is a warning, and a named secret not
+// given fails its job before its first step.
 func TestRunNativeValues(t *testing.T) {
 	t.Parallel()
 	dir := pipelineDir(t, map[string]string{".cikit.yml": `on:
@@ -567,11 +567,12 @@ jobs:
     steps:
       - echo "target ${TARGET:-none}"
 `})
-	out := runIn(t, dir, "-var", "REGION=eu", "-secret", "DB_PASSWORD=hunter2-value", "-secret", "UNUSED=x")
-	require.Equal(t, ExitOK, out.code, out.stdout+out.stderr)
+	out := runIn(t, dir, "-var", "REGION=eu", "-secret", "DB_PASSWORD=hunter2-value", "-secret", "UNUSED=xxxxxxxx")
+	require.Equal(t, ExitFailed, out.code, out.stdout+out.stderr)
 	require.Contains(t, out.stdout, "[migrate] region eu target none\n")
 	require.Contains(t, out.stdout, "[migrate] secret-ok\n")
-	require.Contains(t, out.stdout, "[build]   build sees no password\n")
+	require.NotContains(t, out.stdout, "build sees", "a job whose secret is missing runs no step")
+	require.Contains(t, out.stdout, "secrets: SIGNING_KEY not given to the job")
 	require.Contains(t, out.stderr, "warning: job build reads the secret SIGNING_KEY, which is not given")
 	require.Contains(t, out.stderr, "warning: -secret UNUSED: no job of this run names it in secrets, so none gets it")
 	require.NotContains(t, out.stdout+out.stderr, "hunter2-value")
