@@ -49,6 +49,7 @@ type PostgresRolesConfig struct {
 	// Pool connects to the server the credentials are for, as a role
 	// allowed to create and drop roles: CREATEROLE, with the ADMIN
 	// option on each InRole (PostgreSQL 16 and later), or a superuser.
+	// The server is PostgreSQL 14 or later.
 	Pool *pgxpool.Pool
 	// URL is where the job connects with its credential: a
 	// postgres:// URL with the host, port, database and parameters the

@@ -32,7 +32,7 @@ type dynBundle struct {
 	reader string
 }
 
-func newDynBundle(t *testing.T, mod func(*secrets.PostgresRolesConfig)) *dynBundle {
+func newDynBundle(t testing.TB, mod func(*secrets.PostgresRolesConfig)) *dynBundle {
 	t.Helper()
 	ctx := t.Context()
 	db := pgtest.New(t)
@@ -73,7 +73,7 @@ func newDynBundle(t *testing.T, mod func(*secrets.PostgresRolesConfig)) *dynBund
 }
 
 // dropTestRoles drops the credentials made in reader, then reader.
-func dropTestRoles(t *testing.T, pool *pgxpool.Pool, reader string) {
+func dropTestRoles(t testing.TB, pool *pgxpool.Pool, reader string) {
 	ctx := context.Background()
 	rows, err := pool.Query(ctx, `SELECT u.rolname FROM pg_auth_members m
 		JOIN pg_roles g ON g.oid = m.roleid JOIN pg_roles u ON u.oid = m.member WHERE g.rolname = $1`, reader)
@@ -309,4 +309,24 @@ func TestScramVerifierMatchesServer(t *testing.T) {
 	ours, err := secrets.ScramVerifier("correct horse battery", salt)
 	require.NoError(t, err)
 	require.Equal(t, stored, ours)
+}
+
+// BenchmarkPostgresRoles measures a credential's life: created by Fetch,
+// renewed once, revoked.
+func BenchmarkPostgresRoles(b *testing.B) {
+	b.ReportAllocs()
+	db := newDynBundle(b, nil)
+	ctx := b.Context()
+	for b.Loop() {
+		s, err := db.p.Fetch(ctx, secrets.Request{Scopes: []secrets.Scope{dynRepo}, Names: []string{"DB"}})
+		if err != nil || len(s) != 1 {
+			b.Fatal(s, err)
+		}
+		if _, err := db.p.Renew(ctx, s[0].Lease.ID, 0); err != nil {
+			b.Fatal(err)
+		}
+		if err := db.p.Revoke(ctx, s[0].Lease.ID); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
