@@ -175,10 +175,13 @@ func (p *PostgresRoles) Fetch(ctx context.Context, r Request) ([]Secret, error) 
 		}
 		s, err := p.create(ctx, name, role, r.Identity, ttl)
 		if err != nil {
+			// Best effort, also when ctx is canceled: what is left
+			// expires at its VALID UNTIL.
+			undo, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 			for _, made := range out {
-				// Best effort: what is left expires at its VALID UNTIL.
-				_ = p.Revoke(context.WithoutCancel(ctx), made.Lease.ID)
+				_ = p.Revoke(undo, made.Lease.ID)
 			}
+			cancel()
 			return nil, err
 		}
 		s.Scope = r.Scopes[i]
