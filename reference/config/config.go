@@ -69,6 +69,7 @@ type Config struct {
 	VCS       VCS       `yaml:"vcs"`
 	Webhooks  Webhooks  `yaml:"webhooks"`
 	Runners   Runners   `yaml:"runners"`
+	Secrets   Secrets   `yaml:"secrets"`
 	Artifacts Artifacts `yaml:"artifacts"`
 	Limits    Limits    `yaml:"limits"`
 	Log       Log       `yaml:"log"`
@@ -728,7 +729,62 @@ func (c *Config) Validate() error {
 	if (c.S3.AccessKeyID == "") != (c.S3.SecretAccessKey == "") {
 		bad("s3: set both access-key-id and secret-access-key, or neither")
 	}
+	for i, k := range c.Secrets.Keys {
+		if !strings.Contains(k, ":") {
+			bad("secrets.keys[%d]: must be ID:BASE64 (32 bytes, such as from openssl rand -base64 32)", i)
+		}
+	}
+	for i, t := range c.Secrets.AdminTokens {
+		if len(t) < 16 {
+			bad("secrets.admin-tokens[%d]: must be at least 16 bytes", i)
+		}
+	}
+	if c.Secrets.TokenTTL < 0 || c.Secrets.TokenTTL > time.Hour {
+		bad("secrets.token-ttl: must be between 0 (the default, 10m) and 1h")
+	}
+	if pr := c.Secrets.PostgresRoles; pr.AdminURL != "" && (pr.URL == "" || len(pr.Roles) == 0) {
+		bad("secrets.postgres-roles: set url and roles with admin-url")
+	}
 	return errors.Join(errs...)
+}
+
+// Secrets configure the secrets jobs get at run time, and the OIDC ID
+// tokens the platform issues them (see docs/secrets.md).
+type Secrets struct {
+	// Keys seal the stored secrets and the OIDC signing keys, "ID:BASE64"
+	// of 32 bytes each (openssl rand -base64 32): the first seals, all
+	// open, so a key is rotated by putting a new one first. Required with
+	// PostgreSQL for the built-in store; the embedded platform makes one
+	// up and keeps it in the data directory.
+	Keys []string `yaml:"keys" usage:"keys sealing stored secrets and OIDC signing keys, ID:BASE64 of 32 bytes; the first seals (embedded default: one kept in the data directory)"`
+	// AdminTokens are the bearer tokens of the secrets API (`cikit
+	// secret`). The embedded platform makes one up and prints it.
+	AdminTokens []string `yaml:"admin-tokens" usage:"bearer tokens of the secrets API, which cikit secret uses (embedded default: a random one)"`
+	// TokenTTL is how long a job's ID token is valid.
+	TokenTTL time.Duration `yaml:"token-ttl" usage:"how long the OIDC ID tokens of jobs are valid (at most 1h)"`
+	// AWS reads secrets from AWS Secrets Manager too, when Region is set.
+	AWS AWSSecrets `yaml:"aws"`
+	// PostgresRoles makes dynamic database credentials, when AdminURL is
+	// set.
+	PostgresRoles PostgresRoles `yaml:"postgres-roles"`
+}
+
+// AWSSecrets is AWS Secrets Manager as a secret provider: secret NAME of
+// scope S is the AWS secret Prefix + S's path + "/" + NAME.
+type AWSSecrets struct {
+	Region   string `yaml:"region" usage:"the AWS region of Secrets Manager (empty: not used)"`
+	Endpoint string `yaml:"endpoint" usage:"a Secrets Manager endpoint URL (empty: AWS's)"`
+	Prefix   string `yaml:"prefix" usage:"the prefix of cikit's secret names in Secrets Manager (default cikit/)"`
+}
+
+// PostgresRoles is the dynamic provider of PostgreSQL credentials: each
+// job naming one of Roles gets a login role of its own, valid for TTL,
+// renewed while the job runs and dropped when it ends.
+type PostgresRoles struct {
+	AdminURL string        `yaml:"admin-url" usage:"a PostgreSQL URL allowed to CREATE ROLE, for dynamic credentials (empty: not used)"`
+	URL      string        `yaml:"url" usage:"the URL jobs connect with; its user and password become the credential's"`
+	Roles    []string      `yaml:"roles" usage:"NAME=ROLE@SCOPE[@SCOPE...]: secret NAME is a fresh login role in ROLE, for jobs of the scopes (repo:acme/api, org:acme)"`
+	TTL      time.Duration `yaml:"ttl" usage:"how long a dynamic credential lives unless renewed (0: 30m)"`
 }
 
 // envName turns a setting's dotted name into its environment variable.

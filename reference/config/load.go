@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -102,8 +103,9 @@ func (s Setting) String() string {
 // secret reports whether a setting holds a secret, whose value help texts
 // do not show.
 func (s Setting) secret() bool {
-	return strings.Contains(s.Name, "token") || strings.Contains(s.Name, "secret") || strings.HasSuffix(s.Name, "-keys") ||
-		s.Name == "s3.access-key-id" || s.Name == "postgres.url" || s.Name == "redis.url"
+	leaf := s.Name[strings.LastIndexByte(s.Name, '.')+1:]
+	return strings.Contains(leaf, "token") && leaf != "token-ttl" || strings.Contains(leaf, "secret") || strings.HasSuffix(leaf, "-keys") || leaf == "keys" ||
+		slices.Contains([]string{"s3.access-key-id", "postgres.url", "redis.url", "secrets.postgres-roles.admin-url", "secrets.postgres-roles.url"}, s.Name)
 }
 
 // Loader reads a Config from a file, the environment and flags.
