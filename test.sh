@@ -275,11 +275,25 @@ ensure_busybox() {
 	fi
 }
 
+# xxd is one of the tools the secrets end-to-end test encodes a secret
+# with, as a job would.
+ensure_xxd() {
+	have xxd && return
+	if is_debian && can_root; then
+		apt_install xxd || die "apt-get install xxd failed"
+	fi
+	if ! have xxd; then
+		say "xxd is not installed"
+		missing+=(xxd)
+	fi
+}
+
 ensure_postgres
 ensure_redis
 ensure_bubblewrap
 ensure_chromium
 ensure_busybox
+ensure_xxd
 
 # "PostgreSQL, Redis and bubblewrap" rather than "PostgreSQL Redis bubblewrap".
 lacking=""
@@ -296,7 +310,7 @@ done
 
 services=""
 for m in ${missing[@]+"${missing[@]}"}; do
-	[[ $m == bubblewrap || $m == chromium || $m == busybox-static ]] || services+="${services:+ and }$m"
+	[[ $m == bubblewrap || $m == chromium || $m == busybox-static || $m == xxd ]] || services+="${services:+ and }$m"
 done
 if [[ -n $services ]]; then
 	cat >&2 <<-EOF

@@ -22,6 +22,7 @@ import (
 	"github.com/cikit/cikit/ingest"
 	"github.com/cikit/cikit/lease"
 	"github.com/cikit/cikit/logs"
+	"github.com/cikit/cikit/secrets"
 	"github.com/cikit/cikit/vcs"
 	"github.com/cikit/cikit/vcs/github"
 	"github.com/cikit/cikit/vcs/gitlab"
@@ -163,10 +164,14 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return err
 	}
+	secretLeases, err := secrets.NewPostgresLeaseStore(pool)
+	if err != nil {
+		return err
+	}
 	for _, m := range []struct {
 		name string
 		f    func(context.Context) error
-	}{{"dag", jobs.Migrate}, {"ingest", runs.Migrate}, {"lease", leases.Migrate}, {"logs", segs.Migrate}, {"artifacts", manifest.Migrate}} {
+	}{{"dag", jobs.Migrate}, {"ingest", runs.Migrate}, {"lease", leases.Migrate}, {"logs", segs.Migrate}, {"artifacts", manifest.Migrate}, {"secrets", secretLeases.Migrate}} {
 		if err := m.f(ctx); err != nil {
 			return fmt.Errorf("platform: migrate %s: %w", m.name, err)
 		}

@@ -44,6 +44,7 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 		RunURL:          func(runID string) string { return p.targetURL(runID, "") },
 		Artifacts:       p.artifacts,
 		CacheScopes:     artifacts.Scopes,
+		Secrets:         p.jobSecrets(),
 		Now:             p.now,
 		Logger:          p.log.With("component", "fleet"),
 	}
@@ -163,6 +164,8 @@ func (p *Platform) reaped(res *dag.TransitionResult) {
 		default:
 			continue
 		}
+		// Its dynamic secrets are revoked: its runner is gone.
+		p.fleet.EndSecrets(ctx, j.RunID, j.ID(), attempt)
 		_, err := p.hub.Abandon(ctx, logs.Key{RunID: j.RunID, JobID: j.ID(), Attempt: attempt})
 		if err != nil && !errors.Is(err, cikit.ErrNotFound) {
 			p.log.Warn("close the log of a reaped attempt", "run", j.RunID, "job", j.ID(), "attempt", attempt, "err", err)

@@ -63,6 +63,11 @@ func (p *Platform) buildHTTP(context.Context) error {
 	mux.Handle("GET "+gitPrefix, git)
 	mux.Handle("POST "+gitPrefix, git)
 	mux.Handle("GET /metrics", p.metrics.handler())
+	if h := p.oidcHandler(); h != nil {
+		// The OIDC issuer's discovery document and keys, which clouds
+		// verify the jobs' ID tokens with.
+		mux.Handle("/.well-known/", h)
+	}
 	mux.Handle("/", web.Handler())
 	p.gauges()
 	p.bodyGauge(bodies)

@@ -87,10 +87,12 @@ type Platform struct {
 	blobs     http.Handler
 	artifacts *artifacts.Service
 	sources   *sourceRevoker // the forge credentials of running attempts
-	manager   *fleet.Manager
-	runners   *local.Backend // the runners this process runs itself, if any
-	metrics   *metrics
-	api       *api.API
+	// secretsParts are the runtime secrets flow's; nil without secrets.
+	secretsParts *platformSecrets
+	manager      *fleet.Manager
+	runners      *local.Backend // the runners this process runs itself, if any
+	metrics      *metrics
+	api          *api.API
 
 	ln      net.Listener
 	url     string
@@ -140,7 +142,7 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Platform, er
 		p.url = "http://" + p.ln.Addr().String()
 	}
 	p.metrics = newMetrics()
-	steps := []func(context.Context) error{p.startServices, p.buildStores, p.buildArtifacts, p.buildVCS, p.buildIngest, p.buildFleet, p.buildHTTP}
+	steps := []func(context.Context) error{p.startServices, p.buildStores, p.buildArtifacts, p.buildVCS, p.buildIngest, p.buildSecrets, p.buildFleet, p.buildHTTP}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return nil, err

@@ -60,6 +60,9 @@ func (p *Platform) Run(ctx context.Context) error {
 	run("artifacts pruner", p.pruneArtifacts)
 	run("logs", p.hub.Run)
 	run("revoker", p.sources.Run)
+	for name, f := range p.secretsTasks() {
+		run(name, f)
+	}
 	// The reporter outlives the consumers: Flush at shutdown needs it
 	// running, and the events consumer feeds it until it stops.
 	reporterCtx, stopReporter := context.WithCancel(context.WithoutCancel(ctx))
