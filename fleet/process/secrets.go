@@ -124,6 +124,9 @@ func (j *jobRun) fetchSecrets(ctx context.Context) (Result, bool) {
 	if f != nil {
 		fmt.Fprintf(j.pw, "--- secrets: %d given, masked in this log\n", len(f.Values))
 	}
+	if j.github && spec.Permissions["id-token"] == "write" && j.idRequest == nil {
+		fmt.Fprintf(j.pw, "--- warning: the job has the permission id-token: write, and this runner can get it no ID tokens: ACTIONS_ID_TOKEN_REQUEST_URL is not set\n")
+	}
 	return Result{}, true
 }
 
