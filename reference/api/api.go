@@ -17,6 +17,7 @@ import (
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/logs"
+	"github.com/cikit/cikit/secrets"
 )
 
 // Prefix starts the path of every route but the health checks.
@@ -48,6 +49,14 @@ type Config struct {
 	// artifacts.Service fits. Without it runs and jobs show none and the
 	// artifact routes answer 404.
 	Artifacts Artifacts
+	// Secrets is the built-in secret store, managed at /api/v1/secrets
+	// by callers with an admin token. Without it those routes answer 404
+	// "secrets are not configured".
+	Secrets secrets.Store
+	// AdminTokens are the bearer tokens that may manage secrets, each of
+	// at least MinAdminTokenBytes; several let one be replaced without
+	// downtime. Required with Secrets.
+	AdminTokens []string
 	// Ready reports whether the platform can serve: /readyz answers 503
 	// with its error when it fails. Default: always ready.
 	Ready func(ctx context.Context) error
@@ -72,6 +81,11 @@ type API struct {
 	now      func() time.Time
 	log      *slog.Logger
 	mux      *http.ServeMux
+
+	// secrets is nil without a store; adminTokens are the digests of
+	// Config.AdminTokens.
+	secrets     secrets.Store
+	adminTokens adminTokens
 }
 
 // New validates cfg and returns an API.
@@ -85,6 +99,16 @@ func New(cfg Config) (*API, error) {
 	}
 	if a.now == nil {
 		a.now = time.Now
+	}
+	if cfg.Secrets != nil {
+		if len(cfg.AdminTokens) == 0 {
+			return nil, errors.New("api: Config.Secrets needs Config.AdminTokens: without an admin token nobody could manage the secrets")
+		}
+		tokens, err := newAdminTokens(cfg.AdminTokens)
+		if err != nil {
+			return nil, err
+		}
+		a.secrets, a.adminTokens = cfg.Secrets, tokens
 	}
 	if a.hub != nil {
 		h, err := logs.NewHandler(logs.HandlerConfig{Hub: a.hub, AuthorizeWrite: readOnly, AuthorizeFollow: logs.AllowAll, Logger: a.log})
@@ -106,6 +130,10 @@ func New(cfg Config) (*API, error) {
 	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/log/follow", a.followLog)
 	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/why", a.getWhy)
 	a.route("POST "+Prefix+"/runs/{run}/jobs/{job}/start", a.startJob)
+	a.route("GET "+Prefix+"/secrets", a.listSecrets)
+	a.mux.HandleFunc("PUT "+Prefix+"/secrets/{name}", a.setSecret)
+	a.mux.HandleFunc("DELETE "+Prefix+"/secrets/{name}", a.deleteSecret)
+	a.mux.HandleFunc(Prefix+"/secrets/{name}", methodNotAllowed("PUT, DELETE"))
 	if cfg.Manual != nil {
 		a.mux.Handle("POST "+Prefix+"/repos/{org}/{repo}/pipelines", cfg.Manual)
 		a.mux.HandleFunc(Prefix+"/repos/{org}/{repo}/pipelines", methodNotAllowed("POST"))

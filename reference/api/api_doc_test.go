@@ -209,18 +209,19 @@ func TestAPIDoc(t *testing.T) {
 		"POST /api/v1/runs/{run}/cancel", "POST /api/v1/runs/{run}/retry", "GET /api/v1/runs/{run}/jobs/{job}/log",
 		"GET /api/v1/runs/{run}/jobs/{job}/log/follow", "GET /api/v1/runs/{run}/jobs/{job}/why", "POST /api/v1/runs/{run}/jobs/{job}/start",
 		"GET /api/v1/runs/{run}/artifacts", "GET /api/v1/runs/{run}/artifacts/{artifact}/download",
+		"GET /api/v1/secrets", "PUT /api/v1/secrets/{secret}", "DELETE /api/v1/secrets/{secret}",
 	} {
 		require.True(t, routes[r], "the document has an example of %s", r)
 	}
 }
 
-// routePath is target's path with run, job and artifact IDs replaced by
-// {run}, {job} and {artifact}.
+// routePath is target's path with run, job, artifact and secret IDs
+// replaced by {run}, {job}, {artifact} and {secret}.
 func routePath(target string) string {
 	p, _, _ := strings.Cut(target, "?")
 	parts := strings.Split(p, "/")
 	for i := range parts {
-		if i > 0 && (parts[i-1] == "runs" || parts[i-1] == "jobs" || parts[i-1] == "artifacts") && parts[i] != "" {
+		if i > 0 && (parts[i-1] == "runs" || parts[i-1] == "jobs" || parts[i-1] == "artifacts" || parts[i-1] == "secrets") && parts[i] != "" {
 			parts[i] = "{" + strings.TrimSuffix(parts[i-1], "s") + "}"
 		}
 	}

@@ -1,12 +1,13 @@
 // Package api is the reference platform's HTTP API for people and the web
-// UI: the runs, their jobs and logs, cancelling and retrying runs, and the
-// health checks. Its routes, answers and errors are documented, with
+// UI: the runs, their jobs and logs, cancelling and retrying runs, the
+// built-in store's secrets, and the health checks. Its routes, answers and errors are documented, with
 // examples its tests execute, in docs/api.md.
 //
 // An API is an http.Handler over a dag.Store and, optionally, a logs.Hub,
 // a fleet's answers to "why is this job waiting" and its dispatch. Who may
 // call which route is the mounting server's business: the API does no
-// authentication of its own.
+// authentication of its own, but for the secrets routes, which need one
+// of Config.AdminTokens as a bearer token.
 //
 //	a, err := api.New(api.Config{Runs: store, Logs: hub, Why: manager.Why, Dispatch: server.Dispatch})
 //	if err != nil {

@@ -20,6 +20,7 @@ import (
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/logs"
 	"github.com/cikit/cikit/reference/api"
+	"github.com/cikit/cikit/secrets"
 )
 
 // clock stands still until set.
@@ -182,6 +183,11 @@ func documented(t *testing.T, cfg api.Config) *fixture {
 	t.Helper()
 	if cfg.Artifacts == nil {
 		cfg.Artifacts = docArtifacts{}
+	}
+	if cfg.Secrets == nil {
+		kr, err := secrets.NewKeyring(secrets.Key{ID: "doc", Secret: make([]byte, secrets.KeyBytes)})
+		require.NoError(t, err)
+		cfg.Secrets, cfg.AdminTokens = secrets.NewMemoryStore(kr), []string{"doc-admin-token-0123456789"}
 	}
 	f := newFixture(t, cfg)
 	r1 := f.create(t, 0, 0, "main", "4f2a9c1")
