@@ -19,11 +19,19 @@ import (
 // buildHTTP assembles the platform's routes.
 func (p *Platform) buildHTTP(context.Context) error {
 	var err error
-	p.api, err = api.New(api.Config{
+	ac := api.Config{
 		Runs: p.jobs, Logs: p.hub, Why: p.manager.Why, Dispatch: p.fleet.Dispatch,
 		Manual: ingest.NewManualTrigger(p.ingester, p.provider), Ready: p.Ready, Artifacts: p.artifacts,
 		Now: p.now, Logger: p.log.With("component", "api"),
-	})
+	}
+	if ps := p.secretsParts; ps != nil {
+		if len(p.cfg.Secrets.AdminTokens) > 0 {
+			ac.Secrets, ac.AdminTokens = ps.store, p.cfg.Secrets.AdminTokens
+		} else {
+			p.log.Warn("platform: secrets.admin-tokens is not set: the secrets API answers 404, and secrets cannot be managed through it")
+		}
+	}
+	p.api, err = api.New(ac)
 	if err != nil {
 		return err
 	}

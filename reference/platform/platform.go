@@ -61,7 +61,7 @@ type Platform struct {
 	now func() time.Time
 
 	// Secrets the embedded platform made up, for Banner.
-	webhookSecret, registrationToken string
+	webhookSecret, registrationToken, adminToken string
 
 	services *services
 	pool     *pgxpool.Pool
@@ -175,7 +175,7 @@ func (p *Platform) Isolation() string {
 }
 
 // secrets fills in what the embedded platform may make up: a webhook
-// secret, a registration token and a signing key. Production configs must
+// secret, a registration token, a signing key and a secrets admin token. Production configs must
 // give them (config.Validate says so).
 func (p *Platform) secrets() {
 	c := &p.cfg.Webhooks
@@ -191,6 +191,10 @@ func (p *Platform) secrets() {
 	}
 	if len(r.SigningKeys) == 0 {
 		r.SigningKeys = []string{rand.Text() + rand.Text()}
+	}
+	if s := &p.cfg.Secrets; len(s.AdminTokens) == 0 && p.cfg.Embedded() {
+		p.adminToken = rand.Text()
+		s.AdminTokens = []string{p.adminToken}
 	}
 }
 
@@ -212,6 +216,9 @@ func (p *Platform) Banner() string {
 	}
 	if p.registrationToken != "" {
 		fmt.Fprintf(&b, "  runners:   cikit runner -server %s -registration-token %s\n", p.url, p.registrationToken)
+	}
+	if p.adminToken != "" && p.secretsParts != nil {
+		fmt.Fprintf(&b, "  secrets:   cikit secret set -server %s -token %s -scope repo:<org>/<repo> NAME < value-file\n", p.url, p.adminToken)
 	}
 	fmt.Fprintf(&b, "  trigger:   curl -X POST -H 'Idempotency-Key: '$(date +%%s%%N) %s/api/v1/repos/<org>/<repo>/pipelines -d '{\"ref\":\"main\"}'\n", p.url)
 	return b.String()
