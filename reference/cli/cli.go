@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime/debug"
 )
 
@@ -22,7 +23,8 @@ type command struct {
 	run           func(ctx context.Context, args []string, stdout, stderr io.Writer) int
 }
 
-func commands() []command {
+// commands are the cikit commands; those that read input read stdin.
+func commands(stdin io.Reader) []command {
 	return []command{
 		{"run", "run the pipeline of a directory locally", runCmd},
 		{"lint", "check pipeline files and print findings", lintCmd},
@@ -31,13 +33,21 @@ func commands() []command {
 		{"serve", "run the cikit platform (embedded by default)", serveCmd},
 		{"migrate", "apply the PostgreSQL schema migrations", migrateCmd},
 		{"bench", "run the platform's scenario benchmarks and print a table", benchCmd},
+		{"secret", "set, list and delete the secrets of a cikit server", func(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+			return secretCmd(ctx, args, stdin, stdout, stderr)
+		}},
 		{"version", "print the version", versionCmd},
 	}
 }
 
 // Main runs the cikit command with args (without the program name) and
-// returns its exit code.
+// returns its exit code. Commands that read input read os.Stdin.
 func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return MainIO(ctx, args, os.Stdin, stdout, stderr)
+}
+
+// MainIO is Main with the standard input to read.
+func MainIO(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
 		usage(stderr)
 		if len(args) == 0 {
@@ -45,7 +55,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return ExitOK
 	}
-	for _, c := range commands() {
+	for _, c := range commands(stdin) {
 		if c.name == args[0] {
 			return c.run(ctx, args[1:], stdout, stderr)
 		}
@@ -57,7 +67,7 @@ func Main(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "cikit — build, run and check CI pipelines.\n\nUsage: cikit <command> [flags]\n\nCommands:")
-	for _, c := range commands() {
+	for _, c := range commands(nil) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'cikit <command> -h' for a command's flags.")
