@@ -129,10 +129,31 @@ func (p *Platform) secretsTasks() map[string]func(context.Context) error {
 		return nil
 	}
 	tasks := map[string]func(context.Context) error{"oidc-keys": ps.issuer.Run, "token-uses": p.purgeReplays}
+	if len(p.cfg.Secrets.Keys) > 1 {
+		tasks["secrets-rewrap"] = p.rewrapSecrets
+	}
 	if ps.keeper != nil {
 		tasks["secret-leases"] = ps.keeper.Run
 	}
 	return tasks
+}
+
+// rewrapSecrets re-encrypts, once at start, the stored secrets' data keys
+// that a key other than the primary of secrets.keys wraps: a key is
+// rotated by putting the new one first, restarting, and dropping the old
+// one once this has run (and, for the OIDC signing keys it sealed, a day
+// later, when they have rotated out).
+func (p *Platform) rewrapSecrets(ctx context.Context) error {
+	n, err := p.secretsParts.store.Rewrap(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		p.log.Error("platform: rewrapping the stored secrets under the primary key failed; the next start tries again", "err", err)
+		return nil
+	}
+	p.log.Info("platform: stored secrets rewrapped under the primary key", "rewrapped", n)
+	return nil
 }
 
 // purgeReplays forgets, every few minutes, the ID tokens presented that
