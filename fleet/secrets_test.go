@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -45,7 +46,19 @@ type secretsBundle struct {
 	issuer *secrets.Issuer
 	store  *secrets.MemoryStore
 	dyn    *recordingDynamic
+	leases *countingLeases
 	runner string
+}
+
+// countingLeases counts the reads of a lease store's owners.
+type countingLeases struct {
+	*secrets.MemoryLeaseStore
+	owned atomic.Int32
+}
+
+func (c *countingLeases) Owned(ctx context.Context, owner string) ([]secrets.Lease, error) {
+	c.owned.Add(1)
+	return c.MemoryLeaseStore.Owned(ctx, owner)
 }
 
 // setupSecrets returns a server with secrets over a store holding, for
@@ -88,7 +101,8 @@ func (sb *secretsBundle) secrets(t *testing.T, c *fleet.ServerConfig) {
 		require.NoError(t, sb.store.Set(ctx, s.scope, s.name, s.value))
 	}
 	sb.dyn = newRecordingDynamic(c.Now)
-	keeper, err := secrets.NewKeeper(secrets.KeeperConfig{Leases: secrets.NewMemoryLeaseStore(), Providers: []secrets.Dynamic{sb.dyn}, Now: c.Now})
+	sb.leases = &countingLeases{MemoryLeaseStore: secrets.NewMemoryLeaseStore()}
+	keeper, err := secrets.NewKeeper(secrets.KeeperConfig{Leases: sb.leases, Providers: []secrets.Dynamic{sb.dyn}, Now: c.Now})
 	require.NoError(t, err)
 	broker, err := secrets.NewBroker(secrets.BrokerConfig{Verifier: sb.issuer.Verifier(secretsAudience), Replays: secrets.NewMemoryReplays(c.Now),
 		Providers: []secrets.Provider{sb.store, sb.dyn}, Leases: keeper, Logger: quietLog})
@@ -407,8 +421,13 @@ func TestSecretsCallMissing(t *testing.T) {
 	sb.newRunIn(t, pushContext(), secretSpec("deploy", "DEPLOY_TOKEN", "NOPE"), secretSpec("prod", "PROD_KEY"))
 	other := pushContext()
 	other.Repository = "other/app"
-	sb.newRunIn(t, other, secretSpec("steal", "DEPLOY_TOKEN", "ORG_TOKEN"))
-	got := sb.claimJobs(t, 3)
+	sb.newRunIn(t, other, secretSpec("steal", "DEPLOY_TOKEN", "ORG_TOKEN"), secretSpec("all", "*"))
+	got := sb.claimJobs(t, 4)
+
+	status, out := sb.fetch(t, got["all"])
+	require.Equal(t, http.StatusUnprocessableEntity, status, "%v", out)
+	require.Equal(t, "invalid", out["code"])
+	require.Contains(t, out["error"], "a job must name the secrets it reads")
 
 	for _, tc := range []struct {
 		job     string
@@ -619,8 +638,18 @@ func TestSecretsWithoutConfig(t *testing.T) {
 func TestSecretsDynamicLeases(t *testing.T) {
 	t.Parallel()
 	sb := setupSecrets(t)
-	sb.newRunIn(t, pushContext(), secretSpec("done", "DEPLOY_TOKEN", "DB_PASSWORD"), secretSpec("back", "DB_PASSWORD"), secretSpec("reaped", "DB_PASSWORD"))
-	got := sb.claimJobs(t, 3)
+	sb.newRunIn(t, pushContext(), secretSpec("done", "DEPLOY_TOKEN", "DB_PASSWORD"), secretSpec("back", "DB_PASSWORD"), secretSpec("reaped", "DB_PASSWORD"),
+		spec("plain"))
+	got := sb.claimJobs(t, 4)
+
+	// A job without secrets holds no lease: its heartbeats and its end
+	// leave the lease store alone.
+	plain := got["plain"].claimed
+	status, out := sb.call(t, http.MethodPost, jobPath(plain, "heartbeat"), plain.Token, nil)
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	sb.complete(t, plain)
+	require.Zero(t, sb.leases.owned.Load(), "the lease store was read for a job without secrets")
+
 	leaseOf := map[string]string{}
 	for _, id := range []string{"done", "back", "reaped"} {
 		status, out := sb.fetch(t, got[id])
@@ -645,7 +674,7 @@ func TestSecretsDynamicLeases(t *testing.T) {
 	_, _, revokes = sb.dyn.calls()
 	require.Equal(t, map[string]int{leaseOf["done"]: 1}, revokes, "completed: its lease is revoked")
 
-	status, out := sb.call(t, http.MethodPost, jobPath(got["back"].claimed, "return"), got["back"].Token, nil)
+	status, out = sb.call(t, http.MethodPost, jobPath(got["back"].claimed, "return"), got["back"].Token, nil)
 	require.Equal(t, http.StatusOK, status, "%v", out)
 	_, _, revokes = sb.dyn.calls()
 	require.Equal(t, map[string]int{leaseOf["done"]: 1, leaseOf["back"]: 1}, revokes, "returned: its lease is revoked")
