@@ -173,7 +173,7 @@ func (s *Server) jobSecrets(w http.ResponseWriter, r *http.Request) {
 		s.secretsError(w, a, err)
 		return
 	}
-	resp := secretsResponse{Secrets: g.Values, Withheld: g.Withheld, From: map[string]string{}}
+	resp := secretsResponse{Secrets: g.Values, Scopes: []string{}, Withheld: g.Withheld, From: map[string]string{}}
 	for _, sc := range g.Scopes {
 		resp.Scopes = append(resp.Scopes, sc.String())
 	}

@@ -468,7 +468,8 @@ func TestSecretsCallFork(t *testing.T) {
 	status, out := sb.fetch(t, got["github"])
 	require.Equal(t, http.StatusOK, status, "%v", out)
 	require.Equal(t, true, out["withheld"])
-	require.Empty(t, out["secrets"])
+	require.Equal(t, map[string]any{}, out["secrets"])
+	require.Equal(t, []any{}, out["scopes"], "a fork's job may read no scope")
 	require.NotContains(t, out, "id_token_request_token", "a fork's job requests no ID tokens")
 
 	for _, job := range []string{"native", "gitlab"} {
