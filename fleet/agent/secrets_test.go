@@ -3,7 +3,10 @@ package agent_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -28,6 +31,13 @@ const secretsAudience = "https://ci.example.com/v1/secrets"
 // memory store holding acme/api's DEPLOY_TOKEN and OTHER_SECRET.
 func withSecrets(t *testing.T) option {
 	t.Helper()
+	opt, _ := withSecretsIssuer(t)
+	return opt
+}
+
+// withSecretsIssuer is withSecrets, and returns the issuer.
+func withSecretsIssuer(t *testing.T) (option, *secrets.Issuer) {
+	t.Helper()
 	ctx := context.Background()
 	quiet := slog.New(slog.DiscardHandler)
 	kr, err := secrets.NewKeyring(secrets.Key{ID: "test", Secret: bytes.Repeat([]byte{7}, secrets.KeyBytes)})
@@ -43,7 +53,7 @@ func withSecrets(t *testing.T) option {
 	return func(_ *logs.Config, sc *fleet.ServerConfig) {
 		sc.Secrets = &fleet.JobSecrets{Issuer: iss, Broker: broker, Audience: secretsAudience}
 		sc.Logger = quiet
-	}
+	}, iss
 }
 
 // processExecutor is a real process executor running jobs as plain
@@ -118,4 +128,53 @@ func TestAgentFailsAJobWhoseSecretIsMissing(t *testing.T) {
 	calls := e.callsMade()
 	require.Contains(t, calls, "secrets Unprocessable Entity", "%v", calls)
 	require.False(t, strings.Contains(strings.Join(calls, ","), "secrets OK"))
+}
+
+// TestAgentGivesTheIDTokenRequest: a GitHub job with the permission
+// id-token: write is given where its steps request ID tokens, and the
+// request token to do so with: a request there gets a token for the
+// audience asked.
+func TestAgentGivesTheIDTokenRequest(t *testing.T) {
+	t.Parallel()
+	opt, iss := withSecretsIssuer(t)
+	e := setup(t, longTTL, opt)
+	got := make(chan string, 1)
+	e.startWith(t, agent.ExecutorFunc(func(ctx context.Context, job process.Job) agent.Result {
+		f, err := job.FetchSecrets(ctx)
+		if err != nil {
+			return agent.Result{State: cikit.JobFailed, Reason: err.Error()}
+		}
+		if f.IDTokenRequest == nil {
+			return agent.Result{State: cikit.JobFailed, Reason: "no ID token request"}
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, f.IDTokenRequest.URL+"&audience=sts.amazonaws.com", nil)
+		if err != nil {
+			return agent.Result{State: cikit.JobFailed, Reason: err.Error()}
+		}
+		req.Header.Set("Authorization", "Bearer "+f.IDTokenRequest.Token)
+		req.Close = true // no idle connection outlives the test
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return agent.Result{State: cikit.JobFailed, Reason: err.Error()}
+		}
+		defer resp.Body.Close()
+		var body struct {
+			Count int    `json:"count"`
+			Value string `json:"value"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK || body.Count != 1 {
+			return agent.Result{State: cikit.JobFailed, Reason: fmt.Sprintf("the ID token request was answered %d (%v)", resp.StatusCode, err)}
+		}
+		got <- body.Value
+		return agent.Result{State: cikit.JobSucceeded}
+	}))
+	runID := e.newSecretsRun(t, &cikit.JobSpec{ID: "oidc", Format: "github", Permissions: map[string]string{"id-token": "write"},
+		Steps: []cikit.Step{{Run: "true"}}})
+	j := waitEnded(t, e, runID)
+	require.Equal(t, cikit.JobSucceeded, j.State, j.Reason)
+	c, err := iss.Verifier("sts.amazonaws.com").Verify(t.Context(), <-got)
+	require.NoError(t, err)
+	require.Equal(t, "oidc", c.JobID)
+	require.Equal(t, runID, c.RunID)
+	require.Equal(t, "acme/api", c.Repository)
 }
