@@ -615,6 +615,7 @@ func TestSecretsWithoutConfig(t *testing.T) {
 	c := b.claim(t, runner, "5")
 	require.NotNil(t, c)
 	require.Equal(t, "plain", c.JobID, "the others were refused")
+	require.Nil(t, b.claim(t, runner, "1"), "the others were refused") // whichever the first claim did not come to
 	for id, reason := range map[string]string{
 		"named": "the job asks for the secrets DEPLOY_TOKEN, ORG_TOKEN, and this platform has no secrets configured",
 		"ids":   "the job asks for ID tokens, and this platform has no secrets configured",
