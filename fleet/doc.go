@@ -39,7 +39,12 @@
 // ServerConfig.Artifacts, the job's runner also reserves and completes
 // uploads of its artifacts and caches, lists the artifacts it may read and
 // looks cache keys up, through the attempt's artifacts.Broker, fenced the
-// same way.
+// same way. With ServerConfig.Secrets, the claim of a job that needs
+// secrets or ID tokens carries the job's OIDC ID token, which its runner
+// presents, once, for exactly the secrets the stored spec names
+// (secrets.Broker) and the ID tokens the spec asks for; the leases of
+// dynamic secrets are renewed by the attempt's heartbeats and revoked when
+// it ends.
 //
 // # The job's world
 //

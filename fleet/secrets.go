@@ -160,12 +160,20 @@ func (s *Server) jobSecrets(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	spec := j.Spec
+	// Checked before anything is released: a job refused for its spec
+	// gets no secret, and holds no lease, even for a moment.
+	for _, t := range spec.IDTokens {
+		if slices.Contains(t.Audience, js.Audience) {
+			writeJSON(w, http.StatusUnprocessableEntity, errorBody{Error: fmt.Sprintf("id_tokens %s: the audience %q is the platform's own, which no job may ask for", t.Name, js.Audience), Code: "audience"})
+			return
+		}
+	}
 	g, err := js.Broker.Release(ctx, req.IDToken, secrets.Want{RunID: a.RunID, JobID: a.JobID, Attempt: a.Attempt, Names: spec.Secrets})
 	if err != nil {
 		s.secretsError(w, a, err)
 		return
 	}
-	resp := secretsResponse{Secrets: g.Values, Withheld: g.Withheld, From: map[string]string{}}
+	resp := secretsResponse{Secrets: g.Values, Scopes: []string{}, Withheld: g.Withheld, From: map[string]string{}}
 	for _, sc := range g.Scopes {
 		resp.Scopes = append(resp.Scopes, sc.String())
 	}
@@ -183,11 +191,6 @@ func (s *Server) jobSecrets(w http.ResponseWriter, r *http.Request) {
 	}
 	id := secrets.IdentityOf(g.Claims)
 	for _, t := range spec.IDTokens {
-		if slices.Contains(t.Audience, js.Audience) {
-			s.endSecrets(ctx, a)
-			writeJSON(w, http.StatusUnprocessableEntity, errorBody{Error: fmt.Sprintf("id_tokens %s: the audience %q is the platform's own, which no job may ask for", t.Name, js.Audience), Code: "audience"})
-			return
-		}
 		tok, err := js.Issuer.Issue(ctx, id, t.Audience...)
 		if err != nil {
 			s.endSecrets(ctx, a)

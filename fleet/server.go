@@ -457,7 +457,7 @@ func (s *Server) handOut(ctx context.Context, rc *runnerClaims, o *Offer, l *lea
 		return "", nil, "", err
 	}
 	jt, err := s.signer.sign(&jobClaims{Kind: kindJob, RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt,
-		Lease: l.Token, RunnerID: rc.RunnerID, Expires: deadline.Add(s.cfg.HeartbeatInterval * 3), Repository: jc.Repository})
+		Lease: l.Token, RunnerID: rc.RunnerID, Expires: deadline.Add(s.cfg.HeartbeatInterval * 3), Repository: jc.Repository, Secrets: st != ""})
 	if err != nil {
 		return "", nil, "", err
 	}
@@ -576,7 +576,9 @@ func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 		s.leaseError(w, a, err)
 		return
 	}
-	s.renewSecrets(r.Context(), a)
+	if c.Secrets {
+		s.renewSecrets(r.Context(), a)
+	}
 	writeJSON(w, http.StatusOK, heartbeatResponse{LeaseExpiresAt: rn.Expires.UTC(), LeaseRemainingMS: remainingMS(s.cfg.Leases, rn.Expires),
 		CancelRequested: rn.CancelRequested})
 }
@@ -733,7 +735,9 @@ func (s *Server) ended(c *jobClaims, a lease.Attempt, over bool) {
 	if over {
 		s.dispatch.Release(a.RunID, a.JobID, a.Attempt)
 		s.refs.forget(a)
-		s.endSecrets(context.Background(), a)
+		if c.Secrets {
+			s.endSecrets(context.Background(), a)
+		}
 	}
 }
 

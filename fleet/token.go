@@ -46,6 +46,11 @@ type jobClaims struct {
 	// (cikit.RunContext.Repository), "" when its run has none: what
 	// Server.AuthorizeFetch lets the token fetch.
 	Repository string `json:"repo,omitempty"`
+	// Secrets says the attempt was handed a secrets token at its claim:
+	// only such an attempt can hold dynamic secrets, so only its
+	// heartbeats and its end ask the broker to renew and revoke them
+	// (each a read of the lease store).
+	Secrets bool `json:"s,omitempty"`
 	// Identity is the job's identity, in an ID token request token
 	// (kind "idreq"), for the ID tokens it mints.
 	Identity *secrets.Identity `json:"id,omitempty"`

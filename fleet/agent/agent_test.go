@@ -67,8 +67,10 @@ type env struct {
 	exec     *fakeExecutor
 	failHB   atomic.Bool  // heartbeats answered 503
 	failedHB atomic.Int32 // heartbeats so answered
-	mu       sync.Mutex
-	calls    []string // job-scoped calls answered, "<call> <status>"
+	// failSecrets is how many secrets calls to answer 503 next.
+	failSecrets atomic.Int32
+	mu          sync.Mutex
+	calls       []string // job-scoped calls answered, "<call> <status>"
 }
 
 // heartbeatInterval is the interval the tests' server gives runners:
@@ -107,6 +109,10 @@ func setup(t *testing.T, ttl time.Duration, opts ...option) *env {
 		if strings.HasSuffix(r.URL.Path, "/heartbeat") && e.failHB.Load() {
 			e.failedHB.Add(1)
 			http.Error(w, `{"error":"down"}`, http.StatusServiceUnavailable)
+			return
+		}
+		if strings.HasSuffix(r.URL.Path, "/secrets") && e.failSecrets.Add(-1) >= 0 {
+			http.Error(w, `{"error":"the secret providers are unavailable; try again"}`, http.StatusServiceUnavailable)
 			return
 		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}

@@ -45,6 +45,12 @@
 //     artifacts.ErrCacheExists, cikit.ErrNotFound, ErrStale, or
 //     ErrNoArtifacts from a server that serves none. The result's cache
 //     reports go with the completion.
+//   - Secrets: for a job whose claim carries a secrets token, the
+//     Executor's process.Job.FetchSecrets makes the secrets call, sent
+//     again with backoff a few times while the server answers 5xx, 408
+//     or 429; a 422 or 403 (a secret not found, a fork's pull request)
+//     matches process.ErrSecretsRefused with the server's message, which
+//     fails the job as a configuration failure.
 //   - Single use: with Config.MaxJobs 1, Run returns after the agent's
 //     first job is reported, as an ephemeral runner's agent must.
 //

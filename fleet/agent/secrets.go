@@ -31,7 +31,7 @@ func (a *Agent) fetchSecrets(j *job) process.SecretsFetcher {
 			var ae *apiError
 			if errors.As(err, &ae) && !ae.transient() {
 				if ae.Status == http.StatusUnprocessableEntity || ae.Status == http.StatusForbidden {
-					return nil, fmt.Errorf("%w: %s", process.ErrSecretsRefused, ae.Msg)
+					return nil, fmt.Errorf("the secrets call: %w", &refusal{msg: ae.Msg})
 				}
 				return nil, fmt.Errorf("the secrets call: %w", err)
 			}
@@ -47,3 +47,15 @@ func (a *Agent) fetchSecrets(j *job) process.SecretsFetcher {
 		}
 	}
 }
+
+// refusal is the server refusing a job its secrets for good, in the
+// server's words (which name the secrets missing). It matches
+// process.ErrSecretsRefused; it is the error a refused fetch wraps, so
+// that the job's reason, which the executor makes of what the fetch's
+// error wraps, is the server's message rather than the sentinel's.
+type refusal struct{ msg string }
+
+func (r *refusal) Error() string { return r.msg }
+
+// Is makes a refusal match process.ErrSecretsRefused.
+func (r *refusal) Is(target error) bool { return target == process.ErrSecretsRefused }
