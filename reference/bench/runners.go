@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -16,6 +17,8 @@ import (
 	"time"
 
 	"golang.org/x/sync/errgroup"
+
+	"github.com/cikit/cikit/secrets"
 )
 
 // manyJobs is a pipeline of n independent jobs that nobody runs: the
@@ -107,10 +110,35 @@ func claimComplete(ctx context.Context, b *bencher) (_ *Result, err error) {
 // and leases are checked for every chunk, and finished logs go to its
 // sink and segment store. Follower latency is from the runner's 202 for
 // a chunk to a follower holding its bytes.
-func logIngest(ctx context.Context, b *bencher) (_ *Result, err error) {
+func logIngest(ctx context.Context, b *bencher) (*Result, error) {
+	return logIngestMasked(ctx, b, "log-ingest", 0)
+}
+
+// maskedSecrets is how many secrets log-ingest-masked's runners mask.
+const maskedSecrets = 100
+
+// logIngestMasking is log-ingest with each runner masking its output
+// with maskedSecrets registered secrets (and their encodings) before a
+// chunk leaves it, as a runner does: what masking adds to log ingest.
+func logIngestMasking(ctx context.Context, b *bencher) (*Result, error) {
+	return logIngestMasked(ctx, b, "log-ingest-masked", maskedSecrets)
+}
+
+// logIngestMasked runs log-ingest as scenario name, each runner masking
+// its chunks with a masker of n random secrets (none: n is 0).
+func logIngestMasked(ctx context.Context, b *bencher, name string, n int) (_ *Result, err error) {
 	streams, chunks, followers := b.sizes.logStreams, b.sizes.logChunks, b.sizes.logFollows
 	const chunkSize = 64 << 10
-	e, err := b.newEnv(ctx, "log-ingest", envOptions{pipeline: manyJobs(streams)})
+	var masker *secrets.Masker
+	if n > 0 {
+		masker = secrets.NewMasker()
+		for range n {
+			if err := masker.Add("s3cr3t-" + rand.Text()); err != nil {
+				return nil, err
+			}
+		}
+	}
+	e, err := b.newEnv(ctx, name, envOptions{pipeline: manyJobs(streams)})
 	if err != nil {
 		return nil, err
 	}
@@ -200,12 +228,32 @@ func logIngest(ctx context.Context, b *bencher) (_ *Result, err error) {
 	for i, c := range jobs {
 		g.Go(func() error {
 			url := e.logURL(c.RunID, c.JobID)
+			// A runner masking its output: the chunk as it leaves the
+			// masker, which holds back nothing at its end (Flush).
+			var masked bytes.Buffer
+			var mw *secrets.MaskWriter
+			if masker != nil {
+				mw = masker.Writer(&masked)
+			}
 			for k := range chunks {
 				if k == 1 {
 					<-listening[i]
 				}
+				body := chunk
+				if mw != nil {
+					masked.Reset()
+					if _, err := mw.Write(chunk); err != nil {
+						return err
+					}
+					if err := mw.Flush(); err != nil {
+						return err
+					}
+					if body = masked.Bytes(); len(body) != chunkSize {
+						return fmt.Errorf("masking changed a chunk without secrets: %d bytes", len(body))
+					}
+				}
 				req, err := http.NewRequestWithContext(gctx, http.MethodPatch,
-					fmt.Sprintf("%s?attempt=%d&step=%d&seq=%d", url, c.Attempt, k/16, k), bytes.NewReader(chunk))
+					fmt.Sprintf("%s?attempt=%d&step=%d&seq=%d", url, c.Attempt, k/16, k), bytes.NewReader(body))
 				if err != nil {
 					return err
 				}
@@ -259,8 +307,13 @@ func logIngest(ctx context.Context, b *bencher) (_ *Result, err error) {
 		}
 	}
 	n := streams * chunks
-	r := result(n, elapsed, "MB/s", lat, fmt.Sprintf("%d runners × %d chunks of 64 KiB, %d SSE followers; latency: chunk's 202 → follower has it", streams, chunks, followers))
-	r.Throughput = float64(n*chunkSize) / 1e6 / elapsed.Seconds()
+	total := streams * chunks
+	note := fmt.Sprintf("%d runners × %d chunks of 64 KiB, %d SSE followers; latency: chunk's 202 → follower has it", streams, chunks, followers)
+	if masker != nil {
+		note += fmt.Sprintf("; each runner masks %d secrets (%d patterns with their encodings)", n, masker.Len())
+	}
+	r := result(total, elapsed, "MB/s", lat, note)
+	r.Throughput = float64(total*chunkSize) / 1e6 / elapsed.Seconds()
 	return r, nil
 }
 
