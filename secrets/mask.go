@@ -60,7 +60,7 @@ const (
 //   - URL query escaping and path escaping;
 //   - JSON string escaping, without the quotes;
 //   - shell quoting: bash's printf %q, and the inside of '…' quoting
-//     (each ' written '\'');
+//     (each ' written '\”);
 //   - the 60-character lines of xxd -p's hex and the 76-character lines
 //     of base64's output when v is what was encoded (alignment 0): those
 //     tools wrap lines, and a wrapped encoding of a long value is found

@@ -141,7 +141,7 @@ func TestMaskerTools(t *testing.T) {
 		"s3cr3t-v4lue",
 		"it's a \"quoted\" $value `x` ~#!",
 		"tab\tand\x01control",
-		"ghp_0123456789abcdefghijABCDEFGHIJ0123456789xyzXYZ",                                      // 50 bytes: xxd -p wraps its hex
+		"ghp_0123456789abcdefghijABCDEFGHIJ0123456789xyzXYZ", // 50 bytes: xxd -p wraps its hex
 		"a-long-value-of-more-than-fifty-seven-bytes-which-base64-wraps-at-76-characters-0123456789", // base64 wraps too
 	}
 	for _, v := range values {
