@@ -60,7 +60,8 @@ const (
 //   - URL query escaping and path escaping;
 //   - JSON string escaping, without the quotes;
 //   - shell quoting: bash's printf %q, and the inside of '…' quoting
-//     (each ' written '\”);
+//     (where a ' ends the quotes, is written escaped, and opens them
+//     again);
 //   - the 60-character lines of xxd -p's hex and the 76-character lines
 //     of base64's output when v is what was encoded (alignment 0): those
 //     tools wrap lines, and a wrapped encoding of a long value is found
