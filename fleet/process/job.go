@@ -17,6 +17,7 @@ import (
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/compiler/expr"
 	"github.com/cikit/cikit/fleet/runtime"
+	"github.com/cikit/cikit/secrets"
 )
 
 // RunJob runs job's steps in a fresh workspace, in the world of its run:
@@ -56,8 +57,11 @@ type jobRun struct {
 	// environment files and script files of its steps are.
 	root, ws, temp string
 	out            *jobOutput
+	// masker masks the job's secrets, and what its steps mask, in its
+	// output, whatever the job's format.
+	masker *secrets.Masker
 	// cmds is a GitHub job's workflow-command writer, which its output
-	// goes through; nil for other jobs.
+	// goes through (and masks it with masker); nil for other jobs.
 	cmds    *runtime.CommandWriter
 	pw      *os.File // out's pipe, where steps and headers write
 	procs   jobProcs
@@ -178,19 +182,19 @@ func (j *jobRun) run(ctx context.Context) Result {
 	// output. Children get the pipe's file itself, so Wait returns when a
 	// step's shell exits even if a background process it started still
 	// holds the pipe; the copy ends once those are killed at job end.
-	dst, flush := j.job.Output, func() {}
+	// The output of every job goes through one MaskWriter of the job's
+	// masker, flushed at the end of each step and of the job.
+	maskErr := j.registerSecrets()
+	var dst io.Writer
+	var flush func()
 	if j.github {
 		// GitHub's workflow commands in the output: masks, annotations,
 		// groups, outputs.
-		j.cmds = runtime.NewCommandWriter(j.job.Output, runtime.CommandOptions{})
-		if jc := j.job.Context; jc != nil && jc.Source != nil {
-			// It never reaches the job; should git print it, it is masked.
-			j.cmds.AddMask(jc.Source.Token)
-		}
-		for _, v := range j.job.Secrets {
-			j.cmds.AddMask(v)
-		}
+		j.cmds = runtime.NewCommandWriter(j.job.Output, runtime.CommandOptions{Masker: j.masker})
 		dst, flush = j.cmds, func() { _ = j.cmds.Flush() }
+	} else {
+		mw := j.masker.Writer(j.job.Output)
+		dst, flush = mw, func() { _ = mw.Flush() }
 	}
 	if j.out, err = newJobOutput(dst, flush); err != nil {
 		return j.fail(cikit.FailureInfrastructure, "output pipe: %v", err)
@@ -202,6 +206,9 @@ func (j *jobRun) run(ctx context.Context) Result {
 			e.cfg.Logger.Warn("a process of the job outlived it and keeps its output open", "job", spec.ID)
 		}
 	}()
+	if maskErr != nil {
+		return j.fail(cikit.FailureConfig, "%v", maskErr)
+	}
 
 	if e.sandbox != nil {
 		io.WriteString(j.pw, e.sandbox.limits.header(e.sandbox.cgroup != ""))
@@ -312,6 +319,26 @@ func (j *jobRun) run(ctx context.Context) Result {
 	res := j.runSteps(jobCtx)
 	j.stopServices()
 	return j.finish(ctx, res)
+}
+
+// registerSecrets makes the job's masker and registers the values its
+// output must not show: its secrets and its checkout token. A value too
+// short to be masked fails the job, named by its secret's name: it would
+// show in the log otherwise.
+func (j *jobRun) registerSecrets() error {
+	j.masker = secrets.NewMasker()
+	if jc := j.job.Context; jc != nil && jc.Source != nil && jc.Source.Token != "" {
+		// It never reaches the job; should git print it, it is masked.
+		if err := j.masker.Add(jc.Source.Token); err != nil {
+			return fmt.Errorf("the checkout token cannot be masked in the job's output: %w", err)
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(j.job.Secrets)) {
+		if err := j.masker.Add(j.job.Secrets[name]); err != nil {
+			return fmt.Errorf("secret %s cannot be masked in the job's output: %w", name, err)
+		}
+	}
+	return nil
 }
 
 // finish keeps the files of a job whose steps ended as res says: it
