@@ -328,8 +328,6 @@ func (w *MaskWriter) Write(p []byte) (int, error) {
 		return 0, w.err
 	}
 	n := len(p)
-	w.m.mu.RLock()
-	defer w.m.mu.RUnlock()
 	for len(p) > 0 && w.err == nil {
 		piece := p[:min(len(p), pieceBytes)]
 		p = p[len(piece):]
@@ -348,17 +346,15 @@ func (w *MaskWriter) Flush() error {
 	if w.err != nil {
 		return w.err
 	}
-	w.m.mu.RLock()
-	defer w.m.mu.RUnlock()
 	w.write(nil, true)
 	return w.err
 }
 
 // write masks the held bytes and piece (with final, all of them) and
-// writes out what can no longer begin a pattern. The caller holds the
-// Masker's read lock.
+// writes out what can no longer begin a pattern. It holds the Masker's
+// read lock while it masks, not while it writes: a destination that is
+// stuck does not stop values from being added.
 func (w *MaskWriter) write(piece []byte, final bool) {
-	mt := &w.m.m
 	buf, inHeld := piece, len(w.held) > 0
 	if inHeld {
 		buf = append(w.held, piece...)
@@ -367,12 +363,12 @@ func (w *MaskWriter) write(piece []byte, final bool) {
 	if len(buf) == 0 {
 		return
 	}
-	if len(mt.pats) == 0 {
-		w.emit(buf)
-		w.held = w.held[:0]
-		return
+	out, cut, masked := w.out[:0], len(buf), false
+	w.m.mu.RLock()
+	if len(w.m.m.pats) > 0 {
+		out, cut, masked = w.m.m.mask(out, buf, final, &w.st)
 	}
-	out, cut, masked := mt.mask(w.out[:0], buf, final, &w.st)
+	w.m.mu.RUnlock()
 	if masked {
 		w.emit(out)
 		w.out = out[:0]
