@@ -184,7 +184,7 @@ func (j *jobRun) run(ctx context.Context) Result {
 	// holds the pipe; the copy ends once those are killed at job end.
 	// The output of every job goes through one MaskWriter of the job's
 	// masker, flushed at the end of each step and of the job.
-	maskErr := j.registerSecrets()
+	maskClass, maskErr := j.registerSecrets()
 	var dst io.Writer
 	var flush func()
 	if j.github {
@@ -207,7 +207,7 @@ func (j *jobRun) run(ctx context.Context) Result {
 		}
 	}()
 	if maskErr != nil {
-		return j.fail(cikit.FailureConfig, "%v", maskErr)
+		return j.fail(maskClass, "%v", maskErr)
 	}
 
 	if e.sandbox != nil {
@@ -322,23 +322,24 @@ func (j *jobRun) run(ctx context.Context) Result {
 }
 
 // registerSecrets makes the job's masker and registers the values its
-// output must not show: its secrets and its checkout token. A value too
-// short to be masked fails the job, named by its secret's name: it would
-// show in the log otherwise.
-func (j *jobRun) registerSecrets() error {
+// output must not show: its secrets and its checkout token. A value that
+// cannot be masked (too short) fails the job, rather than show in its
+// log: a secret as a configuration failure naming the secret, the
+// checkout token, which the platform made, as an infrastructure one.
+func (j *jobRun) registerSecrets() (cikit.FailureClass, error) {
 	j.masker = secrets.NewMasker()
+	for _, name := range slices.Sorted(maps.Keys(j.job.Secrets)) {
+		if err := j.masker.Add(j.job.Secrets[name]); err != nil {
+			return cikit.FailureConfig, fmt.Errorf("secret %s cannot be masked in the job's output: %w", name, err)
+		}
+	}
 	if jc := j.job.Context; jc != nil && jc.Source != nil && jc.Source.Token != "" {
 		// It never reaches the job; should git print it, it is masked.
 		if err := j.masker.Add(jc.Source.Token); err != nil {
-			return fmt.Errorf("the checkout token cannot be masked in the job's output: %w", err)
+			return cikit.FailureInfrastructure, fmt.Errorf("the checkout token cannot be masked in the job's output: %w", err)
 		}
 	}
-	for _, name := range slices.Sorted(maps.Keys(j.job.Secrets)) {
-		if err := j.masker.Add(j.job.Secrets[name]); err != nil {
-			return fmt.Errorf("secret %s cannot be masked in the job's output: %w", name, err)
-		}
-	}
-	return nil
+	return "", nil
 }
 
 // finish keeps the files of a job whose steps ended as res says: it

@@ -194,7 +194,9 @@ func TestRunJobCheckoutFailures(t *testing.T) {
 	missing := *jc
 	missing.SHA = "0123456789abcdef0123456789abcdef01234567"
 	down := missing
-	down.Source = &cikit.CheckoutSource{URL: "http://127.0.0.1:1/acme/app.git", Username: "job", Token: "t"}
+	// A token long enough to be masked: a shorter one fails the job
+	// before the checkout (TestRunJobMasksSecrets).
+	down.Source = &cikit.CheckoutSource{URL: "http://127.0.0.1:1/acme/app.git", Username: "job", Token: "job-token-1"}
 	for _, tc := range []struct {
 		name  string
 		jc    *cikit.JobContext
@@ -702,6 +704,14 @@ i=0; while [ $i -lt 60 ]; do head -c 4093 /dev/zero | tr '\0' x; printf %s "$X";
 		require.Contains(t, res.Reason, "secret PIN")
 		require.Contains(t, res.Reason, "at least 4")
 		require.NotContains(t, res.Reason, "123")
+		require.NotContains(t, b.out.String(), "step ran")
+
+		jc := noRun()
+		jc.Source = &cikit.CheckoutSource{URL: "http://127.0.0.1:1/acme/app.git", Username: "job", Token: "t"}
+		res = b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{ID: "short-token", Format: "native", Steps: steps("echo step ran")}, Context: jc})
+		require.Equal(t, cikit.JobFailed, res.State)
+		require.Equal(t, cikit.FailureInfrastructure, res.FailureClass, "the platform's token, not the job's configuration")
+		require.Contains(t, res.Reason, "the checkout token cannot be masked")
 		require.NotContains(t, b.out.String(), "step ran")
 	})
 }
