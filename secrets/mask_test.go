@@ -271,6 +271,19 @@ func TestMaskWriterValueAddedLater(t *testing.T) {
 	require.Equal(t, "x *** y", b.String())
 }
 
+// TestMaskWriterHeldRunContinues: a value held back as the possible
+// start of a longer pattern, right after a masked one, is masked when it
+// turns out to be the value alone.
+func TestMaskWriterHeldRunContinues(t *testing.T) {
+	t.Parallel()
+	m := newMasker(t, "aaa'") // also registers aaa'\'' (inside '…')
+	var b bytes.Buffer
+	w := m.Writer(&b)
+	_, _ = w.Write([]byte("aaa'aaa'"))
+	require.NoError(t, w.Flush())
+	require.Equal(t, "***", b.String())
+}
+
 func TestMaskerOverlaps(t *testing.T) {
 	t.Parallel()
 	m := newMasker(t, "abcdef", "defghi", "zzzz")
