@@ -501,6 +501,19 @@ func (mt *matcher) mayBegin(b []byte) bool {
 // a pattern, or len(b)-3 (or more) when there is none.
 func (mt *matcher) next(b []byte, i int) int {
 	set, shift := mt.bitset, mt.shift
+	// Five windows from one eight-byte load; where one may begin a
+	// pattern, the loop below finds which.
+	for ; i+8 <= len(b); i += 5 {
+		v := binary.LittleEndian.Uint64(b[i:])
+		h0 := (uint32(v) * hashMul) >> shift
+		h1 := (uint32(v>>8) * hashMul) >> shift
+		h2 := (uint32(v>>16) * hashMul) >> shift
+		h3 := (uint32(v>>24) * hashMul) >> shift
+		h4 := (uint32(v>>32) * hashMul) >> shift
+		if (set[h0>>6]>>(h0&63)|set[h1>>6]>>(h1&63)|set[h2>>6]>>(h2&63)|set[h3>>6]>>(h3&63)|set[h4>>6]>>(h4&63))&1 != 0 {
+			break
+		}
+	}
 	for ; i+gramBytes <= len(b); i++ {
 		h := (binary.LittleEndian.Uint32(b[i:]) * hashMul) >> shift
 		if set[h>>6]&(1<<(h&63)) != 0 {
