@@ -281,9 +281,11 @@ func (w *CommandWriter) Write(p []byte) (int, error) {
 		if i < 0 {
 			end = len(p)
 		}
-		if room := w.maxLine - len(w.buf); end >= room && !(i >= 0 && end == room) {
+		if room := w.maxLine - len(w.buf); end > room {
 			// Too long for a line: out it goes in a piece, and the rest
-			// of the line is never read as a command.
+			// of the line is never read as a command. A line of exactly
+			// maxLine bytes is one, whether its newline comes in this
+			// write or a later one.
 			w.buf = append(w.buf, p[:room]...)
 			p = p[room:]
 			w.emitBytes(w.buf)

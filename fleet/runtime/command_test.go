@@ -346,3 +346,21 @@ func FuzzCommandWriter(f *testing.F) {
 		}
 	})
 }
+
+// TestCommandWriterLineOfMaxBytes: a line of exactly MaxLineBytes is a
+// line, a command too, also when its newline comes in the next write
+// (found by FuzzCommandWriter).
+func TestCommandWriterLineOfMaxBytes(t *testing.T) {
+	t.Parallel()
+	line := "::notice::" + strings.Repeat("n", 6) // 16 bytes
+	for _, split := range []int{len(line), len(line) + 1, 5} {
+		text := line + "\nafter\n"
+		var log strings.Builder
+		w := runtime.NewCommandWriter(&log, runtime.CommandOptions{MaxLineBytes: 16})
+		w.BeginStep("s")
+		_, _ = w.Write([]byte(text[:split]))
+		_, _ = w.Write([]byte(text[split:]))
+		require.NoError(t, w.Flush())
+		require.Equal(t, "##[notice]nnnnnn\nafter\n", log.String(), "split at %d", split)
+	}
+}
