@@ -37,7 +37,12 @@ func (e *Executor) RunJob(ctx context.Context, job Job) Result {
 		job.Output = e.cfg.Output(job.Spec)
 	}
 	j := &jobRun{e: e, job: job, spec: job.Spec, github: job.Spec.Format == formatGitHub}
-	return j.run(ctx)
+	res := j.run(ctx)
+	if j.masker != nil {
+		// A reason may quote what a step wrote.
+		res.Reason = j.masker.String(res.Reason)
+	}
+	return res
 }
 
 const (
