@@ -81,6 +81,17 @@ const (
 // with anything between them, a line break for instance, is two
 // different texts and is not masked; nor is a value split across two
 // MaskWriters, or across a Flush.
+//
+// # Cost
+//
+// Masking looks at each position of the text once, through a bitset of
+// the patterns' first four bytes that fits a CPU's first-level cache;
+// only where those four bytes may begin a pattern are patterns compared.
+// With a hundred secrets (about a thousand patterns) it masks a build log
+// at several hundred MB/s on one core (BenchmarkMasker). Patterns that
+// share their first four bytes are compared one by one where those bytes
+// occur: a job that registers many values with a common prefix slows the
+// masking of its own output only.
 type Masker struct {
 	mu sync.RWMutex
 	m  matcher
