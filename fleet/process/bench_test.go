@@ -125,7 +125,7 @@ func BenchmarkCheckoutStart(b *testing.B) {
 	sha := repos.Commit(b, "acme/app", "main", files)
 	srv := gitservetest.Serve(b, repos.Root, gitservetest.BasicAuth("job", "tok"))
 	jc := &cikit.JobContext{RunContext: cikit.RunContext{Repository: "acme/app", Ref: "refs/heads/main", SHA: sha}, RunID: "r", Attempt: 1,
-		Source: &cikit.CheckoutSource{URL: srv.URL + "/acme/app.git", Username: "job", Token: "tok"}}
+		Source: &cikit.CheckoutSource{URL: srv.URL + "/acme/app.git", Username: "job", Token: "tok-bench"}}
 	for _, mode := range []struct {
 		name    string
 		sandbox *process.Sandbox

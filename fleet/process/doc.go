@@ -25,6 +25,13 @@
 //     as cikit.FailureInfrastructure. Without a source the workspace is a
 //     copy of Config.Source, the runner's fixed directory, and the log
 //     says so.
+//   - The output of every job, whatever its format, goes through a
+//     secrets.MaskWriter of a Masker of the job's own: the values of
+//     Job.Secrets, the checkout token, registry credentials and what
+//     GitHub steps register with ::add-mask:: are masked, with their
+//     common encodings, also across writes and the chunks the output is
+//     read in. A secret too short to be masked fails the job before its
+//     first step.
 //   - The environment is the executor's (below), then fleet/runtime's
 //     predefined variables for the job's format (CI, CIKIT_*, GitHub's
 //     or GitLab's), then the job's env, then the step's.

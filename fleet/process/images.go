@@ -241,10 +241,12 @@ func (j *jobRun) credentials(c *cikit.RegistryCredentials) (user, pass string, e
 	if user == "" || pass == "" {
 		return "", "", errors.New("credentials need both a username and a password: one of them is empty (is its secret set?)")
 	}
-	if j.cmds != nil {
-		j.cmds.AddMask(pass)
-		j.cmds.AddMask(user)
+	if err := j.masker.Add(pass); err != nil {
+		return "", "", fmt.Errorf("credentials password cannot be masked in the job's output: %w", err)
 	}
+	// A user name is masked too when it is long enough; a shorter one is
+	// no secret.
+	_ = j.masker.Add(user)
 	return user, pass, nil
 }
 

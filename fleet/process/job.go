@@ -17,6 +17,7 @@ import (
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/compiler/expr"
 	"github.com/cikit/cikit/fleet/runtime"
+	"github.com/cikit/cikit/secrets"
 )
 
 // RunJob runs job's steps in a fresh workspace, in the world of its run:
@@ -36,7 +37,12 @@ func (e *Executor) RunJob(ctx context.Context, job Job) Result {
 		job.Output = e.cfg.Output(job.Spec)
 	}
 	j := &jobRun{e: e, job: job, spec: job.Spec, github: job.Spec.Format == formatGitHub}
-	return j.run(ctx)
+	res := j.run(ctx)
+	if j.masker != nil {
+		// A reason may quote what a step wrote.
+		res.Reason = j.masker.String(res.Reason)
+	}
+	return res
 }
 
 const (
@@ -56,8 +62,11 @@ type jobRun struct {
 	// environment files and script files of its steps are.
 	root, ws, temp string
 	out            *jobOutput
+	// masker masks the job's secrets, and what its steps mask, in its
+	// output, whatever the job's format.
+	masker *secrets.Masker
 	// cmds is a GitHub job's workflow-command writer, which its output
-	// goes through; nil for other jobs.
+	// goes through (and masks it with masker); nil for other jobs.
 	cmds    *runtime.CommandWriter
 	pw      *os.File // out's pipe, where steps and headers write
 	procs   jobProcs
@@ -182,19 +191,19 @@ func (j *jobRun) run(ctx context.Context) Result {
 	// output. Children get the pipe's file itself, so Wait returns when a
 	// step's shell exits even if a background process it started still
 	// holds the pipe; the copy ends once those are killed at job end.
-	dst, flush := j.job.Output, func() {}
+	// The output of every job goes through one MaskWriter of the job's
+	// masker, flushed at the end of each step and of the job.
+	maskClass, maskErr := j.registerSecrets()
+	var dst io.Writer
+	var flush func()
 	if j.github {
 		// GitHub's workflow commands in the output: masks, annotations,
 		// groups, outputs.
-		j.cmds = runtime.NewCommandWriter(j.job.Output, runtime.CommandOptions{})
-		if jc := j.job.Context; jc != nil && jc.Source != nil {
-			// It never reaches the job; should git print it, it is masked.
-			j.cmds.AddMask(jc.Source.Token)
-		}
-		for _, v := range j.job.Secrets {
-			j.cmds.AddMask(v)
-		}
+		j.cmds = runtime.NewCommandWriter(j.job.Output, runtime.CommandOptions{Masker: j.masker})
 		dst, flush = j.cmds, func() { _ = j.cmds.Flush() }
+	} else {
+		mw := j.masker.Writer(j.job.Output)
+		dst, flush = mw, func() { _ = mw.Flush() }
 	}
 	if j.out, err = newJobOutput(dst, flush); err != nil {
 		return j.fail(cikit.FailureInfrastructure, "output pipe: %v", err)
@@ -206,6 +215,9 @@ func (j *jobRun) run(ctx context.Context) Result {
 			e.cfg.Logger.Warn("a process of the job outlived it and keeps its output open", "job", spec.ID)
 		}
 	}()
+	if maskErr != nil {
+		return j.fail(maskClass, "%v", maskErr)
+	}
 
 	if e.sandbox != nil {
 		io.WriteString(j.pw, e.sandbox.limits.header(e.sandbox.cgroup != ""))
@@ -319,6 +331,27 @@ func (j *jobRun) run(ctx context.Context) Result {
 	res := j.runSteps(jobCtx)
 	j.stopServices()
 	return j.finish(ctx, res)
+}
+
+// registerSecrets makes the job's masker and registers the values its
+// output must not show: its secrets and its checkout token. A value that
+// cannot be masked (too short) fails the job, rather than show in its
+// log: a secret as a configuration failure naming the secret, the
+// checkout token, which the platform made, as an infrastructure one.
+func (j *jobRun) registerSecrets() (cikit.FailureClass, error) {
+	j.masker = secrets.NewMasker()
+	for _, name := range slices.Sorted(maps.Keys(j.job.Secrets)) {
+		if err := j.masker.Add(j.job.Secrets[name]); err != nil {
+			return cikit.FailureConfig, fmt.Errorf("secret %s cannot be masked in the job's output: %w", name, err)
+		}
+	}
+	if jc := j.job.Context; jc != nil && jc.Source != nil && jc.Source.Token != "" {
+		// It never reaches the job; should git print it, it is masked.
+		if err := j.masker.Add(jc.Source.Token); err != nil {
+			return cikit.FailureInfrastructure, fmt.Errorf("the checkout token cannot be masked in the job's output: %w", err)
+		}
+	}
+	return "", nil
 }
 
 // finish keeps the files of a job whose steps ended as res says: it

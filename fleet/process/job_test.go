@@ -2,9 +2,12 @@ package process_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -191,7 +194,9 @@ func TestRunJobCheckoutFailures(t *testing.T) {
 	missing := *jc
 	missing.SHA = "0123456789abcdef0123456789abcdef01234567"
 	down := missing
-	down.Source = &cikit.CheckoutSource{URL: "http://127.0.0.1:1/acme/app.git", Username: "job", Token: "t"}
+	// A token long enough to be masked: a shorter one fails the job
+	// before the checkout (TestRunJobMasksSecrets).
+	down.Source = &cikit.CheckoutSource{URL: "http://127.0.0.1:1/acme/app.git", Username: "job", Token: "job-token-1"}
 	for _, tc := range []struct {
 		name  string
 		jc    *cikit.JobContext
@@ -649,5 +654,64 @@ func TestRunJobFailedCheckoutStepLeavesTheWorkspaceWritable(t *testing.T) {
 		require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
 		require.Contains(t, b.out.String(), "(continue on error)")
 		require.Contains(t, b.out.String(), "--- write\nwrote\n")
+	})
+}
+
+// TestRunJobMasksSecrets: the job's secrets are masked in the output of
+// a job of every format, raw and encoded, printed in two pieces, and
+// where the output is read in chunks; a secret too short to be masked
+// fails the job before its first step, naming the secret.
+func TestRunJobMasksSecrets(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("xxd"); err != nil {
+		t.Fatalf("xxd is needed: %v", err)
+	}
+	// Long enough that xxd -p wraps its hex; it starts with no x.
+	const value = "Zq9-very-secret-token-0123456789abcdefghij"
+	script := `printf '%s\n' "$X"
+printf %s "$X" | base64
+printf %s "$X" | xxd -p
+printf %s "$X" | cut -c1-5 | tr -d '\n'; printf %s "$X" | cut -c6-; echo
+i=0; while [ $i -lt 60 ]; do head -c 4093 /dev/zero | tr '\0' x; printf %s "$X"; i=$((i+1)); done; echo`
+	for _, format := range []string{"native", "gitlab", "github"} {
+		t.Run(format, func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			res := b.exec.RunJob(context.Background(), process.Job{
+				Spec: &cikit.JobSpec{ID: "mask-" + format, Format: format, Steps: []cikit.Step{
+					{Name: "print", Run: script, Shell: "bash", Env: map[string]string{"X": value}},
+				}},
+				Secrets: map[string]string{"TOKEN": value},
+			})
+			out := b.out.String()
+			require.Equal(t, cikit.JobSucceeded, res.State, res.Reason)
+			require.NotContains(t, out, value)
+			for _, enc := range []string{base64.StdEncoding.EncodeToString([]byte(value))[:40], hex.EncodeToString([]byte(value))[:60], value[:5] + value[5:20]} {
+				require.NotContains(t, out, enc)
+			}
+			require.GreaterOrEqual(t, strings.Count(out, "x***x"), 59, "each value between the x's is masked")
+		})
+	}
+	t.Run("too short", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		res := b.exec.RunJob(context.Background(), process.Job{
+			Spec:    &cikit.JobSpec{ID: "short", Format: "native", Steps: steps("echo step ran")},
+			Secrets: map[string]string{"LONG_ENOUGH": value, "PIN": "123"},
+		})
+		require.Equal(t, cikit.JobFailed, res.State)
+		require.Equal(t, cikit.FailureConfig, res.FailureClass)
+		require.Contains(t, res.Reason, "secret PIN")
+		require.Contains(t, res.Reason, "at least 4")
+		require.NotContains(t, res.Reason, "123")
+		require.NotContains(t, b.out.String(), "step ran")
+
+		jc := noRun()
+		jc.Source = &cikit.CheckoutSource{URL: "http://127.0.0.1:1/acme/app.git", Username: "job", Token: "t"}
+		res = b.exec.RunJob(context.Background(), process.Job{Spec: &cikit.JobSpec{ID: "short-token", Format: "native", Steps: steps("echo step ran")}, Context: jc})
+		require.Equal(t, cikit.JobFailed, res.State)
+		require.Equal(t, cikit.FailureInfrastructure, res.FailureClass, "the platform's token, not the job's configuration")
+		require.Contains(t, res.Reason, "the checkout token cannot be masked")
+		require.NotContains(t, b.out.String(), "step ran")
 	})
 }

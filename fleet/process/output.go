@@ -14,13 +14,15 @@ import (
 // of a GitHub job). The executor marks the end of each step in the pipe
 // (step); once the copy has passed the mark, every byte the step's own
 // processes wrote has passed the filter, so what the filter recorded
-// (outputs, annotations) belongs to that step. A background process the
+// (outputs, annotations) belongs to that step. The filter is flushed at
+// each mark and at the end: what it holds back (the masking does) is
+// written before the next step's header, and before the job ends. A background process the
 // step left may still write afterwards: that is the next step's output.
 type jobOutput struct {
 	pr, pw *os.File
 	dst    io.Writer
-	// flush, when set, is called at each mark, to end the filter's
-	// partial line.
+	// flush, when set, is called at each mark and at the end, to end
+	// the filter's partial line and write what it holds back.
 	flush  func()
 	mark   []byte
 	passed chan struct{} // one value per mark passed
@@ -71,6 +73,9 @@ func (o *jobOutput) copy() {
 		buf = append(buf[:0], buf[len(buf)-keep:]...)
 		if err != nil {
 			o.write(buf)
+			if o.flush != nil {
+				o.flush()
+			}
 			return
 		}
 	}

@@ -359,7 +359,11 @@ type Job struct {
 	// when it passes without a renewal (see RunLeased).
 	Lease *LeaseDeadline
 	// Vars and Secrets are the GitHub vars and secrets contexts of a
-	// GitHub job; the values of Secrets are masked in its output.
+	// GitHub job. The values of Secrets are masked in the output of any
+	// job, with their encodings (see secrets.Masker), also when a step
+	// writes one in pieces; a value shorter than secrets.MinValueBytes,
+	// which could not be masked, fails the job before its first step
+	// (FailureConfig), naming the secret.
 	Vars, Secrets map[string]string
 	// FetchSecrets, when set, fetches the job's secrets and ID tokens
 	// before its first step, after its checkout, image and services; what

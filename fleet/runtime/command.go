@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -11,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/secrets"
 )
 
 // Command is one workflow command a step wrote to its output:
@@ -137,7 +139,7 @@ const (
 const DefaultMaxLineBytes = 256 << 10
 
 // MaskReplacement is what a masked value is replaced with in the log.
-const MaskReplacement = "***"
+const MaskReplacement = secrets.MaskReplacement
 
 // MaxStepMasks and MaxStepMaskBytes bound the values a job's steps
 // register with ::add-mask::, which every later line is searched for and
@@ -155,16 +157,23 @@ type CommandOptions struct {
 	// MaxAnnotations bounds the annotations kept; zero means
 	// cikit.MaxAnnotations.
 	MaxAnnotations int
+	// Masker masks the output and the annotations; the values steps
+	// register with ::add-mask:: are added to it. The executor gives the
+	// job's, which holds the job's secrets; nil means a new one of the
+	// writer's own.
+	Masker *secrets.Masker
 }
 
 // CommandWriter is the io.Writer a job's output goes through. It passes
 // the output on line by line and acts on GitHub's workflow commands:
 //
-//   - ::add-mask::value masks value (and each of its lines) with
-//     MaskReplacement in every later line, of this step and the later
-//     ones, and in annotations; the command's own line is not written.
-//     Steps register at most MaxStepMasks values, MaxStepMaskBytes, this
-//     way; past it the log says the value is not masked;
+//   - ::add-mask::value adds value to the writer's secrets.Masker: it
+//     (its lines, its encodings) is masked with MaskReplacement from the
+//     command on, of this step and the later ones, and in annotations;
+//     the command's own line is not written. Steps register at most
+//     MaxStepMasks values, MaxStepMaskBytes, this way; past it, and for a
+//     value shorter than secrets.MinValueBytes, the log says the value is
+//     not masked;
 //   - ::error, ::warning and ::notice (properties file, line, endLine,
 //     col, endColumn, title) record a cikit.Annotation, at most
 //     CommandOptions.MaxAnnotations of them, counting those dropped, and
@@ -186,6 +195,10 @@ type CommandOptions struct {
 //   - any other line, unknown commands included, is written as it is,
 //     masked.
 //
+// Everything it writes goes through one secrets.MaskWriter of its
+// Masker, which masks a value also across lines written in pieces; Flush
+// writes what that holds back.
+//
 // Annotations carry the name of the step given to BeginStep. A
 // CommandWriter is safe for concurrent use; it writes to out under its
 // lock, in order.
@@ -195,7 +208,8 @@ type CommandWriter struct {
 	maxLine   int
 	maxAnn    int
 	buf       []byte
-	masks     []string
+	masker    *secrets.Masker
+	mw        *secrets.MaskWriter
 	stepMasks int // masks registered by ::add-mask::, and their bytes
 	maskBytes int
 	anns      []cikit.Annotation
@@ -210,7 +224,11 @@ type CommandWriter struct {
 
 // NewCommandWriter returns a CommandWriter writing to out.
 func NewCommandWriter(out io.Writer, opts CommandOptions) *CommandWriter {
-	w := &CommandWriter{out: out, maxLine: opts.MaxLineBytes, maxAnn: opts.MaxAnnotations}
+	w := &CommandWriter{out: out, maxLine: opts.MaxLineBytes, maxAnn: opts.MaxAnnotations, masker: opts.Masker}
+	if w.masker == nil {
+		w.masker = secrets.NewMasker()
+	}
+	w.mw = w.masker.Writer(out)
 	if w.maxLine <= 0 {
 		w.maxLine = DefaultMaxLineBytes
 	}
@@ -232,75 +250,21 @@ func (w *CommandWriter) BeginStep(name string) {
 	w.echo = false
 }
 
-// AddMask masks value from now on, as ::add-mask:: does: the executor
-// registers the job's secrets with it. Empty and blank values are not
-// masked (they would mask everything); a multi-line value is also masked
-// line by line.
-func (w *CommandWriter) AddMask(value string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.addMask(value)
-}
-
-func (w *CommandWriter) addMask(value string) {
-	value = strings.TrimSuffix(value, "\r")
-	cands := []string{value}
-	if strings.ContainsAny(value, "\r\n") {
-		for _, l := range strings.FieldsFunc(value, func(r rune) bool { return r == '\n' || r == '\r' }) {
-			cands = append(cands, l)
-		}
-	}
-	for _, c := range cands {
-		if strings.TrimSpace(c) == "" || slices.Contains(w.masks, c) {
-			continue
-		}
-		w.masks = append(w.masks, c)
-	}
+// AddMask masks value from now on, as ::add-mask:: does, with its lines
+// and encodings (secrets.Masker.Add): the executor registers the job's
+// secrets with it, unless it gave its Masker in CommandOptions. It fails,
+// and masks nothing, for a value shorter than secrets.MinValueBytes
+// (secrets.ErrTooShort) or past the Masker's bounds.
+func (w *CommandWriter) AddMask(value string) error {
+	return w.masker.Add(value)
 }
 
 // Mask returns s with every masked value replaced by MaskReplacement.
 func (w *CommandWriter) Mask(s string) string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.mask(s)
+	return w.masker.String(s)
 }
 
-// mask replaces, in one pass over s, every run of bytes covered by some
-// occurrence of a masked value, so that a mask never matches the
-// replacement of another and overlapping values are hidden whole.
-func (w *CommandWriter) mask(s string) string {
-	var covered []bool
-	for _, m := range w.masks {
-		for i := 0; i+len(m) <= len(s); {
-			j := strings.Index(s[i:], m)
-			if j < 0 {
-				break
-			}
-			if covered == nil {
-				covered = make([]bool, len(s))
-			}
-			for k := i + j; k < i+j+len(m); k++ {
-				covered[k] = true
-			}
-			i += j + 1
-		}
-	}
-	if covered == nil {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if !covered[i] {
-			b.WriteByte(s[i])
-			continue
-		}
-		b.WriteString(MaskReplacement)
-		for i+1 < len(s) && covered[i+1] {
-			i++
-		}
-	}
-	return b.String()
-}
+func (w *CommandWriter) mask(s string) string { return w.masker.String(s) }
 
 // Write passes p on, line by line. It fails only when out failed; from
 // then on it fails at once with that error.
@@ -317,12 +281,14 @@ func (w *CommandWriter) Write(p []byte) (int, error) {
 		if i < 0 {
 			end = len(p)
 		}
-		if room := w.maxLine - len(w.buf); end >= room && !(i >= 0 && end == room) {
+		if room := w.maxLine - len(w.buf); end > room {
 			// Too long for a line: out it goes in a piece, and the rest
-			// of the line is never read as a command.
+			// of the line is never read as a command. A line of exactly
+			// maxLine bytes is one, whether its newline comes in this
+			// write or a later one.
 			w.buf = append(w.buf, p[:room]...)
 			p = p[room:]
-			w.emit(w.mask(string(w.buf)))
+			w.emitBytes(w.buf)
 			w.buf = w.buf[:0]
 			w.long = true
 			continue
@@ -346,7 +312,8 @@ func (w *CommandWriter) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-// Flush handles a last line without a newline, at the end of a step.
+// Flush handles a last line without a newline, at the end of a step,
+// and writes out what the masking held back.
 func (w *CommandWriter) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -359,19 +326,24 @@ func (w *CommandWriter) Flush() error {
 		w.buf = w.buf[:0]
 	}
 	w.long = false
+	if w.err == nil {
+		w.err = w.mw.Flush()
+	}
 	return w.err
 }
 
-// emit writes s (already masked) as is, without a newline.
-func (w *CommandWriter) emit(s string) {
+// emitBytes writes b through the masking, without a newline.
+func (w *CommandWriter) emitBytes(b []byte) {
 	if w.err == nil {
-		_, w.err = io.WriteString(w.out, s)
+		_, w.err = w.mw.Write(b)
 	}
 }
 
 // writeLine writes one line, masked, with its newline.
 func (w *CommandWriter) writeLine(s string) {
-	w.emit(w.mask(s) + "\n")
+	if w.err == nil {
+		_, w.err = io.WriteString(w.mw, s+"\n")
+	}
 }
 
 // mayBeCommand reports whether a line could be a workflow command: it
@@ -380,19 +352,11 @@ func mayBeCommand(line []byte) bool {
 	return bytes.HasPrefix(bytes.TrimLeft(line, " \t"), []byte("::"))
 }
 
-// plain writes w.buf, a line that is no command, with its newline: as it
-// is, without a copy, unless a mask matches.
+// plain writes w.buf, a line that is no command, with its newline,
+// masked, without a copy.
 func (w *CommandWriter) plain() {
-	for _, m := range w.masks {
-		if bytes.Contains(w.buf, []byte(m)) {
-			w.writeLine(string(w.buf))
-			return
-		}
-	}
 	w.buf = append(w.buf, '\n')
-	if w.err == nil {
-		_, w.err = w.out.Write(w.buf)
-	}
+	w.emitBytes(w.buf)
 }
 
 func (w *CommandWriter) line(raw string) {
@@ -409,18 +373,16 @@ func (w *CommandWriter) line(raw string) {
 		w.writeLine(raw)
 		return
 	}
-	if w.echo {
+	if w.echo && c.Name != "add-mask" {
 		w.writeLine(raw)
 	}
 	switch c.Name {
 	case "add-mask":
-		if w.stepMasks >= MaxStepMasks || w.maskBytes+len(c.Message) > MaxStepMaskBytes {
-			w.writeLine(WarningMarker + fmt.Sprintf("::add-mask:: past %d values or %s: this value is not masked", MaxStepMasks, cikit.FormatBytes(MaxStepMaskBytes)))
-			return
-		}
-		w.stepMasks++
-		w.maskBytes += len(c.Message)
 		w.addMask(c.Message)
+		if w.echo {
+			// Echoed once masked.
+			w.writeLine(raw)
+		}
 	case "error", "warning", "notice":
 		w.annotate(c)
 	case "debug":
@@ -463,6 +425,26 @@ func (w *CommandWriter) line(raw string) {
 	case "add-matcher", "remove-matcher":
 		w.writeLine(WarningMarker + "The `" + c.Name + "` command is not supported: problem matchers are not applied")
 	}
+}
+
+// addMask registers an ::add-mask:: value, within the steps' bounds.
+func (w *CommandWriter) addMask(value string) {
+	if w.stepMasks >= MaxStepMasks || w.maskBytes+len(value) > MaxStepMaskBytes {
+		w.writeLine(WarningMarker + fmt.Sprintf("::add-mask:: past %d values or %s: this value is not masked", MaxStepMasks, cikit.FormatBytes(MaxStepMaskBytes)))
+		return
+	}
+	err := w.masker.Add(value)
+	switch {
+	case errors.Is(err, secrets.ErrTooShort):
+		w.writeLine(WarningMarker + fmt.Sprintf("::add-mask:: this value is not masked: it is shorter than %d bytes, and masking it would hide ordinary text", secrets.MinValueBytes))
+		return
+	case err != nil:
+		// The error says why without the value.
+		w.writeLine(WarningMarker + "::add-mask:: this value is not masked: " + strings.TrimPrefix(err.Error(), "secrets: "))
+		return
+	}
+	w.stepMasks++
+	w.maskBytes += len(value)
 }
 
 // knownCommands are the workflow commands CommandWriter acts on; other

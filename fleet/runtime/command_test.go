@@ -11,6 +11,7 @@ import (
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/fleet/runtime"
+	"github.com/cikit/cikit/secrets"
 )
 
 var commandLines = []struct {
@@ -75,7 +76,11 @@ func TestCommandWriterMasks(t *testing.T) {
 		"before s3cr3t\n::add-mask::s3cr3t\nafter s3cr3t and s3cr3t\n::add-mask::two%0Alines\n",
 		"later s3cr3t, two, lines\n::error title=s3cr3t::leaked s3cr3t?\n::add-mask:: \nspaces kept\n",
 	)
-	require.Equal(t, "before s3cr3t\nafter *** and ***\nlater ***, ***, ***\n##[error]leaked ***?\nspaces kept\n", log)
+	// "two" is shorter than secrets.MinValueBytes: as a line of a value
+	// it is not masked alone (the whole value is), and a blank value is
+	// refused with a warning.
+	require.Equal(t, "before s3cr3t\nafter *** and ***\nlater ***, two, ***\n##[error]leaked ***?\n"+
+		"##[warning]::add-mask:: this value is not masked: it is shorter than 4 bytes, and masking it would hide ordinary text\nspaces kept\n", log)
 	anns, _ := w.Annotations()
 	require.Equal(t, []cikit.Annotation{{Level: "error", Title: "***", Message: "leaked ***?", Step: "step 2"}}, anns)
 	require.Equal(t, "x *** y", w.Mask("x s3cr3t y"))
@@ -86,9 +91,9 @@ func TestCommandWriterAddMask(t *testing.T) {
 	t.Parallel()
 	var log strings.Builder
 	w := runtime.NewCommandWriter(&log, runtime.CommandOptions{})
-	w.AddMask("api-key")
-	w.AddMask("")
-	w.AddMask("multi\nline\r\nsecret")
+	require.NoError(t, w.AddMask("api-key"))
+	require.ErrorIs(t, w.AddMask(""), secrets.ErrTooShort)
+	require.NoError(t, w.AddMask("multi\nline\r\nsecret"))
 	w.BeginStep("s")
 	_, err := w.Write([]byte("the api-key is set; multi line secret\n"))
 	require.NoError(t, err)
@@ -113,18 +118,27 @@ func TestCommandWriterMaskLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "##[warning]::add-mask:: past 1000 values or 1 MiB: this value is not masked\n*** value-01000\n*** ***\n", log.String())
 
+	// Values are at most secrets.MaxValueBytes: 16 of them fill
+	// MaxStepMaskBytes.
 	log.Reset()
 	w = runtime.NewCommandWriter(&log, runtime.CommandOptions{MaxLineBytes: 2 << 20})
 	w.BeginStep("s")
-	big := strings.Repeat("x", runtime.MaxStepMaskBytes/2)
-	_, err = w.Write([]byte("::add-mask::" + big + "\n::add-mask::" + big + "\n::add-mask::y" + big + "\n"))
+	out.Reset()
+	for i := range runtime.MaxStepMaskBytes/secrets.MaxValueBytes + 1 {
+		fmt.Fprintf(&out, "::add-mask::%c%s\n", 'a'+i, strings.Repeat("x", secrets.MaxValueBytes-1))
+	}
+	_, err = w.Write([]byte(out.String()))
 	require.NoError(t, err)
 	require.Equal(t, "##[warning]::add-mask:: past 1000 values or 1 MiB: this value is not masked\n", log.String())
+	log.Reset()
+	_, err = w.Write([]byte("::add-mask::" + strings.Repeat("z", secrets.MaxValueBytes+1) + "\n"))
+	require.NoError(t, err)
+	require.Contains(t, log.String(), "this value is not masked")
 }
 
 func TestCommandWriterMaskOverlaps(t *testing.T) {
 	t.Parallel()
-	log, _ := run(t, runtime.CommandOptions{}, "::add-mask::abc\n::add-mask::abcdef\n::add-mask::efgh\n::add-mask::*\nabcdef abc abcdefgh a*c\n")
+	log, _ := run(t, runtime.CommandOptions{}, "::add-mask::abcd\n::add-mask::abcdefg\n::add-mask::efghij\n::add-mask::****\nabcdefg abcd abcdefghij a****c\n")
 	require.Equal(t, "*** *** *** a***c\n", log, "values are hidden whole, and a mask never matches another's replacement")
 }
 
@@ -186,7 +200,7 @@ func TestCommandWriterGroupsAndOthers(t *testing.T) {
 func TestCommandWriterStopCommands(t *testing.T) {
 	t.Parallel()
 	log, w := run(t, runtime.CommandOptions{},
-		"::add-mask::pw\n::stop-commands::tok123\n::error::not an annotation pw\n::add-mask::notmasked\nnotmasked\n::tok123::\n::warning::back\n::stop-commands::\n",
+		"::add-mask::pwd1\n::stop-commands::tok123\n::error::not an annotation pwd1\n::add-mask::notmasked\nnotmasked\n::tok123::\n::warning::back\n::stop-commands::\n",
 		"::stop-commands::t2\n", "::error::a new step resumes commands\n")
 	require.Equal(t, "::error::not an annotation ***\n::add-mask::notmasked\nnotmasked\n##[warning]back\n"+
 		"##[warning]::stop-commands:: needs a token: ::stop-commands::TOKEN, resumed by ::TOKEN::\n##[error]a new step resumes commands\n", log)
@@ -199,7 +213,7 @@ func TestCommandWriterLinesAcrossWrites(t *testing.T) {
 	var log strings.Builder
 	w := runtime.NewCommandWriter(&log, runtime.CommandOptions{})
 	w.BeginStep("s")
-	for _, b := range []byte("::add-mask::xyz\nab xyz\r\n::group::g\npartial") {
+	for _, b := range []byte("::add-mask::wxyz\nab wxyz\r\n::group::g\npartial") {
 		_, err := w.Write([]byte{b})
 		require.NoError(t, err)
 	}
@@ -261,8 +275,8 @@ func TestCommandWriterOutputError(t *testing.T) {
 // CommandWriter, and arbitrary lines to ParseCommand.
 //
 // Invariant: neither panics; the log and the annotations do not depend on
-// how the output is cut into writes; a value registered with ::add-mask:: (not
-// blank) never appears in the log after the line that registered it,
+// how the output is cut into writes; a value registered with ::add-mask:: (of
+// at least secrets.MinValueBytes once trimmed) never appears in the log after the line that registered it,
 // unless stop-commands was on or the line was longer than the limit; the
 // annotations never pass the limit; ParseCommand's message never holds
 // the escapes it removes.
@@ -321,7 +335,7 @@ func FuzzCommandWriter(f *testing.F) {
 			}
 		}
 		for _, m := range masks {
-			if strings.TrimSpace(m) == "" || strings.ContainsAny(m, "\r\n") || strings.Contains(runtime.MaskReplacement, m) {
+			if len(strings.TrimSpace(m)) < secrets.MinValueBytes || strings.ContainsAny(m, "\r\n") || strings.Contains(runtime.MaskReplacement, m) {
 				continue
 			}
 			// The log after the mask's registration holds it only as
@@ -331,4 +345,22 @@ func FuzzCommandWriter(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCommandWriterLineOfMaxBytes: a line of exactly MaxLineBytes is a
+// line, a command too, also when its newline comes in the next write
+// (found by FuzzCommandWriter).
+func TestCommandWriterLineOfMaxBytes(t *testing.T) {
+	t.Parallel()
+	line := "::notice::" + strings.Repeat("n", 6) // 16 bytes
+	for _, split := range []int{len(line), len(line) + 1, 5} {
+		text := line + "\nafter\n"
+		var log strings.Builder
+		w := runtime.NewCommandWriter(&log, runtime.CommandOptions{MaxLineBytes: 16})
+		w.BeginStep("s")
+		_, _ = w.Write([]byte(text[:split]))
+		_, _ = w.Write([]byte(text[split:]))
+		require.NoError(t, w.Flush())
+		require.Equal(t, "##[notice]nnnnnn\nafter\n", log.String(), "split at %d", split)
+	}
 }
