@@ -81,11 +81,14 @@ func (j *jobRun) fetchSecrets(ctx context.Context) (Result, bool) {
 		j.job.Secrets = all
 		j.idTokens, j.idRequest = f.IDTokens, f.IDTokenRequest
 	}
-	// Masked before any of them can reach a step: a value refused as too
-	// short to mask fails the job, naming the secret, never the value.
-	for _, name := range slices.Sorted(maps.Keys(j.job.Secrets)) {
-		if err := j.addMask(j.job.Secrets[name]); err != nil {
-			return j.fail(cikit.FailureConfig, "secret %s: %v", name, err), false
+	// Masked before any of them can reach a step (Job.Secrets' own are
+	// already): a value refused as too short to mask fails the job,
+	// naming the secret, never the value.
+	if f != nil {
+		for _, name := range slices.Sorted(maps.Keys(f.Values)) {
+			if err := j.addMask(f.Values[name]); err != nil {
+				return j.fail(cikit.FailureConfig, "secret %s cannot be masked in the job's output: %v", name, err), false
+			}
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(j.idTokens)) {
@@ -190,9 +193,4 @@ func secretsWanted(spec *cikit.JobSpec) string {
 }
 
 // addMask masks value in the job's output from now on.
-func (j *jobRun) addMask(value string) error {
-	if j.cmds != nil {
-		j.cmds.AddMask(value)
-	}
-	return nil
-}
+func (j *jobRun) addMask(value string) error { return j.masker.Add(value) }

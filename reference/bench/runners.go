@@ -306,7 +306,6 @@ func logIngestMasked(ctx context.Context, b *bencher, name string, n int) (_ *Re
 			lat = append(lat, max(0, received[i][k].Sub(acked[i][k])))
 		}
 	}
-	n := streams * chunks
 	total := streams * chunks
 	note := fmt.Sprintf("%d runners × %d chunks of 64 KiB, %d SSE followers; latency: chunk's 202 → follower has it", streams, chunks, followers)
 	if masker != nil {
