@@ -889,6 +889,13 @@ func (j *jobRun) runCommand(ctx context.Context, step cikit.Step, extra map[stri
 	if err != nil {
 		return stepExit{code: -1}, err
 	}
+	if slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, memScriptPrefix) }) {
+		extra = maps.Clone(extra)
+		if extra == nil {
+			extra = map[string]string{}
+		}
+		extra[scriptVar] = step.Run
+	}
 	x, err := j.procs.run(ctx, argv, dir, j.stepEnv(step.Env, extra))
 	if context.Cause(ctx) == errStepTimeout {
 		return stepExit{code: -1}, stepTimedOut(ctx, step, err)
@@ -976,6 +983,24 @@ func (j *jobRun) shellArgv(step cikit.Step) ([]string, error) {
 		return []string{"sh", "-e", "-c", step.Run}, nil
 	case shell == "bash":
 		return []string{"bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step.Run}, nil
+	case strings.Contains(shell, "{0}") && j.scriptInMemory(step.Run):
+		// The script holds a secret: the step's own sh writes it to the
+		// sandbox's /dev/shm, in memory, and runs it from there; it
+		// comes in the environment, never through the runner's disk.
+		var cmd strings.Builder
+		cmd.WriteString(memScriptPrefix)
+		for _, w := range strings.Fields(shell) {
+			cmd.WriteByte(' ')
+			for i, part := range strings.Split(w, "{0}") {
+				if i > 0 {
+					cmd.WriteString(`"$f"`)
+				}
+				if part != "" {
+					cmd.WriteString(shellQuote(part))
+				}
+			}
+		}
+		return []string{"sh", "-c", cmd.String()}, nil
 	case strings.Contains(shell, "{0}"):
 		f, err := os.CreateTemp(j.temp, ".cikit-step-*")
 		if err != nil {
@@ -989,6 +1014,37 @@ func (j *jobRun) shellArgv(step cikit.Step) ([]string, error) {
 	default:
 		return append(strings.Fields(shell), "-c", step.Run), nil
 	}
+}
+
+// scriptVar carries a step's script that must not touch the runner's
+// disk (scriptInMemory) to the sh that writes it to memory, the command
+// memScriptPrefix starts.
+const (
+	scriptVar       = "CIKIT_STEP_SCRIPT"
+	memScriptPrefix = `f=$(mktemp /dev/shm/cikit-step.XXXXXX) && printf '%s' "$` + scriptVar + `" > "$f" && unset ` + scriptVar + ` && exec`
+)
+
+// maxScriptVarBytes bounds a script passed in scriptVar: the kernel takes
+// an environment string of at most 128 KiB.
+const maxScriptVarBytes = 120 << 10
+
+// scriptInMemory reports whether a step's script, run from a file, is
+// written to the sandbox's memory rather than to the job's directory on
+// the runner's disk: when it holds a secret (its value or an encoding,
+// as its expressions expanded one), the job runs in a sandbox, whose
+// /dev/shm is a tmpfs of its own, with an sh, and the script fits in an
+// environment variable. Without a sandbox the file is in the job's
+// directory, as every other script.
+func (j *jobRun) scriptInMemory(script string) bool {
+	if j.e.sandbox == nil || len(script) > maxScriptVarBytes || j.masker == nil || j.masker.String(script) == script {
+		return false
+	}
+	return j.image == nil || j.image.lookPath("sh")
+}
+
+// shellQuote quotes s for sh, in single quotes.
+func shellQuote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // imageName is how the job's log names img.

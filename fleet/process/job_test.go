@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -713,5 +714,84 @@ i=0; while [ $i -lt 60 ]; do head -c 4093 /dev/zero | tr '\0' x; printf %s "$X";
 		require.Equal(t, cikit.FailureInfrastructure, res.FailureClass, "the platform's token, not the job's configuration")
 		require.Contains(t, res.Reason, "the checkout token cannot be masked")
 		require.NotContains(t, b.out.String(), "step ran")
+	})
+}
+
+// TestRunJobSecretScriptsStayOffDisk: in a sandbox, a GitHub step whose
+// script holds a secret once its expressions are expanded runs from the
+// sandbox's memory: no file of the job's directories on the runner holds
+// it, while a script without one is still a file of RUNNER_TEMP.
+func TestRunJobSecretScriptsStayOffDisk(t *testing.T) {
+	t.Parallel()
+	const value = "off-disk-secret-0123456789"
+	b := setup(t, sandboxed)
+	res := b.exec.RunJob(context.Background(), process.Job{
+		Spec: &cikit.JobSpec{ID: "off-disk", Format: "github", Steps: []cikit.Step{
+			{Name: "secret", Run: `if grep -rqF -- "${{ secrets.TOKEN }}" "$RUNNER_TEMP" "$GITHUB_WORKSPACE"; then echo ON-DISK; else echo NOT-ON-DISK; fi
+printf '%s\n' "${{ secrets.TOKEN }}" | tr a-z A-Z
+test "${{ secrets.TOKEN }}" = "$(printf %s off-disk-secret-0123456789)" && echo same-value`},
+			{Name: "plain", Run: `ls -a "$RUNNER_TEMP" | grep -c '^.cikit-step-' || true`},
+			{Name: "custom", Shell: "sh -e {0}", Run: `echo "custom ${{ secrets.TOKEN }}"`},
+		}},
+		Secrets: map[string]string{"TOKEN": value},
+	})
+	out := b.out.String()
+	require.Equal(t, cikit.JobSucceeded, res.State, out)
+	require.Contains(t, out, "NOT-ON-DISK\n")
+	require.Contains(t, out, "OFF-DISK-SECRET-0123456789\n", "the script ran, with the value")
+	require.Contains(t, out, "same-value\n")
+	require.Contains(t, out, "--- plain\n", out)
+	require.Regexp(t, `--- plain\n[1-9]`, out, "a script without a secret is still a file of RUNNER_TEMP")
+	require.Contains(t, out, "custom ***\n")
+	require.NotContains(t, out, value)
+}
+
+// TestRunJobFetchedSecrets: secrets fetched before the first step reach a
+// native job's steps by the names it gives, are masked, and one missing
+// fails the job before its first step, naming it; a refusal by the
+// platform is a configuration failure, another error an infrastructure
+// one.
+func TestRunJobFetchedSecrets(t *testing.T) {
+	t.Parallel()
+	spec := func(id string) *cikit.JobSpec {
+		return &cikit.JobSpec{ID: id, Format: "native", Secrets: []string{"DEPLOY_TOKEN"}, IDTokens: []cikit.IDToken{{Name: "VAULT_ID", Audience: []string{"vault"}}},
+			Steps: steps(`echo "STEP-RAN token $DEPLOY_TOKEN id $VAULT_ID other ${OTHER:-none}"`)}
+	}
+	fetched := func(f *process.FetchedSecrets, err error) process.SecretsFetcher {
+		return func(context.Context) (*process.FetchedSecrets, error) { return f, err }
+	}
+	b := setup(t)
+	res := b.exec.RunJob(context.Background(), process.Job{Spec: spec("fetched"),
+		FetchSecrets: fetched(&process.FetchedSecrets{Values: map[string]string{"DEPLOY_TOKEN": "deploy-token-value"}, IDTokens: map[string]string{"VAULT_ID": "eyJ.id-token.value"}}, nil)})
+	require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
+	require.Contains(t, b.out.String(), "STEP-RAN token *** id *** other none\n")
+
+	for _, c := range []struct {
+		name  string
+		fetch process.SecretsFetcher
+		class cikit.FailureClass
+		want  string
+	}{
+		{"missing", fetched(&process.FetchedSecrets{IDTokens: map[string]string{"VAULT_ID": "eyJ.id-token.value"}}, nil), cikit.FailureConfig, "secrets: DEPLOY_TOKEN not given to the job"},
+		{"refused", fetched(nil, fmt.Errorf("%w: secret DEPLOY_TOKEN not found in the scopes the job may read (repo:acme/app, org:acme)", process.ErrSecretsRefused)), cikit.FailureConfig,
+			"secrets: secret DEPLOY_TOKEN not found in the scopes the job may read (repo:acme/app, org:acme)"},
+		{"unavailable", fetched(nil, errors.New("server answered 503")), cikit.FailureInfrastructure, "secrets: server answered 503"},
+		{"too short", fetched(&process.FetchedSecrets{Values: map[string]string{"DEPLOY_TOKEN": "abc"}, IDTokens: map[string]string{"VAULT_ID": "eyJ.id-token.value"}}, nil), cikit.FailureConfig,
+			"secret DEPLOY_TOKEN cannot be masked"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := setup(t)
+			res := b.exec.RunJob(context.Background(), process.Job{Spec: spec(c.name), FetchSecrets: c.fetch})
+			require.Equal(t, cikit.JobFailed, res.State)
+			require.Equal(t, c.class, res.FailureClass)
+			require.Contains(t, res.Reason, c.want)
+			require.NotContains(t, b.out.String(), "STEP-RAN", "no step ran")
+		})
+	}
+	t.Run("no platform", func(t *testing.T) {
+		b := setup(t)
+		res := b.exec.RunJob(context.Background(), process.Job{Spec: spec("local"), Secrets: map[string]string{"DEPLOY_TOKEN": "deploy-token-value"}})
+		require.Equal(t, cikit.JobFailed, res.State)
+		require.Contains(t, res.Reason, "VAULT_ID (an ID token)")
 	})
 }

@@ -67,7 +67,8 @@ func (j *jobRun) fetchSecrets(ctx context.Context) (Result, bool) {
 			r.State = cikit.JobCancelled
 			return r, false
 		case errors.Is(err, ErrSecretsRefused):
-			return j.fail(cikit.FailureConfig, "secrets: %v", errors.Unwrap(err)), false
+			// The platform's reason, without the sentinel's words.
+			return j.fail(cikit.FailureConfig, "secrets: %s", strings.TrimPrefix(err.Error(), ErrSecretsRefused.Error()+": ")), false
 		default:
 			return j.fail(cikit.FailureInfrastructure, "secrets: %v", err), false
 		}
