@@ -210,4 +210,3 @@ func TestIdentityFor(t *testing.T) {
 	spec.Environment.Name = "review/$CI_COMMIT_REF_SLUG"
 	require.Empty(t, secrets.IdentityFor(jc, spec, "").Environment)
 }
-
