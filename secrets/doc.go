@@ -21,9 +21,10 @@
 //   - Providers: the built-in encrypted [Store] (AES-GCM envelope
 //     encryption under a [Keyring], in PostgreSQL or memory), AWS Secrets
 //     Manager, and dynamic PostgreSQL roles.
-//   - A [Masker] replaces every secret value, and its common encodings,
-//     with "***" in a job's output before a chunk of it leaves the runner,
-//     also when a value is split across writes.
+//   - Package [github.com/cikit/cikit/secrets/mask]'s Masker replaces
+//     every secret value, and its common encodings, with "***" in a job's
+//     output before a chunk of it leaves the runner, also when a value is
+//     split across writes.
 //
 // Secret values are never in events, job specs, outbox rows, Kafka
 // records or compiled plans: they travel from a provider to the runner in

@@ -7,18 +7,21 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/cikit/cikit/secrets/mask"
 )
 
 // Limits on secrets.
 const (
 	// MaxNameBytes bounds a secret's name.
 	MaxNameBytes = 128
-	// MaxValueBytes bounds a secret's value (GitHub allows 48 KiB).
-	MaxValueBytes = 64 << 10
+	// MaxValueBytes bounds a secret's value (GitHub allows 48 KiB): the
+	// longest value the masker takes.
+	MaxValueBytes = mask.MaxValueBytes
 	// MinValueBytes is the shortest value a secret, or a value a job
 	// masks, may have: a shorter one would mask ordinary words of the log
 	// and is refused (ErrTooShort) rather than left unmasked.
-	MinValueBytes = 4
+	MinValueBytes = mask.MinValueBytes
 	// MaxSecretsPerJob bounds how many secrets one job may name.
 	MaxSecretsPerJob = 100
 )
@@ -29,8 +32,9 @@ var (
 	ErrNotFound = errors.New("secrets: not found")
 	// ErrInvalid: a name, scope or value breaks the rules of this package.
 	ErrInvalid = errors.New("secrets: invalid")
-	// ErrTooShort: a value is shorter than MinValueBytes.
-	ErrTooShort = errors.New("secrets: value too short to be masked")
+	// ErrTooShort: a value is shorter than MinValueBytes (the masker's
+	// error, mask.ErrTooShort).
+	ErrTooShort = mask.ErrTooShort
 	// ErrTokenInvalid: an ID token is forged, expired, not yet valid, for
 	// another audience or issuer, or malformed.
 	ErrTokenInvalid = errors.New("secrets: invalid ID token")

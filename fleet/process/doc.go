@@ -26,7 +26,7 @@
 //     copy of Config.Source, the runner's fixed directory, and the log
 //     says so.
 //   - The output of every job, whatever its format, goes through a
-//     secrets.MaskWriter of a Masker of the job's own: the values of
+//     mask.Writer of a Masker of the job's own: the values of
 //     Job.Secrets, the checkout token, registry credentials and what
 //     GitHub steps register with ::add-mask:: are masked, with their
 //     common encodings, also across writes and the chunks the output is

@@ -17,7 +17,7 @@ import (
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/compiler/expr"
 	"github.com/cikit/cikit/fleet/runtime"
-	"github.com/cikit/cikit/secrets"
+	"github.com/cikit/cikit/secrets/mask"
 )
 
 // RunJob runs job's steps in a fresh workspace, in the world of its run:
@@ -64,7 +64,7 @@ type jobRun struct {
 	out            *jobOutput
 	// masker masks the job's secrets, and what its steps mask, in its
 	// output, whatever the job's format.
-	masker *secrets.Masker
+	masker *mask.Masker
 	// cmds is a GitHub job's workflow-command writer, which its output
 	// goes through (and masks it with masker); nil for other jobs.
 	cmds    *runtime.CommandWriter
@@ -339,7 +339,7 @@ func (j *jobRun) run(ctx context.Context) Result {
 // log: a secret as a configuration failure naming the secret, the
 // checkout token, which the platform made, as an infrastructure one.
 func (j *jobRun) registerSecrets() (cikit.FailureClass, error) {
-	j.masker = secrets.NewMasker()
+	j.masker = mask.New()
 	for _, name := range slices.Sorted(maps.Keys(j.job.Secrets)) {
 		if err := j.masker.Add(j.job.Secrets[name]); err != nil {
 			return cikit.FailureConfig, fmt.Errorf("secret %s cannot be masked in the job's output: %w", name, err)

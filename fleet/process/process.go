@@ -360,8 +360,8 @@ type Job struct {
 	Lease *LeaseDeadline
 	// Vars and Secrets are the GitHub vars and secrets contexts of a
 	// GitHub job. The values of Secrets are masked in the output of any
-	// job, with their encodings (see secrets.Masker), also when a step
-	// writes one in pieces; a value shorter than secrets.MinValueBytes,
+	// job, with their encodings (see mask.Masker), also when a step
+	// writes one in pieces; a value shorter than mask.MinValueBytes,
 	// which could not be masked, fails the job before its first step
 	// (FailureConfig), naming the secret.
 	Vars, Secrets map[string]string

@@ -12,7 +12,7 @@ import (
 	"sync"
 
 	"github.com/cikit/cikit"
-	"github.com/cikit/cikit/secrets"
+	"github.com/cikit/cikit/secrets/mask"
 )
 
 // Command is one workflow command a step wrote to its output:
@@ -139,7 +139,7 @@ const (
 const DefaultMaxLineBytes = 256 << 10
 
 // MaskReplacement is what a masked value is replaced with in the log.
-const MaskReplacement = secrets.MaskReplacement
+const MaskReplacement = mask.Replacement
 
 // MaxStepMasks and MaxStepMaskBytes bound the values a job's steps
 // register with ::add-mask::, which every later line is searched for and
@@ -161,18 +161,18 @@ type CommandOptions struct {
 	// register with ::add-mask:: are added to it. The executor gives the
 	// job's, which holds the job's secrets; nil means a new one of the
 	// writer's own.
-	Masker *secrets.Masker
+	Masker *mask.Masker
 }
 
 // CommandWriter is the io.Writer a job's output goes through. It passes
 // the output on line by line and acts on GitHub's workflow commands:
 //
-//   - ::add-mask::value adds value to the writer's secrets.Masker: it
+//   - ::add-mask::value adds value to the writer's mask.Masker: it
 //     (its lines, its encodings) is masked with MaskReplacement from the
 //     command on, of this step and the later ones, and in annotations;
 //     the command's own line is not written. Steps register at most
 //     MaxStepMasks values, MaxStepMaskBytes, this way; past it, and for a
-//     value shorter than secrets.MinValueBytes, the log says the value is
+//     value shorter than mask.MinValueBytes, the log says the value is
 //     not masked;
 //   - ::error, ::warning and ::notice (properties file, line, endLine,
 //     col, endColumn, title) record a cikit.Annotation, at most
@@ -195,7 +195,7 @@ type CommandOptions struct {
 //   - any other line, unknown commands included, is written as it is,
 //     masked.
 //
-// Everything it writes goes through one secrets.MaskWriter of its
+// Everything it writes goes through one mask.Writer of its
 // Masker, which masks a value also across lines written in pieces; Flush
 // writes what that holds back.
 //
@@ -208,8 +208,8 @@ type CommandWriter struct {
 	maxLine   int
 	maxAnn    int
 	buf       []byte
-	masker    *secrets.Masker
-	mw        *secrets.MaskWriter
+	masker    *mask.Masker
+	mw        *mask.Writer
 	stepMasks int // masks registered by ::add-mask::, and their bytes
 	maskBytes int
 	anns      []cikit.Annotation
@@ -226,7 +226,7 @@ type CommandWriter struct {
 func NewCommandWriter(out io.Writer, opts CommandOptions) *CommandWriter {
 	w := &CommandWriter{out: out, maxLine: opts.MaxLineBytes, maxAnn: opts.MaxAnnotations, masker: opts.Masker}
 	if w.masker == nil {
-		w.masker = secrets.NewMasker()
+		w.masker = mask.New()
 	}
 	w.mw = w.masker.Writer(out)
 	if w.maxLine <= 0 {
@@ -251,10 +251,10 @@ func (w *CommandWriter) BeginStep(name string) {
 }
 
 // AddMask masks value from now on, as ::add-mask:: does, with its lines
-// and encodings (secrets.Masker.Add): the executor registers the job's
+// and encodings (mask.Masker.Add): the executor registers the job's
 // secrets with it, unless it gave its Masker in CommandOptions. It fails,
-// and masks nothing, for a value shorter than secrets.MinValueBytes
-// (secrets.ErrTooShort) or past the Masker's bounds.
+// and masks nothing, for a value shorter than mask.MinValueBytes
+// (mask.ErrTooShort) or past the Masker's bounds.
 func (w *CommandWriter) AddMask(value string) error {
 	return w.masker.Add(value)
 }
@@ -435,8 +435,8 @@ func (w *CommandWriter) addMask(value string) {
 	}
 	err := w.masker.Add(value)
 	switch {
-	case errors.Is(err, secrets.ErrTooShort):
-		w.writeLine(WarningMarker + fmt.Sprintf("::add-mask:: this value is not masked: it is shorter than %d bytes, and masking it would hide ordinary text", secrets.MinValueBytes))
+	case errors.Is(err, mask.ErrTooShort):
+		w.writeLine(WarningMarker + fmt.Sprintf("::add-mask:: this value is not masked: it is shorter than %d bytes, and masking it would hide ordinary text", mask.MinValueBytes))
 		return
 	case err != nil:
 		// The error says why without the value.

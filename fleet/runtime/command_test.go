@@ -11,7 +11,7 @@ import (
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/fleet/runtime"
-	"github.com/cikit/cikit/secrets"
+	"github.com/cikit/cikit/secrets/mask"
 )
 
 var commandLines = []struct {
@@ -76,7 +76,7 @@ func TestCommandWriterMasks(t *testing.T) {
 		"before s3cr3t\n::add-mask::s3cr3t\nafter s3cr3t and s3cr3t\n::add-mask::two%0Alines\n",
 		"later s3cr3t, two, lines\n::error title=s3cr3t::leaked s3cr3t?\n::add-mask:: \nspaces kept\n",
 	)
-	// "two" is shorter than secrets.MinValueBytes: as a line of a value
+	// "two" is shorter than mask.MinValueBytes: as a line of a value
 	// it is not masked alone (the whole value is), and a blank value is
 	// refused with a warning.
 	require.Equal(t, "before s3cr3t\nafter *** and ***\nlater ***, two, ***\n##[error]leaked ***?\n"+
@@ -92,7 +92,7 @@ func TestCommandWriterAddMask(t *testing.T) {
 	var log strings.Builder
 	w := runtime.NewCommandWriter(&log, runtime.CommandOptions{})
 	require.NoError(t, w.AddMask("api-key"))
-	require.ErrorIs(t, w.AddMask(""), secrets.ErrTooShort)
+	require.ErrorIs(t, w.AddMask(""), mask.ErrTooShort)
 	require.NoError(t, w.AddMask("multi\nline\r\nsecret"))
 	w.BeginStep("s")
 	_, err := w.Write([]byte("the api-key is set; multi line secret\n"))
@@ -118,20 +118,20 @@ func TestCommandWriterMaskLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "##[warning]::add-mask:: past 1000 values or 1 MiB: this value is not masked\n*** value-01000\n*** ***\n", log.String())
 
-	// Values are at most secrets.MaxValueBytes: 16 of them fill
+	// Values are at most mask.MaxValueBytes: 16 of them fill
 	// MaxStepMaskBytes.
 	log.Reset()
 	w = runtime.NewCommandWriter(&log, runtime.CommandOptions{MaxLineBytes: 2 << 20})
 	w.BeginStep("s")
 	out.Reset()
-	for i := range runtime.MaxStepMaskBytes/secrets.MaxValueBytes + 1 {
-		fmt.Fprintf(&out, "::add-mask::%c%s\n", 'a'+i, strings.Repeat("x", secrets.MaxValueBytes-1))
+	for i := range runtime.MaxStepMaskBytes/mask.MaxValueBytes + 1 {
+		fmt.Fprintf(&out, "::add-mask::%c%s\n", 'a'+i, strings.Repeat("x", mask.MaxValueBytes-1))
 	}
 	_, err = w.Write([]byte(out.String()))
 	require.NoError(t, err)
 	require.Equal(t, "##[warning]::add-mask:: past 1000 values or 1 MiB: this value is not masked\n", log.String())
 	log.Reset()
-	_, err = w.Write([]byte("::add-mask::" + strings.Repeat("z", secrets.MaxValueBytes+1) + "\n"))
+	_, err = w.Write([]byte("::add-mask::" + strings.Repeat("z", mask.MaxValueBytes+1) + "\n"))
 	require.NoError(t, err)
 	require.Contains(t, log.String(), "this value is not masked")
 }
@@ -276,7 +276,7 @@ func TestCommandWriterOutputError(t *testing.T) {
 //
 // Invariant: neither panics; the log and the annotations do not depend on
 // how the output is cut into writes; a value registered with ::add-mask:: (of
-// at least secrets.MinValueBytes once trimmed) never appears in the log after the line that registered it,
+// at least mask.MinValueBytes once trimmed) never appears in the log after the line that registered it,
 // unless stop-commands was on or the line was longer than the limit; the
 // annotations never pass the limit; ParseCommand's message never holds
 // the escapes it removes.
@@ -335,7 +335,7 @@ func FuzzCommandWriter(f *testing.F) {
 			}
 		}
 		for _, m := range masks {
-			if len(strings.TrimSpace(m)) < secrets.MinValueBytes || strings.ContainsAny(m, "\r\n") || strings.Contains(runtime.MaskReplacement, m) {
+			if len(strings.TrimSpace(m)) < mask.MinValueBytes || strings.ContainsAny(m, "\r\n") || strings.Contains(runtime.MaskReplacement, m) {
 				continue
 			}
 			// The log after the mask's registration holds it only as

@@ -37,7 +37,7 @@
 // EventJSON to Params.EventPath, start from Env(p), overlay the job's env
 // (GitHub.JobEnv, or for GitLab GitLabEnv of Spec.Env), then Overrides(p).
 // Make one CommandWriter for the job's output, with the job's
-// secrets.Masker (holding its secrets) in CommandOptions.
+// mask.Masker (holding its secrets) in CommandOptions.
 // For each step: StepRuns decides whether it runs; StepEnv gives its
 // environment (and makes env.* of its expressions read it); Expand its
 // run, shell, working-directory and with values; create its GitHubFiles;

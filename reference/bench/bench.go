@@ -99,7 +99,7 @@ func Scenarios() []Scenario {
 		{Name: "log-ingest", Measures: "runners PATCH 64 KiB log chunks through the runner log API while SSE followers tail the logs: " +
 			"job-token and lease checks, the logs hub, the follow stream, finish into the file sink and the segment store", run: logIngest},
 		{Name: "log-ingest-masked", Measures: "log-ingest with each runner masking its output with 100 secrets and their encodings before a chunk leaves it " +
-			"(secrets.MaskWriter): what masking costs log ingest, against log-ingest's row of the same run", run: logIngestMasking},
+			"(mask.Writer): what masking costs log ingest, against log-ingest's row of the same run", run: logIngestMasking},
 	}
 }
 

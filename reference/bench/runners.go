@@ -18,7 +18,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
-	"github.com/cikit/cikit/secrets"
+	"github.com/cikit/cikit/secrets/mask"
 )
 
 // manyJobs is a pipeline of n independent jobs that nobody runs: the
@@ -129,9 +129,9 @@ func logIngestMasking(ctx context.Context, b *bencher) (*Result, error) {
 func logIngestMasked(ctx context.Context, b *bencher, name string, n int) (_ *Result, err error) {
 	streams, chunks, followers := b.sizes.logStreams, b.sizes.logChunks, b.sizes.logFollows
 	const chunkSize = 64 << 10
-	var masker *secrets.Masker
+	var masker *mask.Masker
 	if n > 0 {
-		masker = secrets.NewMasker()
+		masker = mask.New()
 		for range n {
 			if err := masker.Add("s3cr3t-" + rand.Text()); err != nil {
 				return nil, err
@@ -231,7 +231,7 @@ func logIngestMasked(ctx context.Context, b *bencher, name string, n int) (_ *Re
 			// A runner masking its output: the chunk as it leaves the
 			// masker, which holds back nothing at its end (Flush).
 			var masked bytes.Buffer
-			var mw *secrets.MaskWriter
+			var mw *mask.Writer
 			if masker != nil {
 				mw = masker.Writer(&masked)
 			}

@@ -1,4 +1,4 @@
-package secrets_test
+package mask_test
 
 import (
 	"fmt"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cikit/cikit/secrets"
+	"github.com/cikit/cikit/secrets/mask"
 )
 
 // logText returns n bytes of build-log-like text.
@@ -48,7 +48,7 @@ func BenchmarkMasker(b *testing.B) {
 			}
 			b.Run(fmt.Sprintf("secrets=%d/present=%t", n, present), func(b *testing.B) {
 				r := rand.New(rand.NewPCG(1, 2))
-				m := secrets.NewMasker()
+				m := mask.New()
 				var values []string
 				for range n {
 					v := randomSecret(r)

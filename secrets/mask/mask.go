@@ -1,4 +1,10 @@
-package secrets
+// Package mask replaces secret values, and their common encodings, with
+// "***" in a job's output: streaming, in bounded memory, also when a value
+// is split across two writes. The runner masks every job's output with
+// one before a chunk of it leaves the runner. It depends on nothing but
+// the standard library, so that runners and run-time packages use it
+// without package secrets' clients.
+package mask
 
 import (
 	"bytes"
@@ -6,6 +12,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math/bits"
@@ -15,20 +22,36 @@ import (
 	"unicode/utf8"
 )
 
-// MaskReplacement is what a masked value, or a run of overlapping ones,
+// MinValueBytes is the shortest value a Masker takes: a shorter one
+// would mask ordinary words of the log, and is refused (ErrTooShort)
+// rather than left unmasked. MaxValueBytes is the longest.
+const (
+	MinValueBytes = 4
+	MaxValueBytes = 64 << 10
+)
+
+// Errors of Masker.Add. Test with errors.Is.
+var (
+	// ErrTooShort: a value is shorter than MinValueBytes.
+	ErrTooShort = errors.New("secrets: value too short to be masked")
+	// ErrTooLong: a value is longer than MaxValueBytes.
+	ErrTooLong = errors.New("secrets: value too long to be masked")
+)
+
+// Replacement is what a masked value, or a run of overlapping ones,
 // is replaced with in a job's output.
-const MaskReplacement = "***"
+const Replacement = "***"
 
 // Bounds of a Masker. A job registers its secrets and what its steps
 // mask, each with its encodings; past these bounds Add fails rather than
 // let a job grow the runner's memory, or the time its output takes to
 // mask, without end.
 const (
-	// MaxMaskPatterns bounds the patterns (values, their lines and
+	// MaxPatterns bounds the patterns (values, their lines and
 	// their encodings) one Masker holds.
-	MaxMaskPatterns = 50_000
-	// MaxMaskBytes bounds the bytes of those patterns together.
-	MaxMaskBytes = 32 << 20
+	MaxPatterns = 50_000
+	// MaxBytes bounds the bytes of those patterns together.
+	MaxBytes = 32 << 20
 )
 
 // Line lengths of the tools whose wrapped output Add registers piece by
@@ -73,7 +96,7 @@ const (
 //
 // # Streams
 //
-// A MaskWriter masks what goes through it as if the whole stream were
+// A Writer masks what goes through it as if the whole stream were
 // masked at once: a value split across two writes, or across two chunks
 // a reader cut, is masked. To do so it holds back the bytes at the end of
 // a write that could begin a pattern (fewer than the longest pattern's
@@ -97,15 +120,15 @@ type Masker struct {
 	m  matcher
 }
 
-// NewMasker returns a Masker with no values.
-func NewMasker() *Masker {
+// New returns a Masker with no values.
+func New() *Masker {
 	return &Masker{}
 }
 
 // Add registers value and its encodings. It fails with ErrTooShort when
 // value, trimmed of white space, is shorter than MinValueBytes, with
-// ErrInvalid when it is longer than MaxValueBytes, and with an error
-// when the Masker would pass MaxMaskPatterns or MaxMaskBytes; then
+// ErrTooLong when it is longer than MaxValueBytes, and with an error
+// when the Masker would pass MaxPatterns or MaxBytes; then
 // nothing of value is registered. Errors never show the value. Adding a
 // value twice is not an error.
 func (m *Masker) Add(value string) error {
@@ -122,9 +145,9 @@ func (m *Masker) Add(value string) error {
 			size += len(p)
 		}
 	}
-	if len(m.m.pats)+n > MaxMaskPatterns || m.m.size+size > MaxMaskBytes {
+	if len(m.m.pats)+n > MaxPatterns || m.m.size+size > MaxBytes {
 		return fmt.Errorf("secrets: a value and its encodings (%d patterns, %d bytes) would pass the masker's bounds of %d patterns and %d bytes; it is not masked",
-			n, size, MaxMaskPatterns, MaxMaskBytes)
+			n, size, MaxPatterns, MaxBytes)
 	}
 	for _, p := range pats {
 		m.m.add(p)
@@ -140,7 +163,7 @@ func (m *Masker) Len() int {
 	return len(m.m.pats)
 }
 
-// String returns s with every pattern replaced by MaskReplacement;
+// String returns s with every pattern replaced by Replacement;
 // overlapping and adjacent occurrences are replaced together, once.
 func (m *Masker) String(s string) string {
 	m.mu.RLock()
@@ -156,10 +179,10 @@ func (m *Masker) String(s string) string {
 	return string(out)
 }
 
-// Writer returns a MaskWriter that writes to dst what is written to it,
+// Writer returns a Writer that writes to dst what is written to it,
 // masked.
-func (m *Masker) Writer(dst io.Writer) *MaskWriter {
-	return &MaskWriter{m: m, dst: dst}
+func (m *Masker) Writer(dst io.Writer) *Writer {
+	return &Writer{m: m, dst: dst}
 }
 
 // maskPatterns returns the patterns of value: see Masker.
@@ -169,7 +192,7 @@ func maskPatterns(value string) ([]string, error) {
 	case len(v) < MinValueBytes:
 		return nil, fmt.Errorf("%w: a value of %d bytes (without surrounding white space) would mask ordinary text; a masked value needs at least %d", ErrTooShort, len(v), MinValueBytes)
 	case len(v) > MaxValueBytes:
-		return nil, fmt.Errorf("%w: a value of %d bytes is longer than the %d a masked value may have", ErrInvalid, len(v), MaxValueBytes)
+		return nil, fmt.Errorf("%w: a value of %d bytes is longer than the %d a masked value may have", ErrTooLong, len(v), MaxValueBytes)
 	}
 	var pats []string
 	seen := map[string]bool{}
@@ -310,12 +333,12 @@ var ansiEscapes = [256]string{
 	'\a': `\a`, '\b': `\b`, '\f': `\f`, '\n': `\n`, '\r': `\r`, '\t': `\t`, '\v': `\v`, 0x1b: `\E`,
 }
 
-// A MaskWriter writes to its destination what is written to it, with the
-// patterns of its Masker replaced by MaskReplacement (see Masker,
+// A Writer writes to its destination what is written to it, with the
+// patterns of its Masker replaced by Replacement (see Masker,
 // Streams). It holds back fewer bytes than the longest pattern between
-// writes (at most 6 × MaxValueBytes); Flush writes them. A MaskWriter is
+// writes (at most 6 × MaxValueBytes); Flush writes them. A Writer is
 // safe for concurrent use.
-type MaskWriter struct {
+type Writer struct {
 	mu   sync.Mutex
 	m    *Masker
 	dst  io.Writer
@@ -326,13 +349,13 @@ type MaskWriter struct {
 }
 
 // pieceBytes is how much of a write is masked at once, bounding what a
-// MaskWriter allocates beyond the bytes it holds back.
+// Writer allocates beyond the bytes it holds back.
 const pieceBytes = 64 << 10
 
 // Write masks p and writes it on, except the bytes at its end that could
 // begin a pattern. It fails when the destination failed, and from then on
 // at once with that error.
-func (w *MaskWriter) Write(p []byte) (int, error) {
+func (w *Writer) Write(p []byte) (int, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
@@ -351,7 +374,7 @@ func (w *MaskWriter) Write(p []byte) (int, error) {
 }
 
 // Flush writes the bytes held back, masked.
-func (w *MaskWriter) Flush() error {
+func (w *Writer) Flush() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.err != nil {
@@ -365,7 +388,7 @@ func (w *MaskWriter) Flush() error {
 // writes out what can no longer begin a pattern. It holds the Masker's
 // read lock while it masks, not while it writes: a destination that is
 // stuck does not stop values from being added.
-func (w *MaskWriter) write(piece []byte, final bool) {
+func (w *Writer) write(piece []byte, final bool) {
 	buf, inHeld := piece, len(w.held) > 0
 	if inHeld {
 		buf = append(w.held, piece...)
@@ -402,7 +425,7 @@ func (w *MaskWriter) write(piece []byte, final bool) {
 	}
 }
 
-func (w *MaskWriter) emit(b []byte) {
+func (w *Writer) emit(b []byte) {
 	if len(b) > 0 && w.err == nil {
 		_, w.err = w.dst.Write(b)
 	}
@@ -412,7 +435,7 @@ func (w *MaskWriter) emit(b []byte) {
 // the next.
 type maskState struct {
 	// cover is how many of the held bytes a pattern found before covers;
-	// open, whether the last thing written was MaskReplacement for a run
+	// open, whether the last thing written was Replacement for a run
 	// that reaches the held bytes (so that one continuing it adds none).
 	cover int
 	open  bool
@@ -576,7 +599,7 @@ func (mt *matcher) mask(out, buf []byte, final bool, st *maskState) ([]byte, int
 		if longest > 0 {
 			if !run || i > covEnd {
 				out = append(out, buf[plain:i]...)
-				out = append(out, MaskReplacement...)
+				out = append(out, Replacement...)
 				run = true
 			}
 			masked = true

@@ -1,4 +1,4 @@
-package secrets_test
+package mask_test
 
 import (
 	"bytes"
@@ -17,12 +17,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/cikit/cikit/secrets"
+	"github.com/cikit/cikit/secrets/mask"
 )
 
-func newMasker(t *testing.T, values ...string) *secrets.Masker {
+func newMasker(t *testing.T, values ...string) *mask.Masker {
 	t.Helper()
-	m := secrets.NewMasker()
+	m := mask.New()
 	for _, v := range values {
 		require.NoError(t, m.Add(v))
 	}
@@ -32,23 +32,23 @@ func newMasker(t *testing.T, values ...string) *secrets.Masker {
 // leftOver is what is left of s without its masks and white space: the
 // characters an encoding mixes with its neighbours stay visible.
 func leftOver(s string) string {
-	return strings.Join(strings.Fields(strings.ReplaceAll(s, secrets.MaskReplacement, " ")), "")
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, mask.Replacement, " ")), "")
 }
 
 func TestMaskerAddRefusesShortValues(t *testing.T) {
 	t.Parallel()
-	m := secrets.NewMasker()
+	m := mask.New()
 	for _, v := range []string{"", "abc", "  ab \n", "\t\t"} {
 		err := m.Add(v)
-		require.ErrorIs(t, err, secrets.ErrTooShort, "%q", v)
-		require.Contains(t, err.Error(), fmt.Sprintf("at least %d", secrets.MinValueBytes))
+		require.ErrorIs(t, err, mask.ErrTooShort, "%q", v)
+		require.Contains(t, err.Error(), fmt.Sprintf("at least %d", mask.MinValueBytes))
 		if strings.TrimSpace(v) != "" {
 			require.NotContains(t, err.Error(), strings.TrimSpace(v))
 		}
 	}
 	err := m.Add("abc")
 	require.Contains(t, err.Error(), "a value of 3 bytes")
-	require.ErrorIs(t, m.Add(strings.Repeat("x", secrets.MaxValueBytes+1)), secrets.ErrInvalid)
+	require.ErrorIs(t, m.Add(strings.Repeat("x", mask.MaxValueBytes+1)), mask.ErrTooLong)
 	require.Zero(t, m.Len())
 	// A multi-line value with short lines is masked whole; its short
 	// lines are not patterns.
@@ -59,11 +59,11 @@ func TestMaskerAddRefusesShortValues(t *testing.T) {
 
 func TestMaskerBounds(t *testing.T) {
 	t.Parallel()
-	m := secrets.NewMasker()
+	m := mask.New()
 	var err error
 	for i := 0; err == nil; i++ {
 		err = m.Add(fmt.Sprintf("value-%08d", i))
-		require.LessOrEqual(t, m.Len(), secrets.MaxMaskPatterns)
+		require.LessOrEqual(t, m.Len(), mask.MaxPatterns)
 	}
 	require.ErrorContains(t, err, "bounds")
 	require.NotContains(t, err.Error(), "value-")
@@ -106,7 +106,7 @@ func TestMaskerEncodings(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := m.String(tc.text)
-			require.Contains(t, got, secrets.MaskReplacement)
+			require.Contains(t, got, mask.Replacement)
 			require.NotContains(t, got, v)
 			left := strings.TrimRight(leftOver(got), "=")
 			require.LessOrEqual(t, len(left), tc.left, "%s masked: %s", tc.text, got)
@@ -216,7 +216,7 @@ func TestMaskWriterSplits(t *testing.T) {
 }
 
 // TestMaskWriterChunkBoundary: a value straddling the 64 KiB chunks a
-// reader cuts the output in, or the pieces a MaskWriter masks a big
+// reader cuts the output in, or the pieces a Writer masks a big
 // write in.
 func TestMaskWriterChunkBoundary(t *testing.T) {
 	t.Parallel()
@@ -241,7 +241,7 @@ func TestMaskWriterChunkBoundary(t *testing.T) {
 	}
 }
 
-// TestMaskWriterHoldsLittle: a MaskWriter holds back only what could
+// TestMaskWriterHoldsLittle: a Writer holds back only what could
 // begin a pattern, and writes the rest at once.
 func TestMaskWriterHoldsLittle(t *testing.T) {
 	t.Parallel()

@@ -1,17 +1,17 @@
-package secrets_test
+package mask_test
 
 import (
 	"fmt"
 	"os"
 
-	"github.com/cikit/cikit/secrets"
+	"github.com/cikit/cikit/secrets/mask"
 )
 
-// A job's output goes through a MaskWriter of the job's Masker: its
+// A job's output goes through a Writer of the job's Masker: its
 // secrets and their encodings are masked, also when a secret is written
 // in two pieces.
-func Example_masker() {
-	m := secrets.NewMasker()
+func Example() {
+	m := mask.New()
 	if err := m.Add("hunter2-password"); err != nil {
 		fmt.Println(err)
 	}

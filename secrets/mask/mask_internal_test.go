@@ -1,4 +1,4 @@
-package secrets
+package mask
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 
 // naiveMask is the reference a Masker is held to: every byte covered by
 // an occurrence of a pattern is masked, a run of covered bytes becomes
-// one MaskReplacement.
+// one Replacement.
 func naiveMask(pats []string, s []byte) []byte {
 	covered := make([]bool, len(s))
 	for _, p := range pats {
@@ -29,7 +29,7 @@ func naiveMask(pats []string, s []byte) []byte {
 			b = append(b, s[i])
 			continue
 		}
-		b = append(b, MaskReplacement...)
+		b = append(b, Replacement...)
 		for i+1 < len(s) && covered[i+1] {
 			i++
 		}
@@ -105,13 +105,13 @@ func checkMasked(t interface {
 
 // TestMaskWriterProperty: SAFETY: for random secrets, random output
 // holding them raw, encoded and in pieces, and random writes of it, no
-// chunk the MaskWriter writes holds a pattern, and its output equals the
+// chunk the Writer writes holds a pattern, and its output equals the
 // reference masking of the whole output (nothing else lost, order kept).
 func TestMaskWriterProperty(t *testing.T) {
 	t.Parallel()
 	alphabet := []rune("abcAB01 -_/+='\"\\$%&é\n\t\x01")
 	rapid.Check(t, func(t *rapid.T) {
-		m := NewMasker()
+		m := New()
 		var values []string
 		for _, r := range rapid.SliceOfN(rapid.SliceOfN(rapid.SampledFrom(alphabet), 4, 40), 1, 5).Draw(t, "secrets") {
 			v := string(r)
@@ -152,7 +152,7 @@ func FuzzMaskWriter(f *testing.F) {
 	// longer pattern (aaa' of aaa'\'', its form inside '…') was written unmasked.
 	f.Add("aaa'", "", []byte("aaa'aaa'"), []byte{})
 	f.Fuzz(func(t *testing.T, v1, v2 string, input, sizes []byte) {
-		m := NewMasker()
+		m := New()
 		for _, v := range []string{v1, v2} {
 			if len(v) <= 256 {
 				_ = m.Add(v)
