@@ -110,6 +110,9 @@ func (b *bencher) newEnv(ctx context.Context, name string, o envOptions) (_ *env
 	cfg.VCS.Local.Root = root
 	cfg.Webhooks.GitHubSecrets = []string{webhookSecret}
 	cfg.Runners.Local = o.localRunners
+	// log-ingest's logs are larger than the default limit of a job's log:
+	// it measures ingest, not the cut.
+	cfg.Limits.LogBytes = int64(b.sizes.logChunks) * 64 << 10 * 2
 	cfg.Runners.RegistrationTokens = []string{registrationToken}
 	cfg.Runners.SigningKeys = []string{rand.Text() + rand.Text()}
 	cfg.Log.Level = "warn"
