@@ -557,6 +557,14 @@ func (j *jobRun) runSteps(ctx context.Context) Result {
 		case err != nil:
 			fmt.Fprintf(j.pw, "--- job outputs: %v\n", err)
 		default:
+			// As on GitHub, an output holding a secret is not passed on:
+			// outputs are stored with the job and shown by the API.
+			for _, k := range slices.Sorted(maps.Keys(out)) {
+				if j.masker.String(out[k]) != out[k] {
+					fmt.Fprintf(j.pw, "--- warning: job output %s holds a secret: it is not passed on\n", k)
+					delete(out, k)
+				}
+			}
 			j.res.Outputs = out
 		}
 	}

@@ -795,3 +795,19 @@ func TestRunJobFetchedSecrets(t *testing.T) {
 		require.Contains(t, res.Reason, "VAULT_ID (an ID token)")
 	})
 }
+
+// TestRunJobOutputsHoldNoSecrets: as on GitHub, a job output holding a
+// secret is not passed on (outputs are stored and shown), and the log
+// says so; the others are.
+func TestRunJobOutputsHoldNoSecrets(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	res := b.exec.RunJob(context.Background(), process.Job{
+		Spec: &cikit.JobSpec{ID: "outputs", Format: "github", Outputs: map[string]string{"leak": "${{ steps.s.outputs.leak }}", "fine": "${{ steps.s.outputs.fine }}"},
+			Steps: []cikit.Step{{ID: "s", Run: `echo "leak=token ${{ secrets.TOKEN }}" >> "$GITHUB_OUTPUT"; echo "fine=ok" >> "$GITHUB_OUTPUT"`}}},
+		Secrets: map[string]string{"TOKEN": "output-secret-value"},
+	})
+	require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
+	require.Equal(t, map[string]string{"fine": "ok"}, res.Outputs)
+	require.Contains(t, b.out.String(), "job output leak holds a secret: it is not passed on")
+}
