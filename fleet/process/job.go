@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
+	"syscall"
 	"time"
 
 	"github.com/cikit/cikit"
@@ -897,7 +899,7 @@ func (j *jobRun) runCommand(ctx context.Context, step cikit.Step, extra map[stri
 	if err != nil {
 		return stepExit{code: -1}, err
 	}
-	if slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, memScriptPrefix) }) {
+	if slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, memScriptStart) }) {
 		extra = maps.Clone(extra)
 		if extra == nil {
 			extra = map[string]string{}
@@ -1008,6 +1010,13 @@ func (j *jobRun) shellArgv(step cikit.Step) ([]string, error) {
 				}
 			}
 		}
+		if j.e.sandbox == nil {
+			// On the host, the file is removed when the script ends,
+			// cancelled or not; a sandbox's /dev/shm ends with it.
+			c := cmd.String()
+			cmd.Reset()
+			cmd.WriteString(strings.Replace(c, " && exec", ` && trap 'rm -f "$f"' EXIT && trap 'exit 143' TERM && trap 'exit 130' INT &&`, 1))
+		}
 		return []string{"sh", "-c", cmd.String()}, nil
 	case strings.Contains(shell, "{0}"):
 		f, err := os.CreateTemp(j.temp, ".cikit-step-*")
@@ -1029,7 +1038,8 @@ func (j *jobRun) shellArgv(step cikit.Step) ([]string, error) {
 // memScriptPrefix starts.
 const (
 	scriptVar       = "CIKIT_STEP_SCRIPT"
-	memScriptPrefix = `f=$(mktemp /dev/shm/cikit-step.XXXXXX) && printf '%s' "$` + scriptVar + `" > "$f" && unset ` + scriptVar + ` && exec`
+	memScriptStart  = `f=$(mktemp /dev/shm/cikit-step.XXXXXX) && printf '%s' "${` + scriptVar + `?the step's script did not arrive}" > "$f"`
+	memScriptPrefix = memScriptStart + ` && unset ` + scriptVar + ` && exec`
 )
 
 // maxScriptVarBytes bounds a script passed in scriptVar: the kernel takes
@@ -1037,18 +1047,28 @@ const (
 const maxScriptVarBytes = 120 << 10
 
 // scriptInMemory reports whether a step's script, run from a file, is
-// written to the sandbox's memory rather than to the job's directory on
-// the runner's disk: when it holds a secret (its value or an encoding,
-// as its expressions expanded one), the job runs in a sandbox, whose
-// /dev/shm is a tmpfs of its own, with an sh, and the script fits in an
-// environment variable. Without a sandbox the file is in the job's
-// directory, as every other script.
+// written to memory rather than to the job's directory on the runner's
+// disk: when it holds a secret (its value or an encoding, as its
+// expressions expanded one), the script fits in an environment variable,
+// and /dev/shm is memory — a sandbox's own tmpfs (with an sh in the
+// job's image), or, without a sandbox, the host's when it is a tmpfs.
+// Otherwise the file is in the job's directory, as every other script.
 func (j *jobRun) scriptInMemory(script string) bool {
-	if j.e.sandbox == nil || len(script) > maxScriptVarBytes || j.masker == nil || j.masker.String(script) == script {
+	if len(script) > maxScriptVarBytes || j.masker == nil || j.masker.String(script) == script {
 		return false
+	}
+	if j.e.sandbox == nil {
+		return hostShmIsTmpfs()
 	}
 	return j.image == nil || j.image.lookPath("sh")
 }
+
+// hostShmIsTmpfs reports whether the host's /dev/shm is a tmpfs: memory.
+var hostShmIsTmpfs = sync.OnceValue(func() bool {
+	var st syscall.Statfs_t
+	const tmpfsMagic = 0x01021994
+	return syscall.Statfs("/dev/shm", &st) == nil && st.Type == tmpfsMagic
+})
 
 // shellQuote quotes s for sh, in single quotes.
 func shellQuote(s string) string {

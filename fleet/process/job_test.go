@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -717,33 +718,52 @@ i=0; while [ $i -lt 60 ]; do head -c 4093 /dev/zero | tr '\0' x; printf %s "$X";
 	})
 }
 
-// TestRunJobSecretScriptsStayOffDisk: in a sandbox, a GitHub step whose
-// script holds a secret once its expressions are expanded runs from the
-// sandbox's memory: no file of the job's directories on the runner holds
-// it, while a script without one is still a file of RUNNER_TEMP.
+// TestRunJobSecretScriptsStayOffDisk: a GitHub step whose script holds a
+// secret once its expressions are expanded runs from memory (/dev/shm: the
+// sandbox's own, or the host's tmpfs, where the file is removed when the
+// step ends): no file of the job's directories on the runner holds it,
+// while a script without one is still a file of RUNNER_TEMP.
 func TestRunJobSecretScriptsStayOffDisk(t *testing.T) {
 	t.Parallel()
-	const value = "off-disk-secret-0123456789"
-	b := setup(t, sandboxed)
-	res := b.exec.RunJob(context.Background(), process.Job{
-		Spec: &cikit.JobSpec{ID: "off-disk", Format: "github", Steps: []cikit.Step{
-			{Name: "secret", Run: `if grep -rqF -- "${{ secrets.TOKEN }}" "$RUNNER_TEMP" "$GITHUB_WORKSPACE"; then echo ON-DISK; else echo NOT-ON-DISK; fi
+	var st syscall.Statfs_t
+	hostTmpfs := syscall.Statfs("/dev/shm", &st) == nil && st.Type == 0x01021994
+	eachMode(t, func(t *testing.T, mode func(*process.Config)) {
+		value := "off-disk-secret-" + strings.ReplaceAll(t.Name(), "/", "-")
+		b := setup(t, mode)
+		res := b.exec.RunJob(context.Background(), process.Job{
+			Spec: &cikit.JobSpec{ID: "off-disk", Format: "github", Steps: []cikit.Step{
+				{Name: "secret", Run: `if grep -rqF -- "${{ secrets.TOKEN }}" "$RUNNER_TEMP" "$GITHUB_WORKSPACE"; then echo ON-DISK; else echo NOT-ON-DISK; fi
 printf '%s\n' "${{ secrets.TOKEN }}" | tr a-z A-Z
-test "${{ secrets.TOKEN }}" = "$(printf %s off-disk-secret-0123456789)" && echo same-value`},
-			{Name: "plain", Run: `ls -a "$RUNNER_TEMP" | grep -c '^.cikit-step-' || true`},
-			{Name: "custom", Shell: "sh -e {0}", Run: `echo "custom ${{ secrets.TOKEN }}"`},
-		}},
-		Secrets: map[string]string{"TOKEN": value},
+test "${{ secrets.TOKEN }}" = "$TOKEN_AGAIN" && echo same-value`, Env: map[string]string{"TOKEN_AGAIN": "${{ secrets.TOKEN }}"}},
+				{Name: "plain", Run: `ls -a "$RUNNER_TEMP" | grep -c '^.cikit-step-' || true`},
+				{Name: "custom", Shell: "sh -e {0}", Run: `echo "custom ${{ secrets.TOKEN }}"`},
+			}},
+			Secrets: map[string]string{"TOKEN": value},
+		})
+		out := b.out.String()
+		require.Equal(t, cikit.JobSucceeded, res.State, out)
+		sandboxed := strings.HasSuffix(t.Name(), "/sandbox")
+		if sandboxed || hostTmpfs {
+			require.Contains(t, out, "NOT-ON-DISK\n")
+		} else {
+			require.Contains(t, out, "ON-DISK\n", "without a tmpfs the script is a file of the job's directory")
+		}
+		require.Contains(t, out, strings.ToUpper(value)+"\n", "the script ran, with the value")
+		require.Contains(t, out, "same-value\n")
+		require.Regexp(t, `--- plain\n[1-9]`, out, "a script without a secret is still a file of RUNNER_TEMP")
+		require.Contains(t, out, "custom ***\n")
+		require.NotContains(t, out, value)
+		if !sandboxed {
+			// The host's /dev/shm keeps no script of the job.
+			files, err := filepath.Glob("/dev/shm/cikit-step.*")
+			require.NoError(t, err)
+			for _, f := range files {
+				if b, err := os.ReadFile(f); err == nil {
+					require.NotContains(t, string(b), value, "%s is left on the host", f)
+				}
+			}
+		}
 	})
-	out := b.out.String()
-	require.Equal(t, cikit.JobSucceeded, res.State, out)
-	require.Contains(t, out, "NOT-ON-DISK\n")
-	require.Contains(t, out, "OFF-DISK-SECRET-0123456789\n", "the script ran, with the value")
-	require.Contains(t, out, "same-value\n")
-	require.Contains(t, out, "--- plain\n", out)
-	require.Regexp(t, `--- plain\n[1-9]`, out, "a script without a secret is still a file of RUNNER_TEMP")
-	require.Contains(t, out, "custom ***\n")
-	require.NotContains(t, out, value)
 }
 
 // TestRunJobFetchedSecrets: secrets fetched before the first step reach a
