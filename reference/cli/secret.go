@@ -15,6 +15,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cikit/cikit/reference/api"
 	"github.com/cikit/cikit/secrets"
 )
@@ -235,7 +237,8 @@ func secretSet(ctx context.Context, args []string, stdin io.Reader, stderr io.Wr
 		defer file.Close()
 		in, from = file, *valueFile
 	} else if file, ok := stdin.(*os.File); ok {
-		if st, err := file.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
+		// A terminal, not any character device (/dev/null is one).
+		if _, err := unix.IoctlGetTermios(int(file.Fd()), unix.TCGETS); err == nil {
 			fmt.Fprintf(stderr, "Type the value of %s, then Enter and Ctrl-D (it is shown as you type; pipe it in to avoid that):\n", names[0])
 		}
 	}
