@@ -20,6 +20,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/cikit/cikit/internal/kafkatest"
 )
 
 // secretsAdminToken is the admin token of the secrets world.
@@ -58,13 +61,16 @@ const (
 // through the secrets API; both reach its steps (their digest says so),
 // and every way the steps print them comes out masked in the live log,
 // the stored log and the job's API. No row of any table (runs, jobs,
-// specs, events, outbox, leases; the store keeps them sealed) and no
-// file of the platform's directories holds them. The same job in another
+// specs, events, outbox, leases; the store keeps them sealed), no record
+// of any Kafka topic and no file of the platform's directories holds
+// them. The same job in another
 // repository of the organisation gets neither and fails before its first
 // step, naming them and the scopes it looked in.
 func TestSecretsEndToEnd(t *testing.T) {
 	w := newWorld(t, map[string]string{".cikit.yml": secretsPipeline})
 	w.onPostgres(t)
+	kafka := kafkatest.New(t)
+	w.cfg.Kafka.Brokers = kafka.Addrs()
 	w.cfg.Secrets.AdminTokens = []string{secretsAdminToken}
 	w.cfg.Secrets.Keys = []string{"e2e:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))}
 	other := filepath.Join(w.root, "repos", "acme", "other")
@@ -107,6 +113,7 @@ func TestSecretsEndToEnd(t *testing.T) {
 	require.Contains(t, stored, "plain *** and ***")
 	require.GreaterOrEqual(t, strings.Count(stored, "***"), 6, "each print is masked, not dropped")
 	noSecretAtRest(t, w, leaks(deployToken, prodKey))
+	noSecretInKafka(t, kafka, leaks(deployToken, prodKey))
 
 	// Another repository of the organisation: no such secrets in its
 	// scopes.
@@ -169,6 +176,39 @@ func noSecretAtRest(t *testing.T, w *world, leaks []string) {
 		}
 		return nil
 	}))
+}
+
+// noSecretInKafka checks that no record of any topic (key, value or
+// header) holds any of leaks.
+func noSecretInKafka(t *testing.T, kafka *kafkatest.Cluster, leaks []string) {
+	t.Helper()
+	cl := kafka.Client(t)
+	topics, err := kadm.NewClient(cl).ListTopics(t.Context())
+	require.NoError(t, err)
+	require.NotEmpty(t, topics.Names())
+	records := 0
+	for _, topic := range topics.Names() {
+		n := 0
+		for _, end := range kafka.EndOffsets(t, topic) {
+			n += int(end)
+		}
+		if n == 0 {
+			continue
+		}
+		for _, r := range kafka.Consume(t, topic, n) {
+			records++
+			parts := [][]byte{r.Key, r.Value}
+			for _, h := range r.Headers {
+				parts = append(parts, []byte(h.Key), h.Value)
+			}
+			for _, p := range parts {
+				for _, leak := range leaks {
+					require.False(t, bytes.Contains(p, []byte(leak)), "a record of %s holds a secret", topic)
+				}
+			}
+		}
+	}
+	require.NotZero(t, records, "the run's events went through Kafka")
 }
 
 // leaks are the forms of the values a log must not show.
