@@ -217,4 +217,16 @@ func TestImagesCredentials(t *testing.T) {
 	require.Equal(t, cikit.FailureConfig, res.FailureClass, res.Reason)
 	require.NotContains(t, bad.Output.(*syncbuf.Buffer).String(), "wrong-pass")
 	require.True(t, strings.Contains(res.Reason, "UNAUTHORIZED") || strings.Contains(res.Reason, "who are you"), res.Reason)
+
+	// Fetched from the platform, as a runner's are: before the pull.
+	fetched := job("unused")
+	fetched.Secrets = nil
+	fetched.Spec.Secrets = []string{"REG_USER", "REG_PASS"}
+	fetched.FetchSecrets = func(context.Context) (*process.FetchedSecrets, error) {
+		return &process.FetchedSecrets{Values: map[string]string{"REG_USER": "robot", "REG_PASS": "s3cret-pass"}}, nil
+	}
+	res = b.exec.RunJob(context.Background(), fetched)
+	out = fetched.Output.(*syncbuf.Buffer).String()
+	require.Equal(t, cikit.JobSucceeded, res.State, out)
+	require.NotContains(t, out, "s3cret-pass")
 }

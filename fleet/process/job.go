@@ -233,6 +233,11 @@ func (j *jobRun) run(ctx context.Context) Result {
 	if j.job.Files == nil && UsesFiles(spec) {
 		return j.fail(cikit.FailureInfrastructure, "%v", errNoFiles)
 	}
+	// Secrets first: the image's registry credentials and the services'
+	// environment may be expressions of them.
+	if res, ok := j.fetchSecrets(jobCtx); !ok {
+		return res
+	}
 	defer j.closeImage()
 	if res, ok := j.resolveImage(jobCtx); !ok {
 		return res
@@ -305,9 +310,6 @@ func (j *jobRun) run(ctx context.Context) Result {
 	// returns.
 	defer j.procs.end(e.cfg.Logger.Warn)
 
-	if res, ok := j.fetchSecrets(jobCtx); !ok {
-		return res
-	}
 	if err := j.setUpEnv(); err != nil {
 		return j.fail(cikit.FailureConfig, "%v", err)
 	}

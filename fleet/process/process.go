@@ -366,8 +366,9 @@ type Job struct {
 	// (FailureConfig), naming the secret.
 	Vars, Secrets map[string]string
 	// FetchSecrets, when set, fetches the job's secrets and ID tokens
-	// before its first step, after its checkout, image and services; what
-	// it returns joins Secrets. Every secret the spec names must be in
+	// first, before its image is pulled and its services start (their
+	// credentials and environment may be expressions of secrets); what it
+	// returns joins Secrets. Every secret the spec names must be in
 	// Secrets then, or the job fails before its first step, naming the
 	// missing ones.
 	FetchSecrets SecretsFetcher
