@@ -27,7 +27,10 @@ const (
 )
 
 // PostgresKeyStore is a KeyStore in PostgreSQL's secrets_oidc_keys
-// table, shared by the server processes of one platform.
+// table, shared by the server processes of one platform. KeyList re-seals
+// a key sealed with a keyring key other than the primary under the
+// primary, so that a rotated-out keyring key can be dropped once every
+// server runs with the new one first.
 type PostgresKeyStore struct {
 	pool *pgxpool.Pool
 	kr   *Keyring
@@ -75,6 +78,9 @@ func (s *PostgresKeyStore) KeyList(ctx context.Context) ([]SigningKey, error) {
 		if err != nil {
 			return nil, err
 		}
+		if err := s.rewrap(ctx, r.id, r.sealed); err != nil {
+			return nil, err
+		}
 		k := SigningKey{ID: r.id, Private: priv, Created: storeTime(r.created)}
 		if r.retired != nil {
 			k.Retired = storeTime(*r.retired)
@@ -82,6 +88,24 @@ func (s *PostgresKeyStore) KeyList(ctx context.Context) ([]SigningKey, error) {
 		out = append(out, k)
 	}
 	return out, nil
+}
+
+// rewrap re-seals, under the keyring's primary key, a signing key sealed
+// with another one, so that the old keyring key can be dropped from the
+// configuration as soon as every server runs with the new one first. The
+// update is conditional on the row being as read: a concurrent rewrap of
+// another server wins, with the same result.
+func (s *PostgresKeyStore) rewrap(ctx context.Context, id string, sealed Sealed) error {
+	re, changed, err := s.kr.Rewrap(sealed, keyAAD(id))
+	if err != nil || !changed {
+		return err
+	}
+	_, err = s.pool.Exec(ctx, `UPDATE secrets_oidc_keys SET keyring_key = $2, wrapped_key = $3
+		WHERE id = $1 AND keyring_key = $4 AND wrapped_key = $5`, id, re.KeyID, re.WrappedKey, sealed.KeyID, sealed.WrappedKey)
+	if err != nil {
+		return fmt.Errorf("secrets: rewrap signing key %q: %w", id, err)
+	}
+	return nil
 }
 
 // KeyAdd implements KeyStore.

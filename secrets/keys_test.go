@@ -75,3 +75,33 @@ func TestPostgresKeyStoreSealsKeys(t *testing.T) {
 	_, err = s.KeyList(ctx)
 	require.ErrorIs(t, err, secrets.ErrOpen, "a sealed key moved to another ID does not open")
 }
+
+// TestPostgresKeyStoreRewrapsUnderANewPrimary: a server whose keyring has
+// a new key first re-seals the signing keys it reads under it, so that
+// the old keyring key can then be dropped at once: a keyring of the new
+// key alone opens them.
+func TestPostgresKeyStoreRewrapsUnderANewPrimary(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	s, db := newPostgresKeyStore(t, oidcKeyring(t, "kek1", 1))
+	priv, err := rsa.GenerateKey(rand.Reader, secrets.KeyBits)
+	require.NoError(t, err)
+	require.NoError(t, s.KeyAdd(ctx, secrets.SigningKey{ID: "k1", Private: priv, Created: time.Now()}, ""))
+
+	newOnly := secrets.NewPostgresKeyStore(db.Pool, oidcKeyring(t, "kek2", 2))
+	_, err = newOnly.KeyList(ctx)
+	require.ErrorIs(t, err, secrets.ErrKeyUnknown, "sealed under kek1 still")
+
+	k2, err := secrets.NewKeyring(testKey("kek2", 2), testKey("kek1", 1))
+	require.NoError(t, err)
+	got, err := secrets.NewPostgresKeyStore(db.Pool, k2).KeyList(ctx)
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+	var keyringKey string
+	require.NoError(t, db.Pool.QueryRow(ctx, `SELECT keyring_key FROM secrets_oidc_keys`).Scan(&keyringKey))
+	require.Equal(t, "kek2", keyringKey)
+
+	got, err = newOnly.KeyList(ctx)
+	require.NoError(t, err, "the old keyring key can go")
+	require.Equal(t, priv.N, got[0].Private.N)
+}

@@ -141,8 +141,8 @@ func (p *Platform) secretsTasks() map[string]func(context.Context) error {
 // rewrapSecrets re-encrypts, once at start, the stored secrets' data keys
 // that a key other than the primary of secrets.keys wraps: a key is
 // rotated by putting the new one first, restarting, and dropping the old
-// one once this has run (and, for the OIDC signing keys it sealed, a day
-// later, when they have rotated out).
+// one once this has run (the OIDC signing keys are re-sealed as the
+// issuer reads them, secrets.PostgresKeyStore).
 func (p *Platform) rewrapSecrets(ctx context.Context) error {
 	n, err := p.secretsParts.store.Rewrap(ctx)
 	if err != nil {
