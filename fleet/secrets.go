@@ -59,7 +59,7 @@ func needsSecrets(spec *cikit.JobSpec) bool {
 // secretsToken mints, at the claim, the ID token the runner presents for
 // the job's secrets; "" for a job that needs none. A server without
 // JobSecrets refuses a job that needs them as a configuration failure.
-func (s *Server) secretsToken(ctx context.Context, rc *runnerClaims, o *Offer, jc *cikit.JobContext) (string, error) {
+func (s *Server) secretsToken(ctx context.Context, o *Offer, jc *cikit.JobContext) (string, error) {
 	if !needsSecrets(o.Spec) {
 		return "", nil
 	}

@@ -452,7 +452,7 @@ func (s *Server) handOut(ctx context.Context, rc *runnerClaims, o *Offer, l *lea
 	if err != nil {
 		return "", nil, "", err
 	}
-	st, err := s.secretsToken(ctx, rc, o, jc)
+	st, err := s.secretsToken(ctx, o, jc)
 	if err != nil {
 		return "", nil, "", err
 	}

@@ -252,8 +252,10 @@ func (b *Broker) Release(ctx context.Context, token string, w Want) (*Grant, err
 	return g, nil
 }
 
-// revoke ends the leases of a release that failed: through the holder if
-// it has them, else straight through their providers.
+// revoke ends the leases of a release that failed: through the holder
+// when there is one (held first, so that a revocation that fails now is
+// retried by its sweeps rather than forgotten), else straight through
+// their providers.
 func (b *Broker) revoke(ctx context.Context, owner string, leases []Lease) {
 	if len(leases) == 0 {
 		return

@@ -317,10 +317,9 @@ func (a *Agent) runJob(ctx context.Context, j *job) {
 	}()
 
 	deadlineCtx, cancelDeadline := context.WithDeadline(jobCtx, j.Deadline)
-	secrets := a.prefetchSecrets(deadlineCtx, j)
 	files := &jobFiles{c: a.c, j: j, onStale: func() { fence("an artifact or cache call was refused as stale") }}
 	res := a.cfg.Executor.Run(deadlineCtx, process.Job{Spec: j.Spec, Context: j.Context, Output: stream, OnStep: stream.setStep, Lease: deadline,
-		Files: files, FetchSecrets: secrets})
+		Files: files, FetchSecrets: a.fetchSecrets(j)})
 	cancelDeadline()
 	cause := context.Cause(jobCtx)
 	cancelJob(nil)

@@ -59,17 +59,3 @@ func (r *refusal) Error() string { return r.msg }
 
 // Is makes a refusal match process.ErrSecretsRefused.
 func (r *refusal) Is(target error) bool { return target == process.ErrSecretsRefused }
-
-// prefetchSecrets makes the secrets call at once, before the job's
-// checkout, image and services, while the ID token handed out with the
-// claim is fresh (it lives minutes; an image pull may take longer), and
-// returns a fetcher giving its result, or its error, when the job comes
-// to its secrets. Nil for a job that needs none.
-func (a *Agent) prefetchSecrets(ctx context.Context, j *job) process.SecretsFetcher {
-	fetch := a.fetchSecrets(j)
-	if fetch == nil {
-		return nil
-	}
-	got, err := fetch(ctx)
-	return func(context.Context) (*process.FetchedSecrets, error) { return got, err }
-}

@@ -897,11 +897,11 @@ func (j *jobRun) runCommand(ctx context.Context, step cikit.Step, extra map[stri
 	if err != nil {
 		return stepExit{code: -1}, err
 	}
-	argv, err := j.shellCommand(step)
+	argv, inMemory, err := j.shellCommand(step)
 	if err != nil {
 		return stepExit{code: -1}, err
 	}
-	if slices.ContainsFunc(argv, func(a string) bool { return strings.HasPrefix(a, memScriptStart) }) {
+	if inMemory {
 		extra = maps.Clone(extra)
 		if extra == nil {
 			extra = map[string]string{}
@@ -957,16 +957,22 @@ func (j *jobRun) workingDirectory(wd string) (string, error) {
 // In an image, the default shell is the image's sh, GitHub's default is
 // its bash if its PATH has one, and a GitLab job's command line follows
 // the image's entrypoint.
-func (j *jobRun) shellCommand(step cikit.Step) ([]string, error) {
-	argv, err := j.shellArgv(step)
-	if err != nil || j.image == nil || j.spec.Format != formatGitLab {
-		return argv, err
+//
+// inMemory says the script is to be written to memory by the command
+// itself (scriptInMemory), which takes it from the environment variable
+// scriptVar.
+func (j *jobRun) shellCommand(step cikit.Step) (argv []string, inMemory bool, err error) {
+	if argv, inMemory, err = j.shellArgv(step); err != nil {
+		return nil, false, err
 	}
-	return append(slices.Clone(j.image.img.Entrypoint), argv...), nil
+	if j.image != nil && j.spec.Format == formatGitLab {
+		argv = append(slices.Clone(j.image.img.Entrypoint), argv...)
+	}
+	return argv, inMemory, nil
 }
 
 // shellArgv is shellCommand without an image's entrypoint.
-func (j *jobRun) shellArgv(step cikit.Step) ([]string, error) {
+func (j *jobRun) shellArgv(step cikit.Step) (argv []string, inMemory bool, err error) {
 	shell := strings.TrimSpace(step.Shell)
 	bash, defaultShell := j.e.bash, j.e.cfg.Shell
 	if j.image != nil {
@@ -990,17 +996,24 @@ func (j *jobRun) shellArgv(step cikit.Step) ([]string, error) {
 	}
 	switch {
 	case shell == "":
-		return []string{defaultShell, "-e", "-c", step.Run}, nil
+		return []string{defaultShell, "-e", "-c", step.Run}, false, nil
 	case shell == "sh":
-		return []string{"sh", "-e", "-c", step.Run}, nil
+		return []string{"sh", "-e", "-c", step.Run}, false, nil
 	case shell == "bash":
-		return []string{"bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step.Run}, nil
+		return []string{"bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", step.Run}, false, nil
 	case strings.Contains(shell, "{0}") && j.scriptInMemory(step.Run):
 		// The script holds a secret: the step's own sh writes it to the
 		// sandbox's /dev/shm, in memory, and runs it from there; it
 		// comes in the environment, never through the runner's disk.
 		var cmd strings.Builder
-		cmd.WriteString(memScriptPrefix)
+		cmd.WriteString(memScriptStart + ` && unset ` + scriptVar)
+		if j.e.sandbox == nil {
+			// On the host, the file is removed when the script ends,
+			// cancelled or not; a sandbox's /dev/shm ends with it.
+			cmd.WriteString(` && trap 'rm -f "$f"' EXIT && trap 'exit 143' TERM && trap 'exit 130' INT &&`)
+		} else {
+			cmd.WriteString(` && exec`)
+		}
 		for _, w := range strings.Fields(shell) {
 			cmd.WriteByte(' ')
 			for i, part := range strings.Split(w, "{0}") {
@@ -1012,36 +1025,28 @@ func (j *jobRun) shellArgv(step cikit.Step) ([]string, error) {
 				}
 			}
 		}
-		if j.e.sandbox == nil {
-			// On the host, the file is removed when the script ends,
-			// cancelled or not; a sandbox's /dev/shm ends with it.
-			c := cmd.String()
-			cmd.Reset()
-			cmd.WriteString(strings.Replace(c, " && exec", ` && trap 'rm -f "$f"' EXIT && trap 'exit 143' TERM && trap 'exit 130' INT &&`, 1))
-		}
-		return []string{"sh", "-c", cmd.String()}, nil
+		return []string{"sh", "-c", cmd.String()}, true, nil
 	case strings.Contains(shell, "{0}"):
 		f, err := os.CreateTemp(j.temp, ".cikit-step-*")
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		_, werr := f.WriteString(step.Run)
 		if err := errors.Join(werr, f.Close(), j.e.own(f.Name())); err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return strings.Fields(strings.ReplaceAll(shell, "{0}", f.Name())), nil
+		return strings.Fields(strings.ReplaceAll(shell, "{0}", f.Name())), false, nil
 	default:
-		return append(strings.Fields(shell), "-c", step.Run), nil
+		return append(strings.Fields(shell), "-c", step.Run), false, nil
 	}
 }
 
 // scriptVar carries a step's script that must not touch the runner's
 // disk (scriptInMemory) to the sh that writes it to memory, the command
-// memScriptPrefix starts.
+// memScriptStart starts.
 const (
-	scriptVar       = "CIKIT_STEP_SCRIPT"
-	memScriptStart  = `f=$(mktemp /dev/shm/cikit-step.XXXXXX) && printf '%s' "${` + scriptVar + `?the step's script did not arrive}" > "$f"`
-	memScriptPrefix = memScriptStart + ` && unset ` + scriptVar + ` && exec`
+	scriptVar      = "CIKIT_STEP_SCRIPT"
+	memScriptStart = `f=$(mktemp /dev/shm/cikit-step.XXXXXX) && printf '%s' "${` + scriptVar + `?the step's script did not arrive}" > "$f"`
 )
 
 // maxScriptVarBytes bounds a script passed in scriptVar: the kernel takes

@@ -73,15 +73,6 @@ func (j *jobRun) fetchSecrets(ctx context.Context) (Result, bool) {
 			return j.fail(cikit.FailureInfrastructure, "secrets: %v", err), false
 		}
 	}
-	if f != nil {
-		all := maps.Clone(j.job.Secrets)
-		if all == nil {
-			all = map[string]string{}
-		}
-		maps.Copy(all, f.Values)
-		j.job.Secrets = all
-		j.idTokens, j.idRequest = f.IDTokens, f.IDTokenRequest
-	}
 	// Masked before any of them can reach a step (Job.Secrets' own are
 	// already): a value refused as too short to mask fails the job,
 	// naming the secret, never the value.
@@ -91,39 +82,46 @@ func (j *jobRun) fetchSecrets(ctx context.Context) (Result, bool) {
 				return j.fail(cikit.FailureConfig, "secret %s cannot be masked in the job's output: %v", name, err), false
 			}
 		}
-	}
-	for _, name := range slices.Sorted(maps.Keys(j.idTokens)) {
-		if err := j.addMask(j.idTokens[name]); err != nil {
-			return j.fail(cikit.FailureConfig, "ID token %s: %v", name, err), false
+		for _, name := range slices.Sorted(maps.Keys(f.IDTokens)) {
+			if err := j.addMask(f.IDTokens[name]); err != nil {
+				return j.fail(cikit.FailureConfig, "ID token %s: %v", name, err), false
+			}
 		}
-	}
-	if j.idRequest != nil {
-		if err := j.addMask(j.idRequest.Token); err != nil {
-			return j.fail(cikit.FailureConfig, "ID token request token: %v", err), false
+		if f.IDTokenRequest != nil {
+			if err := j.addMask(f.IDTokenRequest.Token); err != nil {
+				return j.fail(cikit.FailureConfig, "ID token request token: %v", err), false
+			}
 		}
+		all := maps.Clone(j.job.Secrets)
+		if all == nil {
+			all = map[string]string{}
+		}
+		maps.Copy(all, f.Values)
+		j.job.Secrets = all
+		j.idTokens, j.idRequest = f.IDTokens, f.IDTokenRequest
 	}
 	var missing []string
 	for _, name := range spec.Secrets {
-		if name == "*" {
-			continue
-		}
-		if _, ok := j.secret(name); !ok {
+		if _, ok := j.secret(name); !ok && name != "*" {
 			missing = append(missing, name)
 		}
 	}
+	tokensMissing := false
 	for _, t := range spec.IDTokens {
 		if _, ok := j.idTokens[t.Name]; !ok {
-			missing = append(missing, t.Name+" (an ID token)")
+			missing, tokensMissing = append(missing, t.Name+" (an ID token)"), true
 		}
 	}
 	switch {
 	case len(missing) == 0:
 	case f != nil && f.Withheld && j.github:
 		fmt.Fprintf(j.pw, "--- secrets: withheld: this run is a pull request's from a fork, whose jobs get no secrets; %s read empty\n", strings.Join(missing, ", "))
-	case j.job.FetchSecrets == nil && len(j.job.Secrets) == 0 && len(spec.IDTokens) > 0 && len(missing) == len(spec.IDTokens):
-		return j.fail(cikit.FailureConfig, "the job asks for ID tokens (%s), which this runner cannot get: it runs without a platform that issues them", strings.Join(missing, ", ")), false
 	default:
-		return j.fail(cikit.FailureConfig, "secrets: %s not given to the job: each secret a job names must be set", strings.Join(missing, ", ")), false
+		why := "each secret a job names must be set"
+		if tokensMissing && j.job.FetchSecrets == nil {
+			why = "this runner gets no ID tokens: it runs without a platform that issues them"
+		}
+		return j.fail(cikit.FailureConfig, "secrets: %s not given to the job: %s", strings.Join(missing, ", "), why), false
 	}
 	if f != nil {
 		fmt.Fprintf(j.pw, "--- secrets: %d given, masked in this log\n", len(f.Values))

@@ -39,6 +39,7 @@ import (
 	"github.com/cikit/cikit/fleet/image"
 	"github.com/cikit/cikit/fleet/process"
 	"github.com/cikit/cikit/lease"
+	"github.com/cikit/cikit/secrets"
 )
 
 // Config is the whole configuration of `cikit serve`. The `usage` tag of
@@ -730,8 +731,8 @@ func (c *Config) Validate() error {
 		bad("s3: set both access-key-id and secret-access-key, or neither")
 	}
 	for i, k := range c.Secrets.Keys {
-		if !strings.Contains(k, ":") {
-			bad("secrets.keys[%d]: must be ID:BASE64 (32 bytes, such as from openssl rand -base64 32)", i)
+		if _, err := secrets.ParseKey(k); err != nil {
+			bad("secrets.keys[%d]: %v", i, err)
 		}
 	}
 	for i, t := range c.Secrets.AdminTokens {

@@ -323,6 +323,11 @@ func TestValidate(t *testing.T) {
 		{"max sources", func(c *Config) { c.HTTP.MaxSources = 0 }, "http.max-sources: must be at least 1"},
 		{"trusted proxies", func(c *Config) { c.HTTP.TrustedProxies = []string{"10.0.0.0/8", "proxy.local"} }, `http.trusted-proxies: "proxy.local" is neither an IP address nor a CIDR prefix`},
 		{"s3 secret without key", func(c *Config) { c.S3.SecretAccessKey = "shh" }, "s3: set both access-key-id and secret-access-key, or neither"},
+		{"secrets key not ID:BASE64", func(c *Config) { c.Secrets.Keys = []string{"no-colon"} }, "secrets.keys[0]: secrets: invalid: a key is ID:BASE64"},
+		{"secrets key too short", func(c *Config) { c.Secrets.Keys = []string{"k1:c2hvcnQ="} }, `secrets.keys[0]: secrets: invalid: key "k1" has 5 bytes; a key has 32`},
+		{"short admin token", func(c *Config) { c.Secrets.AdminTokens = []string{"short"} }, "secrets.admin-tokens[0]: must be at least 16 bytes"},
+		{"token ttl", func(c *Config) { c.Secrets.TokenTTL = 2 * time.Hour }, "secrets.token-ttl: must be between 0"},
+		{"postgres roles half set", func(c *Config) { c.Secrets.PostgresRoles.AdminURL = "postgres://db/app" }, "secrets.postgres-roles: set url and roles with admin-url"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

@@ -3,7 +3,6 @@ package platform
 import (
 	"context"
 	"crypto/rand"
-	"encoding/base64"
 	"fmt"
 	"net/http"
 	"strings"
@@ -31,8 +30,15 @@ type platformSecrets struct {
 // claim, saying so.
 func (p *Platform) buildSecrets(ctx context.Context) error {
 	c := p.cfg.Secrets
-	keys := c.Keys
-	if len(keys) == 0 {
+	var ring []secrets.Key
+	for i, k := range c.Keys {
+		key, err := secrets.ParseKey(k)
+		if err != nil {
+			return fmt.Errorf("platform: secrets.keys[%d]: %w", i, err)
+		}
+		ring = append(ring, key)
+	}
+	if len(ring) == 0 {
 		if !p.cfg.Embedded() {
 			p.log.Warn("platform: secrets.keys is not set: jobs get no secrets and no ID tokens, and the ones asking for them fail")
 			return nil
@@ -41,15 +47,7 @@ func (p *Platform) buildSecrets(ctx context.Context) error {
 		// seals what lives as long as it does.
 		raw := make([]byte, secrets.KeyBytes)
 		rand.Read(raw)
-		keys = []string{"embedded:" + base64.StdEncoding.EncodeToString(raw)}
-	}
-	var ring []secrets.Key
-	for i, k := range keys {
-		key, err := secrets.ParseKey(k)
-		if err != nil {
-			return fmt.Errorf("platform: secrets.keys[%d]: %w", i, err)
-		}
-		ring = append(ring, key)
+		ring = []secrets.Key{{ID: "embedded", Secret: raw}}
 	}
 	kr, err := secrets.NewKeyring(ring...)
 	if err != nil {
