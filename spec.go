@@ -96,6 +96,14 @@ type JobSpec struct {
 	IDTokens []IDToken `json:"id_tokens,omitempty"`
 	// Environment is the deployment environment the job targets.
 	Environment *Environment `json:"environment,omitempty"`
+	// Gate, when set, holds the job until a person approves it (see
+	// Gate): a native job's approval:, or what the platform added when
+	// the run was created (environment protection rules, its policy).
+	Gate *Gate `json:"gate,omitempty"`
+	// Admission is what the platform's policy decided for the job when
+	// its run was created; nil where no policy ran (cikit run, a store
+	// used alone). A DENY admission fails the job without running it.
+	Admission *Admission `json:"admission,omitempty"`
 	// Outputs map output names to expressions the runner evaluates at job
 	// end (GitHub's jobs.<id>.outputs). An output (name and value) holds
 	// at most MaxOutputValueBytes, all of a job's at most MaxOutputsBytes;
@@ -503,6 +511,13 @@ func (j *JobSpec) Clone() *JobSpec {
 		c.IDTokens[i].Audience = slices.Clone(c.IDTokens[i].Audience)
 	}
 	c.Environment = clonePtr(j.Environment)
+	c.Gate = j.Gate.clone()
+	if j.Admission != nil {
+		a := *j.Admission
+		a.SecretsScopes, a.RunnerLabelsAllowed = slices.Clone(a.SecretsScopes), slices.Clone(a.RunnerLabelsAllowed)
+		a.TokenPermissions = maps.Clone(a.TokenPermissions)
+		c.Admission = &a
+	}
 	c.Outputs = maps.Clone(j.Outputs)
 	c.Permissions = maps.Clone(j.Permissions)
 	c.Matrix = maps.Clone(j.Matrix)
