@@ -1,6 +1,8 @@
 package cikit
 
 import (
+	"cmp"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -152,4 +154,33 @@ func labelAllowed(patterns []string, label string) bool {
 		}
 	}
 	return ok
+}
+
+// EffectivePermissions returns the permissions of the job's token: those
+// the spec asks for, each capped by its Admission's TokenPermissions
+// ("write" > "read" > "none"; a scope the cap does not name is "none").
+// Without a cap they are the spec's. The result is a new map.
+func EffectivePermissions(spec *JobSpec) map[string]string {
+	if spec.Admission == nil || spec.Admission.TokenPermissions == nil {
+		return maps.Clone(spec.Permissions)
+	}
+	out := make(map[string]string, len(spec.Permissions))
+	for scope, level := range spec.Permissions {
+		cap := cmp.Or(spec.Admission.TokenPermissions[scope], "none")
+		if permissionRank(level) > permissionRank(cap) {
+			level = cap
+		}
+		out[scope] = level
+	}
+	return out
+}
+
+func permissionRank(level string) int {
+	switch level {
+	case "write":
+		return 2
+	case "read":
+		return 1
+	}
+	return 0
 }

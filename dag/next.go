@@ -50,6 +50,10 @@ const (
 	// EventRelease makes READY a DELAYED job whose StartIn has passed;
 	// the stores' JobsRelease applies it on their clock.
 	EventRelease
+	// EventReject is a reviewer rejecting a gated job waiting MANUAL
+	// (cikit.JobSpec.Gate): it becomes FAILED with Event.Reason, of
+	// class cikit.FailurePolicy, with the consequences of any failure.
+	EventReject
 	// eventExpandFailed fails a placeholder (Node.Expand) whose
 	// expansion failed: PENDING becomes FAILED, with the consequences of
 	// any failure. Stores apply it in the write that tried to expand.

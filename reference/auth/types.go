@@ -1,6 +1,7 @@
 package auth
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -134,3 +135,17 @@ var (
 	// the session's CSRF token (403).
 	ErrCSRF = errors.New("auth: missing or wrong CSRF token")
 )
+
+type principalKey struct{}
+
+// NewContext returns ctx carrying p, as the authentication middleware
+// passes the request's principal to its handlers.
+func NewContext(ctx context.Context, p *Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// FromContext returns the principal ctx carries, nil for none.
+func FromContext(ctx context.Context) *Principal {
+	p, _ := ctx.Value(principalKey{}).(*Principal)
+	return p
+}
