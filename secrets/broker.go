@@ -97,6 +97,13 @@ type Want struct {
 	Attempt int
 	// Names are the secrets the job's spec names.
 	Names []string
+	// Admission is the job's stored admission (cikit.JobSpec.Admission),
+	// nil when no policy decided. When set, its SecretsScopes are the
+	// scopes the job may read, in their order, instead of
+	// BrokerConfig.Scopes' mapping of the token: the platform's policy
+	// decides, forks included. No scope at all withholds every secret,
+	// as for a fork without a policy.
+	Admission *cikit.Admission
 }
 
 // Grant is what a Broker released for one job attempt.
@@ -193,15 +200,27 @@ func (b *Broker) Release(ctx context.Context, token string, w Want) (*Grant, err
 		}
 	}
 	g := &Grant{Values: map[string]string{}, From: map[string]Scope{}, Claims: c}
-	if c.Fork {
+	withheld := c.Fork
+	if w.Admission != nil {
+		if g.Scopes, err = admittedScopes(w.Admission.SecretsScopes); err != nil {
+			return nil, err
+		}
+		withheld = len(g.Scopes) == 0
+	} else if !withheld {
+		g.Scopes = b.cfg.Scopes(c)
+	}
+	if withheld {
 		if err := b.cfg.Replays.Use(ctx, c.ID, c.Expiry); err != nil {
 			return nil, err
 		}
-		g.Withheld = true
-		b.log.Info("secrets: withheld from a pull request from a fork", "run", w.RunID, "job", w.JobID, "attempt", w.Attempt, "repository", c.Repository)
+		g.Withheld, g.Scopes = true, nil
+		why := "a pull request from a fork"
+		if w.Admission != nil {
+			why = "the policy's admission: " + w.Admission.Reason
+		}
+		b.log.Info("secrets: withheld", "why", why, "run", w.RunID, "job", w.JobID, "attempt", w.Attempt, "repository", c.Repository)
 		return g, nil
 	}
-	g.Scopes = b.cfg.Scopes(c)
 	owner := Owner(w.RunID, w.JobID, w.Attempt)
 	missing := names
 	if len(g.Scopes) > 0 {
@@ -297,6 +316,28 @@ func (b *Broker) End(ctx context.Context, runID, jobID string, attempt int) erro
 	}
 	return b.cfg.Leases.End(ctx, Owner(runID, jobID, attempt))
 }
+
+// admittedScopes parses the scopes of an admission. A scope that does not
+// parse is the policy's mistake, refused rather than skipped.
+func admittedScopes(list []string) ([]Scope, error) {
+	if len(list) > MaxAdmittedScopes {
+		return nil, fmt.Errorf("%w: the admission names %d secret scopes; at most %d", ErrInvalid, len(list), MaxAdmittedScopes)
+	}
+	out := make([]Scope, 0, len(list))
+	for _, s := range list {
+		sc, err := ParseScope(s)
+		if err != nil {
+			return nil, fmt.Errorf("%w: the admission's secret scope %q: %w", ErrInvalid, s, err)
+		}
+		if !slices.Contains(out, sc) {
+			out = append(out, sc)
+		}
+	}
+	return out, nil
+}
+
+// MaxAdmittedScopes bounds the secret scopes of an admission.
+const MaxAdmittedScopes = 64
 
 // ScopesFor is the default mapping of a verified identity to the scopes
 // its job may read, narrowest first: the environment the job deploys to
