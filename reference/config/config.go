@@ -27,6 +27,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"path"
 	"path/filepath"
 	"reflect"
 	"runtime"
@@ -71,6 +72,8 @@ type Config struct {
 	Webhooks  Webhooks  `yaml:"webhooks"`
 	Runners   Runners   `yaml:"runners"`
 	Secrets   Secrets   `yaml:"secrets"`
+	Auth      Auth      `yaml:"auth"`
+	Policy    Policy    `yaml:"policy"`
 	Artifacts Artifacts `yaml:"artifacts"`
 	Limits    Limits    `yaml:"limits"`
 	Log       Log       `yaml:"log"`
@@ -108,6 +111,13 @@ type HTTP struct {
 	// whose X-Forwarded-For names the client; without them a client is
 	// the connection's address.
 	TrustedProxies []string `yaml:"trusted-proxies" usage:"proxies (addresses or CIDR prefixes) whose X-Forwarded-For names the client (empty: the connection's address)"`
+	// RunnerListen and WebhookListen, when set, are addresses of their
+	// own for the runner API (/v1/) and the webhooks (/webhooks/), which
+	// keep their own signed credentials: a network that lets runners and
+	// forges in need not expose the API and the UI. The main listener
+	// then serves neither.
+	RunnerListen  string `yaml:"runner-listen" usage:"a listener of its own for the runner API, host:port (empty: the main listener)"`
+	WebhookListen string `yaml:"webhook-listen" usage:"a listener of its own for webhooks, host:port (empty: the main listener)"`
 }
 
 // Postgres is the system of record. Without a URL, runs, jobs, leases and
@@ -401,6 +411,80 @@ type Artifacts struct {
 	// PruneInterval is how often expired artifacts, abandoned uploads
 	// and evicted caches are deleted.
 	PruneInterval time.Duration `yaml:"prune-interval" usage:"how often expired artifacts and caches are deleted (0: 10 minutes)"`
+}
+
+// Auth is who may use the API and the web UI. Every API route needs a
+// principal with a role: an API token (Authorization: Bearer) or a web
+// session made by signing in through an OpenID Connect provider. On its
+// first start the platform makes an admin token and prints it once.
+type Auth struct {
+	OIDC AuthOIDC `yaml:"oidc"`
+	// SessionTTL is how long a web session lasts from sign-in;
+	// SessionIdle how long it lasts unused.
+	SessionTTL  time.Duration `yaml:"session-ttl" usage:"how long a web session lasts after sign-in (0: 12h)"`
+	SessionIdle time.Duration `yaml:"session-idle" usage:"how long an unused web session lasts (0: 2h)"`
+	// TokenTTL is an API token's lifetime when its maker asks none;
+	// TokenMaxTTL the longest anyone may ask.
+	TokenTTL    time.Duration `yaml:"token-ttl" usage:"an API token's lifetime when none is asked (0: 90 days)"`
+	TokenMaxTTL time.Duration `yaml:"token-max-ttl" usage:"the longest lifetime of an API token (0: 1 year)"`
+}
+
+// AuthOIDC is the OpenID Connect provider people sign in to the web UI
+// with (GitLab, Google, Keycloak, Dex, any issuer with discovery). Without
+// an issuer the web UI takes no sign-in and the API only tokens.
+type AuthOIDC struct {
+	Issuer       string   `yaml:"issuer" usage:"the OIDC issuer URL people sign in with (empty: no web sign-in)"`
+	ClientID     string   `yaml:"client-id" usage:"the platform's OIDC client id"`
+	ClientSecret string   `yaml:"client-secret" usage:"the platform's OIDC client secret"`
+	Scopes       []string `yaml:"scopes" usage:"OIDC scopes asked besides openid (default: profile, email)"`
+	// AllowedDomains, when set, admits only users whose verified email
+	// is in one of these domains.
+	AllowedDomains []string `yaml:"allowed-domains" usage:"email domains whose users may sign in (empty: any)"`
+	// DefaultRoles are granted to a user on their first sign-in, as
+	// ROLE or ROLE:ORG or ROLE:ORG/REPO ("read:acme").
+	DefaultRoles []string `yaml:"default-roles" usage:"roles a new user gets, ROLE[:ORG[/REPO]] (empty: none)"`
+}
+
+// Policy is what jobs may do: the OPA policy deciding, for each job of
+// each run, allow, require_approval or deny and what the job gets, and
+// the protection rules of refs and environments.
+type Policy struct {
+	// File is a Rego policy (package cikit.policy, defining decision)
+	// replacing the built-in default; it is checked at start, and
+	// reloaded when it changes (every Watch), on SIGHUP and on POST
+	// /api/v1/policy/reload. A broken file is refused with its error
+	// positions and the policy in force stays.
+	File  string        `yaml:"file" usage:"a Rego policy file replacing the default policy (empty: the default)"`
+	Watch time.Duration `yaml:"watch" usage:"how often the policy file is checked for changes (0: 10s; -1ns: never)"`
+	// ProtectedBranches and ProtectedTags are patterns (path.Match) of
+	// the refs the policy's input calls protected; the default branch
+	// always is.
+	ProtectedBranches []string `yaml:"protected-branches" usage:"patterns of protected branches, besides the default branch"`
+	ProtectedTags     []string `yaml:"protected-tags" usage:"patterns of protected tags (empty: none)"`
+	// ApprovalExpiry is how long a gated job waits for a decision before
+	// it fails unapproved.
+	ApprovalExpiry time.Duration `yaml:"approval-expiry" usage:"how long a job waits for approval before it fails (0: 72h)"`
+	// Environments are the protection rules of deployment environments
+	// (in the file only): required reviewers, a wait timer, the refs
+	// that may deploy.
+	Environments []Environment `yaml:"environments" config:"file-only"`
+}
+
+// Environment is the protection rule of the environments named Name in
+// the repositories Repos match, as GitHub's environment settings: a job
+// deploying to it waits for one of Reviewers to approve (when any are
+// named), then WaitTimer; and only Refs may deploy to it.
+type Environment struct {
+	Name string `yaml:"name"`
+	// Repos are patterns of org/repo (default: every repository).
+	Repos []string `yaml:"repos"`
+	// Reviewers are logins; "role:approve" is anyone with the approve
+	// role on the repository.
+	Reviewers []string      `yaml:"reviewers"`
+	WaitTimer time.Duration `yaml:"wait-timer"`
+	// Refs are patterns of the branches and tags that may deploy
+	// ("main", "release/*", "v*"); empty: any.
+	Refs []string `yaml:"refs"`
 }
 
 // Limits bound what one push may cost. Zero is each limit's default, the
@@ -746,6 +830,7 @@ func (c *Config) Validate() error {
 	if pr := c.Secrets.PostgresRoles; pr.AdminURL != "" && (pr.URL == "" || len(pr.Roles) == 0) {
 		bad("secrets.postgres-roles: set url and roles with admin-url")
 	}
+	errs = append(errs, c.validateTrust()...)
 	return errors.Join(errs...)
 }
 
@@ -791,4 +876,124 @@ type PostgresRoles struct {
 // envName turns a setting's dotted name into its environment variable.
 func envName(path string) string {
 	return "CIKIT_" + strings.ToUpper(strings.NewReplacer(".", "_", "-", "_").Replace(path))
+}
+
+// Bounds of the policy settings.
+const (
+	// MaxEnvironments bounds policy.environments.
+	MaxEnvironments = 256
+	// MaxWaitTimer is the longest wait timer of an environment, as
+	// GitHub's (30 days).
+	MaxWaitTimer = 30 * 24 * time.Hour
+)
+
+// validateTrust checks the auth and policy settings.
+func (c *Config) validateTrust() []error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	for _, l := range []struct{ name, addr string }{{"http.runner-listen", c.HTTP.RunnerListen}, {"http.webhook-listen", c.HTTP.WebhookListen}} {
+		if l.addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(l.addr); err != nil {
+			bad("%s: must be host:port, not %q", l.name, l.addr)
+		}
+	}
+	o := c.Auth.OIDC
+	if o.Issuer != "" {
+		if u, err := url.Parse(o.Issuer); err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			bad("auth.oidc.issuer: %q is not an http(s) URL", o.Issuer)
+		}
+		if o.ClientID == "" {
+			bad("auth.oidc.client-id: required with auth.oidc.issuer")
+		}
+	} else if o.ClientID != "" || o.ClientSecret != "" {
+		bad("auth.oidc.client-id and client-secret need auth.oidc.issuer")
+	}
+	for _, r := range o.DefaultRoles {
+		if _, _, _, err := ParseRoleGrant(r); err != nil {
+			bad("auth.oidc.default-roles: %v", err)
+		}
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"auth.session-ttl", c.Auth.SessionTTL}, {"auth.session-idle", c.Auth.SessionIdle}, {"auth.token-ttl", c.Auth.TokenTTL}, {"auth.token-max-ttl", c.Auth.TokenMaxTTL}, {"policy.approval-expiry", c.Policy.ApprovalExpiry}} {
+		if d.v < 0 {
+			bad("%s: must not be negative, got %s", d.name, d.v)
+		}
+	}
+	if c.Auth.TokenMaxTTL > 0 && c.Auth.TokenTTL > c.Auth.TokenMaxTTL {
+		bad("auth.token-ttl (%s) is longer than auth.token-max-ttl (%s)", c.Auth.TokenTTL, c.Auth.TokenMaxTTL)
+	}
+	if c.Policy.Watch < -1 {
+		bad("policy.watch: %s; 0 for the default, -1ns never", c.Policy.Watch)
+	}
+	pattern := func(setting, p string) {
+		if _, err := path.Match(p, ""); err != nil || p == "" {
+			bad("%s: %q is not a pattern (path.Match: * ? [ranges])", setting, p)
+		}
+	}
+	for _, p := range c.Policy.ProtectedBranches {
+		pattern("policy.protected-branches", p)
+	}
+	for _, p := range c.Policy.ProtectedTags {
+		pattern("policy.protected-tags", p)
+	}
+	if len(c.Policy.Environments) > MaxEnvironments {
+		bad("policy.environments: %d rules; at most %d", len(c.Policy.Environments), MaxEnvironments)
+	}
+	for i, e := range c.Policy.Environments {
+		at := fmt.Sprintf("policy.environments[%d]", i)
+		if e.Name == "" || len(e.Name) > 255 {
+			bad("%s.name: must be 1 to 255 bytes, got %q", at, e.Name)
+		}
+		for _, p := range e.Repos {
+			pattern(at+".repos", p)
+		}
+		for _, p := range e.Refs {
+			pattern(at+".refs", p)
+		}
+		if len(e.Reviewers) > 64 {
+			bad("%s.reviewers: %d; at most 64", at, len(e.Reviewers))
+		}
+		for _, r := range e.Reviewers {
+			if r == "" || len(r) > 64 || strings.ContainsAny(r, " \t\r\n,") {
+				bad("%s.reviewers: %q is not a login or role:approve", at, r)
+			}
+		}
+		if e.WaitTimer < 0 || e.WaitTimer > MaxWaitTimer {
+			bad("%s.wait-timer: %s; from 0 to 30 days", at, e.WaitTimer)
+		}
+	}
+	return errs
+}
+
+// ParseRoleGrant parses ROLE, ROLE:ORG or ROLE:ORG/REPO, as
+// auth.oidc.default-roles writes a grant: the role's name and where it
+// applies (org and repo empty: the whole platform). The last path
+// element is the repository: "read:acme/platform/api" is repository api
+// of the GitLab group acme/platform.
+func ParseRoleGrant(s string) (role, org, repo string, err error) {
+	role, where, placed := strings.Cut(s, ":")
+	if placed && where == "" {
+		return "", "", "", fmt.Errorf("%q: the place after the colon is missing: ROLE, ROLE:ORG or ROLE:ORG/REPO", s)
+	}
+	switch role {
+	case "read", "trigger", "approve", "admin":
+	default:
+		return "", "", "", fmt.Errorf("%q: the role must be read, trigger, approve or admin", s)
+	}
+	if where == "" {
+		return role, "", "", nil
+	}
+	if i := strings.LastIndexByte(where, '/'); i >= 0 {
+		org, repo = where[:i], where[i+1:]
+	} else {
+		org = where
+	}
+	if org == "" || strings.Contains(where, "//") || strings.HasSuffix(where, "/") || strings.ContainsAny(where, " \t\r\n") {
+		return "", "", "", fmt.Errorf("%q: the place must be ORG or ORG/REPO", s)
+	}
+	return role, org, repo, nil
 }

@@ -464,7 +464,7 @@ func TestHelpHidesSecrets(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"postgres.url", "redis.url", "s3.access-key-id", "s3.secret-access-key", "vcs.github.token", "vcs.gitlab.token",
 		"webhooks.github-secrets", "webhooks.gitlab-tokens", "webhooks.standard-secrets", "runners.registration-tokens", "runners.signing-keys",
-		"secrets.keys", "secrets.admin-tokens", "secrets.postgres-roles.admin-url", "secrets.postgres-roles.url"}, secret)
+		"secrets.keys", "secrets.admin-tokens", "secrets.postgres-roles.admin-url", "secrets.postgres-roles.url", "auth.oidc.client-secret"}, secret)
 }
 
 // TestRunnerImages: the local runners' images are under the data

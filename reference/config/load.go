@@ -39,7 +39,7 @@ func walk(v reflect.Value, prefix string, out *[]Setting) {
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name := strings.Split(f.Tag.Get("yaml"), ",")[0]
-		if name == "" || name == "-" {
+		if name == "" || name == "-" || f.Tag.Get("config") == "file-only" {
 			continue
 		}
 		path := prefix + name
@@ -104,7 +104,7 @@ func (s Setting) String() string {
 // do not show.
 func (s Setting) secret() bool {
 	leaf := s.Name[strings.LastIndexByte(s.Name, '.')+1:]
-	return strings.Contains(leaf, "token") && leaf != "token-ttl" || strings.Contains(leaf, "secret") || strings.HasSuffix(leaf, "-keys") || leaf == "keys" ||
+	return strings.Contains(leaf, "token") && leaf != "token-ttl" && leaf != "token-max-ttl" || strings.Contains(leaf, "secret") || strings.HasSuffix(leaf, "-keys") || leaf == "keys" ||
 		slices.Contains([]string{"s3.access-key-id", "postgres.url", "redis.url", "secrets.postgres-roles.admin-url", "secrets.postgres-roles.url"}, s.Name)
 }
 
