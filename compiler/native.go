@@ -249,7 +249,7 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 		case "environment":
 			tplNodes[tplEnvironment] = v
 			if j.spec.Environment = c.nativeEnvironment(v, own); j.spec.Environment != nil {
-				warn(k.key, "the environment chooses the secrets the job reads, and the platform's protection rules and policy for it apply; no deployment is recorded yet")
+				warn(k.key, "environment chooses the secrets the job reads, and the platform's protection rules and policy for it apply; no deployment is recorded yet")
 			}
 		case "cache":
 			tplNodes[tplCache] = v
