@@ -59,15 +59,32 @@ type admitFixture struct {
 	statuses *status.Reporter
 }
 
+// admitStores are the run stores the admission tests run on that store
+// what Admit set: the specs it changed must survive the store.
+var admitStores = map[string]func(t *testing.T) (ingest.RunStore, dag.Store){
+	"memory": func(*testing.T) (ingest.RunStore, dag.Store) {
+		d := dag.NewMemoryStore(dag.MemoryConfig{})
+		return ingest.NewMemoryRunStore(d, nil), d
+	},
+	"postgres": func(t *testing.T) (ingest.RunStore, dag.Store) { return newPostgresRunStore(t, nil) },
+}
+
 // newAdmitFixture is an Ingester over memory stores whose repository
 // acme/api has files at commit "head", with an admitter as Admit and,
 // when statuses is set, a status reporter.
 func newAdmitFixture(t *testing.T, files map[string]string, statuses bool) *admitFixture {
 	t.Helper()
-	f := &admitFixture{vcs: &vcs.Memory{}, dag: dag.NewMemoryStore(dag.MemoryConfig{}), admit: &admitter{}}
+	return newAdmitFixtureOn(t, admitStores["memory"], files, statuses)
+}
+
+// newAdmitFixtureOn is newAdmitFixture over the stores stores makes.
+func newAdmitFixtureOn(t *testing.T, stores func(t *testing.T) (ingest.RunStore, dag.Store), files map[string]string, statuses bool) *admitFixture {
+	t.Helper()
+	runs, d := stores(t)
+	f := &admitFixture{vcs: &vcs.Memory{}, dag: d, admit: &admitter{}}
 	f.vcs.AddCommit("acme/api", "head", files)
 	f.vcs.SetRef("acme/api", "main", "head")
-	cfg := ingest.IngesterConfig{Runs: ingest.NewMemoryRunStore(f.dag, nil), VCS: f.vcs, Debounce: -1, Admit: f.admit.admit}
+	cfg := ingest.IngesterConfig{Runs: runs, VCS: f.vcs, Debounce: -1, Admit: f.admit.admit}
 	if statuses {
 		f.statuses = runReporter(t, f.vcs)
 		cfg.Statuses = f.statuses
@@ -101,8 +118,17 @@ func admitPush(delivery string, paths []string) *ingest.Event {
 // what the store holds.
 func TestAdmitChangesTheSpecs(t *testing.T) {
 	t.Parallel()
+	for name, stores := range admitStores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testAdmitChangesTheSpecs(t, stores)
+		})
+	}
+}
+
+func testAdmitChangesTheSpecs(t *testing.T, stores func(t *testing.T) (ingest.RunStore, dag.Store)) {
 	ctx := context.Background()
-	f := newAdmitFixture(t, map[string]string{
+	f := newAdmitFixtureOn(t, stores, map[string]string{
 		".cikit.yml":               "jobs:\n  build:\n    steps: [make]\n  deploy:\n    needs: [build]\n    steps: [make deploy]\n",
 		".github/workflows/ci.yml": ghCI,
 	}, false)
@@ -185,8 +211,17 @@ func TestAdmitFactsPipelineFileChanged(t *testing.T) {
 // run's context.
 func TestAdmitRefuses(t *testing.T) {
 	t.Parallel()
+	for name, stores := range admitStores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testAdmitRefuses(t, stores)
+		})
+	}
+}
+
+func testAdmitRefuses(t *testing.T, stores func(t *testing.T) (ingest.RunStore, dag.Store)) {
 	ctx := context.Background()
-	f := newAdmitFixture(t, map[string]string{
+	f := newAdmitFixtureOn(t, stores, map[string]string{
 		".cikit.yml":               "jobs:\n  build:\n    steps: [make]\n",
 		".github/workflows/ci.yml": "on: pull_request\njobs:\n  lint:\n    runs-on: ubuntu-latest\n    steps: [{run: make lint}]\n",
 	}, true)
