@@ -41,6 +41,10 @@ type RunContext struct {
 	// runs get a cache scope of their own that trusted branches never
 	// read.
 	Fork bool `json:"fork,omitempty"`
+	// AuthorAssociation is how a pull request's author is related to the
+	// repository, as GitHub says ("OWNER", "FIRST_TIME_CONTRIBUTOR" …);
+	// empty for other events and where the forge does not say (GitLab).
+	AuthorAssociation string `json:"author_association,omitempty"`
 	// DefaultBranch is the repository's default branch, when known.
 	DefaultBranch string `json:"default_branch,omitempty"`
 	// Actor is who caused the event: the pusher, the person who started

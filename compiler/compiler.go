@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"slices"
 
 	"go.yaml.in/yaml/v3"
 
@@ -176,6 +177,14 @@ type Plan struct {
 	// Jobs are the jobs in file order. Job.Needs holds the effective
 	// needs: the explicit ones, or those implied by stage order.
 	Jobs []*cikit.JobSpec
+	// Files are the repository files whose content the plan was
+	// compiled from: File first, then those it includes or calls
+	// (GitLab's include:local, GitHub's local reusable workflows), each
+	// once, in the order first read. A change to any of them may change
+	// the plan, which is what a platform's policy asks when it holds
+	// runs whose pipeline a pull request edits. Files only tested for
+	// existence (GitLab's rules:exists) are not among them.
+	Files []string
 
 	graph *dag.Graph
 }
@@ -252,6 +261,7 @@ func compile(ctx context.Context, src FileSource, path string, data []byte, opts
 		return nil, diags, nil
 	}
 	plan := &Plan{File: path, Format: format, Name: d.name, Triggers: d.triggers, Concurrency: d.concurrency, Stages: d.stages, Env: d.env, graph: d.graph}
+	plan.Files = append([]string{path}, slices.DeleteFunc(c.read, func(f string) bool { return f == path })...)
 	plan.Jobs = make([]*cikit.JobSpec, len(d.jobs))
 	for i, j := range d.jobs {
 		j.spec.Format = string(format)

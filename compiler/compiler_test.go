@@ -394,3 +394,33 @@ func TestNativeTriggered(t *testing.T) {
 		require.NotEmpty(t, reason)
 	}
 }
+
+// TestPlanFiles: a plan names the files it was compiled from, the
+// compiled one first and each included one once, in the order read; a
+// file rules:exists only looks for is not one of them, and a pipeline
+// compiled from bytes names its own path.
+func TestPlanFiles(t *testing.T) {
+	t.Parallel()
+	src := fstestSource{
+		".gitlab-ci.yml": `include:
+  - local: ci/build.yml
+  - local: ci/test.yml
+  - local: ci/build.yml
+lint:
+  rules: [{exists: [go.mod]}]
+  script: [make lint]
+`,
+		"ci/build.yml": "build:\n  script: [make]\n",
+		"ci/test.yml":  "include: [{local: ci/build.yml}]\ntest:\n  script: [make test]\n",
+		"go.mod":       "module example.com/m\n",
+	}
+	plan, diags, err := compiler.Compile(t.Context(), src, ".gitlab-ci.yml", compiler.Options{})
+	require.NoError(t, err)
+	require.False(t, compiler.HasErrors(diags), "%v", diags)
+	require.Equal(t, []string{".gitlab-ci.yml", "ci/build.yml", "ci/test.yml"}, plan.Files)
+
+	plan, diags, err = compiler.CompileBytes(".cikit.yml", []byte("jobs:\n  build:\n    steps: [make]\n"), compiler.Options{})
+	require.NoError(t, err)
+	require.Empty(t, diags)
+	require.Equal(t, []string{".cikit.yml"}, plan.Files)
+}

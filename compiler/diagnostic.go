@@ -117,6 +117,10 @@ type checker struct {
 	ctx  context.Context
 	src  FileSource // nil when compiling bytes alone
 	opts Options
+	// read are the files read through src for the pipeline's content
+	// (includes, called workflows), in the order first read: Plan.Files
+	// after the compiled file.
+	read []string
 	// nodeFiles names the file of nodes read from other files than the
 	// compiled one (included files), so that findings about them, also
 	// those of link, name the file they are written in.
@@ -312,6 +316,9 @@ func (c *checker) readFile(path string, n *yaml.Node) ([]byte, bool) {
 		return nil, false
 	}
 	data, err := readMax(c.ctx, c.src, path, c.opts.maxFileBytes())
+	if err == nil && !slices.Contains(c.read, path) {
+		c.read = append(c.read, path)
+	}
 	if tl, ok := errors.AsType[*FileTooLargeError](err); ok {
 		return nil, c.fileFits(tl.Size, path, n)
 	}

@@ -56,6 +56,7 @@
 //	environment: {name: production, url: https://example.com}
 //	secrets: [DEPLOY_TOKEN]
 //	checkout: {depth: 0, submodules: recursive, strategy: clone, path: src}
+//	approval: {reason: deployment to production, reviewers: [alice, "role:release"], wait_timer: 10m, expires: 72h}
 //
 // The runner puts the run's commit into the workspace before the first
 // step (JobSpec.Checkout): by default a shallow fetch into the
@@ -65,7 +66,19 @@
 // path a folder of the workspace; `checkout: false` is no checkout at
 // all, the workspace starting empty.
 //
-// and the pipeline may say what triggers it, with GitHub's filter
+// A job with approval waits, once its needs are done, until a person
+// approves it (JobSpec.Gate, the job MANUAL meanwhile): `approval: true`
+// with the reason "approval required by the pipeline"
+// (DefaultApprovalReason), or a mapping whose reason says why (at most
+// cikit.MaxGateTextBytes), reviewers who may approve (user names, or
+// "role:NAME"; at most cikit.MaxGateReviewers; by default anyone with the
+// approve role), wait_timer how long the job still waits after the
+// approval and expires how long an approval may take before the job
+// fails (Go durations from 0 to 720h, MaxApprovalDuration).
+// `approval: false` is no gate. The platform may add reasons and
+// reviewers of its own (environment protection rules, its policy).
+//
+// The pipeline may also say what triggers it, with GitHub's filter
 // patterns ("**" crosses directories, "!" excludes):
 //
 //	on:

@@ -289,7 +289,7 @@ func (g *ghCompiler) job(wf *ghWorkflow, e entry) *ghJob {
 		case "environment":
 			j.environment = g.environment(k, j.id)
 			if j.environment != nil {
-				g.warn(j, k.key, "environment is not tracked yet: no deployment is recorded and its protection rules do not apply (it does choose the secrets the job reads)")
+				g.warn(j, k.key, "environment chooses the secrets the job reads, and the platform's protection rules and policy for it apply; no deployment is recorded yet")
 			}
 			if e := j.environment; e != nil {
 				g.use(&j.exprs, e.name, ghAtJob, 0)

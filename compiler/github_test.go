@@ -247,6 +247,7 @@ jobs:
 	require.Nil(t, plan.Job("release/publish").If)
 	require.Equal(t, []string{"release/build", "release/publish"}, plan.Job("notify").Needs)
 	require.Equal(t, "echo ${{ needs['release/publish'].outputs.version }}", plan.Job("notify").Steps[0].Run)
+	require.Equal(t, []string{".github/workflows/ci.yml", ".github/workflows/release.yml"}, plan.Files, "the workflow and the one it calls")
 
 	plan, diags, err = compiler.Compile(context.Background(), src, ".github/workflows/ci.yml", compiler.Options{Event: &compiler.Event{Name: "push", Ref: "refs/heads/dev"}})
 	require.NoError(t, err)

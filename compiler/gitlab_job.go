@@ -330,7 +330,7 @@ func (r *glReader) key(k glEntry) {
 		g.parallel(r.j, v)
 	case "environment":
 		if s.Environment = g.environment(v); s.Environment != nil {
-			r.warn(k.key, "environment %q is not tracked yet: no deployment is recorded and its protection rules do not apply (it does choose the secrets the job reads)", s.Environment.Name)
+			r.warn(k.key, "environment %q chooses the secrets the job reads, and the platform's protection rules and policy for it apply; no deployment is recorded yet", s.Environment.Name)
 		}
 	case "resource_group":
 		if grp, ok := g.str(v, k.name); ok && grp != "" {

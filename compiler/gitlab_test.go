@@ -309,3 +309,48 @@ func TestGitLabExitCodes(t *testing.T) {
 		require.Empty(t, job.Warnings, c.name)
 	}
 }
+
+// TestGitLabManualAllowFailure: as in GitLab, a when: manual job without
+// rules may fail (it does not block what comes after it: nobody may ever
+// start it), and one made manual by its rules blocks the pipeline until
+// it is started and passes, unless allow_failure: true is written, on
+// the job or on the rule.
+func TestGitLabManualAllowFailure(t *testing.T) {
+	t.Parallel()
+	src := []byte(`
+plain:
+  when: manual
+  script: make
+plain-blocking:
+  when: manual
+  allow_failure: false
+  script: make
+ruled:
+  rules: [{when: manual}]
+  script: make
+ruled-job-may-fail:
+  rules: [{when: manual}]
+  allow_failure: true
+  script: make
+ruled-rule-may-fail:
+  rules: [{when: manual, allow_failure: true}]
+  script: make
+ruled-rule-blocks:
+  rules: [{when: manual, allow_failure: false}]
+  allow_failure: true
+  script: make
+`)
+	plan, diags, err := compiler.CompileBytes(".gitlab-ci.yml", src, compiler.Options{Event: &compiler.Event{Name: "push", Branch: "main", DefaultBranch: "main"}})
+	require.NoError(t, err)
+	require.Empty(t, diags)
+	for id, mayFail := range map[string]bool{
+		"plain": true, "plain-blocking": false,
+		"ruled": false, "ruled-job-may-fail": true, "ruled-rule-may-fail": true, "ruled-rule-blocks": false,
+	} {
+		j := plan.Job(id)
+		require.NotNil(t, j, id)
+		require.Equal(t, cikit.WhenManual, j.When, id)
+		require.Equal(t, mayFail, j.AllowFailure, id)
+		require.Nil(t, j.Gate, "%s: a manual job waits for anyone who may start it, not for an approval", id)
+	}
+}

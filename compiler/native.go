@@ -15,7 +15,7 @@ import (
 // Valid keys, sorted: they are listed in messages as they are.
 var (
 	nativeTopKeys = []string{"env", "jobs", "stages"}
-	nativeJobKeys = []string{"allow_failure", "artifacts", "cache", "checkout", "concurrency", "env", "environment", "if", "image",
+	nativeJobKeys = []string{"allow_failure", "approval", "artifacts", "cache", "checkout", "concurrency", "env", "environment", "if", "image",
 		"matrix", "name", "needs", "retry", "runs_on", "secrets", "services", "stage", "steps", "timeout"}
 	nativeStepKeys = []string{"env", "name", "run"}
 )
@@ -249,7 +249,7 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 		case "environment":
 			tplNodes[tplEnvironment] = v
 			if j.spec.Environment = c.nativeEnvironment(v, own); j.spec.Environment != nil {
-				warn(k.key, "environment is not tracked yet: no deployment is recorded (it does choose the secrets the job reads)")
+				warn(k.key, "environment chooses the secrets the job reads, and the platform's protection rules and policy for it apply; no deployment is recorded yet")
 			}
 		case "cache":
 			tplNodes[tplCache] = v
@@ -269,6 +269,8 @@ func (c *checker) nativeJob(e entry, d *draft, declared bool, stageIndex map[str
 			steps, stepsKey = v, k.key
 		case "allow_failure":
 			j.spec.AllowFailure = c.boolean(v, k.name, own)
+		case "approval":
+			j.spec.Gate = c.nativeApproval(v, own)
 		case "timeout":
 			j.spec.Timeout = c.timeout(v, own)
 		default:

@@ -190,6 +190,9 @@ func (c *checker) expandNative(j *jobDecl, m *matrixDecl, vals []*yaml.Node) []*
 		spec.MatrixOf = j.spec.ID
 		spec.Matrix = values
 		spec.MatrixJSON = matrixJSON(v.values)
+		// Each variant is gated on its own, so that a platform adding
+		// to one's gate leaves the others'.
+		spec.Gate = j.spec.Gate.Merge(nil)
 		if spec.Name == j.spec.ID {
 			spec.Name = spec.ID
 		}

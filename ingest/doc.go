@@ -79,7 +79,11 @@
 // matched against the commit's files when the provider is a
 // vcs.FileLister). A file that does not compile, for a reason other than
 // having no job for the event, runs nothing and gets a failure commit
-// status saying why (IngesterConfig.Statuses). RunStore.CreateRuns then
+// status saying why (IngesterConfig.Statuses). The platform's policy is
+// then asked about each run (IngesterConfig.Admit, with AdmitFacts: the
+// changed files and whether the pipeline may have been edited): it may
+// gate jobs or set their admission, refuse the event (ErrRefused: no
+// run, a failure status) or fail for now (retried). RunStore.CreateRuns then
 // writes the delivery's record and the runs in one transaction, so that
 // each delivery (and each replay of its body under another id: the
 // SemanticKey) makes its runs once, and events older than their ref's

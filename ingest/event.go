@@ -81,6 +81,15 @@ type Event struct {
 	// Fork is true for a pull request from another repository, which gets
 	// no secrets.
 	Fork bool `json:"fork,omitempty"`
+	// AuthorAssociation is how the author of a pull request is related
+	// to the repository, as GitHub's pull_request.author_association
+	// says: "OWNER", "MEMBER", "COLLABORATOR", "CONTRIBUTOR",
+	// "FIRST_TIME_CONTRIBUTOR", "FIRST_TIMER" or "NONE". A policy reads
+	// it to hold the pull requests of newcomers. Empty for other kinds,
+	// for GitLab (whose merge request payload has no such field) and
+	// when the payload's value is not one word of at most
+	// MaxAuthorAssociationBytes capital letters and underscores.
+	AuthorAssociation string `json:"author_association,omitempty"`
 	// PRNumber is the pull or merge request's number (GitLab's iid), 0
 	// for other kinds; BaseRef its target branch.
 	PRNumber int    `json:"pr_number,omitempty"`
@@ -101,6 +110,25 @@ type Event struct {
 	EventTime time.Time `json:"event_time"`
 	// Raw is the verified body as received.
 	Raw json.RawMessage `json:"raw,omitempty"`
+}
+
+// MaxAuthorAssociationBytes bounds Event.AuthorAssociation.
+const MaxAuthorAssociationBytes = 32
+
+// authorAssociation returns s when it can be a GitHub author association
+// (at most MaxAuthorAssociationBytes of A-Z and _), else "": the value
+// comes from the sender and a policy compares it, so anything else is
+// dropped rather than passed on.
+func authorAssociation(s string) string {
+	if len(s) > MaxAuthorAssociationBytes {
+		return ""
+	}
+	for i := range len(s) {
+		if c := s[i]; (c < 'A' || c > 'Z') && c != '_' {
+			return ""
+		}
+	}
+	return s
 }
 
 // Key is the Kafka partition key of the event: "org/repo/refType/refName",

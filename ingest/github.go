@@ -30,7 +30,9 @@ const gitHubMaxPushCommits = 2048
 //     and reopened; the others are ignored. RefName is the head branch,
 //     SHA the head commit, MergeSHA the test merge commit when GitHub has
 //     made one, Fork whether the head is in another repository,
-//     EventTime the pull request's update time.
+//     AuthorAssociation the author's pull_request.author_association
+//     (dropped when it is not a bounded word of A-Z and _), EventTime
+//     the pull request's update time.
 //   - create: KindTag for a tag; a branch creation is ignored, as its
 //     push event builds it.
 //   - workflow_dispatch: KindDispatch with the inputs as Variables.
@@ -210,11 +212,15 @@ func gitHubPullRequest(body []byte, _ time.Time) (*Event, string, error) {
 		Number      int    `json:"number"`
 		Before      string `json:"before"`
 		PullRequest *struct {
-			Number         int          `json:"number"`
-			UpdatedAt      string       `json:"updated_at"`
-			MergeCommitSHA string       `json:"merge_commit_sha"`
-			Head           gitHubBranch `json:"head"`
-			Base           gitHubBranch `json:"base"`
+			Number         int    `json:"number"`
+			UpdatedAt      string `json:"updated_at"`
+			MergeCommitSHA string `json:"merge_commit_sha"`
+			// AuthorAssociation is decoded as any JSON value, so that
+			// a value of another type is dropped, not a malformed
+			// payload.
+			AuthorAssociation json.RawMessage `json:"author_association"`
+			Head              gitHubBranch    `json:"head"`
+			Base              gitHubBranch    `json:"base"`
 		} `json:"pull_request"`
 		Repository *gitHubRepository `json:"repository"`
 		Sender     *gitHubUser       `json:"sender"`
@@ -265,6 +271,10 @@ func gitHubPullRequest(body []byte, _ time.Time) (*Event, string, error) {
 		PRNumber:      number,
 		BaseRef:       pr.Base.Ref,
 		EventTime:     updated,
+	}
+	var assoc string
+	if json.Unmarshal(pr.AuthorAssociation, &assoc) == nil {
+		ev.AuthorAssociation = authorAssociation(assoc)
 	}
 	if p.Action == "synchronize" {
 		ev.Before = p.Before

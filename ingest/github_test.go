@@ -47,7 +47,7 @@ func TestNormalizeGitHubReal(t *testing.T) {
 	pr := ingest.Event{
 		Kind: ingest.KindPullRequest, Org: "Codertocat", Repo: "Hello-World",
 		RefType: ingest.RefBranch, RefName: "changes", SHA: "ec26c3e57ca3a959ca5aad62de7213c562f8c821",
-		DefaultBranch: "master", Actor: "Codertocat", PRNumber: 2, BaseRef: "master",
+		DefaultBranch: "master", Actor: "Codertocat", PRNumber: 2, BaseRef: "master", AuthorAssociation: "OWNER",
 		EventTime: time.Date(2019, 5, 15, 15, 20, 33, 0, time.UTC),
 	}
 	synchronize := pr
@@ -152,5 +152,40 @@ func TestNormalizeGitHubPullRequestActions(t *testing.T) {
 		} else {
 			require.Equal(t, &ingest.Ignored{Event: "pull_request", Reason: `pull request action "` + action + `" starts no pipeline`}, res.Ignored)
 		}
+	}
+}
+
+// TestNormalizeGitHubAuthorAssociation: a pull request's author
+// association passes when it is a bounded word of capitals and
+// underscores, and is dropped, not refused, otherwise: the sender writes
+// it, and a policy compares it with the values it knows.
+func TestNormalizeGitHubAuthorAssociation(t *testing.T) {
+	t.Parallel()
+	body, err := os.ReadFile(filepath.Join("testdata", "webhook", "github", "pull_request__synchronize.json"))
+	require.NoError(t, err)
+	for value, want := range map[string]string{
+		`"FIRST_TIMER"`:   "FIRST_TIMER",
+		`"NONE"`:          "NONE",
+		`""`:              "",
+		`null`:            "",
+		`"member"`:        "",
+		`"OWNER "`:        "",
+		`"OWNER\nMEMBER"`: "",
+		`"OWNER\u0000"`:   "",
+		`"ÖWNER"`:         "",
+		`"` + strings.Repeat("A", ingest.MaxAuthorAssociationBytes) + `"`:   strings.Repeat("A", ingest.MaxAuthorAssociationBytes),
+		`"` + strings.Repeat("A", ingest.MaxAuthorAssociationBytes+1) + `"`: "",
+		`"` + strings.Repeat("A", 1<<20) + `"`:                              "",
+		`7`:                                                                 "",
+		`["OWNER"]`:                                                         "",
+		`{"OWNER": true}`:                                                   "",
+	} {
+		payload := strings.Replace(string(body), `"author_association": "MEMBER"`, `"author_association": `+value, 1)
+		require.NotEqual(t, string(body), payload)
+		wh := &ingest.Webhook{Header: gitHubHeaders("pull_request__assoc"), Body: []byte(payload), Received: goldenReceived}
+		res, err := ingest.NormalizeGitHub(wh)
+		require.NoError(t, err, value)
+		checkNormalized(t, ingest.GitHub, wh, res, false)
+		require.Equal(t, want, res.Event.AuthorAssociation, value)
 	}
 }

@@ -26,6 +26,8 @@ const (
 //     is the iid, RefName the source branch, SHA its last commit, Before
 //     the previous head when the update pushed commits, Fork whether the
 //     source project is another one, EventTime the update time.
+//     AuthorAssociation stays empty: GitLab's payload does not say how
+//     the author is related to the project.
 //   - every other kind is ignored.
 //
 // Org and Repo come from the project's path_with_namespace, split at its

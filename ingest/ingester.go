@@ -85,9 +85,49 @@ type IngesterConfig struct {
 	Statuses interface {
 		Report(repo, sha string, st vcs.Status) error
 	}
+	// Admit, when set, is asked about every run the Ingester is about
+	// to create, after the pipeline compiled and before the runs are
+	// created (RunStore.CreateRuns): it may change the specs of
+	// run.Jobs (set their Admission and Gate, as a platform's policy
+	// decides) or refuse. It is called once per run, in pipeline file
+	// order, and again when the delivery is retried, so it decides from
+	// its arguments and does not count calls.
+	//
+	// An error matching ErrRefused refuses the event: none of its runs
+	// is created, the delivery is dropped with the refusal as its reason
+	// (as for a pipeline that does not compile), and Statuses, when set,
+	// receives a failure status "refused by policy: …" for the refused
+	// pipeline's file. Any other error is transient: Ingest returns it,
+	// and the delivery is tried again later, as after a VCS failure (a
+	// ManualTrigger answers 503).
+	Admit func(ctx context.Context, ev *Event, run *dag.RunCreateParams, facts AdmitFacts) error
 	// Logger receives a line per decision. Default: slog.Default().
 	Logger *slog.Logger
 }
+
+// AdmitFacts are what the Ingester knows of a run that its event does
+// not say, for IngesterConfig.Admit.
+type AdmitFacts struct {
+	// Pipeline is the run's pipeline file (".github/workflows/ci.yml").
+	Pipeline string
+	// ChangedFiles are the files the event changes: those its payload
+	// lists, or those the VCS says a pull request changes against its
+	// base and a push since the commit before. Nil when they are not
+	// known (a dispatch, a new branch, a forced push, a VCS failure).
+	ChangedFiles []string
+	// PipelineFileChanged says the event may change what runs: the
+	// changed files are not known, or include the run's pipeline file,
+	// another file IsPipelineFile accepts, or a file the pipeline
+	// includes or calls (compiler.Plan.Files).
+	PipelineFileChanged bool
+}
+
+// ErrRefused is matched by the errors of IngesterConfig.Admit that
+// refuse an event: its pipelines must not run at all. Wrap it with the
+// reason, as fmt.Errorf("%w: fork pull requests may not deploy",
+// ErrRefused); the reason is shown in the delivery's record and the
+// commit status.
+var ErrRefused = errors.New("refused by policy")
 
 // Ingester turns events into pipeline runs: it skips what was seen,
 // debounces branch pushes in favour of pull requests, reads every
@@ -395,6 +435,7 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 	var notRun []vcs.Status
 	src := &source{vcs: in.cfg.VCS, repo: repo, sha: ev.SHA}
 	var runs []*dag.RunCreateParams
+	var facts []AdmitFacts // of runs
 	var why []string
 	compile := func(f string, cev *compiler.Event) (*compiler.Plan, []compiler.Diagnostic, error) {
 		return compiler.Compile(ctx, src, f, compiler.Options{Event: cev, MaxMatrixJobs: in.cfg.MaxMatrixJobs,
@@ -460,11 +501,50 @@ func (in *Ingester) plan(ctx context.Context, ev *Event) ([]*dag.RunCreateParams
 			Jobs: plan.Jobs, Pipeline: repo + ":" + f, Branch: branchOf(ev), SHA: ev.SHA,
 			DefaultBranch: ev.RefType == RefBranch && ev.RefName == ev.DefaultBranch, Context: rc,
 		})
+		facts = append(facts, admitFacts(f, cev.ChangedFiles, plan.Files))
 	}
-	if len(runs) > 0 {
-		return runs, "", notRun, nil
+	if len(runs) == 0 {
+		return nil, strings.Join(why, "; "), notRun, nil
 	}
-	return nil, strings.Join(why, "; "), notRun, nil
+	if in.cfg.Admit != nil {
+		for i, run := range runs {
+			err := in.cfg.Admit(ctx, ev, run, facts[i])
+			switch {
+			case errors.Is(err, ErrRefused):
+				f := facts[i].Pipeline
+				reason := refusedText(err)
+				in.log.InfoContext(ctx, "ingest: event refused", "repo", repo, "sha", ev.SHA, "file", f, "delivery", ev.DeliveryID, "reason", reason)
+				notRun = append(notRun, vcs.Status{Context: status.PipelineContext(f), State: vcs.StateFailure, Description: reason})
+				return nil, f + " " + reason, notRun, nil
+			case err != nil:
+				return nil, "", nil, fmt.Errorf("ingest: admitting the run of %s of %s at %s: %w", facts[i].Pipeline, repo, ev.SHA, err)
+			}
+		}
+	}
+	return runs, "", notRun, nil
+}
+
+// admitFacts are the AdmitFacts of a run of pipeline, compiled from
+// files, for an event that changes changed (nil: unknown).
+func admitFacts(pipeline string, changed, files []string) AdmitFacts {
+	facts := AdmitFacts{Pipeline: pipeline, ChangedFiles: slices.Clone(changed), PipelineFileChanged: changed == nil}
+	for _, c := range changed {
+		if c == pipeline || IsPipelineFile(c) || slices.Contains(files, c) {
+			facts.PipelineFileChanged = true
+			break
+		}
+	}
+	return facts
+}
+
+// refusedText is an Admit refusal as the delivery and the commit status
+// say it: "refused by policy: " and the reason.
+func refusedText(err error) string {
+	msg := err.Error()
+	if strings.HasPrefix(msg, ErrRefused.Error()) {
+		return msg
+	}
+	return ErrRefused.Error() + ": " + msg
 }
 
 // refusal returns the first error of diags that makes the file a broken

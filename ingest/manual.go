@@ -74,6 +74,14 @@ type ManualResponse struct {
 // payload GitHub gives, its inputs as text. A refused request records
 // nothing: the same Idempotency-Key may be sent again, corrected.
 //
+// # Admission
+//
+// Its runs go through the Ingester's IngesterConfig.Admit as a webhook's
+// do, with no changed files known (AdmitFacts.PipelineFileChanged is
+// true): a gate or admission Admit sets is on the created jobs, a
+// refusal is 422 with its reason as the response's dropped, and a
+// failing Admit is 503.
+//
 // Answers: 201 with a ManualResponse for new runs, 200 for a retried
 // request, 400 for a malformed one or a missing Idempotency-Key, 404 for
 // an unknown ref, 422 when no pipeline runs for the ref (the response

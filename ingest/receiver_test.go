@@ -662,7 +662,13 @@ func checkNormalized(t testing.TB, provider ingest.Provider, wh *ingest.Webhook,
 		require.Empty(t, ev.BaseRef)
 		require.Empty(t, ev.MergeSHA)
 		require.False(t, ev.Fork)
+		require.Empty(t, ev.AuthorAssociation, "an author association only on pull requests")
 	}
+	if provider != ingest.GitHub {
+		require.Empty(t, ev.AuthorAssociation, "only GitHub says how an author is related to the repository")
+	}
+	require.LessOrEqual(t, len(ev.AuthorAssociation), ingest.MaxAuthorAssociationBytes)
+	require.Regexp(t, `^[A-Z_]*$`, ev.AuthorAssociation)
 	if ev.Kind != ingest.KindDispatch {
 		require.Empty(t, ev.Variables)
 	}

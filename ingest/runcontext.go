@@ -36,6 +36,7 @@ func RunContext(ev *Event, format compiler.Format) (rc *cikit.RunContext, note s
 	}
 	if ev.Kind == KindPullRequest {
 		rc.BaseRef, rc.HeadRef, rc.Fork = ev.BaseRef, ev.RefName, ev.Fork
+		rc.AuthorAssociation = ev.AuthorAssociation
 	}
 	switch format {
 	case compiler.FormatGitHub:

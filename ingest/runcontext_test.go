@@ -40,7 +40,7 @@ func TestRunContextOfRealPayloads(t *testing.T) {
 		{"github__pull_request__opened.payload.json", "pull_request", ingest.GitHub, compiler.FormatGitHub, cikit.RunContext{
 			Provider: "github", Repository: "Codertocat/Hello-World", Event: "pull_request", Ref: "refs/pull/2/merge", RefName: "2/merge",
 			RefType: "branch", SHA: "ec26c3e57ca3a959ca5aad62de7213c562f8c821", BaseRef: "master", HeadRef: "changes", PRNumber: 2,
-			DefaultBranch: "master", Actor: "Codertocat"}},
+			AuthorAssociation: "OWNER", DefaultBranch: "master", Actor: "Codertocat"}},
 		{"github__workflow_dispatch__payload.json", "workflow_dispatch", ingest.GitHub, compiler.FormatGitHub, cikit.RunContext{
 			Provider: "github", Repository: "octo-org/octo-repo", Event: "workflow_dispatch", Ref: "refs/heads/master", RefName: "master",
 			RefType: "branch", DefaultBranch: "master", Actor: "Codertocat", Inputs: map[string]string{"name": "Mona the Octocat"}}},
