@@ -14,7 +14,7 @@ decision := object.union(restrictions, verdict)
 # a policy.
 restrictions := {
 	"secrets_scopes": [],
-	"cache_scope": sprintf("fork/pr-%d", [input.pull_request]),
+	"cache_scope": concat("", ["fork/pr-", format_int(input.pull_request, 10)]),
 	"token_permissions": {"contents": "read", "metadata": "read"},
 	"runner_labels_allowed": ["*", "!self-hosted"],
 } if {

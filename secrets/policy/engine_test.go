@@ -19,7 +19,7 @@ import (
 )
 
 // writePolicy writes src as a policy file named name in a new directory.
-func writePolicy(t *testing.T, name, src string) string {
+func writePolicy(t testing.TB, name, src string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name)
 	require.NoError(t, os.WriteFile(p, []byte(src), 0o644))
