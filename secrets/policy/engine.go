@@ -150,11 +150,13 @@ func (e *Engine) Reload() error {
 	return nil
 }
 
-// Watch reloads the policy file whenever it changes (its size,
-// modification time and then digest), looking every interval
-// (DefaultWatchInterval when zero), until ctx ends. A refused reload is
-// logged at error level, once per change, and the policy in force
-// stays. Watching the default policy only waits for ctx.
+// Watch reloads the policy file whenever it changes, looking every
+// interval (DefaultWatchInterval when zero) until ctx ends. It reads the
+// file when its size or modification time changes, or while the
+// modification time is too recent to tell a second write from the first,
+// and reloads when the digest differs. A refused reload is logged at
+// error level, once per change, and the policy in force stays. Watching
+// the default policy only waits for ctx.
 func (e *Engine) Watch(ctx context.Context, every time.Duration) {
 	if e.cfg.Path == "" {
 		<-ctx.Done()
@@ -162,7 +164,8 @@ func (e *Engine) Watch(ctx context.Context, every time.Duration) {
 	}
 	t := time.NewTicker(cmp.Or(every, DefaultWatchInterval))
 	defer t.Stop()
-	seen := e.cur.Load().stamp
+	cur := e.cur.Load()
+	seen, seenAt, digest := cur.stamp, time.Now(), cur.digest
 	for {
 		select {
 		case <-ctx.Done():
@@ -178,15 +181,27 @@ func (e *Engine) Watch(ctx context.Context, every time.Duration) {
 			continue
 		}
 		s := stamp{size: fi.Size(), mtime: fi.ModTime()}
-		if s == seen {
+		// A file system's clock is coarse: a write within the same
+		// tick as the last leaves the stamp as it was.
+		racy := !s.mtime.Before(seenAt.Add(-racyWindow))
+		if s == seen && !racy {
 			continue
 		}
-		seen = s
+		seen, seenAt = s, time.Now()
+		src, _, err := readPolicy(e.cfg.Path)
+		if err != nil || sha256.Sum256(src) == digest {
+			continue // unreadable now: the next change says more
+		}
+		digest = sha256.Sum256(src)
 		if err := e.Reload(); err != nil {
 			e.log.Error("policy reload refused; the policy in force stays", "path", e.cfg.Path, "policy", e.Name(), "err", err)
 		}
 	}
 }
+
+// racyWindow is how close to the time a file was last looked at its
+// modification time must be for Watch to read it again regardless.
+const racyWindow = 2 * time.Second
 
 func (e *Engine) load(ctx context.Context) (*loaded, error) {
 	if e.cfg.Path == "" {

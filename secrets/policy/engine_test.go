@@ -269,6 +269,21 @@ func TestWatch(t *testing.T) {
 	require.NoError(t, os.WriteFile(p, []byte(policyDeciding("require_approval")), 0o644))
 	waitFor(t, "the watcher to load the holding policy", func() bool { return decide(t, e) == cikit.DecisionRequireApproval })
 
+	// A rewrite the stamp cannot tell apart (same size, same
+	// modification time, as within one tick of a coarse file-system
+	// clock) is seen by its digest.
+	mtime := time.Now().Add(time.Hour)
+	for _, reason := range []string{"first write", "other write"} {
+		src := "package cikit.policy\n\ndecision := {\"decision\": \"deny\", \"reason\": \"" + reason + "\"}\n"
+		require.NoError(t, os.WriteFile(p, []byte(src), 0o644))
+		require.NoError(t, os.Chtimes(p, mtime, mtime))
+		waitFor(t, "the watcher to load the "+reason, func() bool {
+			d, err := e.Eval(t.Context(), input(nil))
+			require.NoError(t, err)
+			return d.Reason == reason
+		})
+	}
+
 	cancel()
 	<-done
 }
