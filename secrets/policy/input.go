@@ -1,6 +1,11 @@
 package policy
 
-import "github.com/cikit/cikit"
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cikit/cikit"
+)
 
 // Input is what the policy is asked about: one job of a run being
 // created, and the event that created it. It is the Rego input document;
@@ -16,6 +21,9 @@ type Input struct {
 	// Actor is who caused the event (the pusher, the pull request's
 	// author or updater, who triggered the run).
 	Actor string `json:"actor"`
+	// PullRequest is the pull request's (GitLab: merge request's)
+	// number, 0 for an event that is none.
+	PullRequest int `json:"pull_request"`
 	// Fork says a pull request comes from another repository.
 	Fork bool `json:"fork"`
 	// AuthorAssociation is GitHub's author_association of the pull
@@ -93,4 +101,70 @@ func JobOf(spec *cikit.JobSpec) Job {
 		j.RunsOn = []string{}
 	}
 	return j
+}
+
+// Bounds of an Input, which Eval checks (Validate) before a policy sees
+// it: an event from a forge is outside input.
+const (
+	// MaxInputTextBytes bounds each string of an Input.
+	MaxInputTextBytes = 4096
+	// MaxJobListLen bounds Job.Secrets, Job.Permissions, Job.RunsOn and
+	// Job.DefaultSecretsScopes.
+	MaxJobListLen = 256
+)
+
+// Validate reports whether in is within the bounds of an Input
+// (MaxChangedFiles, MaxInputTextBytes, MaxJobListLen); the error names
+// the field.
+func (in *Input) Validate() error {
+	if in == nil {
+		return errors.New("policy input is nil")
+	}
+	texts := []struct{ field, s string }{
+		{"event", in.Event}, {"repository", in.Repository}, {"actor", in.Actor},
+		{"author_association", in.AuthorAssociation}, {"pipeline", in.Pipeline},
+		{"ref.type", in.Ref.Type}, {"ref.name", in.Ref.Name}, {"ref.base", in.Ref.Base},
+		{"job.id", in.Job.ID}, {"job.environment", in.Job.Environment},
+		{"job.default_cache_scope", in.Job.DefaultCacheScope},
+	}
+	for _, t := range texts {
+		if len(t.s) > MaxInputTextBytes {
+			return fmt.Errorf("policy input: %s is %d bytes, more than %d", t.field, len(t.s), MaxInputTextBytes)
+		}
+	}
+	if in.PullRequest < 0 {
+		return fmt.Errorf("policy input: pull_request is %d; a pull request's number is positive, 0 for none", in.PullRequest)
+	}
+	if len(in.ChangedFiles) > MaxChangedFiles {
+		return fmt.Errorf("policy input: changed_files has %d files, more than %d (cut the list and set changed_files_truncated)", len(in.ChangedFiles), MaxChangedFiles)
+	}
+	lists := []struct {
+		field string
+		l     []string
+		max   int
+	}{
+		{"changed_files", in.ChangedFiles, MaxChangedFiles},
+		{"job.secrets", in.Job.Secrets, MaxJobListLen},
+		{"job.runs_on", in.Job.RunsOn, MaxJobListLen},
+		{"job.default_secrets_scopes", in.Job.DefaultSecretsScopes, MaxJobListLen},
+	}
+	for _, l := range lists {
+		if len(l.l) > l.max {
+			return fmt.Errorf("policy input: %s has %d entries, more than %d", l.field, len(l.l), l.max)
+		}
+		for i, s := range l.l {
+			if len(s) > MaxInputTextBytes {
+				return fmt.Errorf("policy input: %s[%d] is %d bytes, more than %d", l.field, i, len(s), MaxInputTextBytes)
+			}
+		}
+	}
+	if len(in.Job.Permissions) > MaxJobListLen {
+		return fmt.Errorf("policy input: job.permissions has %d scopes, more than %d", len(in.Job.Permissions), MaxJobListLen)
+	}
+	for k, v := range in.Job.Permissions {
+		if len(k) > MaxInputTextBytes || len(v) > MaxInputTextBytes {
+			return fmt.Errorf("policy input: job.permissions has a scope or level longer than %d bytes", MaxInputTextBytes)
+		}
+	}
+	return nil
 }
