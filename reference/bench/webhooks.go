@@ -42,6 +42,7 @@ func webhookToRun(ctx context.Context, b *bencher) (_ *Result, err error) {
 		return nil, err
 	}
 	lat := make([]time.Duration, n)
+	evals0, evalTime0 := e.p.PolicyEvaluations()
 	var next atomic.Int64
 	g, gctx := errgroup.WithContext(ctx)
 	start := time.Now()
@@ -69,7 +70,18 @@ func webhookToRun(ctx context.Context, b *bencher) (_ *Result, err error) {
 		return nil, err
 	}
 	elapsed := time.Since(start)
-	return result(n, elapsed, "runs/s", lat, fmt.Sprintf("webhook sent → run committed (store polled every %s); %d concurrent senders", interval, senders)), nil
+	evals, evalTime := e.p.PolicyEvaluations()
+	evals, evalTime = evals-evals0, evalTime-evalTime0
+	var total time.Duration
+	for _, l := range lat {
+		total += l
+	}
+	share := ""
+	if evals > 0 && total > 0 {
+		share = fmt.Sprintf("; the policy decided %d jobs in %.1f µs each on average, %.2f%% of webhook → run committed",
+			evals, float64(evalTime.Microseconds())/float64(evals), 100*float64(evalTime)/float64(total))
+	}
+	return result(n, elapsed, "runs/s", lat, fmt.Sprintf("webhook sent → run committed (store polled every %s); %d concurrent senders%s", interval, senders, share)), nil
 }
 
 // duplicateStorm sends one delivery many times at once and distinct

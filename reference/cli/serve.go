@@ -38,6 +38,21 @@ func serveCmd(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return ExitFailed
 	}
 	fmt.Fprint(stdout, p.Banner())
+	// SIGHUP reloads the policy file; a broken one is logged with its
+	// error positions and the policy in force stays.
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				_ = p.ReloadPolicy()
+			}
+		}
+	}()
 	if err := p.Run(ctx); err != nil {
 		fmt.Fprintf(stderr, "cikit serve: %v\n", err)
 		return ExitFailed

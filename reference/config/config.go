@@ -111,12 +111,10 @@ type HTTP struct {
 	// whose X-Forwarded-For names the client; without them a client is
 	// the connection's address.
 	TrustedProxies []string `yaml:"trusted-proxies" usage:"proxies (addresses or CIDR prefixes) whose X-Forwarded-For names the client (empty: the connection's address)"`
-	// RunnerListen and WebhookListen, when set, are addresses of their
-	// own for the runner API (/v1/) and the webhooks (/webhooks/), which
-	// keep their own signed credentials: a network that lets runners and
-	// forges in need not expose the API and the UI. The main listener
-	// then serves neither.
-	RunnerListen  string `yaml:"runner-listen" usage:"a listener of its own for the runner API, host:port (empty: the main listener)"`
+	// WebhookListen, when set, is an address of its own for the webhooks
+	// (/webhooks/), which keep their own signed credentials: the network
+	// forges reach need not expose the API and the UI. The main listener
+	// then serves no webhook.
 	WebhookListen string `yaml:"webhook-listen" usage:"a listener of its own for webhooks, host:port (empty: the main listener)"`
 }
 
@@ -891,12 +889,9 @@ const (
 func (c *Config) validateTrust() []error {
 	var errs []error
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	for _, l := range []struct{ name, addr string }{{"http.runner-listen", c.HTTP.RunnerListen}, {"http.webhook-listen", c.HTTP.WebhookListen}} {
-		if l.addr == "" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(l.addr); err != nil {
-			bad("%s: must be host:port, not %q", l.name, l.addr)
+	if a := c.HTTP.WebhookListen; a != "" {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			bad("http.webhook-listen: must be host:port, not %q", a)
 		}
 	}
 	o := c.Auth.OIDC

@@ -40,7 +40,7 @@ func TestTrustSettingsRefused(t *testing.T) {
 	c := Default()
 	require.NoError(t, c.DecodeYAML(strings.NewReader(`
 http:
-  runner-listen: nowhere
+  webhook-listen: nowhere
 policy:
   protected-branches: ["[oops"]
   environments:
@@ -57,7 +57,7 @@ auth:
 	err := c.Validate()
 	require.Error(t, err)
 	for _, want := range []string{
-		"http.runner-listen: must be host:port",
+		"http.webhook-listen: must be host:port",
 		`policy.protected-branches: "[oops" is not a pattern`,
 		"policy.environments[0].name: must be 1 to 255 bytes",
 		"policy.environments[0].wait-timer: 800h0m0s; from 0 to 30 days",

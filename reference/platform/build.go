@@ -325,7 +325,7 @@ func (p *Platform) buildIngest(context.Context) error {
 		return err
 	}
 	ic := ingest.IngesterConfig{Runs: &createdRuns{RunStore: p.runs, p: p}, VCS: p.provider, Logger: p.log.With("component", "ingest"),
-		MaxJobs: p.cfg.Limits.JobsPerRun, MaxFileBytes: p.cfg.Limits.PipelineFileBytes}
+		MaxJobs: p.cfg.Limits.JobsPerRun, MaxFileBytes: p.cfg.Limits.PipelineFileBytes, Admit: p.admit.admit}
 	if p.reporter != nil {
 		ic.Statuses = p.reporter
 	}

@@ -60,8 +60,15 @@ func (p *Platform) buildHTTP(context.Context) error {
 	mux.Handle("GET /readyz", p.api)
 	// Inside the metrics: a 429 is counted as a webhook answer.
 	webhooks := p.metrics.webhooks(limitWebhooks(p.receiver))
+	hooks := mux
+	if p.webhookLn != nil {
+		// Webhooks on a listener of their own, and nothing else there.
+		hooks = http.NewServeMux()
+		hooks.Handle("GET /healthz", p.api)
+		p.webhookHandler = bodies.Handler(withCorrelation(p.log, hooks))
+	}
 	for _, provider := range []string{"github", "gitlab", "standard"} {
-		mux.Handle("POST /webhooks/"+provider, webhooks(provider))
+		hooks.Handle("POST /webhooks/"+provider, webhooks(provider))
 	}
 	mux.Handle("/v1/", p.metrics.runnerAPI(p.fleet))
 	git, err := p.gitHandler()

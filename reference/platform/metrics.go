@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/twmb/franz-go/pkg/kadm"
 
+	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/artifacts"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/ingest"
@@ -33,6 +34,8 @@ type metrics struct {
 	webhookLatency  *prometheus.HistogramVec
 	webhooksPublish prometheus.Histogram
 	runsCreated     prometheus.Counter
+	policyEval      prometheus.Histogram
+	policyDecisions *prometheus.CounterVec
 	queueWait       *prometheus.HistogramVec
 	leaseExpiries   prometheus.Counter
 	logBytes        prometheus.Counter
@@ -60,6 +63,9 @@ func newMetrics() *metrics {
 	m.webhookLatency = f.NewHistogramVec(latency("cikit_webhook_duration_seconds", "Time to verify and publish a webhook delivery, by provider."), []string{"provider"})
 	m.webhooksPublish = f.NewHistogram(latency("cikit_webhook_publish_duration_seconds", "Time for Kafka to acknowledge a verified delivery."))
 	m.runsCreated = f.NewCounter(prometheus.CounterOpts{Name: "cikit_runs_created_total", Help: "Pipeline runs created from deliveries."})
+	m.policyEval = f.NewHistogram(prometheus.HistogramOpts{Name: "cikit_policy_evaluation_seconds", Help: "Time the policy took to decide one job of a run being created.",
+		Buckets: []float64{10e-6, 25e-6, 50e-6, 100e-6, 250e-6, 500e-6, 1e-3, 5e-3, 25e-3, 100e-3}})
+	m.policyDecisions = f.NewCounterVec(prometheus.CounterOpts{Name: "cikit_policy_decisions_total", Help: "The policy's decisions about jobs, by decision (a failed evaluation counts as deny)."}, []string{"decision"})
 	m.queueWait = f.NewHistogramVec(latency("cikit_job_queue_wait_seconds", "Time from a job becoming ready to its start (dispatch latency), by lane and tenant."), []string{"lane", "tenant"})
 	m.leaseExpiries = f.NewCounter(prometheus.CounterOpts{Name: "cikit_lease_expiries_total", Help: "Job attempts whose lease expired and that the reaper ended."})
 	m.logBytes = f.NewCounter(prometheus.CounterOpts{Name: "cikit_log_bytes_total", Help: "Bytes of job logs received from runners."})
@@ -257,4 +263,10 @@ func (c *lagCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(c.desc, prometheus.GaugeValue, float64(total.Lag), l.Group, topic)
 		}
 	}
+}
+
+// policyObserved records one policy evaluation.
+func (m *metrics) policyObserved(d time.Duration, decision cikit.Decision) {
+	m.policyEval.Observe(d.Seconds())
+	m.policyDecisions.WithLabelValues(string(decision)).Inc()
 }

@@ -50,6 +50,7 @@ import (
 	"github.com/cikit/cikit/logs"
 	"github.com/cikit/cikit/reference/api"
 	"github.com/cikit/cikit/reference/config"
+	"github.com/cikit/cikit/secrets/policy"
 	"github.com/cikit/cikit/vcs"
 	"github.com/cikit/cikit/vcs/status"
 )
@@ -68,15 +69,19 @@ type Platform struct {
 	redis    redis.UniversalClient
 	producer *kgo.Client
 
-	jobs      dag.Store
-	runs      ingest.RunStore
-	leases    *lease.Manager
-	reaper    *lease.Reaper
-	hub       *logs.Hub
-	provider  vcs.Provider
-	reporter  *status.Reporter
-	receiver  *ingest.Receiver
-	ingester  *ingest.Ingester
+	jobs     dag.Store
+	runs     ingest.RunStore
+	leases   *lease.Manager
+	reaper   *lease.Reaper
+	hub      *logs.Hub
+	provider vcs.Provider
+	reporter *status.Reporter
+	receiver *ingest.Receiver
+	ingester *ingest.Ingester
+	// policy decides what each job may have; admit applies it to the
+	// runs the ingester creates.
+	policy    *policy.Engine
+	admit     *admitter
 	relay     *ingest.Relay
 	relayWake chan struct{}
 	pruner    *ingest.Pruner
@@ -97,6 +102,9 @@ type Platform struct {
 	ln      net.Listener
 	url     string
 	handler http.Handler
+	// webhookLn and webhookHandler are http.webhook-listen's, when set.
+	webhookLn      net.Listener
+	webhookHandler http.Handler
 
 	readyMu sync.Mutex
 	ready   error
@@ -137,18 +145,32 @@ func New(ctx context.Context, cfg *config.Config, opts Options) (_ *Platform, er
 	if err != nil {
 		return nil, fmt.Errorf("platform: listen: %w", err)
 	}
+	if cfg.HTTP.WebhookListen != "" {
+		if p.webhookLn, err = net.Listen("tcp", cfg.HTTP.WebhookListen); err != nil {
+			return nil, fmt.Errorf("platform: listen for webhooks: %w", err)
+		}
+	}
 	p.url = strings.TrimSuffix(cfg.PublicURL, "/")
 	if p.url == "" {
 		p.url = "http://" + p.ln.Addr().String()
 	}
 	p.metrics = newMetrics()
-	steps := []func(context.Context) error{p.startServices, p.buildStores, p.buildArtifacts, p.buildVCS, p.buildIngest, p.buildSecrets, p.buildFleet, p.buildHTTP}
+	steps := []func(context.Context) error{p.startServices, p.buildStores, p.buildArtifacts, p.buildVCS, p.buildPolicy, p.buildIngest, p.buildSecrets, p.buildFleet, p.buildHTTP}
 	for _, step := range steps {
 		if err := step(ctx); err != nil {
 			return nil, err
 		}
 	}
 	return p, nil
+}
+
+// WebhookAddr is the address of http.webhook-listen's listener, "" when
+// webhooks come to the main one.
+func (p *Platform) WebhookAddr() string {
+	if p.webhookLn == nil {
+		return ""
+	}
+	return p.webhookLn.Addr().String()
 }
 
 // URL is the platform's base URL.
@@ -258,6 +280,9 @@ func (p *Platform) Close() {
 		p.closers[i]()
 	}
 	p.closers = nil
+	if p.webhookLn != nil {
+		p.webhookLn.Close()
+	}
 	if p.ln != nil {
 		p.ln.Close()
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -38,6 +39,12 @@ func (p *Platform) Run(ctx context.Context) error {
 	srv := p.newHTTPServer(reqCtx)
 	httpDone := make(chan error, 1)
 	go func() { httpDone <- srv.Serve(p.ln) }()
+	var hookSrv *http.Server
+	if p.webhookLn != nil {
+		hookSrv = p.newHTTPServer(reqCtx)
+		hookSrv.Handler = p.webhookHandler
+		go func() { httpDone <- hookSrv.Serve(p.webhookLn) }()
+	}
 
 	// The work runs until shutdown reaches it, or until a part fails.
 	work, stopWork := context.WithCancelCause(context.WithoutCancel(ctx))
@@ -61,6 +68,9 @@ func (p *Platform) Run(ctx context.Context) error {
 	run("logs", p.hub.Run)
 	run("revoker", p.sources.Run)
 	for name, f := range p.secretsTasks() {
+		run(name, f)
+	}
+	for name, f := range p.policyTasks() {
 		run(name, f)
 	}
 	// The reporter outlives the consumers: Flush at shutdown needs it
@@ -127,6 +137,12 @@ func (p *Platform) Run(ctx context.Context) error {
 		p.api.CloseFollowers()
 		endRequests()
 	}()
+	if hookSrv != nil {
+		if err := hookSrv.Shutdown(sctx); err != nil {
+			p.log.Warn("drain the webhook listener", "err", err)
+			hookSrv.Close()
+		}
+	}
 	if err := srv.Shutdown(sctx); err != nil {
 		p.log.Warn("drain http", "err", err)
 		srv.Close()
