@@ -143,7 +143,12 @@ decision := {"decision": "allow"} if {
 	require.NoError(t, err)
 	_, err = e.Eval(t.Context(), input(nil))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.ErrorContains(t, err, "stopped after 1ms")
+	require.ErrorContains(t, err, "stopped after 1ms (EvalTimeout)")
+
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(errors.New("the run was abandoned"))
+	_, err = e.Eval(ctx, input(nil))
+	require.ErrorContains(t, err, "canceled: the run was abandoned")
 }
 
 func TestEvalNonsense(t *testing.T) {
