@@ -97,7 +97,7 @@ func with(d policy.Decision, decision cikit.Decision, reason string) *policy.Dec
 
 func TestEvalDefault(t *testing.T) {
 	t.Parallel()
-	e, err := policy.New(policy.Config{})
+	e, err := policy.New(policy.Config{EvalTimeout: testEvalTimeout})
 	require.NoError(t, err)
 	require.Equal(t, "default", e.Name())
 	trusted := policy.Decision{SecretsScopes: []string{"org:acme", "repo:acme/api"}, CacheScope: "branch/main"}
@@ -155,7 +155,7 @@ func TestEvalDefault(t *testing.T) {
 // may then have.
 func TestEvalDefaultAdmission(t *testing.T) {
 	t.Parallel()
-	e, err := policy.New(policy.Config{})
+	e, err := policy.New(policy.Config{EvalTimeout: testEvalTimeout})
 	require.NoError(t, err)
 	d, err := e.Eval(context.Background(), input(forkPR("CONTRIBUTOR")))
 	require.NoError(t, err)

@@ -114,12 +114,18 @@ func (e *Engine) Eval(ctx context.Context, in *Input) (*Decision, error) {
 		return nil, err
 	}
 	l := e.cur.Load()
-	ctx, cancel := context.WithTimeout(ctx, e.cfg.EvalTimeout)
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("policy %s: evaluation for job %q canceled: %w", l.name, in.Job.ID, context.Cause(ctx))
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, e.cfg.EvalTimeout, errEvalTimeout)
 	defer cancel()
 	rs, err := l.query.Eval(ctx, rego.EvalParsedInput(value(in)))
 	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("policy %s: evaluation for job %q stopped after %v: %w", l.name, in.Job.ID, e.cfg.EvalTimeout, context.Cause(ctx))
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, errEvalTimeout):
+			return nil, fmt.Errorf("policy %s: evaluation for job %q stopped after %v (EvalTimeout): %w", l.name, in.Job.ID, e.cfg.EvalTimeout, cause)
+		case cause != nil:
+			return nil, fmt.Errorf("policy %s: evaluation for job %q canceled: %w", l.name, in.Job.ID, cause)
 		}
 		return nil, fmt.Errorf("policy %s: job %q: %w", l.name, in.Job.ID, err)
 	}
@@ -132,6 +138,10 @@ func (e *Engine) Eval(ctx context.Context, in *Input) (*Decision, error) {
 	}
 	return d, nil
 }
+
+// errEvalTimeout is why an evaluation that took longer than EvalTimeout
+// was stopped.
+var errEvalTimeout = fmt.Errorf("the policy took too long: %w", context.DeadlineExceeded)
 
 // Reload reads Config.Path again, compiles and prepares it, and puts it
 // in force. On any error, which lists every problem with its position,
@@ -151,10 +161,10 @@ func (e *Engine) Reload() error {
 }
 
 // Watch reloads the policy file whenever it changes, looking every
-// interval (DefaultWatchInterval when zero) until ctx ends. It reads the
-// file when its size or modification time changes, or while the
-// modification time is too recent to tell a second write from the first,
-// and reloads when the digest differs. A refused reload is logged at
+// interval (DefaultWatchInterval when not positive) until ctx ends. It
+// reads the file when its size or modification time changes, or while
+// the modification time is too recent to tell a second write from the
+// first, and reloads when the digest differs. A refused reload is logged at
 // error level, once per change, and the policy in force stays. Watching
 // the default policy only waits for ctx.
 func (e *Engine) Watch(ctx context.Context, every time.Duration) {
@@ -162,7 +172,10 @@ func (e *Engine) Watch(ctx context.Context, every time.Duration) {
 		<-ctx.Done()
 		return
 	}
-	t := time.NewTicker(cmp.Or(every, DefaultWatchInterval))
+	if every <= 0 {
+		every = DefaultWatchInterval
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	cur := e.cur.Load()
 	seen, seenAt, digest := cur.stamp, time.Now(), cur.digest

@@ -41,7 +41,7 @@ func decide(t *testing.T, e *policy.Engine) cikit.Decision {
 func TestReload(t *testing.T) {
 	t.Parallel()
 	p := writePolicy(t, "file.rego", policyDeciding("deny"))
-	e, err := policy.New(policy.Config{Path: p})
+	e, err := policy.New(policy.Config{EvalTimeout: testEvalTimeout, Path: p})
 	require.NoError(t, err)
 	require.Equal(t, cikit.DecisionDeny, decide(t, e))
 	first := e.Name()
@@ -69,7 +69,7 @@ func TestReload(t *testing.T) {
 
 func TestReloadDefault(t *testing.T) {
 	t.Parallel()
-	e, err := policy.New(policy.Config{})
+	e, err := policy.New(policy.Config{EvalTimeout: testEvalTimeout})
 	require.NoError(t, err)
 	require.NoError(t, e.Reload())
 	require.Equal(t, "default", e.Name())
@@ -122,7 +122,7 @@ func TestNewRefusesLargeFile(t *testing.T) {
 func TestEvalUndefined(t *testing.T) {
 	t.Parallel()
 	p := writePolicy(t, "p.rego", "package cikit.policy\n\ndecision := {\"decision\": \"allow\"} if not input.fork\n")
-	e, err := policy.New(policy.Config{Path: p})
+	e, err := policy.New(policy.Config{EvalTimeout: testEvalTimeout, Path: p})
 	require.NoError(t, err)
 	_, err = e.Eval(t.Context(), input(forkPR("MEMBER")))
 	require.ErrorContains(t, err, `defines no decision for job "build" of pull_request branch "patch-1" of acme/api`)
@@ -143,7 +143,12 @@ decision := {"decision": "allow"} if {
 	require.NoError(t, err)
 	_, err = e.Eval(t.Context(), input(nil))
 	require.ErrorIs(t, err, context.DeadlineExceeded)
-	require.ErrorContains(t, err, "stopped after 1ms")
+	require.ErrorContains(t, err, "stopped after 1ms (EvalTimeout)")
+
+	ctx, cancel := context.WithCancelCause(t.Context())
+	cancel(errors.New("the run was abandoned"))
+	_, err = e.Eval(ctx, input(nil))
+	require.ErrorContains(t, err, "canceled: the run was abandoned")
 }
 
 func TestEvalNonsense(t *testing.T) {
@@ -172,7 +177,7 @@ func TestEvalNonsense(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e, err := policy.New(policy.Config{Path: writePolicy(t, "p.rego", "package cikit.policy\n\ndecision := "+tc.value+"\n")})
+			e, err := policy.New(policy.Config{EvalTimeout: testEvalTimeout, Path: writePolicy(t, "p.rego", "package cikit.policy\n\ndecision := "+tc.value+"\n")})
 			require.NoError(t, err)
 			_, err = e.Eval(t.Context(), input(nil))
 			require.ErrorContains(t, err, "answered nonsense")
@@ -183,7 +188,7 @@ func TestEvalNonsense(t *testing.T) {
 
 func TestEvalRefusesHostileInput(t *testing.T) {
 	t.Parallel()
-	e, err := policy.New(policy.Config{})
+	e, err := policy.New(policy.Config{EvalTimeout: testEvalTimeout})
 	require.NoError(t, err)
 	long := strings.Repeat("x", policy.MaxInputTextBytes+1)
 	for _, tc := range []struct {
@@ -249,7 +254,7 @@ func TestWatch(t *testing.T) {
 	t.Parallel()
 	p := writePolicy(t, "watched.rego", policyDeciding("allow"))
 	var logs syncBuffer
-	e, err := policy.New(policy.Config{Path: p, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	e, err := policy.New(policy.Config{EvalTimeout: testEvalTimeout, Path: p, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
@@ -290,7 +295,7 @@ func TestWatch(t *testing.T) {
 
 func TestWatchDefault(t *testing.T) {
 	t.Parallel()
-	e, err := policy.New(policy.Config{})
+	e, err := policy.New(policy.Config{EvalTimeout: testEvalTimeout})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	cancel()
@@ -302,7 +307,7 @@ func TestWatchDefault(t *testing.T) {
 func TestEvalConcurrentReload(t *testing.T) {
 	t.Parallel()
 	p := writePolicy(t, "p.rego", policyDeciding("allow"))
-	e, err := policy.New(policy.Config{Path: p})
+	e, err := policy.New(policy.Config{EvalTimeout: testEvalTimeout, Path: p})
 	require.NoError(t, err)
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)

@@ -46,11 +46,11 @@ func FuzzEval(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"job": {"permissions": {"contents": 1}, "runs_on": null}, "pull_request": 1e99}`))
-	def, err := policy.New(policy.Config{})
+	def, err := policy.New(policy.Config{EvalTimeout: testEvalTimeout})
 	if err != nil {
 		f.Fatal(err)
 	}
-	echo, err := policy.New(policy.Config{Path: writePolicy(f, "echo.rego", echoPolicy)})
+	echo, err := policy.New(policy.Config{EvalTimeout: testEvalTimeout, Path: writePolicy(f, "echo.rego", echoPolicy)})
 	if err != nil {
 		f.Fatal(err)
 	}
