@@ -165,10 +165,13 @@ func TestApproveGatedJob(t *testing.T) {
 // or without a comment.
 func TestApproveAnyApprover(t *testing.T) {
 	t.Parallel()
-	for _, reviewers := range [][]string{nil, {"alice", "role:approve"}} {
-		f, run, _ := approvalFixture(t, reviewers...)
+	for reviewers, waiting := range map[string]string{
+		"":                   "approval by a person with the approve role: deployment to production",
+		"alice,role:approve": "approval by alice, role:approve: deployment to production",
+	} {
+		f, run, _ := approvalFixture(t, strings.FieldsFunc(reviewers, func(r rune) bool { return r == ',' })...)
 		d := runDetail(t, f.do(t, http.MethodGet, "/api/v1/runs/"+run.ID))
-		require.Equal(t, "approval by someone with the approve role: deployment to production", d.Jobs[1].WaitingFor)
+		require.Equal(t, waiting, d.Jobs[1].WaitingFor)
 		rec := f.decide(t, "/api/v1/runs/"+run.ID+"/jobs/deploy/approve", "carol", "", "")
 		require.Equal(t, http.StatusAccepted, rec.Code, rec.Body.String())
 		d = runDetail(t, rec)

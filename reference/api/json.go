@@ -164,6 +164,11 @@ type GateView struct {
 	// Expires is how long the gate waits for a decision before the job
 	// fails as unapproved; zero is the platform's default.
 	Expires time.Duration `json:"expires_ns"`
+	// ExpiresAt is when a job waiting for approval fails unapproved: its
+	// Expires after it began waiting; absent for a job not waiting, a
+	// gate of the platform's default, or a store that does not say
+	// since when the job waits.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
 }
 
 // ApprovalView is one decision on a job's gate (approvals.Approval).
@@ -306,6 +311,10 @@ func jobDetail(j *dag.Job, r *dag.JobReport, run map[string]*dag.Job, critical b
 	}
 	if g := s.Gate; g != nil {
 		d.Gate = &GateView{Reasons: nonNil(g.Reasons), Reviewers: nonNil(g.Reviewers), WaitTimer: g.WaitTimer, Expires: g.Expires}
+		if waitsForApproval(j) && g.Expires > 0 && !j.ReadyAt.IsZero() {
+			// A job waiting MANUAL is ready, but for the gate, since ReadyAt.
+			d.Gate.ExpiresAt = utc(j.ReadyAt.Add(g.Expires))
+		}
 	}
 	if ad := s.Admission; ad != nil {
 		c := *ad

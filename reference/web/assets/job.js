@@ -47,7 +47,8 @@ function gateLine(g) {
   const parts = [(g.reasons || []).join('; ')];
   if ((g.reviewers || []).length) parts.push(`reviewers ${g.reviewers.join(', ')}`);
   if (g.wait_timer_ns) parts.push(`runs ${duration(g.wait_timer_ns)} after its approval`);
-  if (g.expires_ns) parts.push(`expires after ${duration(g.expires_ns)} without a decision`);
+  if (g.expires_at) parts.push(`expires ${time(g.expires_at)} without a decision`);
+  else if (g.expires_ns) parts.push(`expires after ${duration(g.expires_ns)} without a decision`);
   return parts.filter(Boolean).join(' · ');
 }
 
