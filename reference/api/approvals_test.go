@@ -100,7 +100,10 @@ func TestApproveGatedJob(t *testing.T) {
 	deploy := d.Jobs[1]
 	require.Equal(t, cikit.JobManual, deploy.State)
 	require.Equal(t, "approval by alice, bob: deployment to production", deploy.WaitingFor)
-	require.Equal(t, &api.GateView{Reasons: []string{"deployment to production"}, Reviewers: []string{"alice", "bob"}, Expires: 24 * time.Hour}, deploy.Gate)
+	require.Equal(t, []string{"deployment to production"}, deploy.Gate.Reasons)
+	require.Equal(t, []string{"alice", "bob"}, deploy.Gate.Reviewers)
+	require.Equal(t, 24*time.Hour, deploy.Gate.Expires)
+	require.Zero(t, deploy.Gate.WaitTimer)
 	require.Equal(t, cikit.DecisionRequireApproval, deploy.Admission.Decision)
 	require.Equal(t, []string{"env:acme/api:production"}, deploy.Admission.SecretsScopes)
 	require.Equal(t, "deploy waits for approval by alice, bob: deployment to production", d.Held)
@@ -137,6 +140,7 @@ func TestApproveGatedJob(t *testing.T) {
 	require.Empty(t, deploy.WaitingFor)
 	require.Empty(t, d.Held)
 	require.NotNil(t, deploy.Gate, "the gate is still shown once decided")
+	require.Zero(t, deploy.Gate.ExpiresAt, "a decided gate expires no more")
 	at := time.Date(2026, 3, 2, 10, 1, 0, 0, time.UTC)
 	require.Equal(t, []api.ApprovalView{{Attempt: 1, Login: "alice", Decision: "approve", Comment: "ship it", At: at}}, deploy.Approvals)
 	got := f.dispatchedResults()
@@ -158,6 +162,27 @@ func TestApproveGatedJob(t *testing.T) {
 	require.Equal(t, http.StatusConflict, rec.Code, "approved once")
 	require.Contains(t, rec.Body.String(), `job \"deploy\" of run \"run-1\" is ready; only a job waiting for approval can be approved`)
 	require.Len(t, log.all(), 2, "a refused second decision is no decision")
+}
+
+// TestGateExpiresAt: a job waiting for approval shows when its gate
+// expires: its Expires after the job began waiting (when build ended);
+// a gate of the platform's default shows none. This needs the dag to
+// record since when a gated job waits (ReadyAt).
+func TestGateExpiresAt(t *testing.T) {
+	t.Parallel()
+	f, run, _ := approvalFixture(t, "alice")
+	d := runDetail(t, f.do(t, http.MethodGet, "/api/v1/runs/"+run.ID))
+	require.Equal(t, time.Date(2026, 3, 3, 10, 0, 10, 0, time.UTC), d.Jobs[1].Gate.ExpiresAt)
+
+	specs := gated("alice")
+	specs[1].Gate.Expires = 0
+	run, err := f.store.RunCreate(t.Context(), &dag.RunCreateParams{Jobs: specs})
+	require.NoError(t, err)
+	f.start(t, run, "build", "runner-1", 0, 20)
+	f.complete(t, run, "build", cikit.JobSucceeded, 0, 0, 30)
+	d = runDetail(t, f.do(t, http.MethodGet, "/api/v1/runs/"+run.ID))
+	require.Equal(t, cikit.JobManual, d.Jobs[1].State)
+	require.Zero(t, d.Jobs[1].Gate.ExpiresAt, "the platform's default is not the API's to know")
 }
 
 // TestApproveAnyApprover: a gate without named reviewers, or with a
