@@ -17,6 +17,8 @@ import (
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/logs"
+	"github.com/cikit/cikit/reference/approvals"
+	"github.com/cikit/cikit/reference/auth"
 	"github.com/cikit/cikit/secrets"
 )
 
@@ -66,6 +68,15 @@ type Config struct {
 	// Logger receives a record of every failure of the store or another
 	// part (Error). Default: slog.Default().
 	Logger *slog.Logger
+	// Approvals records who approved and rejected gated jobs, which runs
+	// and jobs show; approvals.PostgresStore fits. Without it decisions
+	// are applied and audited but not shown.
+	Approvals approvals.Store
+	// Audit is called with an entry of the audit log for every decision
+	// on a gated job (Action "job.approve" or "job.reject"), also one
+	// refused to a person who is not among its reviewers (Outcome
+	// "denied"). Without it nothing is audited.
+	Audit func(ctx context.Context, e auth.Entry)
 }
 
 // API is the HTTP API; see the package documentation and docs/api.md. It
@@ -86,6 +97,9 @@ type API struct {
 	// Config.AdminTokens.
 	secrets     secrets.Store
 	adminTokens adminTokens
+
+	approvals approvals.Store // nil without one
+	audit     func(ctx context.Context, e auth.Entry)
 }
 
 // New validates cfg and returns an API.
@@ -100,6 +114,7 @@ func New(cfg Config) (*API, error) {
 	if a.now == nil {
 		a.now = time.Now
 	}
+	a.approvals, a.audit = cfg.Approvals, cfg.Audit
 	if cfg.Secrets != nil {
 		if len(cfg.AdminTokens) == 0 {
 			return nil, errors.New("api: Config.Secrets needs Config.AdminTokens: without an admin token nobody could manage the secrets")
@@ -130,6 +145,7 @@ func New(cfg Config) (*API, error) {
 	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/log/follow", a.followLog)
 	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/why", a.getWhy)
 	a.route("POST "+Prefix+"/runs/{run}/jobs/{job}/start", a.startJob)
+	a.approvalRoutes()
 	a.route("GET "+Prefix+"/secrets", a.listSecrets)
 	a.mux.HandleFunc("PUT "+Prefix+"/secrets/{name}", a.setSecret)
 	a.mux.HandleFunc("DELETE "+Prefix+"/secrets/{name}", a.deleteSecret)
@@ -312,6 +328,9 @@ func (a *API) runDetail(ctx context.Context, runID string) (*RunDetail, error) {
 		return nil, err
 	}
 	d, err := detail(run, jobs, a.now())
+	if err == nil {
+		err = a.addApprovals(ctx, d)
+	}
 	if err != nil || a.arts == nil {
 		return d, err
 	}

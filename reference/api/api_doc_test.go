@@ -208,6 +208,7 @@ func TestAPIDoc(t *testing.T) {
 		"GET /healthz", "GET /readyz", "GET /api/v1/runs", "GET /api/v1/runs/{run}", "GET /api/v1/runs/{run}/jobs/{job}",
 		"POST /api/v1/runs/{run}/cancel", "POST /api/v1/runs/{run}/retry", "GET /api/v1/runs/{run}/jobs/{job}/log",
 		"GET /api/v1/runs/{run}/jobs/{job}/log/follow", "GET /api/v1/runs/{run}/jobs/{job}/why", "POST /api/v1/runs/{run}/jobs/{job}/start",
+		"POST /api/v1/runs/{run}/jobs/{job}/approve", "POST /api/v1/runs/{run}/jobs/{job}/reject",
 		"GET /api/v1/runs/{run}/artifacts", "GET /api/v1/runs/{run}/artifacts/{artifact}/download",
 		"GET /api/v1/secrets", "PUT /api/v1/secrets/{secret}", "DELETE /api/v1/secrets/{secret}",
 	} {

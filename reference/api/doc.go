@@ -7,7 +7,10 @@
 // a fleet's answers to "why is this job waiting" and its dispatch. Who may
 // call which route is the mounting server's business: the API does no
 // authentication of its own, but for the secrets routes, which need one
-// of Config.AdminTokens as a bearer token.
+// of Config.AdminTokens as a bearer token. The routes that approve and
+// reject gated jobs (cikit.Gate) read who decides from the request's
+// context (auth.FromContext), refuse a person the gate's reviewers do not
+// name, and record the decision in Config.Approvals and Config.Audit.
 //
 //	a, err := api.New(api.Config{Runs: store, Logs: hub, Why: manager.Why, Dispatch: server.Dispatch})
 //	if err != nil {

@@ -2,6 +2,7 @@ package api
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/cikit/cikit"
@@ -52,6 +53,14 @@ type RunDetail struct {
 	Counts map[cikit.JobState]int `json:"counts"`
 	// Jobs are the run's jobs in plan order.
 	Jobs []JobDetail `json:"jobs"`
+	// Policy is what the platform's policy decided for each job that it
+	// decided for (its admission), in plan order; absent when no policy
+	// ran for the run.
+	Policy []JobPolicy `json:"policy,omitempty"`
+	// Held says, while jobs of the run wait for approval, which and for
+	// whom and why: "deploy waits for approval by alice, bob: deployment
+	// to production"; absent otherwise.
+	Held string `json:"held,omitempty"`
 	// Context is what the run knows of the event that started it
 	// (provider, repository, event, ref, commit, pull request, actor,
 	// inputs), without the event's payload; absent for a run created
@@ -94,9 +103,18 @@ type JobDetail struct {
 	// otherwise.
 	WaitingOn []string `json:"waiting_on"`
 	// WaitingFor says in words what a MANUAL or DELAYED job waits for:
-	// "a person to start it" (POST .../start), or "delayed until" its
-	// DelayedUntil; absent otherwise.
+	// "a person to start it" (POST .../start), "approval by alice, bob:
+	// deployment to production" for a gated job (POST .../approve), or
+	// "delayed until" its DelayedUntil; absent otherwise.
 	WaitingFor string `json:"waiting_for,omitempty"`
+	// Gate is the job's approval gate; absent for a job without one.
+	Gate *GateView `json:"gate,omitempty"`
+	// Admission is what the platform's policy decided for the job when
+	// its run was created; absent where no policy ran.
+	Admission *cikit.Admission `json:"admission,omitempty"`
+	// Approvals are the decisions people took on the job's gate, of
+	// every attempt, oldest first; absent when there are none.
+	Approvals []ApprovalView `json:"approvals,omitempty"`
 	// DelayedUntil is when a DELAYED job becomes READY on its own;
 	// absent for other states.
 	DelayedUntil time.Time `json:"delayed_until,omitzero"`
@@ -132,6 +150,44 @@ type JobDetail struct {
 	// EnvNames are the names, never the values, of the variables of the
 	// attempt's environment; absent until it has ended with them.
 	EnvNames []string `json:"env_names,omitempty"`
+}
+
+// GateView is a job's approval gate (cikit.Gate).
+type GateView struct {
+	// Reasons say why the job is held.
+	Reasons []string `json:"reasons"`
+	// Reviewers are who may approve: logins, or "role:approve" for
+	// anyone with the approve role; empty means the latter.
+	Reviewers []string `json:"reviewers"`
+	// WaitTimer delays the job after its approval.
+	WaitTimer time.Duration `json:"wait_timer_ns"`
+	// Expires is how long the gate waits for a decision before the job
+	// fails as unapproved; zero is the platform's default.
+	Expires time.Duration `json:"expires_ns"`
+	// ExpiresAt is when a job waiting for approval fails unapproved: its
+	// Expires after it began waiting; absent for a job not waiting, a
+	// gate of the platform's default, or a store that does not say
+	// since when the job waits.
+	ExpiresAt time.Time `json:"expires_at,omitzero"`
+}
+
+// ApprovalView is one decision on a job's gate (approvals.Approval).
+type ApprovalView struct {
+	Attempt int `json:"attempt"`
+	// Login is who decided.
+	Login string `json:"login"`
+	// Decision is "approve" or "reject".
+	Decision string `json:"decision"`
+	Comment  string `json:"comment,omitempty"`
+	// At is when they decided.
+	At time.Time `json:"at"`
+}
+
+// JobPolicy is what the platform's policy decided for one job.
+type JobPolicy struct {
+	Job      string         `json:"job"`
+	Decision cikit.Decision `json:"decision"`
+	Reason   string         `json:"reason,omitempty"`
 }
 
 // JobCache is one cache of a job's spec.
@@ -221,9 +277,17 @@ func detail(run *dag.Run, jobs []*dag.Job, now time.Time) (*RunDetail, error) {
 	for _, j := range jobs {
 		byID[j.ID()] = j
 	}
+	var held []string
 	for i, j := range jobs {
 		d.Jobs[i] = jobDetail(j, &rep.Jobs[i], byID, slices.Contains(rep.CriticalPath, j.ID()))
+		if ad := j.Spec.Admission; ad != nil {
+			d.Policy = append(d.Policy, JobPolicy{Job: j.ID(), Decision: ad.Decision, Reason: ad.Reason})
+		}
+		if waitsForApproval(j) {
+			held = append(held, j.ID()+" waits for "+d.Jobs[i].WaitingFor)
+		}
 	}
+	d.Held = strings.Join(held, "; ")
 	return d, nil
 }
 
@@ -245,10 +309,24 @@ func jobDetail(j *dag.Job, r *dag.JobReport, run map[string]*dag.Job, critical b
 	if d.Name == "" {
 		d.Name = j.ID()
 	}
-	switch j.State {
-	case cikit.JobManual:
+	if g := s.Gate; g != nil {
+		d.Gate = &GateView{Reasons: nonNil(g.Reasons), Reviewers: nonNil(g.Reviewers), WaitTimer: g.WaitTimer, Expires: g.Expires}
+		if waitsForApproval(j) && g.Expires > 0 && !j.ReadyAt.IsZero() {
+			// A job waiting MANUAL is ready, but for the gate, since ReadyAt.
+			d.Gate.ExpiresAt = utc(j.ReadyAt.Add(g.Expires))
+		}
+	}
+	if ad := s.Admission; ad != nil {
+		c := *ad
+		c.SecretsScopes = nonNil(c.SecretsScopes)
+		d.Admission = &c
+	}
+	switch {
+	case waitsForApproval(j):
+		d.WaitingFor = strings.TrimPrefix(gateWaiting(s.Gate), "waiting for ")
+	case j.State == cikit.JobManual:
 		d.WaitingFor = "a person to start it"
-	case cikit.JobDelayed:
+	case j.State == cikit.JobDelayed:
 		d.DelayedUntil = utc(j.ReadyAt)
 		d.WaitingFor = "delayed until " + d.DelayedUntil.Format(time.RFC3339)
 	}

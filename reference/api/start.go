@@ -12,12 +12,20 @@ import (
 // startJob starts a manual job that waits for a person (MANUAL): it
 // becomes READY and is dispatched like any other, and the run runs again
 // if it had ended without it. 404 for an unknown run or job, 409 for a
-// job that is not MANUAL (it is not manual, or was started, or cancelled).
+// job that is not MANUAL (it is not manual, or was started, or cancelled)
+// and for a gated job, which is approved instead (POST .../approve).
 func (a *API) startJob(w http.ResponseWriter, r *http.Request) {
 	runID, jobID := r.PathValue("run"), r.PathValue("job")
 	j, err := a.runs.JobGet(r.Context(), runID, jobID)
 	if err != nil {
 		a.fail(w, r, "reading the job", err)
+		return
+	}
+	if j.Spec.Gate != nil {
+		// Starting is for GitLab's when: manual jobs; a gate is decided
+		// by its reviewers.
+		writeError(w, http.StatusConflict, fmt.Sprintf("job %q of run %q is %s and has an approval gate; this job waits for approval: POST %s/runs/%s/jobs/%s/approve",
+			jobID, runID, j.State, Prefix, runID, jobID))
 		return
 	}
 	if j.State != cikit.JobManual {

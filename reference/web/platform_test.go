@@ -24,6 +24,8 @@ import (
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/logs"
 	"github.com/cikit/cikit/reference/api"
+	"github.com/cikit/cikit/reference/approvals"
+	"github.com/cikit/cikit/reference/auth"
 	"github.com/cikit/cikit/reference/web"
 )
 
@@ -58,6 +60,12 @@ type platform struct {
 	// at /blobs/{id} with blobs[id].
 	arts  map[string][]artifacts.Artifact
 	blobs map[string]string
+	// login is who is signed in, "" for nobody; noSignIn makes the
+	// platform one without sign-in, whose /api/v1/me is not there.
+	// csrf holds the X-CSRF-Token headers of the POSTs.
+	login    string
+	noSignIn bool
+	csrf     []string
 }
 
 // logWriter is the runner's side of a log: where its next chunk starts
@@ -85,12 +93,14 @@ func newPlatform(t *testing.T) *platform {
 		t.Fatal(err)
 	}
 	p.hub = hub
-	a, err := api.New(api.Config{Runs: p.store, Logs: hub, Why: p.why, Now: p.clock, Logger: quiet, Artifacts: p})
+	a, err := api.New(api.Config{Runs: p.store, Logs: hub, Why: p.why, Now: p.clock, Logger: quiet, Artifacts: p,
+		Approvals: &approvals.MemoryStore{}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/api/", p.faults(a))
+	mux.Handle("/api/", p.faults(p.session(a)))
+	mux.HandleFunc("GET /api/v1/me", p.me)
 	mux.Handle("/", web.Handler())
 	mux.HandleFunc("GET /blobs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
@@ -109,6 +119,71 @@ func newPlatform(t *testing.T) *platform {
 	})
 	p.url = srv.URL
 	return p
+}
+
+// signIn signs login in (the session of every browser of the test);
+// "" signs nobody in.
+func (p *platform) signIn(login string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.login = login
+}
+
+// withoutSignIn makes the platform one without sign-in.
+func (p *platform) withoutSignIn() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.noSignIn = true
+}
+
+// csrfTokens returns the X-CSRF-Token headers of the POSTs so far.
+func (p *platform) csrfTokens() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.csrf)
+}
+
+// me answers as the authentication's GET /api/v1/me: the signed-in
+// login and the session's CSRF token, 401 for nobody, 404 on a platform
+// without sign-in.
+func (p *platform) me(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	login, none := p.login, p.noSignIn
+	p.mu.Unlock()
+	w.Header().Set("Content-Type", "application/json")
+	switch {
+	case none:
+		w.WriteHeader(http.StatusNotFound)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "no route GET " + r.URL.Path})
+	case login == "":
+		w.WriteHeader(http.StatusUnauthorized)
+		_ = json.NewEncoder(w).Encode(map[string]string{"error": "not signed in"})
+	default:
+		_ = json.NewEncoder(w).Encode(map[string]string{"login": login, "csrf_token": "csrf-" + login})
+	}
+}
+
+// session passes the signed-in person to the API, as the authentication
+// middleware does, refusing a POST without the session's CSRF token.
+func (p *platform) session(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		login := p.login
+		if r.Method == http.MethodPost {
+			p.csrf = append(p.csrf, r.Header.Get("X-CSRF-Token"))
+		}
+		p.mu.Unlock()
+		if login != "" {
+			if r.Method == http.MethodPost && r.Header.Get("X-CSRF-Token") != "csrf-"+login {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(http.StatusForbidden)
+				_ = json.NewEncoder(w).Encode(map[string]string{"error": "missing or wrong CSRF token"})
+				return
+			}
+			r = r.WithContext(auth.NewContext(r.Context(), &auth.Principal{Kind: auth.KindSession, User: "u-" + login, Login: login}))
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // addArtifact gives job of run an artifact named name holding content,

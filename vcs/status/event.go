@@ -1,7 +1,9 @@
 package status
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -57,6 +59,10 @@ func FromEvent(ev *dag.OutboxEvent, target func(runID, jobID string) string) (Ch
 		switch cikit.JobState(ev.State) {
 		case cikit.JobPending, cikit.JobReady:
 			st.State, st.Description = vcs.StatePending, "waiting"
+		case cikit.JobManual:
+			// The dag says whom a gated job waits for ("waiting for
+			// approval by alice: deployment to production").
+			st.State, st.Description = vcs.StatePending, describe("", cmp.Or(ev.Reason, "manual: waiting for a person to start it"))
 		case cikit.JobQueued:
 			st.State, st.Description = vcs.StatePending, "queued for a runner"
 		case cikit.JobRunning:
@@ -69,7 +75,11 @@ func FromEvent(ev *dag.OutboxEvent, target func(runID, jobID string) string) (Ch
 		case cikit.JobSucceeded:
 			st.State, st.Description = vcs.StateSuccess, "succeeded"
 		case cikit.JobFailed:
-			st.State, st.Description = vcs.StateFailure, describe("failed", ev.Reason)
+			what := "failed"
+			if policyReason(ev.Reason) {
+				what = "" // the reason says it all: "rejected by alice: …"
+			}
+			st.State, st.Description = vcs.StateFailure, describe(what, ev.Reason)
 		case cikit.JobSkipped:
 			st.State, st.Description = vcs.StateSkipped, describe("skipped", ev.Reason)
 		case cikit.JobCancelled:
@@ -84,12 +94,25 @@ func FromEvent(ev *dag.OutboxEvent, target func(runID, jobID string) string) (Ch
 	return c, true
 }
 
-// describe is what happened and why, cut to what a forge keeps.
+// policyReasons start the reasons of the failures of class
+// cikit.FailurePolicy, which the outbox event does not carry: a job the
+// policy denied, a reviewer rejected or nobody approved in time.
+var policyReasons = []string{"denied by policy", "rejected by ", "approval expired"}
+
+func policyReason(reason string) bool {
+	return slices.ContainsFunc(policyReasons, func(p string) bool { return strings.HasPrefix(reason, p) })
+}
+
+// describe is what happened and why (or only why, for what ""), cut to
+// what a forge keeps.
 func describe(what, why string) string {
 	if why == "" {
 		return what
 	}
-	d := what + ": " + why
+	d := why
+	if what != "" {
+		d = what + ": " + why
+	}
 	if len(d) > 140 {
 		cut := 137
 		for cut > 0 && !utf8.RuneStart(d[cut]) {

@@ -2,7 +2,9 @@ package status_test
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -28,6 +30,15 @@ func TestFromEvent(t *testing.T) {
 		{ev(dag.EventJobCompleted, "build", "failed", "step 2 exited with 1"), vcs.Status{Context: "cikit/.cikit.yml: build", State: vcs.StateFailure, Description: "failed: step 2 exited with 1"}},
 		{ev(dag.EventJobCompleted, "deploy", "skipped", "build failed"), vcs.Status{Context: "cikit/.cikit.yml: deploy", State: vcs.StateSkipped, Description: "skipped: build failed"}},
 		{ev(dag.EventPipelineCompleted, "", "failed", ""), vcs.Status{Context: "cikit/.cikit.yml", State: vcs.StateFailure, Description: "the pipeline failed"}},
+		{ev(dag.EventJobManual, "deploy", "manual", ""), vcs.Status{Context: "cikit/.cikit.yml: deploy", State: vcs.StatePending, Description: "manual: waiting for a person to start it"}},
+		{ev(dag.EventJobManual, "deploy", "manual", "waiting for approval by alice, bob: deployment to production"),
+			vcs.Status{Context: "cikit/.cikit.yml: deploy", State: vcs.StatePending, Description: "waiting for approval by alice, bob: deployment to production"}},
+		{ev(dag.EventJobCompleted, "deploy", "failed", "rejected by bob: not on a Friday"),
+			vcs.Status{Context: "cikit/.cikit.yml: deploy", State: vcs.StateFailure, Description: "rejected by bob: not on a Friday"}},
+		{ev(dag.EventJobCompleted, "deploy", "failed", "denied by policy: fork pull requests do not deploy"),
+			vcs.Status{Context: "cikit/.cikit.yml: deploy", State: vcs.StateFailure, Description: "denied by policy: fork pull requests do not deploy"}},
+		{ev(dag.EventJobCompleted, "deploy", "failed", "approval expired after 24h0m0s"),
+			vcs.Status{Context: "cikit/.cikit.yml: deploy", State: vcs.StateFailure, Description: "approval expired after 24h0m0s"}},
 		{ev(dag.EventPipelineCompleted, "", "succeeded", ""), vcs.Status{Context: "cikit/.cikit.yml", State: vcs.StateSuccess, Description: "the pipeline succeeded"}},
 	} {
 		c, ok := status.FromEvent(tc.ev, target)
@@ -50,6 +61,13 @@ func TestFromEvent(t *testing.T) {
 	c, ok := status.FromEvent(long, nil)
 	require.True(t, ok)
 	require.Len(t, c.Status.Description, 140)
+	longGate := ev(dag.EventJobManual, "deploy", "manual", "waiting for approval by "+strings.Repeat("réviewer, ", 30)+"x: production")
+	c, ok = status.FromEvent(longGate, nil)
+	require.True(t, ok)
+	require.LessOrEqual(t, len(c.Status.Description), 140)
+	require.True(t, utf8.ValidString(c.Status.Description), "cut between runes")
+	require.True(t, strings.HasSuffix(c.Status.Description, "..."))
+	require.NoError(t, c.Status.Validate())
 }
 
 // TestReportEventsOfARun: the events of a run, as its store records them,

@@ -11,13 +11,18 @@ export class APIError extends Error {
   }
 }
 
-async function call(method, path, signal) {
-  const res = await fetch(prefix + path, {
+async function call(method, path, signal, payload, headers) {
+  const init = {
     method,
     signal,
-    headers: { Accept: 'application/json' },
+    headers: { Accept: 'application/json', ...headers },
     cache: 'no-store',
-  });
+  };
+  if (payload !== undefined) {
+    init.body = JSON.stringify(payload);
+    init.headers['Content-Type'] = 'application/json';
+  }
+  const res = await fetch(prefix + path, init);
   const text = await res.text();
   let body = null;
   try {
@@ -37,6 +42,27 @@ export const get = (path, signal) => call('GET', path, signal);
 
 /** post returns the decoded answer to POST path, or throws an APIError. */
 export const post = (path, signal) => call('POST', path, signal);
+
+/**
+ * postJSON POSTs body as JSON to path with the extra headers, and returns
+ * the decoded answer or throws an APIError.
+ */
+export const postJSON = (path, body, headers, signal) => call('POST', path, signal, body, headers);
+
+/**
+ * me says who is signed in: the answer of GET /me ({login, csrf_token}),
+ * {signedIn: false} when nobody is (401), or null when the platform has
+ * no sign-in at all (404).
+ */
+export async function me(signal) {
+  try {
+    return { signedIn: true, ...(await get('/me', signal)) };
+  } catch (e) {
+    if (e.status === 401) return { signedIn: false };
+    if (e.status === 404) return null;
+    throw e;
+  }
+}
 
 const enc = encodeURIComponent;
 

@@ -1,10 +1,10 @@
-// The job page: the job's state and times, why it waits, its attempts,
-// and its log followed live. The job is re-read every second until it is
+// The job page: the job's state and times, why it waits, the approval a
+// gated job waits for, its attempts, and its log followed live. The job is re-read every second until it is
 // finished.
 
 import * as api from './api.js';
 import { LogView } from './log.js';
-import { badge, duration, errorBox, h, jobDone, pagePath, poll, time } from './util.js';
+import { admissionText, badge, duration, errorBox, h, jobDone, pagePath, poll, time } from './util.js';
 
 const WAITING = ['pending', 'manual', 'delayed', 'ready', 'queued'];
 
@@ -42,6 +42,38 @@ function imageLine(j) {
   return ref ? [`${ref} @ `, short] : [short];
 }
 
+/** gateLine says why a gate holds a job, who may approve it, and its timers. */
+function gateLine(g) {
+  const parts = [(g.reasons || []).join('; ')];
+  if ((g.reviewers || []).length) parts.push(`reviewers ${g.reviewers.join(', ')}`);
+  if (g.wait_timer_ns) parts.push(`runs ${duration(g.wait_timer_ns)} after its approval`);
+  if (g.expires_at) parts.push(`expires ${time(g.expires_at)} without a decision`);
+  else if (g.expires_ns) parts.push(`expires after ${duration(g.expires_ns)} without a decision`);
+  return parts.filter(Boolean).join(' · ');
+}
+
+/** admissionLines are what the policy decided for a job, and what it lets the job have. */
+function admissionLines(ad) {
+  const perms = Object.entries(ad.token_permissions || {}).sort().map(([k, v]) => `${k}: ${v}`);
+  return [
+    h('div', { 'data-testid': 'admission' }, admissionText(ad)),
+    ...[
+      ['secrets from', (ad.secrets_scopes || []).join(', ') || 'none'],
+      ['cache scope', ad.cache_scope],
+      ['token', perms.join(', ')],
+      ['runners', (ad.runner_labels_allowed || []).join(' ')],
+      ['policy', ad.policy],
+    ].filter(([, v]) => v).map(([k, v]) => h('div', { class: 'muted' }, `${k} ${v}`)),
+  ];
+}
+
+/** approvalLine is one decision on a job's gate. */
+function approvalLine(a) {
+  const what = a.decision === 'approve' ? 'approved' : 'rejected';
+  return h('div', { class: `decision ${a.decision}`, 'data-testid': 'approval-record' },
+    `${what} by ${a.login}${a.comment ? ': ' + a.comment : ''} · ${time(a.at)}${a.attempt > 1 ? ` (attempt ${a.attempt})` : ''}`);
+}
+
 /** bytes is n bytes in binary units. */
 function bytes(n) {
   const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
@@ -61,16 +93,51 @@ export function mountJob(root, runID, jobID, query) {
   // A manual job waits for a person: this button starts it.
   const start = h('button', { type: 'button', class: 'start', 'data-testid': 'start', hidden: true }, 'Start');
   const startErr = errorBox('start-error');
+  // A gated job waits for approval: whom and why, a comment, and the two
+  // decisions, or a link to sign in first.
+  const approvalWho = h('p', { 'data-testid': 'approval-waiting' });
+  const comment = h('textarea', {
+    'data-testid': 'approval-comment', rows: 2, maxlength: 512, 'aria-label': 'Comment',
+    placeholder: 'Comment (optional to approve, needed to reject)',
+  });
+  const approve = h('button', { type: 'button', class: 'approve', 'data-testid': 'approve' }, 'Approve');
+  const reject = h('button', { type: 'button', class: 'reject', 'data-testid': 'reject' }, 'Reject');
+  const decide = h('div', { class: 'decide' }, comment, h('div', {}, approve, reject));
+  const signIn = h('a', { 'data-testid': 'sign-in', hidden: true }, 'Sign in to approve or reject it');
+  const approvalErr = errorBox('approval-error');
+  const approval = h('section', { class: 'approval', 'data-testid': 'approval', hidden: true },
+    approvalWho, decide, signIn, approvalErr.el);
   const attempts = h('nav', { class: 'attempts', 'data-testid': 'attempts' });
   const annotations = h('ul', { class: 'annotations', 'data-testid': 'annotations', hidden: true });
   const logSlot = h('div');
   root.append(
     h('p', { class: 'crumbs' }, h('a', { href: pagePath(runID), 'data-testid': 'run-link' }, `Run ${runID}`)),
-    title, err.el, startErr.el, facts, why, annotations, attempts, logSlot,
+    title, err.el, startErr.el, approval, facts, why, annotations, attempts, logSlot,
   );
 
   let job = null;
   let log = null;
+  // session is who is signed in (api.me): undefined until asked, null
+  // for a platform without sign-in.
+  let session;
+  let deciding = false;
+
+  async function askSession() {
+    try {
+      session = await api.me(ctrl.signal);
+    } catch (e) {
+      if (ctrl.signal.aborted) return;
+      session = null; // a failing /me: let the API say what is wrong
+    }
+    showSession();
+  }
+
+  function showSession() {
+    const out = session && !session.signedIn;
+    decide.hidden = out;
+    signIn.hidden = !out;
+    signIn.href = `/auth/login?next=${encodeURIComponent(location.pathname + location.search)}`;
+  }
 
   function fact(name, value, attrs) {
     return value === undefined || value === null || value === '' ? [] : [h('dt', {}, name), h('dd', attrs || {}, value)];
@@ -84,6 +151,9 @@ export function mountJob(root, runID, jobID, query) {
       ...fact('State', [badge(j.state, j.allow_failure, { 'data-testid': 'job-state' }), start]),
       ...fact('Waiting for', j.waiting_for, { 'data-testid': 'waiting-for' }),
       ...fact('Delayed until', j.delayed_until && time(j.delayed_until)),
+      ...fact('Gate', j.gate ? gateLine(j.gate) : null, { 'data-testid': 'job-gate' }),
+      ...fact('Approvals', (j.approvals || []).length ? j.approvals.map(approvalLine) : null, { 'data-testid': 'job-approvals' }),
+      ...fact('Policy', j.admission ? admissionLines(j.admission) : null),
       ...fact('Attempt', String(j.attempt), { 'data-testid': 'job-attempt' }),
       ...fact('Stage', j.stage),
       ...fact('Runs on', (j.runs_on || []).join(', ')),
@@ -112,8 +182,16 @@ export function mountJob(root, runID, jobID, query) {
         `${a.level}${a.step ? ' in ' + a.step : ''}: ${where}${a.title ? a.title + ' — ' : ''}${a.message}`);
     }));
     annotations.hidden = !(j.annotations || []).length;
-    start.hidden = j.state !== 'manual';
+    start.hidden = j.state !== 'manual' || !!j.gate;
     start.disabled = false;
+    const gated = j.state === 'manual' && !!j.gate;
+    approval.hidden = !gated;
+    approvalWho.textContent = gated ? `Waiting for ${j.waiting_for}` : '';
+    approve.disabled = reject.disabled = deciding;
+    if (gated && session === undefined) {
+      session = null; // asked once
+      askSession();
+    }
     const past = (j.attempts || []).map((a) => a.attempt).filter((n) => n !== j.attempt);
     const shown = explicit || j.attempt;
     attempts.replaceChildren(...(past.length === 0 ? [] : [
@@ -173,6 +251,25 @@ export function mountJob(root, runID, jobID, query) {
     }
     p.now();
   });
+
+  async function send(verb) {
+    deciding = true;
+    approve.disabled = reject.disabled = true;
+    const headers = session && session.csrf_token ? { 'X-CSRF-Token': session.csrf_token } : {};
+    try {
+      approvalErr.set(null);
+      await api.postJSON(`${api.jobPath(runID, jobID)}/${verb}`, { comment: comment.value }, headers, ctrl.signal);
+      comment.value = '';
+    } catch (e) {
+      if (ctrl.signal.aborted) return;
+      approvalErr.set(`Could not ${verb} the job: ${e.message}`);
+    } finally {
+      deciding = false;
+    }
+    p.now();
+  }
+  approve.addEventListener('click', () => send('approve'));
+  reject.addEventListener('click', () => send('reject'));
 
   return () => {
     p.stop();

@@ -4,7 +4,7 @@
 
 import * as api from './api.js';
 import { DagView } from './dag.js';
-import { badge, duration, errorBox, h, pagePath, poll, runDone, shortSHA, time } from './util.js';
+import { admissionText, badge, duration, errorBox, h, pagePath, poll, runDone, shortSHA, time } from './util.js';
 
 // annotationItem is one annotation of job j: its level, the job (a link
 // to its page), where in the repository, its title and message.
@@ -49,6 +49,9 @@ export function mountRun(root, runID) {
       ...fact('Created', time(run.created_at)),
       ...fact('Duration', duration(run.duration_ns), { 'data-testid': 'run-duration' }),
       ...fact('Critical path', duration(run.critical_path_ns), { 'data-testid': 'critical-path-duration' }),
+      ...(run.held ? fact('Held', run.held, { 'data-testid': 'run-held' }) : []),
+      ...((run.policy || []).length ? fact('Policy', run.policy.map((d) => h('div', { 'data-job': d.job },
+        h('a', { href: pagePath(runID, d.job) }, d.job), `: ${admissionText(d)}`)), { 'data-testid': 'run-policy' }) : []),
     );
     const done = runDone(run.state);
     cancel.disabled = done;

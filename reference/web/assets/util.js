@@ -110,6 +110,17 @@ export function poll(fn, interval) {
   };
 }
 
+const DECISIONS = { allow: 'allowed', require_approval: 'held', deny: 'denied' };
+
+/**
+ * admissionText says what the platform's policy decided for a job:
+ * "held: fork pull request by a first-time contributor".
+ */
+export function admissionText(ad) {
+  const label = DECISIONS[ad.decision] || ad.decision;
+  return ad.reason ? `${label}: ${ad.reason}` : label;
+}
+
 /** errorBox shows messages of failed requests; set(null) hides it. */
 export function errorBox(testid) {
   const el = h('div', { class: 'error', 'data-testid': testid, role: 'alert', hidden: true });
