@@ -438,6 +438,13 @@ const (
 	// WaitManual: the job is a manual one and waits for a person to
 	// start it; it never starts on its own.
 	WaitManual WaitCode = "manual"
+	// WaitApproval: the job is held by an approval gate
+	// (cikit.JobSpec.Gate) and waits for a person allowed to approve it.
+	WaitApproval WaitCode = "approval"
+	// WaitNotAllowed: runners match the job's labels, but the policy
+	// that admitted it (cikit.Admission.RunnerLabelsAllowed) lets none
+	// of them take it.
+	WaitNotAllowed WaitCode = "runner_not_allowed"
 	// WaitDelayed: the job is a delayed one and waits for its start_in
 	// to pass (its ReadyAt), then becomes READY.
 	WaitDelayed WaitCode = "delayed"
@@ -470,6 +477,10 @@ func (m *Manager) Why(ctx context.Context, runID, jobID string) (*WaitReason, er
 	w := &WaitReason{RunID: runID, JobID: jobID, State: j.State}
 	switch j.State {
 	case cikit.JobManual:
+		if j.Spec != nil && j.Spec.Gate != nil {
+			w.Code, w.Message = WaitApproval, gateWaiting(j.Spec.Gate)
+			return w, nil
+		}
 		w.Code, w.Message = WaitManual, "the job is manual: waiting for a person to start it"
 		return w, nil
 	case cikit.JobDelayed:
@@ -586,4 +597,13 @@ func (m *Manager) WhyHandler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})
+}
+
+// gateWaiting says whom a job held by gate g waits for, and why.
+func gateWaiting(g *cikit.Gate) string {
+	who := "a person with the approve role"
+	if len(g.Reviewers) > 0 {
+		who = strings.Join(g.Reviewers, ", ")
+	}
+	return "waiting for approval by " + who + ": " + strings.Join(g.Reasons, "; ")
 }
