@@ -374,6 +374,14 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 			w.WriteHeader(http.StatusNoContent)
 			return
 		}
+		if !mayRun(o.Spec, rc.Labels) {
+			// Never handed to a runner its policy disallows, whatever
+			// handed the offer here: it goes back for another runner.
+			s.log.Error("fleet: an offer reached a runner its policy disallows; offered again", "run", o.RunID, "job", o.JobID, "runner", rc.RunnerID)
+			s.dispatch.Release(o.RunID, o.JobID, o.Attempt)
+			s.dispatch.Offer(o)
+			continue
+		}
 		// The runner is busy from here: a pool's manager must not take
 		// it for idle and destroy it while it is handed the job.
 		attempt := lease.Attempt{RunID: o.RunID, JobID: o.JobID, Attempt: o.Attempt}
