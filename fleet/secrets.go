@@ -272,6 +272,9 @@ func (s *Server) idToken(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusUnauthorized, "the request token has expired")
 		return
 	}
+	if s.refuseRunner(w, c.RunnerID, s.checkRunner(r.Context(), c.RunnerID)) {
+		return
+	}
 	js := s.cfg.Secrets
 	if js == nil {
 		writeError(w, http.StatusNotFound, "ID tokens are not configured on this server")
