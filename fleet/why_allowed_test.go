@@ -4,12 +4,14 @@ import (
 	"context"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/fleet"
+	"github.com/cikit/cikit/fleet/autoscale"
 )
 
 // TestRunnerLabelsAllowed: a job whose Admission allows runners without
@@ -50,4 +52,40 @@ func TestRunnerLabelsAllowed(t *testing.T) {
 	require.Equal(t, run.ID, c.RunID)
 	status, out := b.call(t, http.MethodPost, jobPath(c, "complete"), c.Token, map[string]any{"result": "succeeded"})
 	require.Equal(t, http.StatusOK, status, "%v", out)
+}
+
+// TestManagerPoolsFollowRunnerLabelsAllowed: a queued job whose
+// Admission keeps self-hosted runners from it counts towards the first
+// pool it may run on, not the first pool matching its runs_on, and runs
+// there.
+func TestManagerPoolsFollowRunnerLabelsAllowed(t *testing.T) {
+	t.Parallel()
+	policy := noCooldowns(autoscale.Policy{Min: 0, Max: 1, ScaleDownFraction: 1})
+	e := newFleet(t,
+		fleet.PoolConfig{Name: "self-hosted", Labels: []string{"linux", "self-hosted"}, Policy: policy},
+		fleet.PoolConfig{Name: "hosted", Labels: []string{"linux", "hosted"}, Policy: policy})
+	fork := onLabels("fork", "true", "linux")
+	fork.Admission = &cikit.Admission{Decision: cikit.DecisionAllow, RunnerLabelsAllowed: []string{"*", "!self-hosted"}}
+	runID := e.run(t, fork)
+	require.NoError(t, e.manager.Tick(context.Background()))
+	queued := map[string]int{}
+	for _, p := range e.manager.Pools() {
+		queued[p.Name] = p.Queued
+	}
+	require.Equal(t, map[string]int{"self-hosted": 0, "hosted": 1}, queued)
+	deadline := time.Now().Add(tickCeiling)
+	for e.jobsOf(t, runID)[0].State != cikit.JobSucceeded {
+		require.True(t, time.Now().Before(deadline), "gave up waiting for the job")
+		require.NoError(t, e.manager.Tick(context.Background()))
+		time.Sleep(20 * time.Millisecond)
+	}
+	runner := e.jobsOf(t, runID)[0].Runner
+	list, err := e.server.RunnerList(context.Background())
+	require.NoError(t, err)
+	for _, r := range list {
+		require.NotContains(t, r.Labels, "self-hosted", "no self-hosted runner was started for it")
+		if r.ID == runner {
+			require.Contains(t, r.Labels, "hosted")
+		}
+	}
 }
