@@ -57,10 +57,7 @@ func (s *PostgresRunnerStore) RunnerCreate(ctx context.Context, r *RunnerRecord)
 	}
 	_, err := s.pool.Exec(ctx, sqlRunnerCreate, r.ID, r.Name, labels, r.Version, r.RegisteredAt, r.LastSeen, nullTime(r.RevokedAt), r.RevokedBy, r.Reason)
 	if err != nil {
-		if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "23505" {
-			return fmt.Errorf("fleet: runner %s is registered already: %w", r.ID, cikit.ErrConflict)
-		}
-		return interpretError(err)
+		return fmt.Errorf("fleet: recording runner %s: %w", r.ID, interpretError(err))
 	}
 	return nil
 }
@@ -133,10 +130,15 @@ func nullTime(t time.Time) *time.Time {
 	return &t
 }
 
-// interpretError wraps the errors of PostgreSQL for the package's callers.
+// interpretError wraps the errors of PostgreSQL for the package's
+// callers: a unique violation (a runner ID recorded twice) matches
+// cikit.ErrConflict.
 func interpretError(err error) error {
 	if err == nil {
 		return nil
+	}
+	if pe, ok := errors.AsType[*pgconn.PgError](err); ok && pe.Code == "23505" {
+		return fmt.Errorf("%w: postgres: %w", cikit.ErrConflict, err)
 	}
 	return fmt.Errorf("fleet: postgres: %w", err)
 }
