@@ -892,15 +892,41 @@ func (s *Service) Prune(ctx context.Context) (PruneStats, error) {
 	return st, nil
 }
 
+// JobScopes returns the cache scopes of a job of spec in a run of rc
+// whose scopes are otherwise write and read (as Scopes returns them).
+// When the job's Admission sets a CacheScope (the platform's policy
+// decided it), the job writes that scope whatever rc says, and reads it
+// first, then its base branch's, as a fork's pull request does: a pull
+// request's base branch, else rc's default branch. Otherwise write and
+// read are returned as they are.
+func JobScopes(rc *cikit.RunContext, spec *cikit.JobSpec, write string, read []string) (string, []string) {
+	if spec == nil || spec.Admission == nil || spec.Admission.CacheScope == "" {
+		return write, read
+	}
+	scope := spec.Admission.CacheScope
+	read = []string{scope}
+	if rc != nil {
+		base := rc.DefaultBranch
+		if rc.PRNumber > 0 {
+			base = rc.BaseRef
+		}
+		if b := "branch/" + base; base != "" && b != scope {
+			read = append(read, b)
+		}
+	}
+	return scope, read
+}
+
 // JobRefFor returns the JobRef of attempt attempt of job spec in run
 // runID, whose context is rc: its repository, the cache scopes rc gives
-// (Scopes), and the jobs whose artifacts it may download — those it
+// (Scopes) or its Admission sets (JobScopes), and the jobs whose artifacts it may download — those it
 // needs, but GitLab's needs:artifacts:false and dependencies (NoArtifactsFrom),
 // or, for a GitHub job, every job of the run, GitHub's artifacts
 // belonging to the run.
 func JobRefFor(rc *cikit.RunContext, runID string, spec *cikit.JobSpec, attempt int) JobRef {
 	ref := JobRef{RunID: runID, JobID: spec.ID, Attempt: attempt}
-	ref.Scope, ref.ReadScopes = Scopes(rc)
+	write, read := Scopes(rc)
+	ref.Scope, ref.ReadScopes = JobScopes(rc, spec, write, read)
 	if rc != nil {
 		ref.Repo = rc.Repository
 		ref.DefaultBranch = rc.RefType == "branch" && rc.RefName != "" && rc.RefName == rc.DefaultBranch && rc.PRNumber == 0

@@ -365,13 +365,15 @@ func (s *Server) jobRef(ctx context.Context, a lease.Attempt) (artifacts.JobRef,
 
 // makeJobRef is the artifacts.JobRef of attempt a of the job of spec in
 // a run of context rc (nil for none), artifacts.JobRefFor's, with the
-// cache scopes scopes gives ("" for nil).
+// cache scopes scopes gives ("" for nil) unless the job's Admission sets
+// its scope (artifacts.JobScopes).
 func makeJobRef(a lease.Attempt, rc *cikit.RunContext, spec *cikit.JobSpec, scopes func(*cikit.RunContext) (string, []string)) artifacts.JobRef {
 	ref := artifacts.JobRefFor(rc, a.RunID, spec, a.Attempt)
-	ref.Scope, ref.ReadScopes = "", []string{""}
+	write, read := "", []string{""}
 	if scopes != nil {
-		ref.Scope, ref.ReadScopes = scopes(rc)
+		write, read = scopes(rc)
 	}
+	ref.Scope, ref.ReadScopes = artifacts.JobScopes(rc, spec, write, read)
 	return ref
 }
 

@@ -32,7 +32,10 @@ type attemptKey struct {
 }
 
 // Dispatcher hands offers to runners waiting for work whose labels
-// include every label an offer's job runs on. Offers of one label set are
+// include every label an offer's job runs on and, for a job whose
+// Admission restricts the runners that may take it
+// (cikit.Admission.RunnerLabelsAllowed), whose every label the Admission
+// allows (cikit.LabelsAllowed). Offers of one label set are
 // taken first come, first served; a runner matching several label sets
 // takes the offer that has waited longest among their heads. A waiting
 // runner is woken by the offer itself, not by polling.
@@ -71,8 +74,32 @@ type queuedOffer struct {
 
 // waiter is a runner blocked in Take.
 type waiter struct {
+	claimant
+	got chan *Offer // buffered 1; receives at most one offer
+}
+
+// claimant is the labels of a runner asking for work.
+type claimant struct {
 	labels map[string]bool
-	got    chan *Offer // buffered 1; receives at most one offer
+	list   []string
+}
+
+// mayTake reports whether claimant r may run offer o: it has every label
+// o runs on and o's Admission allows each of its labels.
+func (r claimant) mayTake(o *Offer, runsOn []string) bool {
+	return matches(r.labels, runsOn) && mayRun(o.Spec, r.list)
+}
+
+// mayRun reports whether a runner with labels may run a job of spec, as
+// far as the job's Admission says (cikit.LabelsAllowed); nil spec: any.
+func mayRun(spec *cikit.JobSpec, labels []string) bool {
+	return spec == nil || spec.Admission == nil || cikit.LabelsAllowed(spec.Admission.RunnerLabelsAllowed, labels)
+}
+
+// restricted reports whether spec's Admission restricts which runners
+// may run it.
+func restricted(spec *cikit.JobSpec) bool {
+	return spec != nil && spec.Admission != nil && spec.Admission.RunnerLabelsAllowed != nil
 }
 
 // NewDispatcher returns an empty Dispatcher.
@@ -172,7 +199,7 @@ func (d *Dispatcher) Withdraw(attempts ...lease.Attempt) {
 func (d *Dispatcher) matchLocked() {
 	for i := 0; i < len(d.waiters); {
 		w := d.waiters[i]
-		o := d.takeLocked(w.labels)
+		o := d.takeLocked(w.claimant)
 		if o == nil {
 			i++
 			continue
@@ -236,7 +263,7 @@ func (d *Dispatcher) offerLocked(o *Offer) {
 	}
 	key, labels := labelKey(runsOn)
 	for i, w := range d.waiters {
-		if matches(w.labels, labels) && !d.atLimitLocked(o.Tenant) {
+		if w.mayTake(o, labels) && !d.atLimitLocked(o.Tenant) {
 			d.waiters = slices.Delete(d.waiters, i, i+1)
 			d.handLocked(o)
 			w.got <- o
@@ -287,12 +314,13 @@ func (d *Dispatcher) Take(ctx context.Context, labels []string) (*Offer, error) 
 	for _, l := range labels {
 		have[l] = true
 	}
+	r := claimant{labels: have, list: slices.Clone(labels)}
 	d.mu.Lock()
-	if o := d.takeLocked(have); o != nil {
+	if o := d.takeLocked(r); o != nil {
 		d.mu.Unlock()
 		return o, nil
 	}
-	w := &waiter{labels: have, got: make(chan *Offer, 1)}
+	w := &waiter{claimant: r, got: make(chan *Offer, 1)}
 	d.waiters = append(d.waiters, w)
 	d.mu.Unlock()
 	select {
@@ -330,19 +358,20 @@ func (d *Dispatcher) unhandLocked(o *Offer) {
 	}
 }
 
-// takeLocked removes, records as taken and returns the oldest offer whose
-// labels the runner has and whose tenant is below its limit, or nil.
-func (d *Dispatcher) takeLocked(have map[string]bool) *Offer {
+// takeLocked removes, records as taken and returns the oldest offer
+// claimant r may take whose tenant is below its limit, or nil.
+func (d *Dispatcher) takeLocked(r claimant) *Offer {
 	var best *offerQueue
 	var bestKey string
 	bestAt := -1
 	for key, q := range d.queues {
-		if len(q.offers) == 0 || !matches(have, q.labels) {
+		if len(q.offers) == 0 || !matches(r.labels, q.labels) {
 			continue
 		}
-		// The first offer of the queue whose tenant may take one: the
-		// head, unless tenant limits hold it back.
-		at := slices.IndexFunc(q.offers, func(o queuedOffer) bool { return !d.atLimitLocked(o.Tenant) })
+		// The first offer of the queue whose tenant may take one and
+		// whose Admission lets the runner take it: the head, unless
+		// tenant limits or a policy hold it back.
+		at := slices.IndexFunc(q.offers, func(o queuedOffer) bool { return !d.atLimitLocked(o.Tenant) && mayRun(o.Spec, r.list) })
 		if at < 0 {
 			continue
 		}
@@ -378,6 +407,10 @@ type Queue struct {
 	// places their tenants have left do not cover them (counted oldest
 	// first, over all queues). A runner could not take them now.
 	Held int
+	// Restricted is how many of them only some runners with the labels
+	// may take: their Admission restricts the runners' labels
+	// (cikit.Admission.RunnerLabelsAllowed; see Waiting).
+	Restricted int
 }
 
 // Queues returns the offers waiting for a runner, a Queue per label set,
@@ -395,6 +428,9 @@ func (d *Dispatcher) Queues() []Queue {
 	for _, q := range d.queues {
 		out = append(out, Queue{Labels: slices.Clone(q.labels), Len: len(q.offers)})
 		for _, o := range q.offers {
+			if restricted(o.Spec) {
+				out[len(out)-1].Restricted++
+			}
 			if o.Tenant != "" && d.limit != nil && d.limit(o.Tenant) > 0 {
 				limited = append(limited, entry{q: len(out) - 1, seq: o.seq, t: o.Tenant})
 			}

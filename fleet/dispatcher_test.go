@@ -95,18 +95,21 @@ func TestDispatcherOfferAfter(t *testing.T) {
 
 // TestDispatcherProperties: whatever the interleaving of offers and takes
 // by runners of random labels, every offer is taken at most once, only by
-// a runner having all its labels, and none is lost: what was not taken is
+// a runner having all its labels and whose every label the offer's
+// Admission allows (SAFETY), and none is lost: what was not taken is
 // still there.
 func TestDispatcherProperties(t *testing.T) {
 	t.Parallel()
 	labels := []string{"linux", "windows", "gpu", "arm"}
 	tenants := []string{"", "acme", "beta"}
+	allowances := [][]string{nil, nil, {"*"}, {"*", "!gpu"}, {"linux", "arm"}, {}}
 	rapid.Check(t, func(t *rapid.T) {
 		d := NewDispatcher()
 		limit := rapid.IntRange(0, 2).Draw(t, "tenant limit")
 		d.LimitTenants(func(string) int { return limit })
 		offered := map[string][]string{}
 		tenantOf := map[string]string{}
+		allowedOf := map[string][]string{}
 		taken := map[string]bool{}
 		running := map[string]int{}
 		var unreleased []string
@@ -127,6 +130,10 @@ func TestDispatcherProperties(t *testing.T) {
 				o := offer(id, set...)
 				o.Tenant = rapid.SampledFrom(tenants).Draw(t, "tenant")
 				tenantOf[id] = o.Tenant
+				if allowed := rapid.SampledFrom(allowances).Draw(t, "allowed"); allowed != nil {
+					o.Spec.Admission = &cikit.Admission{RunnerLabelsAllowed: allowed}
+					allowedOf[id] = allowed
+				}
 				d.Offer(o)
 				continue
 			}
@@ -137,7 +144,7 @@ func TestDispatcherProperties(t *testing.T) {
 			for _, l := range set {
 				have[l] = true
 			}
-			o := d.takeLocked(have)
+			o := d.takeLocked(claimant{labels: have, list: set})
 			d.mu.Unlock()
 			if o == nil {
 				_, err := d.Take(ctx, set)
@@ -160,7 +167,7 @@ func TestDispatcherProperties(t *testing.T) {
 			for id := range offered {
 				// Nothing it could take waits ahead of it, except a
 				// tenant's at its limit.
-				if !taken[id] && id != o.JobID && atoi(id) < atoi(o.JobID) && hasAll(set, offered[id]) &&
+				if !taken[id] && id != o.JobID && atoi(id) < atoi(o.JobID) && hasAll(set, offered[id]) && cikit.LabelsAllowed(allowedOf[id], set) &&
 					(tenantOf[id] == "" || limit == 0 || running[tenantOf[id]] < limit || tenantOf[id] == o.Tenant && running[o.Tenant] <= limit) {
 					t.Fatalf("runner with %v took %s while %s, older and allowed, waited", set, o.JobID, id)
 				}
@@ -169,6 +176,9 @@ func TestDispatcherProperties(t *testing.T) {
 				if !have[l] {
 					t.Fatalf("offer %s needs %v, taken by a runner with %v", o.JobID, offered[o.JobID], set)
 				}
+			}
+			if !cikit.LabelsAllowed(allowedOf[o.JobID], set) {
+				t.Fatalf("offer %s allows runners labelled %v only, taken by a runner with %v", o.JobID, allowedOf[o.JobID], set)
 			}
 		}
 		if want := len(offered) - len(taken); d.Len() != want {
@@ -228,4 +238,35 @@ func TestDispatcherTenantLimit(t *testing.T) {
 	d.Release("run", "a1", 1) // twice: nothing more
 	running, _ = d.TenantRunning("acme")
 	require.Equal(t, 1, running)
+}
+
+// TestDispatcherRunnerLabelsAllowed: a job whose Admission allows
+// runners of some labels only goes to such a runner, though others
+// matching its runs_on wait, and the offers behind it go to those.
+func TestDispatcherRunnerLabelsAllowed(t *testing.T) {
+	t.Parallel()
+	d := NewDispatcher()
+	fork := offer("fork", "linux")
+	fork.Spec.Admission = &cikit.Admission{Decision: cikit.DecisionAllow, RunnerLabelsAllowed: []string{"*", "!self-hosted"}}
+	d.Offer(fork)
+	d.Offer(offer("trusted", "linux"))
+	require.Equal(t, []Queue{{Labels: []string{"linux"}, Len: 2, Restricted: 1}}, d.Queues())
+	require.Equal(t, "trusted", take(t, d, "linux", "self-hosted"), "the self-hosted runner skips the fork's job")
+
+	got := make(chan string, 1)
+	go func() { got <- take(t, d, "linux", "self-hosted") }()
+	require.Eventually(t, func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		return len(d.waiters) == 1
+	}, time.Minute, time.Millisecond)
+	fork2 := offer("fork-2", "linux")
+	fork2.Spec.Admission = fork.Spec.Admission
+	d.Offer(fork2)
+	require.Equal(t, 2, d.Len(), "the waiting self-hosted runner is not handed the fork's job")
+	d.Offer(offer("next", "linux"))
+	require.Equal(t, "next", <-got, "a waiting self-hosted runner is handed the next job, not the fork's")
+	require.Equal(t, "fork", take(t, d, "linux", "hosted"))
+	require.Equal(t, "fork-2", take(t, d, "linux"))
+	require.Zero(t, d.Len())
 }

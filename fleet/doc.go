@@ -88,11 +88,32 @@
 // and complete cycles several times faster under load (lease/README.md
 // has the figures).
 //
-// # Tokens
+// # Tokens and revocation
 //
-// Runner and job tokens are HMAC-SHA256 signed claims, verified without a
-// store; the first of ServerConfig.SigningKeys signs and all verify, so
-// keys can be rotated. Registration tokens are compared in constant time.
+// Runner and job tokens are HMAC-SHA256 signed claims; the first of
+// ServerConfig.SigningKeys signs and all verify, so keys can be rotated.
+// Registration tokens are compared in constant time. Registration records
+// the runner in a RunnerStore (ServerConfig.Runners: MemoryRunnerStore or
+// PostgresRunnerStore, one conformance suite in fleet/runnerstest), and
+// every call a runner makes, with its runner token or a job token it was
+// given, is checked against its record through a cache of
+// ServerConfig.RunnerCheckTTL (5 s by default): Server.RunnerRevoke
+// refuses the runner's calls with 401 "runner revoked" at once on the
+// Server that revoked it and within that TTL on the others, and its job
+// goes to another runner once its unrenewed lease is reaped. A token
+// whose runner has no record is refused as unknown; the agent then
+// registers again.
+//
+// # Policy
+//
+// A job's cikit.Admission, decided by the platform's policy, binds what
+// the fleet hands it: only a runner whose every label its
+// RunnerLabelsAllowed allows takes it (the Dispatcher, the claim and the
+// Manager's pools all check it, and Manager.Why says when the policy
+// keeps every matching runner from it); its ID tokens follow its capped
+// permissions (cikit.EffectivePermissions); its cache scope is its
+// CacheScope (artifacts.JobScopes). A job held by an approval gate waits
+// MANUAL, and Manager.Why says for whom.
 //
 // # Stability
 //

@@ -388,6 +388,12 @@ func (s *Server) AuthorizeFetch(ctx context.Context, token, repository string) (
 	if c.Repository == "" || c.Repository != repository {
 		return JobRef{}, fmt.Errorf("%w: the job token is for another repository", ErrFetchRefused)
 	}
+	if err := s.checkRunner(ctx, c.RunnerID); err != nil {
+		if re, ok := errors.AsType[*RunnerRefusedError](err); ok {
+			return JobRef{}, fmt.Errorf("%w: %v", ErrFetchRefused, re)
+		}
+		return JobRef{}, err
+	}
 	a := lease.Attempt{RunID: c.RunID, JobID: c.JobID, Attempt: c.Attempt}
 	if err := s.cfg.Leases.Check(ctx, a, c.Lease); err != nil {
 		if errors.Is(err, lease.ErrFenced) {

@@ -323,6 +323,9 @@ func (m *Manager) assignQueued() map[string]int {
 	out := map[string]int{}
 	still := map[attemptKey]bool{}
 	for _, q := range m.cfg.Server.Dispatcher().Queues() {
+		if q.Restricted > 0 && m.assignRestricted(q, out) {
+			continue
+		}
 		p := m.poolFor(q.Labels)
 		if p != nil {
 			// Jobs their tenants' limits hold back need no runner yet.
@@ -359,11 +362,43 @@ func (m *Manager) assignQueued() map[string]int {
 	return out
 }
 
+// assignRestricted counts the offers of queue q, some of whose
+// Admissions restrict the runners that may take them, towards the first
+// pool each may run on, and reports whether every offer has one; if
+// not, nothing is counted and the queue is told of as unmatched (the
+// offers that have a pool then grow it through the queue's own pool,
+// as far as one matches).
+func (m *Manager) assignRestricted(q Queue, out map[string]int) bool {
+	d := m.cfg.Server.Dispatcher()
+	offers := d.Waiting(q.Labels)
+	pools := make([]*pool, len(offers))
+	for i, o := range offers {
+		if pools[i] = m.poolForJob(q.Labels, o.Spec); pools[i] == nil {
+			return false
+		}
+	}
+	for i, o := range offers {
+		// Jobs their tenants' limits hold back need no runner yet.
+		if running, limit := d.TenantRunning(o.Tenant); limit > 0 && running >= limit {
+			continue
+		}
+		out[pools[i].Name]++
+	}
+	return true
+}
+
 // poolFor returns the first pool whose runners have every label of
 // labels, or nil.
 func (m *Manager) poolFor(labels []string) *pool {
+	return m.poolForJob(labels, nil)
+}
+
+// poolForJob returns the first pool whose runners have every label of
+// labels and may run a job of spec (its Admission allows their labels),
+// or nil.
+func (m *Manager) poolForJob(labels []string, spec *cikit.JobSpec) *pool {
 	for _, p := range m.pools {
-		if hasAll(p.Labels, labels) {
+		if hasAll(p.Labels, labels) && mayRun(spec, p.Labels) {
 			return p
 		}
 	}
@@ -373,8 +408,14 @@ func (m *Manager) poolFor(labels []string) *pool {
 // runnerMatches reports whether a runner the Server knows has every label
 // of labels: a self-hosted runner, say, outside the pools.
 func (m *Manager) runnerMatches(labels []string) bool {
+	return m.runnerMatchesJob(labels, nil)
+}
+
+// runnerMatchesJob is runnerMatches for the runners that may run a job
+// of spec.
+func (m *Manager) runnerMatchesJob(labels []string, spec *cikit.JobSpec) bool {
 	for _, r := range m.cfg.Server.Runners() {
-		if hasAll(r.Labels, labels) {
+		if hasAll(r.Labels, labels) && mayRun(spec, r.Labels) {
 			return true
 		}
 	}
@@ -438,6 +479,13 @@ const (
 	// WaitManual: the job is a manual one and waits for a person to
 	// start it; it never starts on its own.
 	WaitManual WaitCode = "manual"
+	// WaitApproval: the job is held by an approval gate
+	// (cikit.JobSpec.Gate) and waits for a person allowed to approve it.
+	WaitApproval WaitCode = "approval"
+	// WaitNotAllowed: runners match the job's labels, but the policy
+	// that admitted it (cikit.Admission.RunnerLabelsAllowed) lets none
+	// of them take it.
+	WaitNotAllowed WaitCode = "runner_not_allowed"
 	// WaitDelayed: the job is a delayed one and waits for its start_in
 	// to pass (its ReadyAt), then becomes READY.
 	WaitDelayed WaitCode = "delayed"
@@ -470,6 +518,10 @@ func (m *Manager) Why(ctx context.Context, runID, jobID string) (*WaitReason, er
 	w := &WaitReason{RunID: runID, JobID: jobID, State: j.State}
 	switch j.State {
 	case cikit.JobManual:
+		if j.Spec != nil && j.Spec.Gate != nil {
+			w.Code, w.Message = WaitApproval, gateWaiting(j.Spec.Gate)
+			return w, nil
+		}
 		w.Code, w.Message = WaitManual, "the job is manual: waiting for a person to start it"
 		return w, nil
 	case cikit.JobDelayed:
@@ -484,8 +536,13 @@ func (m *Manager) Why(ctx context.Context, runID, jobID string) (*WaitReason, er
 	if j.Spec != nil {
 		_, labels = labelKey(j.Spec.RunsOn)
 	}
-	p := m.poolFor(labels)
-	if p != nil || m.runnerMatches(labels) {
+	p := m.poolForJob(labels, j.Spec)
+	allowed := p != nil || m.runnerMatchesJob(labels, j.Spec)
+	if !allowed && restricted(j.Spec) && (m.poolFor(labels) != nil || m.runnerMatches(labels)) {
+		w.Code, w.Message = WaitNotAllowed, notAllowed(j.Spec.Admission)
+		return w, nil
+	}
+	if allowed {
 		srv := m.cfg.Server
 		if tenant := srv.tenant(ctx, nil, runID); tenant != "" {
 			if running, limit := srv.dispatch.TenantRunning(tenant); limit > 0 && running >= limit {
@@ -498,7 +555,7 @@ func (m *Manager) Why(ctx context.Context, runID, jobID string) (*WaitReason, er
 	if p == nil {
 		var idle, busy int
 		for _, r := range m.cfg.Server.Runners() {
-			if !hasAll(r.Labels, labels) {
+			if !hasAll(r.Labels, labels) || !mayRun(j.Spec, r.Labels) {
 				continue
 			}
 			if r.State == RunnerIdle {
@@ -586,4 +643,23 @@ func (m *Manager) WhyHandler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})
+}
+
+// gateWaiting says whom a job held by gate g waits for, and why.
+func gateWaiting(g *cikit.Gate) string {
+	who := "a person with the approve role"
+	if len(g.Reviewers) > 0 {
+		who = strings.Join(g.Reviewers, ", ")
+	}
+	return "waiting for approval by " + who + ": " + strings.Join(g.Reasons, "; ")
+}
+
+// notAllowed says that the policy that admitted a job lets none of the
+// runners that match it take it.
+func notAllowed(a *cikit.Admission) string {
+	msg := "no runner may take it: the policy allows runners labelled [" + strings.Join(a.RunnerLabelsAllowed, " ") + "] only"
+	if a.Reason != "" {
+		msg += " (" + a.Reason + ")"
+	}
+	return msg
 }

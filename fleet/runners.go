@@ -57,6 +57,9 @@ type runners struct {
 type runnerEntry struct {
 	info    RunnerInfo
 	waiting int // claims in progress
+	// last is the attempt the runner was handed last, counted in
+	// info.Jobs once however often it is recorded busy with it.
+	last lease.Attempt
 }
 
 func (rs *runners) entry(c *runnerClaims, now time.Time) *runnerEntry {
@@ -102,8 +105,9 @@ func (rs *runners) busy(c *runnerClaims, now time.Time, a lease.Attempt) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
 	e := rs.entry(c, now)
-	if e.info.Job == nil || *e.info.Job != a {
+	if e.last != a {
 		e.info.Jobs++
+		e.last = a
 	}
 	e.info.Job, e.info.State = &a, RunnerBusy
 }
@@ -121,6 +125,13 @@ func (rs *runners) jobCall(id string, a lease.Attempt, now time.Time, ended bool
 	if ended && e.info.Job != nil && *e.info.Job == a {
 		e.info.Job, e.info.State = nil, RunnerAway
 	}
+}
+
+// drop forgets runner id: it was revoked.
+func (rs *runners) drop(id string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	delete(rs.m, id)
 }
 
 // pruneLocked forgets the runners not seen for longer than forget.

@@ -53,7 +53,15 @@ const (
 // needsSecrets reports whether a job of spec asks for secrets or ID
 // tokens at run time.
 func needsSecrets(spec *cikit.JobSpec) bool {
-	return len(spec.Secrets) > 0 || len(spec.IDTokens) > 0 || spec.Permissions["id-token"] == "write"
+	return len(spec.Secrets) > 0 || len(spec.IDTokens) > 0 || mayRequestIDTokens(spec)
+}
+
+// mayRequestIDTokens reports whether a job of spec may request ID tokens
+// itself: its permissions, as its Admission caps them, give id-token:
+// write. A fork's job capped to read permissions gets none, whatever its
+// pipeline asks for.
+func mayRequestIDTokens(spec *cikit.JobSpec) bool {
+	return cikit.EffectivePermissions(spec)["id-token"] == "write"
 }
 
 // secretsToken mints, at the claim, the ID token the runner presents for
@@ -202,7 +210,7 @@ func (s *Server) jobSecrets(w http.ResponseWriter, r *http.Request) {
 		}
 		resp.IDTokens[t.Name] = tok
 	}
-	if spec.Permissions["id-token"] == "write" {
+	if mayRequestIDTokens(spec) {
 		resp.IDTokenRequestToken, err = s.signer.sign(&jobClaims{Kind: kindIDRequest, RunID: a.RunID, JobID: a.JobID, Attempt: a.Attempt,
 			Lease: c.Lease, RunnerID: c.RunnerID, Expires: c.Expires, Repository: c.Repository, Identity: &id})
 		if err != nil {
@@ -262,6 +270,9 @@ func (s *Server) idToken(w http.ResponseWriter, r *http.Request) {
 	}
 	if !s.cfg.Now().Before(c.Expires) {
 		writeError(w, http.StatusUnauthorized, "the request token has expired")
+		return
+	}
+	if s.refuseRunner(w, c.RunnerID, s.checkRunner(r.Context(), c.RunnerID)) {
 		return
 	}
 	js := s.cfg.Secrets

@@ -690,3 +690,38 @@ func TestSecretsDynamicLeases(t *testing.T) {
 	_, again, _ := sb.dyn.calls()
 	require.Equal(t, renews, again, "a revoked lease is renewed no more")
 }
+
+// TestIDTokenCapped: a job whose pipeline asks for id-token: write, and
+// whose Admission caps its token to reading contents (a fork's job), gets
+// no secrets token at its claim and no ID token request token; the same
+// job uncapped gets both.
+func TestIDTokenCapped(t *testing.T) {
+	t.Parallel()
+	sb := setupSecrets(t)
+	capped := spec("capped")
+	capped.Format, capped.Permissions = "github", map[string]string{"id-token": "write", "contents": "write"}
+	capped.Admission = &cikit.Admission{Decision: cikit.DecisionAllow, TokenPermissions: map[string]string{"contents": "read", "metadata": "read"}}
+	capped.Secrets = []string{"DEPLOY_TOKEN"}
+	capped.Admission.SecretsScopes = []string{"repo:acme/api"}
+	free := spec("free")
+	free.Format, free.Permissions = "github", map[string]string{"id-token": "write"}
+	sb.newRunIn(t, pushContext(), capped, free)
+	got := sb.claimJobs(t, 2)
+
+	status, out := sb.fetch(t, got["capped"])
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	require.NotContains(t, out, "id_token_request_token", "the cap leaves the job no id-token: write")
+	require.Equal(t, map[string]any{"DEPLOY_TOKEN": "deploy-token-of-api"}, out["secrets"], "its secrets still come")
+
+	status, out = sb.fetch(t, got["free"])
+	require.Equal(t, http.StatusOK, status, "%v", out)
+	require.NotEmpty(t, out["id_token_request_token"])
+
+	onlyToken := spec("only")
+	onlyToken.Format, onlyToken.Permissions = "github", map[string]string{"id-token": "write"}
+	onlyToken.Admission = &cikit.Admission{Decision: cikit.DecisionAllow, TokenPermissions: map[string]string{"contents": "read"}}
+	sb.newRunIn(t, pushContext(), onlyToken)
+	c := sb.claimOne(t)
+	require.Equal(t, "only", c.JobID)
+	require.False(t, c.HasToken, "a job that, capped, asks for nothing gets no secrets token")
+}

@@ -124,6 +124,21 @@ type ServerConfig struct {
 	// for ID tokens fails at the claim as a configuration failure, saying
 	// so.
 	Secrets *JobSecrets
+	// Runners keeps the runners that register, so that they can be
+	// revoked (Server.RunnerRevoke) and listed (Server.RunnerList). A
+	// runner token whose runner the store does not hold is refused 401,
+	// and the runner registers again. Servers of one platform share one
+	// (a PostgresRunnerStore). Default: a new MemoryRunnerStore, which
+	// forgets the runners when the process ends.
+	Runners RunnerStore
+	// RunnerCheckTTL is how long a runner's record, once read, is
+	// trusted: a revocation made through another Server over the same
+	// Runners is refused here within it; one made through this Server,
+	// at once. Default: DefaultRunnerCheckTTL.
+	RunnerCheckTTL time.Duration
+	// RunnerSeenInterval is how often at most a runner's LastSeen is
+	// written to Runners. Default: DefaultRunnerSeenInterval.
+	RunnerSeenInterval time.Duration
 	// Now is the clock. Default: time.Now.
 	Now func() time.Time
 	// Logger receives the server's diagnostics. Default: slog.Default().
@@ -142,6 +157,8 @@ type Server struct {
 	log      *slog.Logger
 	dispatch *Dispatcher
 	runners  runners
+	// checks cache the runners' records.
+	checks runnerChecks
 	// claims and completes join concurrent requests' lease calls into
 	// batches.
 	claims    *groupcommit.Batcher[lease.ClaimRequest, lease.ClaimResult]
@@ -187,12 +204,17 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 			cfg.Secrets = &c
 		}
 	}
-	if cfg.HeartbeatInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultJobTimeout < 0 {
+	if cfg.HeartbeatInterval < 0 || cfg.MaxWait < 0 || cfg.DefaultJobTimeout < 0 || cfg.RunnerCheckTTL < 0 || cfg.RunnerSeenInterval < 0 {
 		return nil, errors.New("fleet: ServerConfig durations must not be negative")
 	}
 	cfg.HeartbeatInterval = cmp.Or(cfg.HeartbeatInterval, DefaultHeartbeatInterval)
 	cfg.MaxWait = cmp.Or(cfg.MaxWait, DefaultMaxWait)
 	cfg.DefaultJobTimeout = cmp.Or(cfg.DefaultJobTimeout, DefaultJobTimeout)
+	cfg.RunnerCheckTTL = cmp.Or(cfg.RunnerCheckTTL, DefaultRunnerCheckTTL)
+	cfg.RunnerSeenInterval = cmp.Or(cfg.RunnerSeenInterval, DefaultRunnerSeenInterval)
+	if cfg.Runners == nil {
+		cfg.Runners = NewMemoryRunnerStore()
+	}
 	if cfg.RetryBackoff == nil {
 		cfg.RetryBackoff = defaultRetryBackoff
 	}
@@ -287,12 +309,22 @@ func (s *Server) register(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if len(req.Version) > 256 {
+		writeError(w, http.StatusBadRequest, "version must be at most 256 bytes long")
+		return
+	}
 	_, labels := labelKey(req.Labels)
 	id := "r_" + randomHex(12)
 	rc := &runnerClaims{Kind: kindRunner, RunnerID: id, Name: req.Name, Labels: labels, Issued: s.cfg.Now().UTC()}
 	rt, err := s.signer.sign(rc)
 	if err != nil {
 		writeError(w, http.StatusInternalServerError, err.Error())
+		return
+	}
+	rec := &RunnerRecord{ID: id, Name: req.Name, Labels: labels, Version: req.Version, RegisteredAt: rc.Issued, LastSeen: rc.Issued}
+	if err := s.cfg.Runners.RunnerCreate(r.Context(), rec); err != nil {
+		s.log.Error("fleet: recording a runner", "name", req.Name, "error", err)
+		writeError(w, http.StatusServiceUnavailable, "the runner store is unavailable; register again later")
 		return
 	}
 	s.runners.seen(rc, rc.Issued)
@@ -340,6 +372,9 @@ func (s *Server) runner(w http.ResponseWriter, r *http.Request) (*runnerClaims, 
 		writeError(w, http.StatusUnauthorized, "a valid runner token is required")
 		return nil, false
 	}
+	if s.refuseRunner(w, c.RunnerID, s.checkRunner(r.Context(), c.RunnerID)) {
+		return nil, false
+	}
 	return &c, true
 }
 
@@ -373,6 +408,21 @@ func (s *Server) claim(w http.ResponseWriter, r *http.Request) {
 		if err != nil {
 			w.WriteHeader(http.StatusNoContent)
 			return
+		}
+		if err := s.checkRunner(r.Context(), rc.RunnerID); err != nil {
+			// Revoked while it waited: the offer goes to another runner.
+			s.dispatch.Release(o.RunID, o.JobID, o.Attempt)
+			s.dispatch.Offer(o)
+			s.refuseRunner(w, rc.RunnerID, err)
+			return
+		}
+		if !mayRun(o.Spec, rc.Labels) {
+			// Never handed to a runner its policy disallows, whatever
+			// handed the offer here: it goes back for another runner.
+			s.log.Error("fleet: an offer reached a runner its policy disallows; offered again", "run", o.RunID, "job", o.JobID, "runner", rc.RunnerID)
+			s.dispatch.Release(o.RunID, o.JobID, o.Attempt)
+			s.dispatch.Offer(o)
+			continue
 		}
 		// The runner is busy from here: a pool's manager must not take
 		// it for idle and destroy it while it is handed the job.
@@ -527,6 +577,9 @@ func (s *Server) job(w http.ResponseWriter, r *http.Request) (*jobClaims, lease.
 		writeError(w, http.StatusUnauthorized, "the job token has expired")
 		return nil, lease.Attempt{}, false
 	}
+	if s.refuseRunner(w, c.RunnerID, s.checkRunner(r.Context(), c.RunnerID)) {
+		return nil, lease.Attempt{}, false
+	}
 	return &c, lease.Attempt{RunID: c.RunID, JobID: c.JobID, Attempt: c.Attempt}, true
 }
 
@@ -543,6 +596,12 @@ func (s *Server) authorizeLogWrite(r *http.Request, key logs.Key) error {
 	}
 	if !s.cfg.Now().Before(c.Expires) {
 		return fmt.Errorf("%w: the job token has expired", logs.ErrUnauthenticated)
+	}
+	if err := s.checkRunner(r.Context(), c.RunnerID); err != nil {
+		if re, ok := errors.AsType[*RunnerRefusedError](err); ok {
+			return fmt.Errorf("%w: %v", logs.ErrUnauthenticated, re)
+		}
+		return err
 	}
 	err := s.cfg.Leases.Check(r.Context(), lease.Attempt{RunID: c.RunID, JobID: c.JobID, Attempt: c.Attempt}, c.Lease)
 	if errors.Is(err, lease.ErrFenced) {

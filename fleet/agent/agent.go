@@ -119,6 +119,17 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// ErrRunnerRevoked is what Run returns once the platform revoked the
+// runner: it takes no job any more, and must not register again on its
+// own.
+var ErrRunnerRevoked = errors.New("agent: the runner was revoked")
+
+// The codes of the platform's 401 answers about the runner itself.
+const (
+	codeRunnerRevoked = "runner_revoked"
+	codeRunnerUnknown = "runner_unknown"
+)
+
 // Agent is a runner: it registers, claims jobs by long poll, runs each
 // with its Executor while heartbeating and streaming its output, and
 // reports the result. It fences itself: when the server says the attempt
@@ -180,8 +191,9 @@ func (a *Agent) Register(ctx context.Context) error {
 // ctx ends, or until it has taken Config.MaxJobs jobs. A job running when
 // ctx ends gets ShutdownGrace to finish; after that it is cancelled and
 // given back to the server, to run elsewhere. Run returns nil after a
-// clean shutdown or its last job, or the error that made registering
-// fail.
+// clean shutdown or its last job, the error that made registering fail,
+// or ErrRunnerRevoked. A runner the platform no longer knows (its record
+// is gone) registers again when it has a RegistrationToken.
 func (a *Agent) Run(ctx context.Context) error {
 	if err := a.Register(ctx); err != nil {
 		return err
@@ -192,6 +204,22 @@ func (a *Agent) Run(ctx context.Context) error {
 		if err != nil {
 			if ctx.Err() != nil {
 				break
+			}
+			if ae, ok := errors.AsType[*apiError](err); ok && ae.Status == http.StatusUnauthorized {
+				switch {
+				case ae.Code == codeRunnerRevoked:
+					return fmt.Errorf("%w: %s", ErrRunnerRevoked, ae.Msg)
+				case ae.Code == codeRunnerUnknown && a.cfg.RegistrationToken != "":
+					// The platform lost the runner's record (its store
+					// was replaced, or the embedded platform restarted):
+					// a new registration, under a new runner ID.
+					a.log.Warn("agent: the platform does not know this runner; registering again", "runner", a.runnerID)
+					a.token = ""
+					if err := a.Register(ctx); err != nil {
+						return err
+					}
+					continue
+				}
 			}
 			a.log.Warn("agent: claiming failed; retrying", "error", err, "in", backoff)
 			select {

@@ -238,7 +238,12 @@ func (c *client) claim(ctx context.Context, runnerToken string, wait time.Durati
 		}
 		return &j, nil
 	}
-	return nil, &apiError{Status: resp.StatusCode, Msg: strings.TrimSpace(string(b)), Header: resp.Header}
+	var e struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}
+	_ = json.Unmarshal(b, &e)
+	return nil, &apiError{Status: resp.StatusCode, Msg: cmpOr(e.Error, strings.TrimSpace(string(b))), Code: e.Code, Header: resp.Header}
 }
 
 // heartbeat renews the lease of j and returns the answer, and when the

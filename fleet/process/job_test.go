@@ -816,6 +816,43 @@ func TestRunJobFetchedSecrets(t *testing.T) {
 	})
 }
 
+// TestRunJobIDTokenRequestCapped: a GitHub job asking for id-token:
+// write gets the ID token request variables; the same job whose
+// Admission caps its token to reading contents does not, though the
+// platform sent them, and its log does not say it asks for them.
+func TestRunJobIDTokenRequestCapped(t *testing.T) {
+	t.Parallel()
+	spec := func(id string, capped bool) *cikit.JobSpec {
+		s := &cikit.JobSpec{ID: id, Format: "github", Permissions: map[string]string{"id-token": "write"},
+			Steps: []cikit.Step{{Run: `echo "REQUEST-URL ${ACTIONS_ID_TOKEN_REQUEST_URL:-unset}"`}}}
+		if capped {
+			s.Admission = &cikit.Admission{Decision: cikit.DecisionAllow, TokenPermissions: map[string]string{"contents": "read", "metadata": "read"}}
+		}
+		return s
+	}
+	fetch := func(context.Context) (*process.FetchedSecrets, error) {
+		return &process.FetchedSecrets{IDTokenRequest: &process.IDTokenRequest{URL: "https://ci.example.com/id-token", Token: "request-token-value"}}, nil
+	}
+	for _, c := range []struct {
+		name   string
+		capped bool
+		want   string
+	}{
+		{"uncapped", false, "REQUEST-URL https://ci.example.com/id-token\n"},
+		{"capped", true, "REQUEST-URL unset\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b := setup(t)
+			res := b.exec.RunJob(context.Background(), process.Job{Spec: spec(c.name, c.capped), FetchSecrets: fetch})
+			require.Equal(t, cikit.JobSucceeded, res.State, b.out.String())
+			require.Contains(t, b.out.String(), c.want)
+			if c.capped {
+				require.Contains(t, b.out.String(), "--- secrets: fetching nothing")
+			}
+		})
+	}
+}
+
 // TestRunJobOutputsHoldNoSecrets: as on GitHub, a job output holding a
 // secret is not passed on (outputs are stored and shown), and the log
 // says so; the others are.

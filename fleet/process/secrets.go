@@ -98,7 +98,13 @@ func (j *jobRun) fetchSecrets(ctx context.Context) (Result, bool) {
 		}
 		maps.Copy(all, f.Values)
 		j.job.Secrets = all
-		j.idTokens, j.idRequest = f.IDTokens, f.IDTokenRequest
+		j.idTokens = f.IDTokens
+		// The job's capped permissions decide, not what the platform
+		// handed: a fork's job capped below id-token: write requests
+		// no ID tokens even from a platform that sent the means.
+		if cikit.EffectivePermissions(spec)["id-token"] == "write" {
+			j.idRequest = f.IDTokenRequest
+		}
 	}
 	var missing []string
 	for _, name := range spec.Secrets {
@@ -126,7 +132,7 @@ func (j *jobRun) fetchSecrets(ctx context.Context) (Result, bool) {
 	if f != nil {
 		fmt.Fprintf(j.pw, "--- secrets: %d given, masked in this log\n", len(f.Values))
 	}
-	if j.github && spec.Permissions["id-token"] == "write" && j.idRequest == nil {
+	if j.github && cikit.EffectivePermissions(spec)["id-token"] == "write" && j.idRequest == nil {
 		fmt.Fprintf(j.pw, "--- warning: the job has the permission id-token: write, and this runner can get it no ID tokens: ACTIONS_ID_TOKEN_REQUEST_URL is not set\n")
 	}
 	return Result{}, true
@@ -182,7 +188,7 @@ func secretsWanted(spec *cikit.JobSpec) string {
 	for _, t := range spec.IDTokens {
 		parts = append(parts, t.Name+" (ID token for "+strings.Join(t.Audience, ", ")+")")
 	}
-	if spec.Permissions["id-token"] == "write" {
+	if cikit.EffectivePermissions(spec)["id-token"] == "write" {
 		parts = append(parts, "the right to request ID tokens")
 	}
 	if len(parts) == 0 {
