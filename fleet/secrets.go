@@ -176,7 +176,7 @@ func (s *Server) jobSecrets(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	g, err := js.Broker.Release(ctx, req.IDToken, secrets.Want{RunID: a.RunID, JobID: a.JobID, Attempt: a.Attempt, Names: spec.Secrets})
+	g, err := js.Broker.Release(ctx, req.IDToken, secrets.Want{RunID: a.RunID, JobID: a.JobID, Attempt: a.Attempt, Names: spec.Secrets, Admission: spec.Admission})
 	if err != nil {
 		s.secretsError(w, a, err)
 		return

@@ -121,7 +121,7 @@ func (j *jobRun) fetchSecrets(ctx context.Context) (Result, bool) {
 	switch {
 	case len(missing) == 0:
 	case f != nil && f.Withheld && j.github:
-		fmt.Fprintf(j.pw, "--- secrets: withheld: this run is a pull request's from a fork, whose jobs get no secrets; %s read empty\n", strings.Join(missing, ", "))
+		fmt.Fprintf(j.pw, "--- secrets: withheld: the platform gives this job no secret scope (by default, a pull request from a fork gets none); %s read empty\n", strings.Join(missing, ", "))
 	default:
 		why := "each secret a job names must be set"
 		if tokensMissing && j.job.FetchSecrets == nil {
