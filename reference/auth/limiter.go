@@ -114,4 +114,3 @@ func RemoteAddr(r *http.Request) string {
 	}
 	return a.String()
 }
-
