@@ -136,6 +136,9 @@ func (m *MemoryStore) tokenCreate(t *Token) error {
 	if _, ok := m.digests[t.Digest]; ok {
 		return fmt.Errorf("token digest: %w", ErrConflict)
 	}
+	if _, ok := m.users[t.User]; !ok {
+		return fmt.Errorf("token %q: %w: it names a user that does not exist", t.ID, ErrNotFound)
+	}
 	m.tokens[t.ID] = clonePtr(t)
 	m.digests[t.Digest] = t.ID
 	m.tokenOrder = append(m.tokenOrder, t.ID)
@@ -237,6 +240,9 @@ func (m *MemoryStore) SessionCreate(_ context.Context, s *Session) error {
 	defer m.mu.Unlock()
 	if _, ok := m.sessions[s.Digest]; ok {
 		return fmt.Errorf("session: %w", ErrConflict)
+	}
+	if _, ok := m.users[s.User]; !ok {
+		return fmt.Errorf("session: %w: it names a user that does not exist", ErrNotFound)
 	}
 	m.sessions[s.Digest] = clonePtr(s)
 	return nil

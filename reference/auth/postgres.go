@@ -88,6 +88,7 @@ func (s *PostgresStore) UserCreate(ctx context.Context, u *User) error {
 func scanUser(row pgx.Row) (*User, error) {
 	u := &User{}
 	err := row.Scan(&u.ID, &u.Login, &u.Name, &u.Email, &u.Service, &u.Created, &u.Disabled)
+	u.Created = u.Created.UTC()
 	return u, err
 }
 
@@ -155,12 +156,13 @@ func scanToken(row pgx.Row) (*Token, error) {
 		return nil, err
 	}
 	copy(t.Digest[:], digest)
+	t.Created = t.Created.UTC()
 	for _, p := range []struct {
 		dst *time.Time
 		src *time.Time
 	}{{&t.Expires, expires}, {&t.RevokedAt, revoked}, {&t.LastUsedAt, used}} {
 		if p.src != nil {
-			*p.dst = *p.src
+			*p.dst = p.src.UTC()
 		}
 	}
 	t.MaxRole = Role(role)
@@ -228,6 +230,7 @@ func (s *PostgresStore) SessionGet(ctx context.Context, d Digest) (*Session, err
 	var digest []byte
 	err := s.pool.QueryRow(ctx, sqlSessionGet, d[:]).Scan(&digest, &x.User, &x.CSRF, &x.Created, &x.Expires, &x.LastSeen)
 	copy(x.Digest[:], digest)
+	x.Created, x.Expires, x.LastSeen = x.Created.UTC(), x.Expires.UTC(), x.LastSeen.UTC()
 	return x, interpretError(err, "session")
 }
 
@@ -263,7 +266,7 @@ func (s *PostgresStore) AuditList(ctx context.Context, q AuditQuery) ([]Entry, e
 		var e Entry
 		var id int64
 		err := r.Scan(&id, &e.Time, &e.Actor, &e.Action, &e.Target, &e.Detail, &e.Remote, &e.Outcome)
-		e.ID = strconv.FormatInt(id, 10)
+		e.ID, e.Time = strconv.FormatInt(id, 10), e.Time.UTC()
 		return e, err
 	})
 	if out == nil && err == nil {
