@@ -144,7 +144,7 @@ func (a *API) allowMethods() {
 		}
 		a.mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Allow", allow)
-			writeError(w, http.StatusMethodNotAllowed, "use "+strings.Join(ms, " or "))
+			writeError(w, http.StatusMethodNotAllowed, "use "+strings.Join(ms, ", "))
 		})
 	}
 }

@@ -186,7 +186,8 @@ func TestAPIDoc(t *testing.T) {
 	for _, e := range examples {
 		req := httptest.NewRequestWithContext(t.Context(), e.method, e.target, strings.NewReader(e.reqBody))
 		for _, h := range e.reqHeader {
-			req.Header.Add(h[0], h[1])
+			// <token> stands for the fixture's admin token.
+			req.Header.Add(h[0], strings.NewReplacer("<token>", f.admin, "<reader-token>", f.reader).Replace(h[1]))
 		}
 		rec := httptest.NewRecorder()
 		f.api.ServeHTTP(rec, req)

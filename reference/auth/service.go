@@ -357,7 +357,7 @@ func (s *Service) Authorize(ctx context.Context, p *Principal, role Role, org, r
 		return err
 	}
 	if has := g.Role(org, repo); has < role {
-		return fmt.Errorf("%w: %s needs role %s on %s and has %s", ErrForbidden, p, role, where(org, repo), has)
+		return fmt.Errorf("%w: %s needs role %s on %s and has %s", ErrForbidden, p.Login, role, where(org, repo), has)
 	}
 	return nil
 }
