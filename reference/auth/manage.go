@@ -88,11 +88,11 @@ func (s *Service) TokenCreate(ctx context.Context, p *Principal, tp TokenParams)
 	org, repo := tp.Org, tp.Repo
 	if p.Kind == KindToken && user == p.User {
 		maxRole = min(maxRole, p.MaxRole)
-		if !covers(p.Org, p.Repo, org, repo) {
-			return nil, fmt.Errorf("%w: a token confined to %s cannot make one for %s", ErrForbidden, where(p.Org, p.Repo), where(org, repo))
-		}
 		if org == "" {
 			org, repo = p.Org, p.Repo
+		}
+		if !covers(p.Org, p.Repo, org, repo) {
+			return nil, fmt.Errorf("%w: a token confined to %s cannot make one for %s", ErrForbidden, where(p.Org, p.Repo), where(org, repo))
 		}
 	}
 	now := s.now().UTC()
