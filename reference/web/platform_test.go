@@ -24,6 +24,7 @@ import (
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/logs"
 	"github.com/cikit/cikit/reference/api"
+	"github.com/cikit/cikit/reference/auth"
 	"github.com/cikit/cikit/reference/web"
 )
 
@@ -85,12 +86,28 @@ func newPlatform(t *testing.T) *platform {
 		t.Fatal(err)
 	}
 	p.hub = hub
-	a, err := api.New(api.Config{Runs: p.store, Logs: hub, Why: p.why, Now: p.clock, Logger: quiet, Artifacts: p})
+	// The browser is the platform's admin: its requests get the admin
+	// token here, as a signed-in session's would get its cookie.
+	access, err := auth.New(auth.Config{Store: auth.NewMemoryStore(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
+	token, _, err := access.Bootstrap(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := api.New(api.Config{Runs: p.store, Logs: hub, Why: p.why, Now: p.clock, Logger: quiet, Artifacts: p, Access: access})
+	if err != nil {
+		t.Fatal(err)
+	}
+	asAdmin := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			r.Header.Set("Authorization", "Bearer "+token)
+			h.ServeHTTP(w, r)
+		})
+	}
 	mux := http.NewServeMux()
-	mux.Handle("/api/", p.faults(a))
+	mux.Handle("/api/", asAdmin(p.faults(a)))
 	mux.Handle("/", web.Handler())
 	mux.HandleFunc("GET /blobs/{id}", func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
