@@ -211,6 +211,8 @@ func TestAPIDoc(t *testing.T) {
 		"GET /api/v1/runs/{run}/jobs/{job}/log/follow", "GET /api/v1/runs/{run}/jobs/{job}/why", "POST /api/v1/runs/{run}/jobs/{job}/start",
 		"GET /api/v1/runs/{run}/artifacts", "GET /api/v1/runs/{run}/artifacts/{artifact}/download",
 		"GET /api/v1/secrets", "PUT /api/v1/secrets/{secret}", "DELETE /api/v1/secrets/{secret}",
+		"GET /api/v1/me", "POST /api/v1/tokens", "POST /api/v1/service-accounts", "GET /api/v1/roles", "POST /api/v1/roles",
+		"DELETE /api/v1/roles", "GET /api/v1/audit",
 	} {
 		require.True(t, routes[r], "the document has an example of %s", r)
 	}
