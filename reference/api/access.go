@@ -84,6 +84,9 @@ type Rule struct {
 }
 
 func (r Rule) validate() error {
+	if (r.Action == "") != (r.Target == "") {
+		return errors.New("an audited rule has both Action and Target")
+	}
 	switch {
 	case r.Open && (r.AnyUser || r.Role != auth.RoleNone || r.Action != ""):
 		return errors.New("an Open rule has no role and no audit action")
@@ -97,8 +100,6 @@ func (r Rule) validate() error {
 		return errors.New("the rule has no role: give it Open, AnyUser or a Role and a Scope")
 	case r.Scope < OnPlatform || r.Scope > OnSecretScope:
 		return errors.New("the rule's Role has no Scope")
-	case (r.Action == "") != (r.Target == ""):
-		return errors.New("an audited rule has both Action and Target")
 	}
 	return nil
 }
