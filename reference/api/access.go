@@ -36,6 +36,8 @@ type Access interface {
 	TokenList(ctx context.Context, p *auth.Principal, all bool) ([]*auth.Token, error)
 	TokenRevoke(ctx context.Context, p *auth.Principal, id string) error
 	ServiceAccountCreate(ctx context.Context, p *auth.Principal, login, name string) (*auth.User, error)
+	UserList(ctx context.Context, p *auth.Principal) ([]*auth.User, error)
+	UserDisable(ctx context.Context, p *auth.Principal, login string, disabled bool) error
 	BindingGrant(ctx context.Context, p *auth.Principal, b auth.Binding) error
 	BindingRevoke(ctx context.Context, p *auth.Principal, b auth.Binding) error
 	BindingList(ctx context.Context, p *auth.Principal) ([]auth.Binding, error)

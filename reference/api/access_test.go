@@ -197,3 +197,19 @@ func TestTokenRoutes(t *testing.T) {
 		require.Contains(t, rec.Body.String(), msg, body[:min(len(body), 40)])
 	}
 }
+
+// TestDisableUser: a disabled user's token stops working at once, and
+// works again when the user is enabled.
+func TestDisableUser(t *testing.T) {
+	t.Parallel()
+	f := documented(t, api.Config{})
+	require.Equal(t, http.StatusOK, f.as(t, f.reader, "GET", "/api/v1/runs/run-1", "").Code)
+	require.Equal(t, http.StatusNoContent, f.as(t, f.admin, "POST", "/api/v1/users/viewer/disable", "").Code)
+	requireError(t, f.as(t, f.reader, "GET", "/api/v1/runs/run-1", ""), http.StatusUnauthorized, "disabled")
+	users := decode[api.UserList](t, f.as(t, f.admin, "GET", "/api/v1/users", ""), http.StatusOK)
+	require.Equal(t, []string{"admin", "viewer"}, []string{users.Users[0].Login, users.Users[1].Login})
+	require.True(t, users.Users[1].Disabled)
+	require.Equal(t, http.StatusNoContent, f.as(t, f.admin, "POST", "/api/v1/users/viewer/enable", "").Code)
+	require.Equal(t, http.StatusOK, f.as(t, f.reader, "GET", "/api/v1/runs/run-1", "").Code)
+	requireError(t, f.as(t, f.admin, "POST", "/api/v1/users/nosuch/disable", ""), http.StatusNotFound, "not found")
+}

@@ -49,7 +49,7 @@ func callers(t *testing.T, f *fixture) []caller {
 func sample(pattern string) (method, target, body string) {
 	method, path, _ := strings.Cut(pattern, " ")
 	path = strings.NewReplacer("{run}", "run-1", "{job}", "build", "{org}", "acme", "{repo}", "api", "{name}", "TOKEN",
-		"{id}", "tok_nope", "{artifact}", "art-1").Replace(path)
+		"{id}", "tok_nope", "{artifact}", "art-1", "{login}", "nosuch").Replace(path)
 	switch {
 	case strings.Contains(path, "/secrets"):
 		path += "?scope=repo:acme/api"

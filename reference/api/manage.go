@@ -288,3 +288,38 @@ func (a *API) listAudit(w http.ResponseWriter, r *http.Request) {
 	}
 	writeJSON(w, http.StatusOK, out)
 }
+
+// UserList is the answer of GET /api/v1/users.
+type UserList struct {
+	Users []*auth.User `json:"users"`
+}
+
+func (a *API) listUsers(w http.ResponseWriter, r *http.Request) {
+	if _, ok := queryParams(w, r); !ok {
+		return
+	}
+	us, err := a.access.UserList(r.Context(), auth.FromContext(r.Context()))
+	if err != nil {
+		a.authFail(w, r, "listing users", err)
+		return
+	}
+	if us == nil {
+		us = []*auth.User{}
+	}
+	writeJSON(w, http.StatusOK, UserList{Users: us})
+}
+
+// disableUser disables (or enables) a user: a disabled user's tokens and
+// sessions stop working at once.
+func (a *API) disableUser(disabled bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !idsAndNoQuery(w, r, "login") {
+			return
+		}
+		if err := a.access.UserDisable(r.Context(), auth.FromContext(r.Context()), r.PathValue("login"), disabled); err != nil {
+			a.authFail(w, r, "changing the user", err)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}
+}

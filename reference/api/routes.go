@@ -59,6 +59,9 @@ func (a *API) register(manual http.Handler) error {
 		{"GET " + Prefix + "/roles", anyUser, a.listRoles},
 		{"POST " + Prefix + "/roles", Rule{Role: auth.RoleAdmin, Scope: OnPlatform, Action: "role.grant", Target: "role"}, a.grantRole},
 		{"DELETE " + Prefix + "/roles", Rule{Role: auth.RoleAdmin, Scope: OnPlatform, Action: "role.revoke", Target: "role"}, a.revokeRole},
+		{"GET " + Prefix + "/users", platformAdm, a.listUsers},
+		{"POST " + Prefix + "/users/{login}/disable", Rule{Role: auth.RoleAdmin, Scope: OnPlatform, Action: "user.disable", Target: "user/{login}"}, a.disableUser(true)},
+		{"POST " + Prefix + "/users/{login}/enable", Rule{Role: auth.RoleAdmin, Scope: OnPlatform, Action: "user.enable", Target: "user/{login}"}, a.disableUser(false)},
 		{"GET " + Prefix + "/audit", platformAdm, a.listAudit},
 	}
 	var errs []error

@@ -107,6 +107,19 @@ func (s *Service) TokenCreate(ctx context.Context, p *Principal, tp TokenParams)
 		}
 		t.Expires = now.Add(ttl)
 	}
+	existing, err := s.store.TokenList(ctx, u.ID)
+	if err != nil {
+		return nil, err
+	}
+	live := 0
+	for _, x := range existing {
+		if x.RevokedAt.IsZero() && (x.Expires.IsZero() || now.Before(x.Expires)) {
+			live++
+		}
+	}
+	if live >= MaxTokensPerUser {
+		return nil, fmt.Errorf("%w: %s has %d live tokens, the most a user may have; revoke some first", ErrInvalid, u.Login, live)
+	}
 	secret := newTokenText(kind)
 	t.Digest = DigestOf(secret)
 	if err := s.store.TokenCreate(ctx, &t); err != nil {

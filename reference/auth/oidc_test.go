@@ -268,6 +268,13 @@ func TestOIDCRefusals(t *testing.T) {
 		require.Contains(t, body(t, resp), "a path of this site")
 	}
 	require.Equal(t, http.StatusBadRequest, s.get(t, "/auth/callback?code=x&state=y").StatusCode, "no sign-in started")
+	// A login cookie the client made up, or an enormous one.
+	u, err := url.Parse(s.srv.URL)
+	require.NoError(t, err)
+	for _, v := range []string{"not-base64!", "e30", strings.Repeat("A", 3000)} {
+		s.client.Jar.SetCookies(u, []*http.Cookie{{Name: "__Host-cikit_login", Value: v, Path: "/", Secure: true}})
+		require.Equal(t, http.StatusBadRequest, s.get(t, "/auth/callback?code=x&state=y").StatusCode, v[:min(len(v), 20)])
+	}
 
 	is.signIn(map[string]any{"sub": "7", "email": "mallory@evil.example", "email_verified": true})
 	_, cb := s.signIn(t, "/")

@@ -350,3 +350,23 @@ func TestSessions(t *testing.T) {
 	_, err = b.svc.Authenticate(bad)
 	require.ErrorIs(t, err, auth.ErrUnauthenticated)
 }
+
+// TestTokenLimit: a user has at most MaxTokensPerUser live tokens; a
+// revoked one makes room.
+func TestTokenLimit(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	dave := b.person(t, "dave")
+	var last *auth.NewToken
+	for i := range auth.MaxTokensPerUser {
+		var err error
+		last, err = b.svc.TokenCreate(t.Context(), dave, auth.TokenParams{Name: fmt.Sprint("t", i)})
+		require.NoError(t, err)
+	}
+	_, err := b.svc.TokenCreate(t.Context(), dave, auth.TokenParams{Name: "one too many"})
+	require.ErrorIs(t, err, auth.ErrInvalid)
+	require.ErrorContains(t, err, "revoke some first")
+	require.NoError(t, b.svc.TokenRevoke(t.Context(), dave, last.ID))
+	_, err = b.svc.TokenCreate(t.Context(), dave, auth.TokenParams{Name: "room again"})
+	require.NoError(t, err)
+}

@@ -30,6 +30,9 @@ const (
 	// MaxScopeBytes bounds an org or repo path of a binding or a token's
 	// scope.
 	MaxScopeBytes = 255
+	// MaxTokensPerUser bounds a user's live (not revoked, not expired)
+	// tokens, and so the tokens a user lists.
+	MaxTokensPerUser = 100
 	// DefaultAuditLimit and MaxAuditLimit bound a page of the audit log.
 	DefaultAuditLimit = 50
 	MaxAuditLimit     = 500
