@@ -36,8 +36,9 @@
 //
 // Service.Handler serves GET /auth/login, GET /auth/callback and POST
 // /auth/logout: the OpenID Connect authorization code flow with state,
-// nonce and PKCE against Config.OIDC's issuer; a first sign-in creates
-// the user. The session cookie is HttpOnly, SameSite=Lax, Path /, and
+// nonce and PKCE against Config.OIDC's issuer, or with state and PKCE
+// against a GitHub OAuth app (Config.GitHub; GitHub's OAuth is not OIDC,
+// so the user is read from its API); a first sign-in creates the user. The session cookie is HttpOnly, SameSite=Lax, Path /, and
 // Secure with the __Host- prefix unless Config.PlainHTTP; it ends after
 // SessionTTL, or SessionIdle unused.
 //

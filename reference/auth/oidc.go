@@ -58,15 +58,35 @@ type OIDCConfig struct {
 	Timeout time.Duration
 }
 
+// provider is where sign-in sends the browser and learns who signed in:
+// an OIDC issuer, or GitHub.
+type provider interface {
+	// ctx bounds a call to the provider and gives it its client.
+	ctx(parent context.Context) (context.Context, context.CancelFunc)
+	// authURL is where login redirects the browser.
+	authURL(ctx context.Context, st *loginState) (string, error)
+	// identify exchanges the callback's code and says who signed in; an
+	// error wrapping ErrForbidden for one it does not admit.
+	identify(ctx context.Context, code string, st *loginState) (*identity, error)
+	// defaults are the bindings of a user's first sign-in.
+	defaults() []Binding
+}
+
+// identity is who signed in: the provider's name for them and what it
+// says of them.
+type identity struct {
+	issuer, subject string
+	claims          idClaims
+}
+
 type oidcFlow struct {
-	s   *Service
 	cfg OIDCConfig
 
 	mu       sync.Mutex
 	provider *oidc.Provider
 }
 
-func newOIDCFlow(s *Service, cfg *OIDCConfig) (*oidcFlow, error) {
+func newOIDCFlow(cfg *OIDCConfig) (*oidcFlow, error) {
 	c := *cfg
 	if c.Issuer == "" || c.ClientID == "" || c.RedirectURL == "" {
 		return nil, errors.New("auth: OIDCConfig needs Issuer, ClientID and RedirectURL")
@@ -89,7 +109,7 @@ func newOIDCFlow(s *Service, cfg *OIDCConfig) (*oidcFlow, error) {
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{Timeout: c.Timeout}
 	}
-	return &oidcFlow{s: s, cfg: c}, nil
+	return &oidcFlow{cfg: c}, nil
 }
 
 // ctx bounds a call to the issuer and gives it the flow's client.
@@ -100,6 +120,49 @@ func (f *oidcFlow) ctx(parent context.Context) (context.Context, context.CancelF
 
 // discover reads the issuer's configuration once; a failure is tried
 // again at the next sign-in.
+func (f *oidcFlow) defaults() []Binding { return f.cfg.DefaultBindings }
+
+func (f *oidcFlow) authURL(ctx context.Context, st *loginState) (string, error) {
+	_, oc, err := f.discover(ctx)
+	if err != nil {
+		return "", err
+	}
+	return oc.AuthCodeURL(st.State, oidc.Nonce(st.Nonce), oauth2.S256ChallengeOption(st.Verifier)), nil
+}
+
+// identify exchanges the code, verifies the ID token and its nonce, and
+// applies the configured conditions.
+func (f *oidcFlow) identify(ctx context.Context, code string, st *loginState) (*identity, error) {
+	provider, oc, err := f.discover(ctx)
+	if err != nil {
+		return nil, err
+	}
+	tok, err := oc.Exchange(ctx, code, oauth2.VerifierOption(st.Verifier))
+	if err != nil {
+		return nil, fmt.Errorf("exchanging the authorization code failed: %w", err)
+	}
+	raw, _ := tok.Extra("id_token").(string)
+	if raw == "" {
+		return nil, errors.New("the issuer answered without an ID token")
+	}
+	idt, err := provider.Verifier(&oidc.Config{ClientID: f.cfg.ClientID}).Verify(ctx, raw)
+	if err != nil {
+		return nil, fmt.Errorf("%w: the ID token does not verify: %v", ErrForbidden, err)
+	}
+	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(st.Nonce)) != 1 {
+		return nil, fmt.Errorf("%w: the ID token's nonce is not this sign-in's", ErrForbidden)
+	}
+	var claims idClaims
+	var all map[string]any
+	if err := idt.Claims(&claims); err != nil || idt.Claims(&all) != nil {
+		return nil, fmt.Errorf("%w: the ID token's claims do not parse", ErrForbidden)
+	}
+	if err := f.admits(claims, all); err != nil {
+		return nil, err
+	}
+	return &identity{issuer: idt.Issuer, subject: idt.Subject, claims: claims}, nil
+}
+
 func (f *oidcFlow) discover(ctx context.Context) (*oidc.Provider, *oauth2.Config, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -157,7 +220,7 @@ type loginState struct {
 }
 
 func (s *Service) login(w http.ResponseWriter, r *http.Request) {
-	if s.oidc == nil {
+	if s.provider == nil {
 		authError(w, http.StatusNotFound, "sign-in is not configured: the platform has no OIDC issuer")
 		return
 	}
@@ -169,17 +232,17 @@ func (s *Service) login(w http.ResponseWriter, r *http.Request) {
 		authError(w, http.StatusBadRequest, "next must be a path of this site, such as /runs")
 		return
 	}
-	ctx, cancel := s.oidc.ctx(r.Context())
+	ctx, cancel := s.provider.ctx(r.Context())
 	defer cancel()
-	_, oc, err := s.oidc.discover(ctx)
+	st := &loginState{State: randomText(), Nonce: randomText(), Verifier: oauth2.GenerateVerifier(), Next: next}
+	to, err := s.provider.authURL(ctx, st)
 	if err != nil {
 		authError(w, http.StatusBadGateway, err.Error())
 		return
 	}
-	st := loginState{State: randomText(), Nonce: randomText(), Verifier: oauth2.GenerateVerifier(), Next: next}
 	b, _ := json.Marshal(st)
 	http.SetCookie(w, s.cookie(s.loginCookieName(), base64.RawURLEncoding.EncodeToString(b), loginCookieMaxAge))
-	http.Redirect(w, r, oc.AuthCodeURL(st.State, oidc.Nonce(st.Nonce), oauth2.S256ChallengeOption(st.Verifier)), http.StatusFound)
+	http.Redirect(w, r, to, http.StatusFound)
 }
 
 // readLoginState reads and clears the login cookie.
@@ -210,7 +273,7 @@ type idClaims struct {
 }
 
 func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
-	if s.oidc == nil {
+	if s.provider == nil {
 		authError(w, http.StatusNotFound, "sign-in is not configured: the platform has no OIDC issuer")
 		return
 	}
@@ -229,43 +292,18 @@ func (s *Service) callback(w http.ResponseWriter, r *http.Request) {
 		authError(w, http.StatusBadRequest, "the callback has no authorization code")
 		return
 	}
-	ctx, cancel := s.oidc.ctx(r.Context())
+	ctx, cancel := s.provider.ctx(r.Context())
 	defer cancel()
-	provider, oc, err := s.oidc.discover(ctx)
+	id, err := s.provider.identify(ctx, code, st)
 	if err != nil {
-		authError(w, http.StatusBadGateway, err.Error())
+		status := http.StatusBadGateway
+		if errors.Is(err, ErrForbidden) {
+			status = http.StatusForbidden
+		}
+		authError(w, status, err.Error())
 		return
 	}
-	tok, err := oc.Exchange(ctx, code, oauth2.VerifierOption(st.Verifier))
-	if err != nil {
-		authError(w, http.StatusBadGateway, "exchanging the authorization code failed: "+err.Error())
-		return
-	}
-	raw, _ := tok.Extra("id_token").(string)
-	if raw == "" {
-		authError(w, http.StatusBadGateway, "the issuer answered without an ID token")
-		return
-	}
-	idt, err := provider.Verifier(&oidc.Config{ClientID: s.oidc.cfg.ClientID}).Verify(ctx, raw)
-	if err != nil {
-		authError(w, http.StatusForbidden, "the ID token does not verify: "+err.Error())
-		return
-	}
-	if subtle.ConstantTimeCompare([]byte(idt.Nonce), []byte(st.Nonce)) != 1 {
-		authError(w, http.StatusForbidden, "the ID token's nonce is not this sign-in's")
-		return
-	}
-	var claims idClaims
-	var all map[string]any
-	if err := idt.Claims(&claims); err != nil || idt.Claims(&all) != nil {
-		authError(w, http.StatusForbidden, "the ID token's claims do not parse")
-		return
-	}
-	if err := s.oidc.admits(claims, all); err != nil {
-		authError(w, http.StatusForbidden, err.Error())
-		return
-	}
-	u, err := s.signInUser(r.Context(), idt.Issuer, idt.Subject, claims)
+	u, err := s.signInUser(r.Context(), id.issuer, id.subject, id.claims)
 	if err != nil {
 		status := http.StatusServiceUnavailable
 		if errors.Is(err, ErrForbidden) {
@@ -340,7 +378,7 @@ func (s *Service) signInUser(ctx context.Context, issuer, subject string, c idCl
 		if err := s.store.IdentityLink(ctx, issuer, subject, u.ID); err != nil {
 			return nil, err
 		}
-		for _, b := range s.oidc.cfg.DefaultBindings {
+		for _, b := range s.provider.defaults() {
 			b.User = u.Login
 			if err := s.store.BindingGrant(ctx, b); err != nil {
 				return nil, err

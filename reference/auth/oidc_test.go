@@ -121,6 +121,19 @@ type site struct {
 
 func newSite(t *testing.T, is *issuer, plain bool, mod func(*auth.OIDCConfig)) *site {
 	t.Helper()
+	return newSiteWith(t, plain, func(s *site, cfg *auth.Config) {
+		oc := &auth.OIDCConfig{Issuer: is.srv.URL, ClientID: "cikit", ClientSecret: "s3cret", RedirectURL: s.srv.URL + "/auth/callback",
+			DefaultBindings: []auth.Binding{{Role: auth.RoleRead, Org: "acme"}}}
+		if mod != nil {
+			mod(oc)
+		}
+		cfg.OIDC = oc
+	})
+}
+
+// newSiteWith serves a Service whose configuration provider completes.
+func newSiteWith(t *testing.T, plain bool, provider func(*site, *auth.Config)) *site {
+	t.Helper()
 	s := &site{store: auth.NewMemoryStore()}
 	mux := http.NewServeMux()
 	if plain {
@@ -129,13 +142,10 @@ func newSite(t *testing.T, is *issuer, plain bool, mod func(*auth.OIDCConfig)) *
 		s.srv = httptest.NewTLSServer(mux)
 	}
 	t.Cleanup(s.srv.Close)
-	cfg := &auth.OIDCConfig{Issuer: is.srv.URL, ClientID: "cikit", ClientSecret: "s3cret", RedirectURL: s.srv.URL + "/auth/callback",
-		DefaultBindings: []auth.Binding{{Role: auth.RoleRead, Org: "acme"}}}
-	if mod != nil {
-		mod(cfg)
-	}
+	cfg := auth.Config{Store: s.store, PlainHTTP: plain, Logger: discard()}
+	provider(s, &cfg)
 	var err error
-	s.svc, err = auth.New(auth.Config{Store: s.store, OIDC: cfg, PlainHTTP: plain, Logger: discard()})
+	s.svc, err = auth.New(cfg)
 	require.NoError(t, err)
 	mux.Handle("/auth/", s.svc.Handler())
 	mux.HandleFunc("/whoami", func(w http.ResponseWriter, r *http.Request) {

@@ -56,9 +56,11 @@ type Config struct {
 	// ClientAddr names a request's client for the failure limit and the
 	// audit log. Default: RemoteAddr.
 	ClientAddr func(*http.Request) string
-	// OIDC configures sign-in to the web UI; without it Handler's
-	// routes answer 404.
-	OIDC *OIDCConfig
+	// OIDC configures sign-in to the web UI with an OIDC issuer, GitHub
+	// with GitHub's OAuth (which is not OIDC); without either Handler's
+	// sign-in routes answer 404.
+	OIDC   *OIDCConfig
+	GitHub *GitHubConfig
 	// PlainHTTP says the platform is served over plain http on
 	// localhost: the session cookie is then not Secure (and has no
 	// __Host- prefix), still HttpOnly and SameSite=Lax.
@@ -83,7 +85,9 @@ type Service struct {
 	log   *slog.Logger
 	fails *failures
 	addr  func(*http.Request) string
-	oidc  *oidcFlow // nil without Config.OIDC
+	// provider is the sign-in's identity provider, nil without
+	// Config.OIDC or Config.GitHub.
+	provider provider
 }
 
 // New validates cfg and returns a Service.
@@ -122,12 +126,21 @@ func New(cfg Config) (*Service, error) {
 	if cfg.ClientAddr == nil {
 		s.addr = RemoteAddr
 	}
-	if cfg.OIDC != nil {
-		f, err := newOIDCFlow(s, cfg.OIDC)
+	switch {
+	case cfg.OIDC != nil && cfg.GitHub != nil:
+		return nil, errors.New("auth: Config.OIDC and Config.GitHub are two ways to sign in: give one")
+	case cfg.OIDC != nil:
+		f, err := newOIDCFlow(cfg.OIDC)
 		if err != nil {
 			return nil, err
 		}
-		s.oidc = f
+		s.provider = f
+	case cfg.GitHub != nil:
+		f, err := newGitHubFlow(cfg.GitHub)
+		if err != nil {
+			return nil, err
+		}
+		s.provider = f
 	}
 	return s, nil
 }
