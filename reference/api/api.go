@@ -10,7 +10,6 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cikit/cikit"
@@ -52,13 +51,13 @@ type Config struct {
 	// artifact routes answer 404.
 	Artifacts Artifacts
 	// Secrets is the built-in secret store, managed at /api/v1/secrets
-	// by callers with an admin token. Without it those routes answer 404
-	// "secrets are not configured".
+	// by admins of the platform or of the secret's org or repository.
+	// Without it those routes answer 404 "secrets are not configured".
 	Secrets secrets.Store
-	// AdminTokens are the bearer tokens that may manage secrets, each of
-	// at least MinAdminTokenBytes; several let one be replaced without
-	// downtime. Required with Secrets.
-	AdminTokens []string
+	// Access authenticates and authorizes every caller but of the health
+	// checks, and keeps the audit log; an *auth.Service fits. Required:
+	// an API open to anyone is not something to get by omission.
+	Access Access
 	// Ready reports whether the platform can serve: /readyz answers 503
 	// with its error when it fails. Default: always ready.
 	Ready func(ctx context.Context) error
@@ -72,11 +71,6 @@ type Config struct {
 	// and jobs show; approvals.PostgresStore fits. Without it decisions
 	// are applied and audited but not shown.
 	Approvals approvals.Store
-	// Audit is called with an entry of the audit log for every decision
-	// on a gated job (Action "job.approve" or "job.reject"), also one
-	// refused to a person who is not among its reviewers (Outcome
-	// "denied"). Without it nothing is audited.
-	Audit func(ctx context.Context, e auth.Entry)
 }
 
 // API is the HTTP API; see the package documentation and docs/api.md. It
@@ -92,14 +86,16 @@ type API struct {
 	now      func() time.Time
 	log      *slog.Logger
 	mux      *http.ServeMux
-
-	// secrets is nil without a store; adminTokens are the digests of
-	// Config.AdminTokens.
-	secrets     secrets.Store
-	adminTokens adminTokens
+	access   Access
+	secrets  secrets.Store // nil without a store
 
 	approvals approvals.Store // nil without one
-	audit     func(ctx context.Context, e auth.Entry)
+
+	// routes are the registered routes; methods the methods of each
+	// path, paths in registration order.
+	routes  []Route
+	methods map[string][]string
+	paths   []string
 }
 
 // New validates cfg and returns an API.
@@ -107,23 +103,16 @@ func New(cfg Config) (*API, error) {
 	if cfg.Runs == nil {
 		return nil, errors.New("api: Config.Runs is required")
 	}
+	if cfg.Access == nil {
+		return nil, errors.New("api: Config.Access is required: an auth.Service (auth.New with a store) says who may call which route")
+	}
 	a := &API{
 		runs: cfg.Runs, hub: cfg.Logs, why: cfg.Why, dispatch: cfg.Dispatch, ready: cfg.Ready, arts: cfg.Artifacts,
 		now: cfg.Now, log: cmp.Or(cfg.Logger, slog.Default()), mux: http.NewServeMux(),
+		access: cfg.Access, secrets: cfg.Secrets, methods: map[string][]string{}, approvals: cfg.Approvals,
 	}
 	if a.now == nil {
 		a.now = time.Now
-	}
-	a.approvals, a.audit = cfg.Approvals, cfg.Audit
-	if cfg.Secrets != nil {
-		if len(cfg.AdminTokens) == 0 {
-			return nil, errors.New("api: Config.Secrets needs Config.AdminTokens: without an admin token nobody could manage the secrets")
-		}
-		tokens, err := newAdminTokens(cfg.AdminTokens)
-		if err != nil {
-			return nil, err
-		}
-		a.secrets, a.adminTokens = cfg.Secrets, tokens
 	}
 	if a.hub != nil {
 		h, err := logs.NewHandler(logs.HandlerConfig{Hub: a.hub, AuthorizeWrite: readOnly, AuthorizeFollow: logs.AllowAll, Logger: a.log})
@@ -132,51 +121,14 @@ func New(cfg Config) (*API, error) {
 		}
 		a.follow = h
 	}
-	a.route("GET /healthz", a.healthz)
-	a.route("GET /readyz", a.readyz)
-	a.route("GET "+Prefix+"/runs", a.listRuns)
-	a.route("GET "+Prefix+"/runs/{run}", a.getRun)
-	a.route("POST "+Prefix+"/runs/{run}/cancel", a.cancelRun)
-	a.route("POST "+Prefix+"/runs/{run}/retry", a.retryRun)
-	a.route("GET "+Prefix+"/runs/{run}/artifacts", a.listArtifacts)
-	a.route("GET "+Prefix+"/runs/{run}/artifacts/{artifact}/download", a.downloadArtifact)
-	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}", a.getJob)
-	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/log", a.getLog)
-	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/log/follow", a.followLog)
-	a.route("GET "+Prefix+"/runs/{run}/jobs/{job}/why", a.getWhy)
-	a.route("POST "+Prefix+"/runs/{run}/jobs/{job}/start", a.startJob)
-	a.approvalRoutes()
-	a.route("GET "+Prefix+"/secrets", a.listSecrets)
-	a.mux.HandleFunc("PUT "+Prefix+"/secrets/{name}", a.setSecret)
-	a.mux.HandleFunc("DELETE "+Prefix+"/secrets/{name}", a.deleteSecret)
-	a.mux.HandleFunc(Prefix+"/secrets/{name}", methodNotAllowed("PUT, DELETE"))
-	if cfg.Manual != nil {
-		a.mux.Handle("POST "+Prefix+"/repos/{org}/{repo}/pipelines", cfg.Manual)
-		a.mux.HandleFunc(Prefix+"/repos/{org}/{repo}/pipelines", methodNotAllowed("POST"))
+	if err := a.register(cfg.Manual); err != nil {
+		return nil, err
 	}
+	a.allowMethods()
 	a.mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, fmt.Sprintf("no route %s %s", r.Method, r.URL.Path))
 	})
 	return a, nil
-}
-
-// route registers pattern ("METHOD /path") and, for the path with any
-// other method, a JSON 405.
-func (a *API) route(pattern string, h http.HandlerFunc) {
-	method, path, _ := strings.Cut(pattern, " ")
-	a.mux.HandleFunc(pattern, h)
-	a.mux.HandleFunc(path, methodNotAllowed(method))
-}
-
-func methodNotAllowed(method string) http.HandlerFunc {
-	allow := method
-	if method == http.MethodGet {
-		allow = "GET, HEAD"
-	}
-	return func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Allow", allow)
-		writeError(w, http.StatusMethodNotAllowed, "use "+method)
-	}
 }
 
 // readOnly refuses the runner's side of the log protocol, which the API
@@ -292,7 +244,12 @@ func (a *API) listRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		p.Before = c
 	}
-	runs, err := a.runs.RunList(r.Context(), p)
+	g, err := a.access.Grants(r.Context(), auth.FromContext(r.Context()))
+	if err != nil {
+		a.authFail(w, r, "reading the caller's roles", err)
+		return
+	}
+	runs, last, more, err := a.readableRuns(r.Context(), g, p)
 	if err != nil {
 		a.fail(w, r, "listing runs", err)
 		return
@@ -302,19 +259,53 @@ func (a *API) listRuns(w http.ResponseWriter, r *http.Request) {
 	for i, run := range runs {
 		out.Runs[i] = summary(run, now)
 	}
-	if len(runs) == p.Limit {
-		// A full page: is there another?
-		last := runs[len(runs)-1].Cursor()
-		more, err := a.runs.RunList(r.Context(), &dag.RunListParams{Limit: 1, Before: last, Pipeline: p.Pipeline, Branch: p.Branch})
-		if err != nil {
-			a.fail(w, r, "listing runs", err)
-			return
-		}
-		if len(more) > 0 {
-			out.Next = EncodeCursor(last)
-		}
+	if more {
+		out.Next = EncodeCursor(last)
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// maxListScan bounds the runs GET /runs reads for one page, as
+// multiples of its limit: a caller who may read few of the platform's
+// runs gets a short (even empty) page with a next cursor rather than a
+// scan of the whole store.
+const maxListScan = 10
+
+// readableRuns returns up to p.Limit runs of the repositories g may
+// read, newest first, reading pages of the store's runs and keeping
+// those: the cost grows with the runs the caller may not read, bounded
+// by maxListScan pages. last is the cursor of the last run looked at,
+// and more says whether the store has runs after it.
+func (a *API) readableRuns(ctx context.Context, g *auth.Grants, p *dag.RunListParams) (runs []*dag.Run, last *dag.RunCursor, more bool, err error) {
+	page := *p
+	for range maxListScan {
+		got, err := a.runs.RunList(ctx, &page)
+		if err != nil {
+			return nil, nil, false, err
+		}
+		for _, run := range got {
+			last = run.Cursor()
+			if org, repo := SplitPipeline(run.Pipeline); g.Role(org, repo) >= auth.RoleRead {
+				runs = append(runs, run)
+				if len(runs) == p.Limit {
+					break
+				}
+			}
+		}
+		if len(got) < page.Limit {
+			return runs, last, false, nil
+		}
+		if len(runs) == p.Limit {
+			break
+		}
+		page.Before = last
+	}
+	// A full page, or the scan's end: is there another run?
+	next, err := a.runs.RunList(ctx, &dag.RunListParams{Limit: 1, Before: last, Pipeline: p.Pipeline, Branch: p.Branch})
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return runs, last, len(next) > 0, nil
 }
 
 // runDetail reads the RunDetail of runID.
@@ -328,9 +319,6 @@ func (a *API) runDetail(ctx context.Context, runID string) (*RunDetail, error) {
 		return nil, err
 	}
 	d, err := detail(run, jobs, a.now())
-	if err == nil {
-		err = a.addApprovals(ctx, d)
-	}
 	if err != nil || a.arts == nil {
 		return d, err
 	}

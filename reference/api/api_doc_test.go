@@ -186,7 +186,8 @@ func TestAPIDoc(t *testing.T) {
 	for _, e := range examples {
 		req := httptest.NewRequestWithContext(t.Context(), e.method, e.target, strings.NewReader(e.reqBody))
 		for _, h := range e.reqHeader {
-			req.Header.Add(h[0], h[1])
+			// <token> stands for the fixture's admin token.
+			req.Header.Add(h[0], strings.NewReplacer("<token>", f.admin, "<reader-token>", f.reader).Replace(h[1]))
 		}
 		rec := httptest.NewRecorder()
 		f.api.ServeHTTP(rec, req)
@@ -211,6 +212,8 @@ func TestAPIDoc(t *testing.T) {
 		"POST /api/v1/runs/{run}/jobs/{job}/approve", "POST /api/v1/runs/{run}/jobs/{job}/reject",
 		"GET /api/v1/runs/{run}/artifacts", "GET /api/v1/runs/{run}/artifacts/{artifact}/download",
 		"GET /api/v1/secrets", "PUT /api/v1/secrets/{secret}", "DELETE /api/v1/secrets/{secret}",
+		"GET /api/v1/me", "POST /api/v1/tokens", "POST /api/v1/service-accounts", "GET /api/v1/roles", "POST /api/v1/roles",
+		"DELETE /api/v1/roles", "GET /api/v1/audit",
 	} {
 		require.True(t, routes[r], "the document has an example of %s", r)
 	}

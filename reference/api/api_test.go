@@ -50,6 +50,12 @@ func TestNewRequiresRuns(t *testing.T) {
 	require.ErrorContains(t, err, "Config.Runs is required")
 }
 
+func TestNewRequiresAccess(t *testing.T) {
+	t.Parallel()
+	_, err := api.New(api.Config{Runs: dag.NewMemoryStore(dag.MemoryConfig{})})
+	require.ErrorContains(t, err, "Config.Access is required")
+}
+
 func TestHealth(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, api.Config{})
@@ -290,8 +296,10 @@ func TestNoLogsNoWhy(t *testing.T) {
 	store := dag.NewMemoryStore(dag.MemoryConfig{})
 	run, err := store.RunCreate(context.Background(), &dag.RunCreateParams{Jobs: fanOut()})
 	require.NoError(t, err)
-	a, err := api.New(api.Config{Runs: store})
+	access, token := newAccess(t)
+	a0, err := api.New(api.Config{Runs: store, Access: access})
 	require.NoError(t, err)
+	a := asUser(a0, token)
 	for _, path := range []string{"/log", "/log/follow", "/why"} {
 		rec := httptest.NewRecorder()
 		a.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/runs/"+run.ID+"/jobs/build"+path, nil))
@@ -300,7 +308,7 @@ func TestNoLogsNoWhy(t *testing.T) {
 	rec := httptest.NewRecorder()
 	a.ServeHTTP(rec, httptest.NewRequest("POST", "/api/v1/runs/"+run.ID+"/cancel", nil))
 	require.Equal(t, http.StatusAccepted, rec.Code, "without Dispatch, cancelling works")
-	a.CloseFollowers()
+	a0.CloseFollowers()
 }
 
 // sse reads a follow stream's events.
@@ -340,7 +348,7 @@ type logEvent struct {
 // server serves f's API until the test ends; its follow streams end
 // first.
 func (f *fixture) server(t *testing.T) *httptest.Server {
-	srv := httptest.NewServer(f.api)
+	srv := httptest.NewServer(f.h)
 	t.Cleanup(srv.Close)
 	t.Cleanup(f.api.CloseFollowers)
 	return srv
@@ -432,6 +440,7 @@ func TestWhy(t *testing.T) {
 	broken := newFixture(t, api.Config{Why: func(context.Context, string, string) (*fleet.WaitReason, error) {
 		return nil, errors.New("the pools are being resized")
 	}})
+	broken.create(t, 0, 0, "main", "4f2a9c1")
 	rec := broken.do(t, "GET", "/api/v1/runs/run-1/jobs/package/why")
 	requireError(t, rec, http.StatusServiceUnavailable, "try again")
 	require.NotEmpty(t, rec.Header().Get("Retry-After"))
@@ -455,8 +464,10 @@ func (failingStore) RunCancel(context.Context, string) (*dag.TransitionResult, e
 
 func TestStoreFailure(t *testing.T) {
 	t.Parallel()
-	a, err := api.New(api.Config{Runs: failingStore{dag.NewMemoryStore(dag.MemoryConfig{})}, Logger: discard()})
+	access, token := newAccess(t)
+	a0, err := api.New(api.Config{Runs: failingStore{dag.NewMemoryStore(dag.MemoryConfig{})}, Access: access, Logger: discard()})
 	require.NoError(t, err)
+	a := asUser(a0, token)
 	for _, r := range [][2]string{
 		{"GET", "/api/v1/runs"}, {"GET", "/api/v1/runs/run-1"}, {"GET", "/api/v1/runs/run-1/jobs/a"}, {"POST", "/api/v1/runs/run-1/cancel"},
 	} {

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"mime"
-	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -33,14 +32,9 @@ type DecisionRequest struct {
 	Comment string `json:"comment"`
 }
 
-// approvalRoutes registers the routes that decide on gated jobs.
-func (a *API) approvalRoutes() {
-	a.route("POST "+Prefix+"/runs/{run}/jobs/{job}/approve", func(w http.ResponseWriter, r *http.Request) {
-		a.decide(w, r, approvals.Approve)
-	})
-	a.route("POST "+Prefix+"/runs/{run}/jobs/{job}/reject", func(w http.ResponseWriter, r *http.Request) {
-		a.decide(w, r, approvals.Reject)
-	})
+// decideRoute is the handler of the route that makes decision.
+func (a *API) decideRoute(decision approvals.Decision) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) { a.decide(w, r, decision) }
 }
 
 // decide approves or rejects a gated job waiting MANUAL for its current
@@ -72,7 +66,7 @@ func (a *API) decide(w http.ResponseWriter, r *http.Request, decision approvals.
 		return
 	}
 	entry := auth.Entry{Actor: p.String(), Action: "job." + string(decision), Target: "run/" + runID + "/job/" + jobID,
-		Detail: in.Comment, Remote: remoteHost(r), Outcome: "ok"}
+		Detail: in.Comment, Remote: a.access.ClientAddr(r), Outcome: "ok"}
 	switch {
 	case j.Spec.Gate == nil:
 		msg := fmt.Sprintf("job %q of run %q has no approval gate; only a job waiting for approval can be %s", jobID, runID, verb)
@@ -128,11 +122,12 @@ func (a *API) decide(w http.ResponseWriter, r *http.Request, decision approvals.
 	writeJSON(w, http.StatusAccepted, d)
 }
 
-// record writes e to the audit log, if there is one.
+// record writes e to the audit log. A failure to write it is logged: the
+// decision it records has been applied.
 func (a *API) record(ctx context.Context, e auth.Entry) {
-	if a.audit != nil {
-		e.Time = a.now().UTC()
-		a.audit(ctx, e)
+	e.Time = a.now().UTC()
+	if err := a.access.Audit(context.WithoutCancel(ctx), e); err != nil {
+		a.log.ErrorContext(ctx, "api: writing the audit log failed", "action", e.Action, "target", e.Target, "err", err)
 	}
 }
 
@@ -237,12 +232,4 @@ func (a *API) addApprovals(ctx context.Context, d *RunDetail) error {
 		}
 	}
 	return nil
-}
-
-// remoteHost is the client's address without its port.
-func remoteHost(r *http.Request) string {
-	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
-		return h
-	}
-	return r.RemoteAddr
 }

@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,22 +19,28 @@ import (
 	"github.com/cikit/cikit/reference/auth"
 )
 
-// auditLog records the entries of Config.Audit.
+// auditLog reads the decisions on gated jobs of the API's audit log.
 type auditLog struct {
-	mu      sync.Mutex
-	entries []auth.Entry
+	t *testing.T
+	f *fixture
 }
 
-func (l *auditLog) add(_ context.Context, e auth.Entry) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.entries = append(l.entries, e)
-}
-
+// all returns the audit log's job.approve and job.reject entries, oldest
+// first, each without its ID and with its actor's login alone.
 func (l *auditLog) all() []auth.Entry {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]auth.Entry(nil), l.entries...)
+	l.t.Helper()
+	entries, err := l.f.access.AuditList(context.Background(), auth.AuditQuery{Limit: auth.MaxAuditLimit})
+	require.NoError(l.t, err)
+	var out []auth.Entry
+	for _, e := range slices.Backward(entries) {
+		if e.Action != "job.approve" && e.Action != "job.reject" {
+			continue
+		}
+		e.ID = ""
+		e.Actor, _, _ = strings.Cut(e.Actor, " ")
+		out = append(out, e)
+	}
+	return out
 }
 
 // gated is build → deploy, where deploy is held by a gate for alice or
@@ -55,8 +61,8 @@ func gated(reviewers ...string) []*cikit.JobSpec {
 // audit log, and a run of gated whose build has succeeded.
 func approvalFixture(t *testing.T, reviewers ...string) (*fixture, *dag.Run, *auditLog) {
 	t.Helper()
-	log := &auditLog{}
-	f := newFixture(t, api.Config{Approvals: &approvals.MemoryStore{}, Audit: log.add})
+	f := newFixture(t, api.Config{Approvals: &approvals.MemoryStore{}})
+	log := &auditLog{t: t, f: f}
 	run, err := f.store.RunCreate(t.Context(), &dag.RunCreateParams{Jobs: gated(reviewers...)})
 	require.NoError(t, err)
 	f.start(t, run, "build", "runner-1", 0, 1)
@@ -72,7 +78,15 @@ func (f *fixture) decide(t *testing.T, target, login, contentType, body string) 
 		req.Header.Set("Content-Type", contentType)
 	}
 	if login != "" {
-		req = req.WithContext(auth.NewContext(req.Context(), &auth.Principal{Kind: auth.KindSession, User: "u-" + login, Login: login}))
+		// Everyone but the nobody of "" may approve on the platform: the
+		// gate's reviewers decide who of them may approve this job.
+		if f.tokens == nil {
+			f.tokens = map[string]string{}
+		}
+		if f.tokens[login] == "" {
+			f.tokens[login] = f.tokenWith(t, login, auth.Binding{Role: auth.RoleApprove})
+		}
+		req.Header.Set("Authorization", "Bearer "+f.tokens[login])
 	}
 	rec := httptest.NewRecorder()
 	f.api.ServeHTTP(rec, req)

@@ -4,12 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"time"
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/reference/api"
+	"github.com/cikit/cikit/reference/auth"
 )
 
 // An API over a memory store: a run of two jobs, read as the web UI
@@ -23,13 +25,27 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	a, err := api.New(api.Config{Runs: store, Now: now})
+	// Who may do what: an auth.Service, here on a memory store, whose
+	// first admin's token Bootstrap returns.
+	access, err := auth.New(auth.Config{Store: auth.NewMemoryStore(), Now: now})
 	if err != nil {
 		panic(err)
 	}
+	token, _, err := access.Bootstrap(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	a, err := api.New(api.Config{Runs: store, Access: access, Now: now})
+	if err != nil {
+		panic(err)
+	}
+	as := func(req *http.Request) *http.Request {
+		req.Header.Set("Authorization", "Bearer "+token)
+		return req
+	}
 
 	rec := httptest.NewRecorder()
-	a.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/runs/run-1", nil))
+	a.ServeHTTP(rec, as(httptest.NewRequest("GET", "/api/v1/runs/run-1", nil)))
 	var run api.RunDetail
 	if err := json.Unmarshal(rec.Body.Bytes(), &run); err != nil {
 		panic(err)
@@ -40,7 +56,7 @@ func Example() {
 	}
 
 	rec = httptest.NewRecorder()
-	a.ServeHTTP(rec, httptest.NewRequest("POST", "/api/v1/runs/run-1/retry", nil))
+	a.ServeHTTP(rec, as(httptest.NewRequest("POST", "/api/v1/runs/run-1/retry", nil)))
 	fmt.Print(rec.Code, " ", rec.Body)
 	// Output:
 	// 200 run-1 main pending

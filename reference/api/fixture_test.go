@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/logs"
 	"github.com/cikit/cikit/reference/api"
+	"github.com/cikit/cikit/reference/auth"
 	"github.com/cikit/cikit/secrets"
 )
 
@@ -49,6 +51,18 @@ type fixture struct {
 	store *dag.MemoryStore
 	hub   *logs.Hub
 	api   *api.API
+	// h serves api, as the fixture's admin when a request has no
+	// Authorization; access is the API's auth.Service and admin the
+	// secret of its bootstrap admin token.
+	h      http.Handler
+	access *auth.Service
+	admin  string
+	// reader is the secret of a token of service account "viewer", who
+	// may read acme's repositories (documented only).
+	reader string
+	// tokens are the secrets of the tokens of the people decide made,
+	// by login.
+	tokens map[string]string
 
 	mu         sync.Mutex
 	dispatched []*dag.TransitionResult
@@ -90,8 +104,13 @@ func newFixture(t *testing.T, cfg api.Config) *fixture {
 			f.dispatched = append(f.dispatched, results...)
 		}
 	}
+	if cfg.Access == nil {
+		f.access, f.admin = newAccess(t)
+		cfg.Access = f.access
+	}
 	f.api, err = api.New(cfg)
 	require.NoError(t, err)
+	f.h = asUser(f.api, f.admin)
 	return f
 }
 
@@ -187,7 +206,7 @@ func documented(t *testing.T, cfg api.Config) *fixture {
 	if cfg.Secrets == nil {
 		kr, err := secrets.NewKeyring(secrets.Key{ID: "doc", Secret: make([]byte, secrets.KeyBytes)})
 		require.NoError(t, err)
-		cfg.Secrets, cfg.AdminTokens = secrets.NewMemoryStore(kr), []string{"doc-admin-token-0123456789"}
+		cfg.Secrets = secrets.NewMemoryStore(kr)
 	}
 	f := newFixture(t, cfg)
 	r1 := f.create(t, 0, 0, "main", "4f2a9c1")
@@ -205,6 +224,7 @@ func documented(t *testing.T, cfg api.Config) *fixture {
 	f.start(t, r2, "build", "runner-8", 2, 1)
 	f.complete(t, r2, "build", cikit.JobFailed, 2, 2, 20)
 	f.clock.at(5, 0)
+	f.reader = f.tokenWith(t, "viewer", auth.Binding{Role: auth.RoleRead, Org: "acme"})
 	return f
 }
 
@@ -247,7 +267,7 @@ func whyFixture(store dag.Store) func(ctx context.Context, runID, jobID string) 
 func (f *fixture) do(t *testing.T, method, target string) *httptest.ResponseRecorder {
 	t.Helper()
 	rec := httptest.NewRecorder()
-	f.api.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), method, target, strings.NewReader("")))
+	f.h.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), method, target, strings.NewReader("")))
 	return rec
 }
 
@@ -260,3 +280,53 @@ func (f *fixture) run(t *testing.T, id string) *dag.Run {
 }
 
 func discard() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// newAccess returns a real auth.Service over a memory store and the
+// secret of its bootstrap admin's token.
+func newAccess(t testing.TB) (*auth.Service, string) {
+	t.Helper()
+	s, err := auth.New(auth.Config{Store: auth.NewMemoryStore(), Logger: discard()})
+	require.NoError(t, err)
+	secret, created, err := s.Bootstrap(context.Background())
+	require.NoError(t, err)
+	require.True(t, created)
+	return s, secret
+}
+
+// tokenWith creates service account login with bindings (their User
+// is set) and returns the secret of a token of it.
+func (f *fixture) tokenWith(t *testing.T, login string, bindings ...auth.Binding) string {
+	t.Helper()
+	ctx := context.Background()
+	admin := f.principal(t, f.admin)
+	_, err := f.access.ServiceAccountCreate(ctx, admin, login, "")
+	require.NoError(t, err)
+	for _, b := range bindings {
+		b.User = login
+		require.NoError(t, f.access.BindingGrant(ctx, admin, b))
+	}
+	nt, err := f.access.TokenCreate(ctx, admin, auth.TokenParams{User: login, Name: "test"})
+	require.NoError(t, err)
+	return nt.Secret
+}
+
+// principal authenticates token.
+func (f *fixture) principal(t *testing.T, token string) *auth.Principal {
+	t.Helper()
+	req := httptest.NewRequest("GET", "/", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	p, err := f.access.Authenticate(req)
+	require.NoError(t, err)
+	return p
+}
+
+// asUser serves h with Authorization: Bearer token on requests that
+// have no Authorization header.
+func asUser(h http.Handler, token string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") == "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		h.ServeHTTP(w, r)
+	})
+}

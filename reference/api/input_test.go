@@ -49,21 +49,22 @@ var inputStores = []struct {
 
 // badInputAPI returns an API over store with one run of fanOut, the run,
 // and the log the API writes.
-func badInputAPI(t *testing.T, store dag.Store) (*api.API, *dag.Run, *syncbuf.Buffer) {
+func badInputAPI(t *testing.T, store dag.Store) (http.Handler, *dag.Run, *syncbuf.Buffer) {
 	t.Helper()
 	run, err := store.RunCreate(context.Background(), &dag.RunCreateParams{Pipeline: "acme/api:.cikit.yml", Branch: "main", Jobs: fanOut()})
 	require.NoError(t, err)
 	hub, err := logs.NewHub(logs.Config{Sink: &logs.MemorySink{}, Segments: &logs.MemorySegmentStore{}, Logger: discard()})
 	require.NoError(t, err)
 	var logged syncbuf.Buffer
-	a, err := api.New(api.Config{Runs: store, Logs: hub, Why: whyFixture(store),
+	access, token := newAccess(t)
+	a, err := api.New(api.Config{Runs: store, Logs: hub, Why: whyFixture(store), Access: access,
 		Logger: slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	require.NoError(t, err)
 	t.Cleanup(a.CloseFollowers)
-	return a, run, &logged
+	return asUser(a, token), run, &logged
 }
 
-func serve(t *testing.T, a *api.API, method, target string) *httptest.ResponseRecorder {
+func serve(t *testing.T, a http.Handler, method, target string) *httptest.ResponseRecorder {
 	t.Helper()
 	rec := httptest.NewRecorder()
 	a.ServeHTTP(rec, httptest.NewRequestWithContext(t.Context(), method, target, strings.NewReader("")))
@@ -173,8 +174,10 @@ func FuzzListRunsQuery(f *testing.F) {
 	store := dag.NewMemoryStore(dag.MemoryConfig{})
 	_, err := store.RunCreate(context.Background(), &dag.RunCreateParams{Pipeline: "acme/api:.cikit.yml", Branch: "main", Jobs: fanOut()})
 	require.NoError(f, err)
-	a, err := api.New(api.Config{Runs: store, Logger: discard()})
+	access, token := newAccess(f)
+	a0, err := api.New(api.Config{Runs: store, Access: access, Logger: discard()})
 	require.NoError(f, err)
+	a := asUser(a0, token)
 	f.Fuzz(func(t *testing.T, query string) {
 		req := httptest.NewRequestWithContext(t.Context(), "GET", "/api/v1/runs", nil)
 		req.URL.RawQuery = query

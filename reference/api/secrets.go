@@ -2,8 +2,6 @@ package api
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,18 +9,10 @@ import (
 	"log/slog"
 	"mime"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/cikit/cikit/secrets"
 )
-
-// MinAdminTokenBytes is the shortest admin token Config.AdminTokens
-// takes: a shorter one could be guessed.
-const MinAdminTokenBytes = 16
-
-// maxTokenBytes bounds the Authorization header's token that is hashed.
-const maxTokenBytes = 4 << 10
 
 // MaxSecretBodyBytes bounds the body of PUT /api/v1/secrets/{name}: a
 // value of secrets.MaxValueBytes with every byte escaped in JSON
@@ -49,55 +39,12 @@ type SecretValue struct {
 	Value string `json:"value"`
 }
 
-// adminTokens holds the SHA-256 of the admin tokens: comparing digests
-// of one length in constant time says nothing of a token's length.
-type adminTokens [][sha256.Size]byte
-
-func newAdminTokens(tokens []string) (adminTokens, error) {
-	out := make(adminTokens, 0, len(tokens))
-	for i, t := range tokens {
-		if len(t) < MinAdminTokenBytes || strings.ContainsAny(t, " \t\r\n") {
-			return nil, fmt.Errorf("api: Config.AdminTokens[%d] has %d bytes; an admin token has at least %d, without spaces (openssl rand -hex 32 makes one)", i, len(t), MinAdminTokenBytes)
-		}
-		out = append(out, sha256.Sum256([]byte(t)))
-	}
-	return out, nil
-}
-
-// admin answers 401 for a request without a bearer token and 403 for
-// one whose token is not an admin token, and reports whether r may go
-// on.
-func (a *API) admin(w http.ResponseWriter, r *http.Request) bool {
-	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
-	token = strings.TrimSpace(token)
-	if !strings.EqualFold(scheme, "Bearer") || token == "" || len(token) > maxTokenBytes {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="cikit"`)
-		writeFieldError(w, http.StatusUnauthorized, "Authorization", "the secrets routes need an admin token: send Authorization: Bearer <token>")
-		return false
-	}
-	sum := sha256.Sum256([]byte(token))
-	ok := 0
-	for _, t := range a.adminTokens {
-		// Every token is compared: the time taken says nothing of which
-		// one matched.
-		ok |= subtle.ConstantTimeCompare(sum[:], t[:])
-	}
-	if ok != 1 {
-		writeFieldError(w, http.StatusForbidden, "Authorization", "the bearer token is not an admin token")
-		return false
-	}
-	return true
-}
-
-// secretsOn answers 404 when the API has no secret store, 401 or 403 to
-// a caller without an admin token, and 400 for a bad scope; else it
-// returns the scope of the request.
+// secretsOn answers 404 when the API has no secret store and 400 for a
+// bad scope; else it returns the scope of the request. Its route's rule
+// has checked that the caller is an admin of the scope.
 func (a *API) secretsOn(w http.ResponseWriter, r *http.Request) (secrets.Scope, bool) {
 	if a.secrets == nil {
 		writeError(w, http.StatusNotFound, "secrets are not configured: the platform has no secret store")
-		return secrets.Scope{}, false
-	}
-	if !a.admin(w, r) {
 		return secrets.Scope{}, false
 	}
 	q, ok := queryParams(w, r, "scope")

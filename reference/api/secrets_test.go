@@ -19,11 +19,6 @@ import (
 	"github.com/cikit/cikit/secrets"
 )
 
-const (
-	adminToken = "admin-token-0123456789"
-	otherToken = "other-admin-token-abcdef"
-)
-
 func secretStore(t *testing.T) *secrets.MemoryStore {
 	t.Helper()
 	kr, err := secrets.NewKeyring(secrets.Key{ID: "k1", Secret: bytes.Repeat([]byte{7}, secrets.KeyBytes)})
@@ -49,47 +44,18 @@ func call(t *testing.T, h http.Handler, method, target, token, body string, head
 func TestSecretsNotConfigured(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, api.Config{})
+	adminToken := f.admin
 	for _, m := range []string{"GET /api/v1/secrets?scope=repo:acme/api", "PUT /api/v1/secrets/TOKEN?scope=repo:acme/api", "DELETE /api/v1/secrets/TOKEN?scope=repo:acme/api"} {
 		method, target, _ := strings.Cut(m, " ")
 		requireError(t, call(t, f.api, method, target, adminToken, `{"value":"abcdef"}`), http.StatusNotFound, "secrets are not configured")
 	}
 }
 
-func TestSecretsConfig(t *testing.T) {
-	t.Parallel()
-	runs := dag.NewMemoryStore(dag.MemoryConfig{})
-	_, err := api.New(api.Config{Runs: runs, Secrets: secretStore(t)})
-	require.ErrorContains(t, err, "Config.AdminTokens")
-	_, err = api.New(api.Config{Runs: runs, Secrets: secretStore(t), AdminTokens: []string{adminToken, "short"}})
-	require.ErrorContains(t, err, "AdminTokens[1] has 5 bytes")
-	_, err = api.New(api.Config{Runs: runs, Secrets: secretStore(t), AdminTokens: []string{"has a space in it, long enough"}})
-	require.ErrorContains(t, err, "without spaces")
-}
-
-func TestSecretsNeedAnAdminToken(t *testing.T) {
-	t.Parallel()
-	f := newFixture(t, api.Config{Secrets: secretStore(t), AdminTokens: []string{adminToken, otherToken}})
-	target := "/api/v1/secrets?scope=repo:acme/api"
-	rec := call(t, f.api, "GET", target, "", "")
-	requireError(t, rec, http.StatusUnauthorized, "Authorization: Bearer")
-	require.Equal(t, `Bearer realm="cikit"`, rec.Header().Get("WWW-Authenticate"))
-	requireError(t, call(t, f.api, "GET", target, "", "", "Authorization", "Basic YWRtaW46YWRtaW4="), http.StatusUnauthorized, "admin token")
-	requireError(t, call(t, f.api, "GET", target, "", "", "Authorization", "Bearer "), http.StatusUnauthorized, "admin token")
-	requireError(t, call(t, f.api, "GET", target, strings.Repeat("t", 5000), ""), http.StatusUnauthorized, "admin token")
-	for _, tok := range []string{"wrong-token-0123456789", adminToken + "x", adminToken[:len(adminToken)-1]} {
-		requireError(t, call(t, f.api, "GET", target, tok, ""), http.StatusForbidden, "not an admin token")
-		requireError(t, call(t, f.api, "PUT", "/api/v1/secrets/X?scope=repo:acme/api", tok, `{"value":"abcdef"}`), http.StatusForbidden, "not an admin token")
-		requireError(t, call(t, f.api, "DELETE", "/api/v1/secrets/X?scope=repo:acme/api", tok, ""), http.StatusForbidden, "not an admin token")
-	}
-	require.Equal(t, http.StatusOK, call(t, f.api, "GET", target, adminToken, "").Code)
-	require.Equal(t, http.StatusOK, call(t, f.api, "GET", target, otherToken, "").Code, "every admin token works")
-	require.Equal(t, http.StatusOK, call(t, f.api, "GET", target, "", "", "Authorization", "bearer "+adminToken).Code, "the scheme is case-insensitive")
-}
-
 func TestSecretsSetListDelete(t *testing.T) {
 	t.Parallel()
 	store := secretStore(t)
-	f := newFixture(t, api.Config{Secrets: store, AdminTokens: []string{adminToken}})
+	f := newFixture(t, api.Config{Secrets: store})
+	adminToken := f.admin
 	list := func(scope string) api.SecretList {
 		return decode[api.SecretList](t, call(t, f.api, "GET", "/api/v1/secrets?scope="+scope, adminToken, ""), http.StatusOK)
 	}
@@ -136,7 +102,8 @@ func TestSecretsSetListDelete(t *testing.T) {
 func TestSecretsBadInput(t *testing.T) {
 	t.Parallel()
 	store := secretStore(t)
-	f := newFixture(t, api.Config{Secrets: store, AdminTokens: []string{adminToken}})
+	f := newFixture(t, api.Config{Secrets: store})
+	adminToken := f.admin
 	const value = "the-value-abc"
 	put := func(target, body string, header ...string) *httptest.ResponseRecorder {
 		return call(t, f.api, "PUT", target, adminToken, body, header...)
@@ -207,7 +174,8 @@ func TestSecretsStoreFailure(t *testing.T) {
 	var logged bytes.Buffer
 	var logMu sync.Mutex
 	store := &brokenSecrets{MemoryStore: secretStore(t), err: errors.New("connection refused")}
-	a, err := api.New(api.Config{Runs: dag.NewMemoryStore(dag.MemoryConfig{}), Secrets: store, AdminTokens: []string{adminToken},
+	access, adminToken := newAccess(t)
+	a, err := api.New(api.Config{Runs: dag.NewMemoryStore(dag.MemoryConfig{}), Secrets: store, Access: access,
 		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logged}, nil))})
 	require.NoError(t, err)
 	const value = "never-logged-value"
@@ -237,7 +205,8 @@ func TestSecretsLogNoValues(t *testing.T) {
 	t.Parallel()
 	var logged bytes.Buffer
 	var logMu sync.Mutex
-	a, err := api.New(api.Config{Runs: dag.NewMemoryStore(dag.MemoryConfig{}), Secrets: secretStore(t), AdminTokens: []string{adminToken},
+	access, adminToken := newAccess(t)
+	a, err := api.New(api.Config{Runs: dag.NewMemoryStore(dag.MemoryConfig{}), Secrets: secretStore(t), Access: access,
 		Logger: slog.New(slog.NewTextHandler(lockedWriter{&logMu, &logged}, nil))})
 	require.NoError(t, err)
 	const value = "never-logged-value"

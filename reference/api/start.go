@@ -7,13 +7,15 @@ import (
 
 	"github.com/cikit/cikit"
 	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/reference/auth"
 )
 
 // startJob starts a manual job that waits for a person (MANUAL): it
 // becomes READY and is dispatched like any other, and the run runs again
 // if it had ended without it. 404 for an unknown run or job, 409 for a
 // job that is not MANUAL (it is not manual, or was started, or cancelled)
-// and for a gated job, which is approved instead (POST .../approve).
+// and for a gated job, which is approved instead (POST .../approve). A
+// job with an environment (a deployment) needs approve, not trigger.
 func (a *API) startJob(w http.ResponseWriter, r *http.Request) {
 	runID, jobID := r.PathValue("run"), r.PathValue("job")
 	j, err := a.runs.JobGet(r.Context(), runID, jobID)
@@ -21,7 +23,11 @@ func (a *API) startJob(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, "reading the job", err)
 		return
 	}
-	if j.Spec.Gate != nil {
+	if j.Spec != nil && j.Spec.Environment != nil && !a.requireRole(w, r, auth.RoleApprove) {
+		// A deployment: starting it is approving it.
+		return
+	}
+	if j.Spec != nil && j.Spec.Gate != nil {
 		// Starting is for GitLab's when: manual jobs; a gate is decided
 		// by its reviewers.
 		writeError(w, http.StatusConflict, fmt.Sprintf("job %q of run %q is %s and has an approval gate; this job waits for approval: POST %s/runs/%s/jobs/%s/approve",

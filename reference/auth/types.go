@@ -82,6 +82,15 @@ type Principal struct {
 	Token string `json:"token,omitempty"`
 	// Service says the user is a service account (no sign-in).
 	Service bool `json:"service,omitempty"`
+	// MaxRole, Org and Repo are a token's cap (KindToken only): the
+	// principal has at most MaxRole, and nothing outside Org (its
+	// subgroups included) or Org/Repo when they are set.
+	MaxRole Role   `json:"max_role,omitempty"`
+	Org     string `json:"org,omitempty"`
+	Repo    string `json:"repo,omitempty"`
+	// CSRF is a session's CSRF token (KindSession only), which requests
+	// that change something send as X-CSRF-Token.
+	CSRF string `json:"-"`
 }
 
 // String names the principal for logs and the audit log: its login, and

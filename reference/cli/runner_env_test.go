@@ -95,14 +95,19 @@ func runOnRunner(t *testing.T, pipeline, job string, args ...string) (state, log
 		served <- Main(ctx, []string{"serve", "-listen", "127.0.0.1:0", "-data-dir", dir, "-runners.local", "0", "-runners.registration-tokens", runnerToken}, w, io.Discard)
 		w.Close()
 	}()
-	var url string
+	// The banner says where the platform is and the admin token it made.
+	var url, token string
 	sc := bufio.NewScanner(out)
-	for url == "" && sc.Scan() {
+	for (url == "" || token == "") && sc.Scan() {
 		if m := regexp.MustCompile(`serving at (http://127\.0\.0\.1:\d+)`).FindStringSubmatch(sc.Text()); m != nil {
 			url = m[1]
 		}
+		if m := regexp.MustCompile(`admin: +token (cikit_\S+)`).FindStringSubmatch(sc.Text()); m != nil {
+			token = m[1]
+		}
 	}
 	require.NotEmpty(t, url)
+	require.NotEmpty(t, token)
 	go func() { _, _ = io.Copy(io.Discard, out) }()
 
 	ran := make(chan int, 1)
@@ -113,6 +118,7 @@ func runOnRunner(t *testing.T, pipeline, job string, args ...string) (state, log
 	req, err := http.NewRequest(http.MethodPost, url+"/api/v1/repos/acme/app/pipelines", strings.NewReader(`{"ref":"main"}`))
 	require.NoError(t, err)
 	req.Header.Set("Idempotency-Key", "runner-1")
+	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	var trig struct {
 		RunIDs []string `json:"run_ids"`
@@ -125,9 +131,13 @@ func runOnRunner(t *testing.T, pipeline, job string, args ...string) (state, log
 	}
 	require.Eventually(t, func() bool {
 		get, _ := http.NewRequest(http.MethodGet, run, nil)
+		get.Header.Set("Authorization", "Bearer "+token)
 		return doJSON(t, get, &st) == http.StatusOK && (st.State == "succeeded" || st.State == "failed")
 	}, 60*time.Second, 20*time.Millisecond)
-	resp, err := http.Get(run + "/jobs/" + job + "/log")
+	get, err := http.NewRequest(http.MethodGet, run+"/jobs/"+job+"/log", nil)
+	require.NoError(t, err)
+	get.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(get)
 	require.NoError(t, err)
 	logText, err := io.ReadAll(resp.Body)
 	resp.Body.Close()

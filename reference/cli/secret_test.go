@@ -14,10 +14,25 @@ import (
 
 	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/reference/api"
+	"github.com/cikit/cikit/reference/auth"
 	"github.com/cikit/cikit/secrets"
 )
 
-const testAdminToken = "cli-admin-token-0123456789"
+// testAccess is the auth.Service of the test servers, and
+// testAdminToken the secret of its bootstrap admin's token.
+var testAccess, testAdminToken = newTestAccess()
+
+func newTestAccess() (*auth.Service, string) {
+	s, err := auth.New(auth.Config{Store: auth.NewMemoryStore(), Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		panic(err)
+	}
+	token, _, err := s.Bootstrap(context.Background())
+	if err != nil {
+		panic(err)
+	}
+	return s, token
+}
 
 // secretServer serves a real API with a memory secret store.
 func secretServer(t *testing.T) (*httptest.Server, *secrets.MemoryStore) {
@@ -25,7 +40,7 @@ func secretServer(t *testing.T) (*httptest.Server, *secrets.MemoryStore) {
 	kr, err := secrets.NewKeyring(secrets.Key{ID: "k1", Secret: bytes.Repeat([]byte{3}, secrets.KeyBytes)})
 	require.NoError(t, err)
 	store := secrets.NewMemoryStore(kr)
-	a, err := api.New(api.Config{Runs: dag.NewMemoryStore(dag.MemoryConfig{}), Secrets: store, AdminTokens: []string{testAdminToken},
+	a, err := api.New(api.Config{Runs: dag.NewMemoryStore(dag.MemoryConfig{}), Secrets: store, Access: testAccess,
 		Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	srv := httptest.NewServer(a)
@@ -139,7 +154,7 @@ func TestSecretErrors(t *testing.T) {
 		"bad server": {secretRun(t, "", "list", "-server", "ftp://host", "-token", testAdminToken, "-scope", "org:acme"),
 			ExitInvalid, "not a base URL"},
 		"wrong token": {secretRun(t, "value-1", "set", "-server", srv.URL, "-token", "not-an-admin-token", "-scope", "org:acme", "X"),
-			ExitFailed, "403 Forbidden: the bearer token is not an admin token (is $CIKIT_TOKEN an admin token of"},
+			ExitFailed, "401 Unauthorized: auth: not authenticated: the bearer token is not a cikit token"},
 		"help": {secretRun(t, "", "set", "-h"), ExitOK, "-value-file"},
 	} {
 		require.Equal(t, c.code, c.r.code, "%s: %s", name, c.r.stderr)
@@ -164,7 +179,7 @@ func TestSecretServerDown(t *testing.T) {
 
 func TestSecretNotConfigured(t *testing.T) {
 	t.Parallel()
-	a, err := api.New(api.Config{Runs: dag.NewMemoryStore(dag.MemoryConfig{}), Logger: slog.New(slog.DiscardHandler)})
+	a, err := api.New(api.Config{Runs: dag.NewMemoryStore(dag.MemoryConfig{}), Access: testAccess, Logger: slog.New(slog.DiscardHandler)})
 	require.NoError(t, err)
 	srv := httptest.NewServer(a)
 	t.Cleanup(srv.Close)

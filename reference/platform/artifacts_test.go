@@ -157,7 +157,7 @@ func artifactsAlongTheDAG(t *testing.T, w *world) {
 	require.Len(t, list.Artifacts, 1, "%+v", list)
 	a := list.Artifacts[0]
 	require.Equal(t, "build", a.JobID)
-	resp, err := http.Get(base + a.DownloadURL)
+	resp, err := doAsAdmin(mustRequest(t, http.MethodGet, base+a.DownloadURL))
 	require.NoError(t, err)
 	archive, err := io.ReadAll(resp.Body)
 	resp.Body.Close()

@@ -52,12 +52,12 @@ func TestBrowserRunPage(t *testing.T) {
 	// fails them at the deadline.
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	require.NoError(t, webtest.CheckRunPage(ctx, base, runID, webtest.RunPageWant{
+	require.NoError(t, webtest.CheckRunPage(ctx, adminProxy(t, base), runID, webtest.RunPageWant{
 		State: "running",
 		Jobs:  map[string]string{"setup": "succeeded", "watch": "running", "after": "pending"},
 		Edges: [][2]string{{"setup", "watch"}, {"watch", "after"}},
 	}))
-	require.NoError(t, webtest.CheckLiveLog(ctx, base, runID, "watch", "watching live"))
+	require.NoError(t, webtest.CheckLiveLog(ctx, adminProxy(t, base), runID, "watch", "watching live"))
 
 	// The log was live: the job is still running.
 	var job struct {
@@ -116,7 +116,8 @@ func TestBrowserFoldsGroupsAndShowsAnnotations(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	p, err := webtest.Open(ctx, webtest.JobURL(base, runID, "build"))
+	browse := adminProxy(t, base)
+	p, err := webtest.Open(ctx, webtest.JobURL(browse, runID, "build"))
 	require.NoError(t, err)
 	defer p.Close()
 	l, err := p.WaitLogState("ended")
@@ -146,7 +147,7 @@ func TestBrowserFoldsGroupsAndShowsAnnotations(t *testing.T) {
 		return false
 	})
 
-	r, err := webtest.Open(ctx, webtest.RunURL(base, runID))
+	r, err := webtest.Open(ctx, webtest.RunURL(browse, runID))
 	require.NoError(t, err)
 	defer r.Close()
 	waitFor(t, 10*time.Second, "the run page's annotations", func() bool {

@@ -9,10 +9,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -155,6 +158,7 @@ func serveLogging(t *testing.T, cfg *config.Config, log *slog.Logger) *serving {
 		require.NoError(t, err)
 	}
 	s := &serving{p: p, done: make(chan error, 1), stop: cancel}
+	rememberAdmin(t, p.URL(), p.AdminToken())
 	go func() { s.done <- p.Run(ctx) }()
 	t.Cleanup(func() { s.shutdown(t) })
 	waitFor(t, 20*time.Second, "the platform to be ready", func() bool { return p.Ready(ctx) == nil })
@@ -291,10 +295,68 @@ func getJSON(t *testing.T, url string, into any) int {
 	return status
 }
 
-// getText GETs a URL and returns its status and body.
-func getText(t *testing.T, url string) (int, string) {
+// adminTokens are the admin tokens of the platforms the tests serve, by
+// host: asAdmin sends them.
+var adminTokens sync.Map
+
+// rememberAdmin records the admin token of the platform at base.
+func rememberAdmin(t *testing.T, base, token string) {
 	t.Helper()
-	resp, err := http.Get(url)
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	require.NotEmpty(t, token, "the platform made an admin token")
+	adminTokens.Store(u.Host, token)
+	t.Cleanup(func() { adminTokens.Delete(u.Host) })
+}
+
+// asAdmin gives req the admin token of the platform it is for.
+func asAdmin(req *http.Request) *http.Request {
+	if tok, ok := adminTokens.Load(req.URL.Host); ok {
+		req.Header.Set("Authorization", "Bearer "+tok.(string))
+	}
+	return req
+}
+
+// doAsAdmin sends req as the admin of its platform.
+func doAsAdmin(req *http.Request) (*http.Response, error) {
+	return http.DefaultClient.Do(asAdmin(req))
+}
+
+// adminProxy serves the platform at base to a browser as its admin: the
+// proxy adds the admin token to every request, as a signed-in session
+// would carry its cookie.
+func adminProxy(t *testing.T, base string) string {
+	t.Helper()
+	u, err := url.Parse(base)
+	require.NoError(t, err)
+	tok, ok := adminTokens.Load(u.Host)
+	require.True(t, ok)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	director := rp.Director
+	rp.Director = func(r *http.Request) {
+		director(r)
+		r.Header.Set("Authorization", "Bearer "+tok.(string))
+	}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// mustRequest is a request without a body.
+func mustRequest(t *testing.T, method, target string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(method, target, nil)
+	require.NoError(t, err)
+	return req
+}
+
+// getText GETs a URL as the admin of its platform and returns its status
+// and body.
+func getText(t *testing.T, target string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, target, nil)
+	require.NoError(t, err)
+	resp, err := doAsAdmin(req)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)

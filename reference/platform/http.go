@@ -17,19 +17,18 @@ import (
 )
 
 // buildHTTP assembles the platform's routes.
-func (p *Platform) buildHTTP(context.Context) error {
-	var err error
+func (p *Platform) buildHTTP(ctx context.Context) error {
+	access, err := p.buildAuth(ctx)
+	if err != nil {
+		return err
+	}
 	ac := api.Config{
 		Runs: p.jobs, Logs: p.hub, Why: p.manager.Why, Dispatch: p.fleet.Dispatch,
 		Manual: ingest.NewManualTrigger(p.ingester, p.provider), Ready: p.Ready, Artifacts: p.artifacts,
-		Now: p.now, Logger: p.log.With("component", "api"),
+		Access: access, Now: p.now, Logger: p.log.With("component", "api"),
 	}
 	if ps := p.secretsParts; ps != nil {
-		if len(p.cfg.Secrets.AdminTokens) > 0 {
-			ac.Secrets, ac.AdminTokens = ps.store, p.cfg.Secrets.AdminTokens
-		} else {
-			p.log.Warn("platform: secrets.admin-tokens is not set: the secrets API answers 404, and secrets cannot be managed through it")
-		}
+		ac.Secrets = ps.store
 	}
 	p.api, err = api.New(ac)
 	if err != nil {
@@ -78,6 +77,9 @@ func (p *Platform) buildHTTP(context.Context) error {
 	mux.Handle("GET "+gitPrefix, git)
 	mux.Handle("POST "+gitPrefix, git)
 	mux.Handle("GET /metrics", p.metrics.handler())
+	// Sign-in to the web UI (answers 404 until an OIDC issuer is
+	// configured) and logout.
+	mux.Handle("/auth/", access.Handler())
 	if h := p.oidcHandler(); h != nil {
 		// The OIDC issuer's discovery document and keys, which clouds
 		// verify the jobs' ID tokens with.

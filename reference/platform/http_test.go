@@ -88,7 +88,7 @@ func TestSourceRateLimits(t *testing.T) {
 		require.NotEqual(t, http.StatusTooManyRequests, post(other, path).StatusCode, "%s: another address", path)
 	}
 	// Other routes are not limited.
-	resp, err := one.Get(s.p.URL() + "/api/v1/runs")
+	resp, err := one.Do(asAdmin(mustRequest(t, http.MethodGet, s.p.URL()+"/api/v1/runs")))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)

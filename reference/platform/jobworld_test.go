@@ -276,7 +276,7 @@ func triggerManual(t *testing.T, base, key string, req map[string]any) (int, str
 	require.NoError(t, err)
 	r.Header.Set("Idempotency-Key", key)
 	r.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(r)
+	resp, err := doAsAdmin(r)
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)

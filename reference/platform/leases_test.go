@@ -107,7 +107,7 @@ func TestDynamicSecretsRevokedWhenJobsEnd(t *testing.T) {
 
 	req, err := http.NewRequest(http.MethodPost, base+"/api/v1/runs/"+run+"/cancel", nil)
 	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := doAsAdmin(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)

@@ -94,11 +94,11 @@ func TestManualJobEmbedded(t *testing.T) {
 	require.Equal(t, "manual", why.Code)
 	require.Contains(t, why.Message, "waiting for a person to start it")
 
-	resp, err := http.Post(base+"/api/v1/runs/"+run.ID+"/jobs/build/start", "application/json", nil)
+	resp, err := doAsAdmin(mustRequest(t, http.MethodPost, base+"/api/v1/runs/"+run.ID+"/jobs/build/start"))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusConflict, resp.StatusCode)
-	resp, err = http.Post(base+"/api/v1/runs/"+run.ID+"/jobs/deploy-prod/start", "application/json", nil)
+	resp, err = doAsAdmin(mustRequest(t, http.MethodPost, base+"/api/v1/runs/"+run.ID+"/jobs/deploy-prod/start"))
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusAccepted, resp.StatusCode)

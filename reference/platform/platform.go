@@ -214,10 +214,6 @@ func (p *Platform) secrets() {
 	if len(r.SigningKeys) == 0 {
 		r.SigningKeys = []string{rand.Text() + rand.Text()}
 	}
-	if s := &p.cfg.Secrets; len(s.AdminTokens) == 0 && p.cfg.Embedded() {
-		p.adminToken = rand.Text()
-		s.AdminTokens = []string{p.adminToken}
-	}
 }
 
 // Banner is what `cikit serve` prints at start: where the platform is and
@@ -239,10 +235,13 @@ func (p *Platform) Banner() string {
 	if p.registrationToken != "" {
 		fmt.Fprintf(&b, "  runners:   cikit runner -server %s -registration-token %s\n", p.url, p.registrationToken)
 	}
+	if p.adminToken != "" {
+		fmt.Fprintf(&b, "  admin:     token %s (shown once; send it as Authorization: Bearer, or cikit -token)\n", p.adminToken)
+	}
 	if p.adminToken != "" && p.secretsParts != nil {
 		fmt.Fprintf(&b, "  secrets:   cikit secret set -server %s -token %s -scope repo:<org>/<repo> NAME < value-file\n", p.url, p.adminToken)
 	}
-	fmt.Fprintf(&b, "  trigger:   curl -X POST -H 'Idempotency-Key: '$(date +%%s%%N) %s/api/v1/repos/<org>/<repo>/pipelines -d '{\"ref\":\"main\"}'\n", p.url)
+	fmt.Fprintf(&b, "  trigger:   curl -X POST -H 'Authorization: Bearer <token>' -H 'Idempotency-Key: '$(date +%%s%%N) %s/api/v1/repos/<org>/<repo>/pipelines -d '{\"ref\":\"main\"}'\n", p.url)
 	return b.String()
 }
 

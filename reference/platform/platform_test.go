@@ -156,7 +156,7 @@ func TestManualTrigger(t *testing.T) {
 		require.NoError(t, err)
 		req.Header.Set("Idempotency-Key", "manual-1")
 		req.Header.Set("Content-Type", "application/json")
-		resp, err := http.DefaultClient.Do(req)
+		resp, err := doAsAdmin(req)
 		require.NoError(t, err)
 		defer resp.Body.Close()
 		var out map[string]any

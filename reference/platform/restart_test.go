@@ -3,11 +3,13 @@ package platform_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cikit/cikit/internal/syncbuf"
 	"github.com/cikit/cikit/reference/cli"
 	"github.com/cikit/cikit/vcs/status"
 )
@@ -140,8 +143,11 @@ func startServe(t *testing.T, cfgPath, base string) *process {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envServe+"="+cfgPath)
+	// The banner on stdout has the admin token this process made.
+	var banner syncbuf.Buffer
+	cmd.Stdout = &banner
 	if testing.Verbose() {
-		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		cmd.Stdout, cmd.Stderr = io.MultiWriter(&banner, os.Stderr), os.Stderr
 	}
 	require.NoError(t, cmd.Start())
 	done := make(chan struct{})
@@ -163,8 +169,20 @@ func startServe(t *testing.T, cfgPath, base string) *process {
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
 	})
+	var token string
+	waitFor(t, 10*time.Second, "the banner's admin token", func() bool {
+		m := adminLine.FindStringSubmatch(banner.String())
+		if m != nil {
+			token = m[1]
+		}
+		return m != nil
+	})
+	rememberAdmin(t, base, token)
 	return &process{cmd: cmd, done: done}
 }
+
+// adminLine is the banner's line of the admin token.
+var adminLine = regexp.MustCompile(`admin: +token (cikit_\S+)`)
 
 // freeAddr returns a loopback address with a port free a moment ago.
 func freeAddr(t *testing.T) string {

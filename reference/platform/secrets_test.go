@@ -25,9 +25,6 @@ import (
 	"github.com/cikit/cikit/internal/kafkatest"
 )
 
-// secretsAdminToken is the admin token of the secrets world.
-const secretsAdminToken = "e2e-secrets-admin-token"
-
 // secretsPipeline is a deploy job of environment prod that reads
 // DEPLOY_TOKEN (its repository's) and PROD_KEY (its environment's) and
 // prints them every way a leak could take: as they are, in base64 and in
@@ -71,7 +68,6 @@ func TestSecretsEndToEnd(t *testing.T) {
 	w.onPostgres(t)
 	kafka := kafkatest.New(t)
 	w.cfg.Kafka.Brokers = kafka.Addrs()
-	w.cfg.Secrets.AdminTokens = []string{secretsAdminToken}
 	w.cfg.Secrets.Keys = []string{"e2e:" + base64.StdEncoding.EncodeToString(bytes.Repeat([]byte{7}, 32))}
 	other := filepath.Join(w.root, "repos", "acme", "other")
 	require.NoError(t, os.MkdirAll(other, 0o755))
@@ -121,7 +117,7 @@ func TestSecretsEndToEnd(t *testing.T) {
 	require.NoError(t, err)
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Idempotency-Key", "other-1")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := doAsAdmin(req)
 	require.NoError(t, err)
 	var trig struct {
 		RunIDs []string `json:"run_ids"`
@@ -227,9 +223,8 @@ func setSecret(t *testing.T, base, scope, name, value string) {
 	require.NoError(t, err)
 	req, err := http.NewRequest(http.MethodPut, base+"/api/v1/secrets/"+name+"?scope="+scope, bytes.NewReader(body))
 	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+secretsAdminToken)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := doAsAdmin(req)
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusNoContent, resp.StatusCode, "PUT secret %s of %s", name, scope)
@@ -279,7 +274,7 @@ func followLog(t *testing.T, base, run, job string) <-chan string {
 			if err != nil {
 				return
 			}
-			if resp, err = http.DefaultClient.Do(req); err != nil {
+			if resp, err = doAsAdmin(req); err != nil {
 				return
 			}
 			if resp.StatusCode == http.StatusOK {

@@ -66,6 +66,12 @@ type platform struct {
 	login    string
 	noSignIn bool
 	csrf     []string
+	// access is the API's; adminToken its first admin's, which the
+	// browser's requests carry when nobody is signed in, and tokens
+	// those of the people signIn made.
+	access     *auth.Service
+	adminToken string
+	tokens     map[string]string
 }
 
 // logWriter is the runner's side of a log: where its next chunk starts
@@ -93,7 +99,19 @@ func newPlatform(t *testing.T) *platform {
 		t.Fatal(err)
 	}
 	p.hub = hub
-	a, err := api.New(api.Config{Runs: p.store, Logs: hub, Why: p.why, Now: p.clock, Logger: quiet, Artifacts: p,
+	// The browser is the platform's admin, or the person signed in
+	// (signIn): its requests get their token here, as a signed-in
+	// session's would get its cookie.
+	access, err := auth.New(auth.Config{Store: auth.NewMemoryStore(), Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	token, _, err := access.Bootstrap(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.access, p.adminToken = access, token
+	a, err := api.New(api.Config{Runs: p.store, Logs: hub, Why: p.why, Now: p.clock, Logger: quiet, Artifacts: p, Access: access,
 		Approvals: &approvals.MemoryStore{}})
 	if err != nil {
 		t.Fatal(err)
@@ -127,6 +145,32 @@ func (p *platform) signIn(login string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.login = login
+	if login == "" || p.tokens[login] != "" {
+		return
+	}
+	// A person with the approve role everywhere, whose API token stands
+	// for the session.
+	ctx := context.Background()
+	req := httptest.NewRequest(http.MethodGet, "/api/v1/me", nil)
+	req.Header.Set("Authorization", "Bearer "+p.adminToken)
+	admin, err := p.access.Authenticate(req)
+	if err == nil {
+		_, err = p.access.ServiceAccountCreate(ctx, admin, login, login)
+	}
+	if err == nil {
+		err = p.access.BindingGrant(ctx, admin, auth.Binding{User: login, Role: auth.RoleApprove})
+	}
+	var tok *auth.NewToken
+	if err == nil {
+		tok, err = p.access.TokenCreate(ctx, admin, auth.TokenParams{User: login, Name: "browser"})
+	}
+	if err != nil {
+		p.t.Fatalf("sign %s in: %v", login, err)
+	}
+	if p.tokens == nil {
+		p.tokens = map[string]string{}
+	}
+	p.tokens[login] = tok.Secret
 }
 
 // withoutSignIn makes the platform one without sign-in.
@@ -168,20 +212,21 @@ func (p *platform) me(w http.ResponseWriter, r *http.Request) {
 func (p *platform) session(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
-		login := p.login
+		login, token := p.login, p.adminToken
+		if login != "" {
+			token = p.tokens[login]
+		}
 		if r.Method == http.MethodPost {
 			p.csrf = append(p.csrf, r.Header.Get("X-CSRF-Token"))
 		}
 		p.mu.Unlock()
-		if login != "" {
-			if r.Method == http.MethodPost && r.Header.Get("X-CSRF-Token") != "csrf-"+login {
-				w.Header().Set("Content-Type", "application/json")
-				w.WriteHeader(http.StatusForbidden)
-				_ = json.NewEncoder(w).Encode(map[string]string{"error": "missing or wrong CSRF token"})
-				return
-			}
-			r = r.WithContext(auth.NewContext(r.Context(), &auth.Principal{Kind: auth.KindSession, User: "u-" + login, Login: login}))
+		if login != "" && r.Method == http.MethodPost && r.Header.Get("X-CSRF-Token") != "csrf-"+login {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusForbidden)
+			_ = json.NewEncoder(w).Encode(map[string]string{"error": "missing or wrong CSRF token"})
+			return
 		}
+		r.Header.Set("Authorization", "Bearer "+token)
 		next.ServeHTTP(w, r)
 	})
 }

@@ -1,0 +1,68 @@
+package platform
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/cikit/cikit/internal/httpguard"
+	"github.com/cikit/cikit/reference/auth"
+)
+
+// buildAuth makes the platform's auth.Service, on a memory store, and
+// bootstraps its first admin: the admin token's secret is kept for the
+// banner and AdminToken.
+func (p *Platform) buildAuth(ctx context.Context) (*auth.Service, error) {
+	cfg := auth.Config{Store: auth.NewMemoryStore(), PlainHTTP: plainLocalhost(p.url), Now: p.now, Logger: p.log.With("component", "auth")}
+	if proxies := p.cfg.HTTP.TrustedProxies; len(proxies) > 0 {
+		// Behind a proxy the connection's address is the proxy's: the
+		// failure limit counts the client the proxy names instead.
+		prefixes, err := httpguard.ParseProxies(proxies)
+		if err != nil {
+			return nil, fmt.Errorf("platform: http.trusted-proxies: %w", err)
+		}
+		l, err := httpguard.NewLimiter(httpguard.LimiterConfig{Rate: 1, Burst: 1, TrustedProxies: prefixes, Now: p.now})
+		if err != nil {
+			return nil, fmt.Errorf("platform: %w", err)
+		}
+		cfg.ClientAddr = func(r *http.Request) string { return l.Source(r).String() }
+	}
+	svc, err := auth.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("platform: %w", err)
+	}
+	secret, created, err := svc.Bootstrap(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("platform: bootstrapping the first admin: %w", err)
+	}
+	if created {
+		p.adminToken = secret
+	}
+	if len(p.cfg.Secrets.AdminTokens) > 0 {
+		p.log.Warn("platform: secrets.admin-tokens is no longer read: the secrets API takes the tokens of users with the admin role, such as the admin token printed at start")
+	}
+	return svc, nil
+}
+
+// AdminToken returns the secret of the admin token the platform made at
+// its start, "" when it made none (an admin existed already). `cikit
+// serve` prints it; it is shown nowhere else.
+func (p *Platform) AdminToken() string { return p.adminToken }
+
+// plainLocalhost says whether the platform is served over plain http on
+// a loopback address, where a Secure cookie would never be sent back.
+func plainLocalhost(u string) bool {
+	parsed, err := url.Parse(u)
+	if err != nil || parsed.Scheme != "http" {
+		return false
+	}
+	host := parsed.Hostname()
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
