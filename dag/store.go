@@ -303,8 +303,12 @@ type JobTransitionParams struct {
 
 // JobEvent is one event about a job, for Store.JobApply: the arguments of
 // JobQueue (Kind EventQueue), JobStart (EventStart) or JobComplete
-// (EventComplete) as one value, or a person starting a MANUAL job
-// (EventPlay), which makes it READY.
+// (EventComplete) as one value, a person starting or approving a MANUAL
+// job (EventPlay), which makes it READY (or DELAYED, for a gate with a
+// wait timer), or a person rejecting one (EventReject), which fails it
+// with Reason ("rejected by alice: not today"), of class
+// cikit.FailurePolicy, exit code -1, never retried. The store's clock
+// times them all.
 type JobEvent struct {
 	Kind    EventKind
 	RunID   string
@@ -338,10 +342,10 @@ func (p *JobCompleteParams) event() *JobEvent {
 // validate refuses an event no store could apply.
 func (e *JobEvent) validate() error {
 	switch e.Kind {
-	case EventQueue, EventStart, EventComplete, EventPlay:
+	case EventQueue, EventStart, EventComplete, EventPlay, EventReject:
 		return nil
 	}
-	return fmt.Errorf("dag: job event of kind %v: want queue, start, complete or play", e.Kind)
+	return fmt.Errorf("dag: job event of kind %v: want queue, start, complete, play or reject", e.Kind)
 }
 
 // JobEventResult answers one event of Store.JobApply: its TransitionResult,
@@ -429,8 +433,12 @@ const DefaultInfrastructureRetries = 2
 // RetryOnFailure decides whether attempt of job spec, failed with class
 // and exitCode, gets a new attempt: by the job's retry policy (see
 // cikit.Retry.Retries), or for an infrastructure failure without one, up
-// to DefaultInfrastructureRetries.
+// to DefaultInfrastructureRetries. A failure of class cikit.FailurePolicy
+// (denied, rejected, not approved in time) is never retried.
 func RetryOnFailure(spec *cikit.JobSpec, class cikit.FailureClass, exitCode, attempt int) bool {
+	if class == cikit.FailurePolicy {
+		return false // a person or the policy decided: trying again changes nothing
+	}
 	if spec.Retry != nil {
 		return spec.Retry.Retries(class, exitCode, attempt)
 	}
@@ -507,10 +515,15 @@ type Job struct {
 	Runner string
 	// Reason explains a terminal state that is not success: a failure
 	// message, the job whose failure skipped this one, a cancellation;
-	// and for CANCEL_REQUESTED, why the job is being cancelled.
+	// for CANCEL_REQUESTED, why the job is being cancelled; and for a
+	// gated job waiting MANUAL, what it waits for (GateWaiting).
 	Reason string
 	// ReadyAt is when the job became READY; for a DELAYED job, when it
-	// will: the moment its needs were satisfied plus its StartIn.
+	// will: the moment its needs were satisfied plus its StartIn (for an
+	// approved gated job, the approval plus its gate's WaitTimer and its
+	// StartIn); for a MANUAL job, when it began to wait for a person,
+	// the time a gate's expiry counts from. It is zero for a job that
+	// left MANUAL without running.
 	ReadyAt    time.Time
 	QueuedAt   time.Time
 	StartedAt  time.Time
