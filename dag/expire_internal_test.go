@@ -62,7 +62,7 @@ func TestExpireStopsAtAStoreFailure(t *testing.T) {
 	}
 	res, err := expire(context.Background(), []overdue{
 		{runID: "r", jobID: "moved", attempt: 1, state: cikit.JobRunning},
-		{runID: "r", jobID: "a", attempt: 2, state: cikit.JobRunning, reason: "ran too long"},
+		{runID: "r", jobID: "a", attempt: 2, state: cikit.JobRunning, reason: "ran too long", class: cikit.FailureTimeout},
 		{runID: "r", jobID: "broken", attempt: 1, state: cikit.JobRunning},
 		{runID: "r", jobID: "never reached", attempt: 1, state: cikit.JobRunning},
 	}, transition)
@@ -125,6 +125,6 @@ func TestExpiry(t *testing.T) {
 			require.Equal(t, cikit.FailureTimeout, class)
 		}
 	}
-	_, class := (&ExpireParams{Now: t0}).expiry(cikit.JobManual, t0.Add(-time.Hour), time.Time{}, 0, gate)
-	require.Empty(t, class, "without GateTimeout, a gate without Expires never expires")
+	reason, _ := (&ExpireParams{Now: t0}).expiry(cikit.JobManual, t0.Add(-time.Hour), time.Time{}, 0, gate)
+	require.Empty(t, reason, "without GateTimeout, a gate without Expires never expires")
 }
