@@ -30,6 +30,13 @@ func GenSpecs(t *rapid.T, maxJobs int) []*cikit.JobSpec {
 	return genSpecs(t, maxJobs, whens, false)
 }
 
+// GenGatedSpecs is GenSpecs with manual and delayed jobs too, and about
+// one job in seven held by an approval gate (some with a wait timer, some
+// expiring after a minute) and one in twenty denied by the policy.
+func GenGatedSpecs(t *rapid.T, maxJobs int) []*cikit.JobSpec {
+	return genSpecs(t, maxJobs, ruleWhens, true)
+}
+
 // genSpecs is GenSpecs drawing Whens from whens and, with trust, gates
 // (some with a wait timer or an expiry) and jobs the policy denied.
 func genSpecs(t *rapid.T, maxJobs int, whens []cikit.When, trust bool) []*cikit.JobSpec {
