@@ -12,8 +12,8 @@ import (
 )
 
 // genScopeSpecs draws a random acyclic pipeline of up to 12 jobs, with
-// every kind of When, allowed failures (some only with exit code 1) and
-// retries (some only on exit code 2).
+// every kind of When, allowed failures (some only with exit code 1),
+// retries (some only on exit code 2), gates and jobs the policy denied.
 func genScopeSpecs(t *rapid.T) []*cikit.JobSpec {
 	n := rapid.IntRange(1, 12).Draw(t, "jobs")
 	whens := []cikit.When{"", "", "", "", cikit.WhenAlways, cikit.WhenOnFailure, cikit.WhenManual, cikit.WhenDelayed}
@@ -35,6 +35,13 @@ func genScopeSpecs(t *rapid.T) []*cikit.JobSpec {
 		}
 		if specs[i].AllowFailure && rapid.Bool().Draw(t, fmt.Sprintf("exitcodes%d", i)) {
 			specs[i].AllowFailureExitCodes = []int{1}
+		}
+		switch rapid.IntRange(0, 9).Draw(t, fmt.Sprintf("trust%d", i)) {
+		case 0, 1:
+			specs[i].Gate = &cikit.Gate{Reasons: []string{"deployment to production"},
+				WaitTimer: rapid.SampledFrom([]time.Duration{0, time.Minute}).Draw(t, fmt.Sprintf("wait%d", i))}
+		case 2:
+			specs[i].Admission = &cikit.Admission{Decision: cikit.DecisionDeny, Reason: "no"}
 		}
 		if rapid.Bool().Draw(t, fmt.Sprintf("retry%d", i)) {
 			specs[i].Retry = &cikit.Retry{Max: 1}
@@ -109,7 +116,7 @@ func TestPropertyScopedWritesAgreeWithWholeRuns(t *testing.T) {
 		for i, s := range Initial(g) {
 			jobs[i] = &Job{RunID: "r", Spec: specs[i], State: s, Attempt: 1, FailureAllowed: specs[i].AllowFailure}
 		}
-		kinds := []EventKind{EventQueue, EventStart, EventComplete, EventComplete, EventExpire, EventCancelJob, EventPlay, EventRelease}
+		kinds := []EventKind{EventQueue, EventStart, EventComplete, EventComplete, EventExpire, EventCancelJob, EventPlay, EventRelease, EventReject}
 		outcomes := []cikit.JobState{cikit.JobSucceeded, cikit.JobSucceeded, cikit.JobFailed, cikit.JobCancelled}
 		for step := range 40 {
 			if got, want := probed(rg, jobs), RunStatus(g.withJobs(jobs), statesOf(jobs)); got != want {
@@ -135,6 +142,9 @@ func TestPropertyScopedWritesAgreeWithWholeRuns(t *testing.T) {
 			}
 			if je.Kind == EventExpire {
 				je.Outcome = cikit.JobFailed
+				if jobs[i].State == cikit.JobManual {
+					je.FailureClass, je.seen = cikit.FailurePolicy, cikit.JobManual // an expired gate
+				}
 			}
 			if je.Kind == EventComplete && rapid.Float64Range(0, 1).Draw(t, fmt.Sprintf("redeliver%d", step)) < 0.1 {
 				je.Outcome = jobs[i].State // a redelivered completion
