@@ -40,11 +40,17 @@ import (
 // of the run; the placeholder is never READY, QUEUED or RUNNING.
 type Store interface {
 	// RunCreate stores a new run of the given jobs. Jobs that need nothing
-	// are READY at once, the others PENDING. The jobs must form a valid
-	// graph (see FromSpecs). With an IdempotencyKey already used, it
-	// returns the existing run and changes nothing. In the same write,
-	// the new run supersedes the unfinished runs of its pipeline and
-	// branch when its Supersede policy says so (see SupersedePolicy).
+	// are READY at once (or what Arrival says), the others PENDING; a job
+	// the policy denied (cikit.Admission with DecisionDeny) is FAILED,
+	// with the consequences of a failure (see Initial). The jobs must
+	// form a valid graph (see FromSpecs), and their gates and admissions
+	// stay within cikit.MaxGateReasons, MaxGateReviewers and
+	// MaxGateTextBytes (else ErrInvalidParams). With an IdempotencyKey
+	// already used, it returns the existing run and changes nothing. In
+	// the same write, the new run supersedes the unfinished runs of its
+	// pipeline and branch when its Supersede policy says so, and cancels
+	// their gated jobs waiting MANUAL whatever it says (see
+	// SupersedePolicy).
 	RunCreate(ctx context.Context, params *RunCreateParams) (*Run, error)
 	// RunGet returns a run.
 	RunGet(ctx context.Context, runID string) (*Run, error)
@@ -133,7 +139,11 @@ type Store interface {
 	// as a JobComplete failure of class cikit.FailureTimeout with exit
 	// code -1 (so the job's retry policy applies) and conditional on the
 	// attempt and state the job was found in: a job that moved on
-	// meanwhile is left alone. It returns the results of the transitions
+	// meanwhile is left alone. It also fails the gated jobs waiting
+	// MANUAL longer than their gate's Expires, or params.GateTimeout when
+	// it sets none, counted from their ReadyAt: class
+	// cikit.FailurePolicy, never retried, the reason starting with
+	// ReasonApprovalExpired. It returns the results of the transitions
 	// that changed something, runs in ID order and each run's jobs in
 	// plan order. Only invalid params and store failures are errors;
 	// with a store failure come the results of the transitions applied
@@ -141,7 +151,8 @@ type Store interface {
 	JobsExpire(ctx context.Context, params *ExpireParams) ([]*TransitionResult, error)
 	// JobsRelease makes READY the DELAYED jobs of every run whose time
 	// has come at now (EventRelease): those whose ReadyAt, the moment
-	// their needs were satisfied plus their spec's StartIn, is not after
+	// their needs were satisfied plus their spec's StartIn (or their
+	// approval plus their gate's WaitTimer and StartIn), is not after
 	// now. Each release is its own transition, conditional on the
 	// attempt and state the job was found in, as JobsExpire's; it
 	// returns the results of those that changed something, runs in ID
@@ -210,7 +221,7 @@ const (
 	EventPipelineCreated   = "pipeline.created"
 	EventPipelineCompleted = "pipeline.completed"
 	EventJobPending        = "job.pending" // a retried job waiting for its needs
-	EventJobManual         = "job.manual"  // waiting for a person to start it
+	EventJobManual         = "job.manual"  // waiting for a person to start (or approve) it; a gate's Reason says what for
 	EventJobDelayed        = "job.delayed" // waiting for its start_in to pass
 	EventJobReady          = "job.ready"
 	EventJobQueued         = "job.queued"
@@ -279,7 +290,9 @@ type RunCreateParams struct {
 	DefaultBranch bool
 	// Supersede says whether the new run cancels the unfinished runs of
 	// the same Pipeline and Branch. The zero value supersedes on every
-	// branch but the default branch.
+	// branch but the default branch. Whatever it says, the new run
+	// cancels those runs' gated jobs waiting MANUAL (see
+	// SupersedePolicy).
 	Supersede SupersedePolicy
 	// Context, when set, is recorded with the run for its jobs to read
 	// (see Run.Context). Its Payload must be JSON.
