@@ -173,6 +173,9 @@ func (x *expansion) expand(ctx context.Context, r *expandRun, a *applied, now ti
 // from PENDING leaves a; one from an ended attempt (a retry) stays, as
 // the new attempt waiting.
 func (x *expansion) pend(a *applied, j *Job, k int) *Job {
+	if j.State == cikit.JobManual {
+		j.Reason = "" // a gate's: it waits for nobody yet
+	}
 	j.State, j.ReadyAt = cikit.JobPending, time.Time{}
 	if a.from[k] == cikit.JobPending {
 		a.changed, a.from = slices.Delete(a.changed, k, k+1), slices.Delete(a.from, k, k+1)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
 	"github.com/cikit/cikit"
@@ -182,4 +183,39 @@ func describe(jobs []*Job) []string {
 		out[i] = fmt.Sprintf("%s:%s@%d exit=%d allowed=%t reason=%q runner=%q", j.ID(), j.State, j.Attempt, j.ExitCode, j.FailureAllowed, j.Reason, j.Runner)
 	}
 	return out
+}
+
+// TestScopedWriteReadsWhatReasonsNeed: a failure that is allowed skips an
+// on_failure job below it, and so the job below that, whose reason reads
+// a job it needs (other) that the rules did not: the write on the jobs
+// scopeOf names asks for them, and is then the write on the whole run.
+func TestScopedWriteReadsWhatReasonsNeed(t *testing.T) {
+	t.Parallel()
+	specs := []*cikit.JobSpec{
+		{ID: "other"},
+		{ID: "lint", AllowFailure: true},
+		{ID: "notify", Needs: []string{"lint"}, When: cikit.WhenOnFailure},
+		{ID: "below", Needs: []string{"other", "notify"}},
+		{ID: "last", Needs: []string{"below", "lint"}},
+	}
+	g, err := FromSpecs(specs)
+	require.NoError(t, err)
+	rg := newRunGraph(g, specs, "", "", "")
+	jobs := []*Job{
+		{RunID: "r", Spec: specs[0], State: cikit.JobRunning, Attempt: 1},
+		{RunID: "r", Spec: specs[1], State: cikit.JobRunning, Attempt: 1, FailureAllowed: true},
+		{RunID: "r", Spec: specs[2], State: cikit.JobPending, Attempt: 1},
+		{RunID: "r", Spec: specs[3], State: cikit.JobPending, Attempt: 1},
+		{RunID: "r", Spec: specs[4], State: cikit.JobPending, Attempt: 1},
+	}
+	je := &JobEvent{Kind: EventComplete, RunID: "r", JobID: "lint", Attempt: 1, Outcome: cikit.JobFailed, FailureClass: cikit.FailureScript, ExitCode: 1}
+	want, err := applyOn(g, cloneJobs(jobs), je)
+	require.NoError(t, err)
+	_, err = applyOn(g, only(jobs, scopeOf(rg, je)), je)
+	var ue *unreadError
+	require.ErrorAs(t, err, &ue, "the reasons need a job the scope lacks")
+	got, err := applyOn(g, only(jobs, belowScope(g, 1)), je)
+	require.NoError(t, err)
+	require.Equal(t, describe(want.changed), describe(got.changed))
+	require.Equal(t, `below:skipped@1 exit=0 allowed=false reason="needs notify, which was skipped" runner=""`, describe(got.changed)[2])
 }

@@ -170,6 +170,16 @@ func (w *write) changes(g *Graph, jobs []*Job) ([]Change, error) {
 			changes, err = Next(g, states, w.ev)
 		}
 	}
+	for k, c := range changes {
+		// The reason apply records for a job a consequence ended reads
+		// the jobs it needs up to the one that blocks it, which the
+		// rules need not have read (a job skipped below an on_failure
+		// job that was skipped): they must have been read all the same.
+		own := k == 0 && w.job != nil && w.ev.Kind != EventRepair
+		if c.To.Terminal() && !own && w.ev.Kind != EventCancel {
+			consequenceReason(g, v.state, c.Job)
+		}
+	}
 	if len(v.unread) > 0 {
 		return nil, &unreadError{jobs: v.unread}
 	}
