@@ -136,7 +136,7 @@ type Change struct {
 func Initial(g *Graph) []cikit.JobState {
 	states := make([]cikit.JobState, g.Len())
 	for i := range states {
-		switch n := g.Node(i); {
+		switch n := &g.nodes[i]; {
 		case n.Never:
 			states[i] = cikit.JobSkipped
 		case n.Denied:
@@ -145,7 +145,15 @@ func Initial(g *Graph) []cikit.JobState {
 			states[i] = cikit.JobPending
 		}
 	}
-	Apply(states, settle(g, func(i int) cikit.JobState { return states[i] }, g.Order()))
+	state := func(i int) cikit.JobState { return states[i] }
+	for _, i := range g.Order() {
+		if states[i] == cikit.JobPending && (len(g.parents[i]) == 0 || slices.ContainsFunc(g.parents[i], func(p int) bool { return states[p].Terminal() })) {
+			// A job none of whose needs has ended waits: only those
+			// that need nothing, or a job that never runs or was
+			// denied, are decided at creation.
+			states[i] = settleOne(g, state, i)
+		}
+	}
 	return states
 }
 
@@ -155,10 +163,11 @@ func Initial(g *Graph) []cikit.JobState {
 // for its StartIn (EventRelease). A gated job (Node.Gated) is MANUAL
 // whatever its When: it waits for its approval first.
 func Arrival(g *Graph, i int) cikit.JobState {
-	if g.Node(i).Gated {
+	n := &g.nodes[i]
+	if n.Gated {
 		return cikit.JobManual
 	}
-	switch g.Node(i).When {
+	switch n.When {
 	case cikit.WhenManual:
 		return cikit.JobManual
 	case cikit.WhenDelayed:
@@ -450,35 +459,42 @@ func settle(g *Graph, base func(int) cikit.JobState, order []int) []Change {
 		if state(i) != cikit.JobPending {
 			continue
 		}
-		to := cikit.JobPending
-		if g.Expanded(i) {
-			if s, decided := joinDecided(g, i, state); decided {
-				to = s
-			}
-		} else if w := g.Node(i).When; w == cikit.WhenAlways || w == cikit.WhenOnFailure {
-			if s, decided := whenDecided(g, i, state); decided {
-				to = s
-			}
-		} else {
-			for _, p := range g.Parents(i) {
-				switch s := state(p); {
-				case to != cikit.JobPending:
-				case s == cikit.JobCancelled:
-					to = cikit.JobCancelled
-				case s.Terminal() && !Satisfied(s, g.allowsFailure(p)):
-					to = cikit.JobSkipped
-				}
-			}
-			if to == cikit.JobPending && allSatisfied(g, i, state) {
-				to = Arrival(g, i)
-			}
-		}
-		if to != cikit.JobPending {
+		if to := settleOne(g, state, i); to != cikit.JobPending {
 			changes = append(changes, Change{Job: i, From: cikit.JobPending, To: to})
 			next[i] = to
 		}
 	}
 	return changes
+}
+
+// settleOne is the state the rules give PENDING job i on the states
+// state reports of the jobs it needs (or its variants): PENDING when
+// nothing is decided yet.
+func settleOne(g *Graph, state func(int) cikit.JobState, i int) cikit.JobState {
+	to := cikit.JobPending
+	if g.Expanded(i) {
+		if s, decided := joinDecided(g, i, state); decided {
+			to = s
+		}
+	} else if w := g.nodes[i].When; w == cikit.WhenAlways || w == cikit.WhenOnFailure {
+		if s, decided := whenDecided(g, i, state); decided {
+			to = s
+		}
+	} else {
+		for _, p := range g.Parents(i) {
+			switch s := state(p); {
+			case to != cikit.JobPending:
+			case s == cikit.JobCancelled:
+				to = cikit.JobCancelled
+			case s.Terminal() && !Satisfied(s, g.allowsFailure(p)):
+				to = cikit.JobSkipped
+			}
+		}
+		if to == cikit.JobPending && allSatisfied(g, i, state) {
+			to = Arrival(g, i)
+		}
+	}
+	return to
 }
 
 // whenDecided settles a job of When always or on_failure once all its

@@ -85,12 +85,14 @@ func seq(n int) []int {
 }
 
 // requiredFailedAncestor reports, for every job, whether some job it needs
-// directly or transitively FAILED without allow_failure.
+// directly or transitively FAILED without allow_failure. A job the policy
+// denied ended before what it needs did, so their failures do not reach
+// below it.
 func requiredFailedAncestor(g *dag.Graph, states []cikit.JobState) []bool {
 	out := make([]bool, g.Len())
 	for _, i := range g.Order() {
 		for _, p := range g.Parents(i) {
-			if out[p] || states[p] == cikit.JobFailed && !g.Node(p).AllowFailure {
+			if out[p] && !g.Node(p).Denied || states[p] == cikit.JobFailed && !g.Node(p).AllowFailure {
 				out[i] = true
 			}
 		}
