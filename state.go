@@ -12,6 +12,8 @@ import "fmt"
 // A job of When manual becomes MANUAL instead of READY, and stays there
 // until a person starts it (or it is cancelled); one of When delayed
 // becomes DELAYED and turns READY on its own once its StartIn has passed.
+// A job with a Gate is MANUAL whatever its When, until a reviewer approves
+// it (READY, or DELAYED for the gate's WaitTimer) or rejects it (FAILED).
 // Neither is terminal nor active: nothing runs, nothing is offered.
 type JobState string
 
@@ -20,7 +22,8 @@ const (
 	JobReady   JobState = "ready"   // all needs satisfied; may be queued
 	JobQueued  JobState = "queued"  // waiting for an executor or runner
 	// JobManual: the needs are satisfied and the job waits for a person to
-	// start it (When manual). It never starts on its own.
+	// start it (When manual), or to approve or reject it (a Gate). It
+	// never starts on its own.
 	JobManual JobState = "manual"
 	// JobDelayed: the needs are satisfied and the job waits for its
 	// StartIn to pass (When delayed), then becomes READY.
@@ -30,7 +33,7 @@ const (
 	// executor has been told to stop and will report how it ended.
 	JobCancelRequested JobState = "cancel_requested"
 	JobSucceeded       JobState = "succeeded" // every step exited 0
-	JobFailed          JobState = "failed"    // a step failed, timed out or could not start
+	JobFailed          JobState = "failed"    // a step failed, timed out or could not start; or the policy or a reviewer kept it from running
 	JobSkipped         JobState = "skipped"   // a job it needs failed (without allow_failure)
 	JobCancelled       JobState = "cancelled" // the run was cancelled before the job finished
 )
@@ -70,7 +73,7 @@ const (
 	RunRunning RunState = "running" // some job is not terminal
 	// RunBlocked: nothing runs or will run on its own, and a manual job
 	// that blocks the run (one without allow_failure) waits for a person
-	// to start it.
+	// to start it, or a gated one for its approval.
 	RunBlocked   RunState = "blocked"
 	RunSucceeded RunState = "succeeded" // every job terminal, no required failure
 	RunFailed    RunState = "failed"    // a job without allow_failure failed

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
@@ -65,6 +66,23 @@ func TestStoresAgreeExpand(t *testing.T) {
 		specs[p] = ph
 		return specs
 	})
+}
+
+// TestStoresAgreeGates is TestStoresAgree for runs with manual, delayed
+// and gated jobs and jobs the policy denied: the stores approve, reject,
+// release and expire them alike.
+func TestStoresAgreeGates(t *testing.T) {
+	t.Parallel()
+	runs := 100
+	if testing.Short() {
+		runs = 5
+	}
+	ns := redistest.New(t)
+	agreeRuns(t, runs, []agreeStore{
+		{"memory", dag.NewMemoryStore(dag.MemoryConfig{})},
+		{"postgres", newPostgresStore(t, nil, nil)},
+		{"postgres+redis", newPostgresStore(t, nil, ns)},
+	}, func(t *rapid.T) []*cikit.JobSpec { return dagtest.GenGatedSpecs(t, 10) })
 }
 
 // newExpandingPostgresStore is newPostgresStore with dagtest.ListExpander.
@@ -127,6 +145,20 @@ func agreeRuns(t *testing.T, runs int, stores []agreeStore, gen func(t *rapid.T)
 					continue
 				}
 				return
+			}
+			if waits(jobs) && rapid.IntRange(0, 10).Draw(t, fmt.Sprintf("release%d", step)) == 0 {
+				// Every store's clock is the machine's: an hour and a
+				// half, and two, from now covers each wait.
+				now := time.Now().Add(2 * time.Hour)
+				agreeOn(t, "release and expire", stores, ids, func(s dag.Store, id string) (string, error) {
+					released, err := s.JobsRelease(ctx, now)
+					if err != nil {
+						return "", err
+					}
+					expired, err := s.JobsExpire(ctx, &dag.ExpireParams{Now: now, GateTimeout: 90 * time.Minute})
+					return describeOf(id, append(released, expired...)), err
+				})
+				continue
 			}
 			if rapid.IntRange(0, 20).Draw(t, fmt.Sprintf("cancel%d", step)) == 0 {
 				agreeOn(t, "cancel", stores, ids, func(s dag.Store, id string) (string, error) {
@@ -236,6 +268,11 @@ func agreeEvents(t *rapid.T, step int, jobs []*dag.Job) []*dag.JobEvent {
 			e.FailureClass = rapid.SampledFrom([]cikit.FailureClass{cikit.FailureScript, cikit.FailureInfrastructure}).
 				Draw(t, fmt.Sprintf("class%d-%s", step, j.ID()))
 			e.ExitCode = 1
+		case cikit.JobManual:
+			e.Kind = dag.EventPlay
+			if rapid.IntRange(0, 3).Draw(t, fmt.Sprintf("reject%d-%s", step, j.ID())) == 0 {
+				e.Kind, e.Reason = dag.EventReject, "rejected by alice: not today"
+			}
 		case cikit.JobSucceeded, cikit.JobFailed:
 			// A redelivered completion, now and then.
 			if rapid.IntRange(0, 5).Draw(t, fmt.Sprintf("dup%d-%s", step, j.ID())) == 0 {
@@ -286,6 +323,22 @@ func agreeOn(t *rapid.T, what string, stores []agreeStore, ids []string, do func
 			t.Fatalf("%s: afterwards %s has\n%s\nbut %s\n%s", what, s.name, state, stores[0].name, firstJobs)
 		}
 	}
+}
+
+// waits reports whether a job of jobs waits for a time or a person.
+func waits(jobs []*dag.Job) bool {
+	return slices.ContainsFunc(jobs, func(j *dag.Job) bool { return j.State == cikit.JobDelayed || j.State == cikit.JobManual })
+}
+
+// describeOf describes the results of a sweep about run id.
+func describeOf(id string, results []*dag.TransitionResult) string {
+	var out []string
+	for _, r := range results {
+		if r.Run.ID == id {
+			out = append(out, describe(r))
+		}
+	}
+	return fmt.Sprint(out)
 }
 
 func describeBatch(batch []*dag.JobEvent) string {

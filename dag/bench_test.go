@@ -155,3 +155,20 @@ func BenchmarkScheduler(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkInitial times the states of a new run (dag.Initial), which
+// every RunCreate works out: a build, a fan of width tests and a report.
+func BenchmarkInitial(b *testing.B) {
+	for _, width := range []int{20, 1000} {
+		b.Run(fmt.Sprintf("jobs=%d", width+2), func(b *testing.B) {
+			g, err := dag.FromSpecs(fanSpecs(width))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				dag.Initial(g)
+			}
+		})
+	}
+}

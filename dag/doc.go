@@ -33,6 +33,31 @@
 // pure, property tests check them on thousands of random graphs and
 // interleavings.
 //
+// # Approval gates and policy denials
+//
+// A job held by an approval gate (cikit.JobSpec.Gate; Node.Gated) waits
+// MANUAL once its needs are satisfied, whatever its When, its Reason and
+// its "job.manual" outbox event saying what for (GateWaiting), and holds
+// its run BLOCKED unless it allows failure, like a blocking manual job.
+// EventPlay approves it: READY, or DELAYED for the gate's WaitTimer (plus
+// a When delayed job's StartIn), released by JobsRelease. EventReject
+// fails it (or a When manual job), with the reviewer's reason, class
+// cikit.FailurePolicy, exit code -1, never retried, with the consequences
+// of any failure. JobsExpire fails the gates nobody approved within their
+// Expires or ExpireParams.GateTimeout ("approval expired: …"), counted
+// from when they began to wait (Job.ReadyAt). A job the policy denied
+// (cikit.Admission with DecisionDeny; Node.Denied) is created FAILED
+// ("denied by policy: …") in the run's creating write, with the
+// consequences of a failure, and is never retried. A new run of a
+// pipeline and branch cancels the gates still waiting in the older
+// unfinished runs, whatever its SupersedePolicy: approving an older
+// commit's deployment would deploy stale code.
+//
+//	PENDING ──needs satisfied──► MANUAL (gated) ──approve──► READY, or DELAYED ──wait timer──► READY
+//	                                ├──reject / not approved in time──► FAILED (policy)
+//	                                └──a newer run of the branch──────► CANCELLED
+//	(denied job) ──run created──► FAILED (policy) ──► descendants SKIPPED
+//
 //	PENDING ──needs satisfied──► READY ──► QUEUED ──► RUNNING ──► SUCCEEDED
 //	   │ (manual) ──► MANUAL ──play─────┤
 //	   │ (delayed) ─► DELAYED ─start_in─┘
@@ -61,7 +86,8 @@
 // OutboxPending and OutboxMarkPublished inspect and mark. Both stores
 // pass one conformance suite, dagtest.Exercise, which a platform team can
 // run on a store of its own.
-// JobsExpire fails the jobs past their timeout or the max queue time,
+// JobsExpire fails the jobs past their timeout or the max queue time, and
+// the gates nobody approved in time;
 // JobsRelease makes READY the delayed jobs that are due, and
 // Report summarises a run with the critical path of its actual durations.
 // A Driver runs one run to its end in this process on an Executor, up to

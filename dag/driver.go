@@ -65,11 +65,12 @@ type DriverConfig struct {
 	GroupRetry time.Duration
 	// Logger receives the driver's diagnostics. Default: slog.Default().
 	Logger *slog.Logger
-	// Play names the manual jobs the driver starts once they wait
-	// MANUAL, as a person would (EventPlay); the others are left
-	// waiting, and the run ends without them unless they block it (see
-	// RunStatus). `cikit run --job` fills it. Drive refuses a run that
-	// has no manual job of a name Play gives.
+	// Play names the manual and gated jobs the driver starts (approves)
+	// once they wait MANUAL, as a person would (EventPlay); the others
+	// are left waiting, and the run ends without them unless they block
+	// it (see RunStatus). An approved gate with a wait timer waits
+	// DELAYED, as a delayed job does. `cikit run --job` fills it. Drive
+	// refuses a run that has no manual or gated job of a name Play gives.
 	Play []string
 	// Now is the clock the driver releases delayed jobs by
 	// (Store.JobsRelease): a DELAYED job of the run is released once Now
@@ -225,6 +226,9 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 				return res[0].Err
 			}
 			track(res[0].Changed)
+			if res[0].Changed[0].State != cikit.JobReady {
+				continue // an approved gate's wait timer: DELAYED, tracked
+			}
 			if err := queue(res[0].Changed[0]); err != nil {
 				return err
 			}
@@ -262,8 +266,8 @@ func (d *Driver) Drive(ctx context.Context, runID string) (*Run, error) {
 		return nil
 	}
 	for _, id := range d.cfg.Play {
-		if !slices.ContainsFunc(jobs, func(j *Job) bool { return j.ID() == id && j.Spec.When == cikit.WhenManual }) {
-			return nil, fmt.Errorf("dag: DriverConfig.Play names %q, which is not a manual job of run %s", id, runID)
+		if !slices.ContainsFunc(jobs, func(j *Job) bool { return j.ID() == id && (j.Spec.When == cikit.WhenManual || j.Spec.Gate != nil) }) {
+			return nil, fmt.Errorf("dag: DriverConfig.Play names %q, which is not a manual or gated job of run %s", id, runID)
 		}
 	}
 	for _, j := range jobs {

@@ -111,9 +111,43 @@ func TestDriverRefusesUnknownPlay(t *testing.T) {
 		d, err := dag.NewDriver(dag.DriverConfig{Store: s, Executor: exec, Play: []string{name}})
 		require.NoError(t, err)
 		_, err = d.Drive(ctx, run.ID)
-		require.ErrorContains(t, err, "which is not a manual job of run")
+		require.ErrorContains(t, err, "which is not a manual or gated job of run")
 	}
 	j, err := s.JobGet(ctx, run.ID, "build")
 	require.NoError(t, err)
 	require.Equal(t, cikit.JobReady, j.State, "nothing ran")
+}
+
+// TestDriverApprovesGatedJobs: a gated deploy holds the run BLOCKED on its
+// own, whatever its When; named in Play, it is approved and runs, after
+// its gate's wait timer when it has one.
+func TestDriverApprovesGatedJobs(t *testing.T) {
+	t.Parallel()
+	specs := manualSpecs(true)
+	specs[1].When, specs[1].Gate = "", &cikit.Gate{Reasons: []string{"deployment to production"}}
+	final, jobs, ran := driveSpecs(t, specs, dag.DriverConfig{Parallel: 1})
+	require.Equal(t, []string{"build"}, ran)
+	require.Equal(t, cikit.RunBlocked, final.State)
+	require.Equal(t, "waiting for approval by a person with the approve role: deployment to production", jobs[1].Reason)
+
+	final, _, ran = driveSpecs(t, specs, dag.DriverConfig{Parallel: 1, Play: []string{"deploy"}})
+	require.Equal(t, []string{"build", "deploy", "smoke"}, ran)
+	require.Equal(t, cikit.RunSucceeded, final.State)
+
+	// The wait timer passes on the driver's clock, an hour ahead of the
+	// store's at every read.
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	calls := 0
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		calls++
+		return t0.Add(time.Duration(calls) * time.Hour)
+	}
+	specs[1].Gate.WaitTimer = 10 * time.Minute
+	final, jobs, ran = driveSpecs(t, specs, dag.DriverConfig{Parallel: 1, Play: []string{"deploy"}, Now: clock})
+	require.Equal(t, []string{"build", "deploy", "smoke"}, ran)
+	require.Equal(t, cikit.RunSucceeded, final.State)
+	require.GreaterOrEqual(t, jobs[1].StartedAt.Sub(jobs[0].FinishedAt), 10*time.Minute, "it waited its wait timer")
 }

@@ -173,6 +173,9 @@ func (x *expansion) expand(ctx context.Context, r *expandRun, a *applied, now ti
 // from PENDING leaves a; one from an ended attempt (a retry) stays, as
 // the new attempt waiting.
 func (x *expansion) pend(a *applied, j *Job, k int) *Job {
+	if j.State == cikit.JobManual {
+		j.Reason = "" // a gate's: it waits for nobody yet
+	}
 	j.State, j.ReadyAt = cikit.JobPending, time.Time{}
 	if a.from[k] == cikit.JobPending {
 		a.changed, a.from = slices.Delete(a.changed, k, k+1), slices.Delete(a.from, k, k+1)
@@ -291,6 +294,49 @@ func checkCreated(specs []*cikit.JobSpec) error {
 	for _, s := range specs {
 		if s.Expand == nil && s.MatrixOf != "" && expand[s.MatrixOf] {
 			return fmt.Errorf("%w: job %q is a variant of %q, whose variants its store adds when it expands it", ErrInvalidGraph, s.ID, s.MatrixOf)
+		}
+		if err := checkTrust(s); err != nil {
+			return fmt.Errorf("dag: job %q: %w: %v", s.ID, ErrInvalidParams, err)
+		}
+	}
+	return nil
+}
+
+// checkTrust refuses a gate or an admission beyond the bounds of
+// cikit.MaxGateReasons, MaxGateReviewers and MaxGateTextBytes, or with a
+// negative duration.
+func checkTrust(s *cikit.JobSpec) error {
+	text := func(what, v string) error {
+		if len(v) > cikit.MaxGateTextBytes {
+			return fmt.Errorf("%s has %d bytes, more than the %d allowed", what, len(v), cikit.MaxGateTextBytes)
+		}
+		return nil
+	}
+	if a := s.Admission; a != nil {
+		if err := text("the admission's reason", a.Reason); err != nil {
+			return err
+		}
+	}
+	g := s.Gate
+	if g == nil {
+		return nil
+	}
+	switch {
+	case len(g.Reasons) > cikit.MaxGateReasons:
+		return fmt.Errorf("the gate has %d reasons, more than the %d allowed", len(g.Reasons), cikit.MaxGateReasons)
+	case len(g.Reviewers) > cikit.MaxGateReviewers:
+		return fmt.Errorf("the gate has %d reviewers, more than the %d allowed", len(g.Reviewers), cikit.MaxGateReviewers)
+	case g.WaitTimer < 0 || g.Expires < 0:
+		return fmt.Errorf("the gate's wait timer (%s) and expiry (%s) must not be negative", g.WaitTimer, g.Expires)
+	}
+	for _, r := range g.Reasons {
+		if err := text("a reason of the gate", r); err != nil {
+			return err
+		}
+	}
+	for _, r := range g.Reviewers {
+		if err := text("a reviewer of the gate", r); err != nil {
+			return err
 		}
 	}
 	return nil

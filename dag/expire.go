@@ -25,6 +25,12 @@ type ExpireParams struct {
 	// DefaultTimeout is how long a job whose spec sets no Timeout may run
 	// before it fails; 0 means no limit.
 	DefaultTimeout time.Duration
+	// GateTimeout is how long a gated job (cikit.JobSpec.Gate) whose
+	// gate sets no Expires waits MANUAL for an approval, from the moment
+	// it began to wait, before it fails as not approved (class
+	// cikit.FailurePolicy, never retried); 0 means such gates never
+	// expire.
+	GateTimeout time.Duration
 }
 
 func (p *ExpireParams) validate() error {
@@ -35,6 +41,8 @@ func (p *ExpireParams) validate() error {
 		return fmt.Errorf("dag: ExpireParams.MaxQueueTime must not be negative, got %s", p.MaxQueueTime)
 	case p.DefaultTimeout < 0:
 		return fmt.Errorf("dag: ExpireParams.DefaultTimeout must not be negative, got %s", p.DefaultTimeout)
+	case p.GateTimeout < 0:
+		return fmt.Errorf("dag: ExpireParams.GateTimeout must not be negative, got %s", p.GateTimeout)
 	}
 	return nil
 }
@@ -46,24 +54,27 @@ const (
 	ReasonQueueTimeout = "queue_timeout: " // a job waited past the max queue time
 )
 
-// expiry returns why a job in state, ready since readyAt, started at
-// startedAt and limited to timeout by its spec (0 for none), is past its
-// deadline at p.Now, or "" when it is not.
-func (p *ExpireParams) expiry(state cikit.JobState, readyAt, startedAt time.Time, timeout time.Duration) string {
+// expiry returns why a job in state, ready (or MANUAL) since readyAt,
+// started at startedAt, limited to timeout by its spec (0 for none) and
+// held by gate (nil for none), is past its deadline at p.Now, or "" when
+// it is not; class is the failure's.
+func (p *ExpireParams) expiry(state cikit.JobState, readyAt, startedAt time.Time, timeout time.Duration, gate *cikit.Gate) (reason string, class cikit.FailureClass) {
 	switch {
+	case state == cikit.JobManual:
+		return gateExpiry(gate, readyAt, p.Now, p.GateTimeout), cikit.FailurePolicy
 	case state == cikit.JobRunning:
 		if timeout <= 0 {
 			timeout = p.DefaultTimeout
 		}
 		if timeout > 0 && startedAt.Add(timeout).Before(p.Now) {
-			return fmt.Sprintf("%sexceeded its timeout of %s", ReasonTimeout, timeout)
+			return fmt.Sprintf("%sexceeded its timeout of %s", ReasonTimeout, timeout), cikit.FailureTimeout
 		}
 	case waiting(state):
 		if p.MaxQueueTime > 0 && readyAt.Add(p.MaxQueueTime).Before(p.Now) {
-			return fmt.Sprintf("%swaited %s in the queue, longer than the max queue time of %s", ReasonQueueTimeout, p.Now.Sub(readyAt), p.MaxQueueTime)
+			return fmt.Sprintf("%swaited %s in the queue, longer than the max queue time of %s", ReasonQueueTimeout, p.Now.Sub(readyAt), p.MaxQueueTime), cikit.FailureTimeout
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // waiting reports whether a job in state s waits for a runner.
@@ -75,6 +86,7 @@ type overdue struct {
 	attempt      int
 	state        cikit.JobState
 	reason       string
+	class        cikit.FailureClass
 }
 
 // transitionFunc is the transition method both stores share: it applies
@@ -84,12 +96,13 @@ type transitionFunc func(ctx context.Context, runID string, je *JobEvent, ev Eve
 // expire applies EventExpire to each overdue job, one transition per job,
 // each conditional on the attempt and state the scan saw: a job that moved
 // on since is left alone. The failure reads as a completion of class
-// timeout, so the job's retry policy applies.
+// timeout, so the job's retry policy applies; that of an expired gate is
+// of class policy, never retried.
 func expire(ctx context.Context, due []overdue, transition transitionFunc) ([]*TransitionResult, error) {
 	var out []*TransitionResult
 	for _, d := range due {
 		failure := &JobEvent{Kind: EventExpire, RunID: d.runID, JobID: d.jobID, Attempt: d.attempt, Outcome: cikit.JobFailed,
-			ExitCode: -1, Reason: d.reason, FailureClass: cikit.FailureTimeout, seen: d.state}
+			ExitCode: -1, Reason: d.reason, FailureClass: d.class, seen: d.state}
 		res, err := transition(ctx, d.runID, failure, Event{})
 		switch {
 		case errors.Is(err, cikit.ErrInvalidTransition):
@@ -115,8 +128,8 @@ func (s *MemoryStore) JobsExpire(ctx context.Context, p *ExpireParams) ([]*Trans
 	for id, r := range s.runs {
 		for i := range r.jobs {
 			j := &r.jobs[i]
-			if reason := p.expiry(j.State, j.ReadyAt, j.StartedAt, j.Spec.Timeout); reason != "" {
-				due = append(due, overdue{runID: id, jobID: j.ID(), attempt: j.Attempt, state: j.State, reason: reason})
+			if reason, class := p.expiry(j.State, j.ReadyAt, j.StartedAt, j.Spec.Timeout, j.Spec.Gate); reason != "" {
+				due = append(due, overdue{runID: id, jobID: j.ID(), attempt: j.Attempt, state: j.State, reason: reason, class: class})
 			}
 		}
 	}
@@ -141,15 +154,20 @@ func (s *PostgresStore) JobsExpire(ctx context.Context, p *ExpireParams) ([]*Tra
 // overdue finds the jobs past their deadline at p.Now, runs in the byte
 // order of their IDs (as MemoryStore): the RUNNING jobs, as many as there
 // are runners, whose deadlines depend on each spec's timeout and are
-// checked here, and the waiting jobs ready since before the max queue
-// time, found by the index jobs_waiting_since; the waiting jobs of a
-// large run are not read while they are in time.
+// checked here, the waiting jobs ready since before the max queue
+// time, found by the index jobs_waiting_since (the waiting jobs of a
+// large run are not read while they are in time), and the gated jobs
+// waiting MANUAL, found by the index jobs_gated, whose deadlines depend
+// on each gate's expiry.
 func (s *PostgresStore) overdue(ctx context.Context, p *ExpireParams) ([]overdue, error) {
-	rows, err := s.pool.Query(ctx, `SELECT run_id, job_id, attempt, state, ready_at, started_at, spec->'timeout' FROM (
+	rows, err := s.pool.Query(ctx, `SELECT run_id, job_id, attempt, state, ready_at, started_at, spec->'timeout', spec->'gate' FROM (
 			SELECT run_id, job_id, position, attempt, state, ready_at, started_at, spec FROM jobs WHERE state = 'running'
 			UNION ALL
 			SELECT run_id, job_id, position, attempt, state, ready_at, started_at, spec FROM jobs
 				WHERE $1 AND state IN ('ready', 'queued') AND ready_at < $2
+			UNION ALL
+			SELECT run_id, job_id, position, attempt, state, ready_at, started_at, spec FROM jobs
+				WHERE state = 'manual' AND spec ? 'gate'
 		) j ORDER BY run_id COLLATE "C", position`, p.MaxQueueTime > 0, p.Now.Add(-p.MaxQueueTime))
 	if err != nil {
 		return nil, interpretError(err)
@@ -159,8 +177,8 @@ func (s *PostgresStore) overdue(ctx context.Context, p *ExpireParams) ([]overdue
 	for rows.Next() {
 		var d overdue
 		var ready, started *time.Time
-		var rawTimeout []byte
-		if err := rows.Scan(&d.runID, &d.jobID, &d.attempt, &d.state, &ready, &started, &rawTimeout); err != nil {
+		var rawTimeout, rawGate []byte
+		if err := rows.Scan(&d.runID, &d.jobID, &d.attempt, &d.state, &ready, &started, &rawTimeout, &rawGate); err != nil {
 			return nil, interpretError(err)
 		}
 		var timeout time.Duration
@@ -169,7 +187,13 @@ func (s *PostgresStore) overdue(ctx context.Context, p *ExpireParams) ([]overdue
 				return nil, fmt.Errorf("dag: run %q: the stored timeout of job %q is corrupt: %w", d.runID, d.jobID, err)
 			}
 		}
-		if d.reason = p.expiry(d.state, deref(ready), deref(started), timeout); d.reason != "" {
+		var gate *cikit.Gate
+		if rawGate != nil {
+			if err := json.Unmarshal(rawGate, &gate); err != nil {
+				return nil, fmt.Errorf("dag: run %q: the stored gate of job %q is corrupt: %w", d.runID, d.jobID, err)
+			}
+		}
+		if d.reason, d.class = p.expiry(d.state, deref(ready), deref(started), timeout, gate); d.reason != "" {
 			due = append(due, d)
 		}
 	}

@@ -62,7 +62,7 @@ func TestExpireStopsAtAStoreFailure(t *testing.T) {
 	}
 	res, err := expire(context.Background(), []overdue{
 		{runID: "r", jobID: "moved", attempt: 1, state: cikit.JobRunning},
-		{runID: "r", jobID: "a", attempt: 2, state: cikit.JobRunning, reason: "ran too long"},
+		{runID: "r", jobID: "a", attempt: 2, state: cikit.JobRunning, reason: "ran too long", class: cikit.FailureTimeout},
 		{runID: "r", jobID: "broken", attempt: 1, state: cikit.JobRunning},
 		{runID: "r", jobID: "never reached", attempt: 1, state: cikit.JobRunning},
 	}, transition)
@@ -89,24 +89,42 @@ func TestNextSeen(t *testing.T) {
 func TestExpiry(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	p := &ExpireParams{Now: t0.Add(time.Hour), MaxQueueTime: 30 * time.Minute, DefaultTimeout: 45 * time.Minute}
+	p := &ExpireParams{Now: t0.Add(time.Hour), MaxQueueTime: 30 * time.Minute, DefaultTimeout: 45 * time.Minute, GateTimeout: 50 * time.Minute}
+	gate := &cikit.Gate{Reasons: []string{"deployment to production"}}
+	soon := &cikit.Gate{Reasons: []string{"deployment to production"}, Expires: 10 * time.Minute}
+	late := &cikit.Gate{Reasons: []string{"deployment to production"}, Expires: 2 * time.Hour}
 	for _, c := range []struct {
 		state   cikit.JobState
 		ready   time.Time
 		started time.Time
 		timeout time.Duration
+		gate    *cikit.Gate
 		want    string
 	}{
-		{cikit.JobRunning, t0, t0, 0, "timeout: exceeded its timeout of 45m0s"},
-		{cikit.JobRunning, t0, t0, time.Hour, ""},
-		{cikit.JobRunning, t0, t0, time.Minute, "timeout: exceeded its timeout of 1m0s"},
-		{cikit.JobRunning, t0, t0, -time.Minute, "timeout: exceeded its timeout of 45m0s"},
-		{cikit.JobRunning, t0, t0.Add(30 * time.Minute), 0, ""},
-		{cikit.JobReady, t0, time.Time{}, time.Minute, "queue_timeout: waited 1h0m0s in the queue, longer than the max queue time of 30m0s"},
-		{cikit.JobQueued, t0.Add(30 * time.Minute), time.Time{}, 0, ""},
-		{cikit.JobPending, time.Time{}, time.Time{}, 0, ""},
-		{cikit.JobCancelRequested, t0, t0, time.Minute, ""},
+		{cikit.JobManual, t0, time.Time{}, 0, gate, "approval expired: nobody approved within 50m0s"},
+		{cikit.JobManual, t0.Add(20 * time.Minute), time.Time{}, 0, gate, ""},
+		{cikit.JobManual, t0.Add(40 * time.Minute), time.Time{}, 0, soon, "approval expired: nobody approved within 10m0s"},
+		{cikit.JobManual, t0, time.Time{}, 0, late, ""},
+		{cikit.JobManual, t0, time.Time{}, 0, nil, ""},
+		{cikit.JobReady, t0, time.Time{}, 0, soon, "queue_timeout: waited 1h0m0s in the queue, longer than the max queue time of 30m0s"},
+		{cikit.JobRunning, t0, t0, 0, nil, "timeout: exceeded its timeout of 45m0s"},
+		{cikit.JobRunning, t0, t0, time.Hour, nil, ""},
+		{cikit.JobRunning, t0, t0, time.Minute, nil, "timeout: exceeded its timeout of 1m0s"},
+		{cikit.JobRunning, t0, t0, -time.Minute, nil, "timeout: exceeded its timeout of 45m0s"},
+		{cikit.JobRunning, t0, t0.Add(30 * time.Minute), 0, nil, ""},
+		{cikit.JobReady, t0, time.Time{}, time.Minute, nil, "queue_timeout: waited 1h0m0s in the queue, longer than the max queue time of 30m0s"},
+		{cikit.JobQueued, t0.Add(30 * time.Minute), time.Time{}, 0, nil, ""},
+		{cikit.JobPending, time.Time{}, time.Time{}, 0, nil, ""},
+		{cikit.JobCancelRequested, t0, t0, time.Minute, nil, ""},
 	} {
-		require.Equal(t, c.want, p.expiry(c.state, c.ready, c.started, c.timeout), "%+v", c)
+		reason, class := p.expiry(c.state, c.ready, c.started, c.timeout, c.gate)
+		require.Equal(t, c.want, reason, "%+v", c)
+		if c.state == cikit.JobManual && reason != "" {
+			require.Equal(t, cikit.FailurePolicy, class, "an expired gate is the policy's failure, never retried")
+		} else if reason != "" {
+			require.Equal(t, cikit.FailureTimeout, class)
+		}
 	}
+	reason, _ := (&ExpireParams{Now: t0}).expiry(cikit.JobManual, t0.Add(-time.Hour), time.Time{}, 0, gate)
+	require.Empty(t, reason, "without GateTimeout, a gate without Expires never expires")
 }

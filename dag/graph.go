@@ -32,6 +32,18 @@ type Node struct {
 	// expands into its variants once its needs are satisfied and which
 	// ends as they all have (see Expanded).
 	Expand bool
+	// Gated marks a job held by an approval gate (cikit.JobSpec.Gate):
+	// whatever its When, its needs satisfied, it waits MANUAL for a
+	// person to approve it (EventPlay) or reject it (EventReject).
+	Gated bool
+	// DelayedAfterApproval marks a gated job that waits DELAYED once
+	// approved, for its gate's WaitTimer and, of When delayed, its
+	// StartIn, instead of becoming READY at once.
+	DelayedAfterApproval bool
+	// Denied marks a job the platform's policy denied
+	// (cikit.DecisionDeny): it starts FAILED, with the consequences of a
+	// failure, and is never retried.
+	Denied bool
 	// VariantOf, for a variant a store added to its run by expanding a
 	// placeholder, names that placeholder. The graph makes the
 	// placeholder need each of its variants: it ends once they have.
@@ -338,7 +350,7 @@ func FromSpecs(specs []*cikit.JobSpec) (*Graph, error) {
 	}
 	for i, s := range specs {
 		nodes[i] = Node{ID: s.ID, Needs: s.Needs, AllowFailure: s.AllowFailure, Never: s.When == cikit.WhenNever, When: s.When,
-			Expand: s.Expand != nil}
+			Expand: s.Expand != nil, Gated: s.Gate != nil, DelayedAfterApproval: s.Gate != nil && approvalDelay(s) > 0, Denied: denied(s)}
 		if s.Expand == nil && s.MatrixOf != "" && expand[s.MatrixOf] {
 			nodes[i].VariantOf = s.MatrixOf
 		}

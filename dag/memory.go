@@ -136,16 +136,7 @@ func (s *MemoryStore) RunCreate(ctx context.Context, p *RunCreateParams) (*Run, 
 	r := &memRun{graph: g, jobs: make([]Job, len(p.Jobs)), attempts: make(map[string][]*Job), context: rc}
 	states := Initial(g)
 	for i, spec := range p.Jobs {
-		r.jobs[i] = Job{Spec: spec.Clone(), State: states[i], Attempt: 1, FailureAllowed: spec.AllowFailure}
-		switch states[i] {
-		case cikit.JobReady:
-			r.jobs[i].ReadyAt = now
-		case cikit.JobDelayed:
-			r.jobs[i].ReadyAt = now.Add(spec.StartIn)
-		case cikit.JobSkipped:
-			r.jobs[i].FinishedAt = now
-			r.jobs[i].Reason = ConsequenceReason(g, states, i)
-		}
+		r.jobs[i] = initialJob(g, spec.Clone(), states, i, now)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -34,8 +34,9 @@ const (
 	// died between the steps of handling the first delivery.
 	EventRepair
 	// EventExpire fails a job that is past a deadline: a RUNNING job that
-	// outlived its timeout, or a READY or QUEUED one that waited too long
-	// for a runner. The failure has the consequences of any other.
+	// outlived its timeout, a READY or QUEUED one that waited too long
+	// for a runner, or a gated one that waited MANUAL too long for an
+	// approval. The failure has the consequences of any other.
 	EventExpire
 	// EventCancelJob cancels one job (Event.Job), as EventCancel does the
 	// run's: RUNNING becomes CANCEL_REQUESTED, a job that has not started
@@ -44,15 +45,19 @@ const (
 	// cancel_in_progress uses it.
 	EventCancelJob
 	// EventPlay is a person starting a MANUAL job: it becomes READY and
-	// runs like any other. It is the only way out of MANUAL but a
-	// cancellation.
+	// runs like any other. For a gated job (Node.Gated) it is the
+	// approval: READY, or DELAYED for the gate's WaitTimer (and a When
+	// delayed job's StartIn) when the node says so
+	// (Node.DelayedAfterApproval). Besides a cancellation, EventReject
+	// and the expiry of a gate, it is the only way out of MANUAL.
 	EventPlay
 	// EventRelease makes READY a DELAYED job whose StartIn has passed;
 	// the stores' JobsRelease applies it on their clock.
 	EventRelease
 	// EventReject is a reviewer rejecting a gated job waiting MANUAL
-	// (cikit.JobSpec.Gate): it becomes FAILED with Event.Reason, of
-	// class cikit.FailurePolicy, with the consequences of any failure.
+	// (cikit.JobSpec.Gate), or a person a When manual one: it becomes
+	// FAILED with the event's reason, of class cikit.FailurePolicy, with
+	// the consequences of any failure. It is never retried.
 	EventReject
 	// eventExpandFailed fails a placeholder (Node.Expand) whose
 	// expansion failed: PENDING becomes FAILED, with the consequences of
@@ -89,6 +94,8 @@ func (k EventKind) String() string {
 		return "play"
 	case EventRelease:
 		return "release"
+	case EventReject:
+		return "reject"
 	case eventExpandFailed:
 		return "expand-failed"
 	case eventConditionFalse:
@@ -120,32 +127,31 @@ type Change struct {
 }
 
 // Initial returns the states of a new run of g: jobs that need nothing are
-// READY (MANUAL or DELAYED for jobs of When manual and delayed, see
-// Arrival), all others PENDING, except that a job marked Never, and every
-// job that needs one, is SKIPPED.
+// READY (MANUAL or DELAYED for jobs of When manual and delayed and for
+// gated jobs, see Arrival), all others PENDING, except that a job marked
+// Never, and every job that needs one, is SKIPPED, and a job marked
+// Denied is FAILED, with the consequences of a failure: the jobs that
+// need it SKIPPED (READY when it allows failure), always and on_failure
+// jobs decided.
 func Initial(g *Graph) []cikit.JobState {
 	states := make([]cikit.JobState, g.Len())
-	for _, i := range g.Order() {
-		states[i] = cikit.JobPending
-		if len(g.Parents(i)) == 0 {
-			states[i] = Arrival(g, i)
-			if g.Node(i).When == cikit.WhenOnFailure {
-				states[i] = cikit.JobSkipped // nothing before it can fail
-			}
-		}
-		if g.Node(i).Never {
+	for i := range states {
+		switch n := &g.nodes[i]; {
+		case n.Never:
 			states[i] = cikit.JobSkipped
+		case n.Denied:
+			states[i] = cikit.JobFailed
+		default:
+			states[i] = cikit.JobPending
 		}
-		w := g.Node(i).When
-		for _, p := range g.Parents(i) {
-			if states[p] == cikit.JobSkipped && w != cikit.WhenAlways && w != cikit.WhenOnFailure {
-				states[i] = cikit.JobSkipped
-			}
-		}
-		if states[i] == cikit.JobPending && (w == cikit.WhenAlways || w == cikit.WhenOnFailure) {
-			if to, decided := whenDecided(g, i, func(p int) cikit.JobState { return states[p] }); decided {
-				states[i] = to
-			}
+	}
+	state := func(i int) cikit.JobState { return states[i] }
+	for _, i := range g.Order() {
+		if states[i] == cikit.JobPending && (len(g.parents[i]) == 0 || slices.ContainsFunc(g.parents[i], func(p int) bool { return states[p].Terminal() })) {
+			// A job none of whose needs has ended waits: only those
+			// that need nothing, or a job that never runs or was
+			// denied, are decided at creation.
+			states[i] = settleOne(g, state, i)
 		}
 	}
 	return states
@@ -154,9 +160,14 @@ func Initial(g *Graph) []cikit.JobState {
 // Arrival is the state job i enters when its needs are satisfied: READY,
 // except MANUAL for a job of When manual, which waits for a person to
 // start it (EventPlay), and DELAYED for one of When delayed, which waits
-// for its StartIn (EventRelease).
+// for its StartIn (EventRelease). A gated job (Node.Gated) is MANUAL
+// whatever its When: it waits for its approval first.
 func Arrival(g *Graph, i int) cikit.JobState {
-	switch g.Node(i).When {
+	n := &g.nodes[i]
+	if n.Gated {
+		return cikit.JobManual
+	}
+	switch n.When {
 	case cikit.WhenManual:
 		return cikit.JobManual
 	case cikit.WhenDelayed:
@@ -193,6 +204,12 @@ func Satisfied(s cikit.JobState, allowFailure bool) bool {
 //     MANUAL or DELAYED instead of READY (see Arrival); the jobs that need
 //     it stay PENDING until it ends. EventPlay and EventRelease make it
 //     READY; a cancellation ends it as any job that has not started.
+//   - A gated job (Node.Gated) arrives MANUAL whatever its When.
+//     EventPlay approves it: READY, or DELAYED when the node says so
+//     (Node.DelayedAfterApproval). EventReject fails a MANUAL job, and
+//     EventExpire a gated MANUAL one, with the consequences of a failure.
+//   - A job marked Denied starts FAILED (see Initial) and is never
+//     retried.
 //   - Cancelling a finished run changes nothing, even when manual jobs
 //     that allow failure still wait in it.
 func Next(g *Graph, states []cikit.JobState, ev Event) ([]Change, error) {
@@ -245,6 +262,9 @@ func nextJob(g *Graph, state func(int) cikit.JobState, ev Event) ([]Change, erro
 	from := state(ev.Job)
 	if ev.Kind == EventCancelJob {
 		switch {
+		case ev.seen != "" && from != ev.seen:
+			return nil, &cikit.TransitionError{Job: g.Node(ev.Job).ID, From: from, To: cikit.JobCancelled,
+				Reason: fmt.Sprintf("the job is no longer %s", ev.seen)}
 		case from == cikit.JobRunning:
 			return []Change{{Job: ev.Job, From: from, To: cikit.JobCancelRequested}}, nil
 		case from.Terminal() || from == cikit.JobCancelRequested:
@@ -260,6 +280,11 @@ func nextJob(g *Graph, state func(int) cikit.JobState, ev Event) ([]Change, erro
 		want, to = cikit.JobQueued, cikit.JobRunning
 	case EventPlay:
 		want, to = cikit.JobManual, cikit.JobReady
+		if g.Node(ev.Job).DelayedAfterApproval {
+			to = cikit.JobDelayed
+		}
+	case EventReject:
+		want, to = cikit.JobManual, cikit.JobFailed
 	case EventRelease:
 		want, to = cikit.JobDelayed, cikit.JobReady
 	case eventExpandFailed:
@@ -271,7 +296,8 @@ func nextJob(g *Graph, state func(int) cikit.JobState, ev Event) ([]Change, erro
 		if ev.Kind == EventRetryJob {
 			to = cikit.JobReady
 		}
-		if from != cikit.JobRunning && !waiting(from) {
+		gateExpires := ev.Kind == EventExpire && from == cikit.JobManual && g.Node(ev.Job).Gated
+		if from != cikit.JobRunning && !waiting(from) && !gateExpires {
 			return nil, &cikit.TransitionError{Job: g.Node(ev.Job).ID, From: from, To: to,
 				Reason: fmt.Sprintf("%s needs the job to be ready, queued or running", ev.Kind)}
 		}
@@ -433,30 +459,7 @@ func settle(g *Graph, base func(int) cikit.JobState, order []int) []Change {
 		if state(i) != cikit.JobPending {
 			continue
 		}
-		to := cikit.JobPending
-		if g.Expanded(i) {
-			if s, decided := joinDecided(g, i, state); decided {
-				to = s
-			}
-		} else if w := g.Node(i).When; w == cikit.WhenAlways || w == cikit.WhenOnFailure {
-			if s, decided := whenDecided(g, i, state); decided {
-				to = s
-			}
-		} else {
-			for _, p := range g.Parents(i) {
-				switch s := state(p); {
-				case to != cikit.JobPending:
-				case s == cikit.JobCancelled:
-					to = cikit.JobCancelled
-				case s.Terminal() && !Satisfied(s, g.allowsFailure(p)):
-					to = cikit.JobSkipped
-				}
-			}
-			if to == cikit.JobPending && allSatisfied(g, i, state) {
-				to = Arrival(g, i)
-			}
-		}
-		if to != cikit.JobPending {
+		if to := settleOne(g, state, i); to != cikit.JobPending {
 			changes = append(changes, Change{Job: i, From: cikit.JobPending, To: to})
 			next[i] = to
 		}
@@ -464,9 +467,39 @@ func settle(g *Graph, base func(int) cikit.JobState, order []int) []Change {
 	return changes
 }
 
+// settleOne is the state the rules give PENDING job i on the states
+// state reports of the jobs it needs (or its variants): PENDING when
+// nothing is decided yet.
+func settleOne(g *Graph, state func(int) cikit.JobState, i int) cikit.JobState {
+	to := cikit.JobPending
+	if g.Expanded(i) {
+		if s, decided := joinDecided(g, i, state); decided {
+			to = s
+		}
+	} else if w := g.nodes[i].When; w == cikit.WhenAlways || w == cikit.WhenOnFailure {
+		if s, decided := whenDecided(g, i, state); decided {
+			to = s
+		}
+	} else {
+		for _, p := range g.Parents(i) {
+			switch s := state(p); {
+			case to != cikit.JobPending:
+			case s == cikit.JobCancelled:
+				to = cikit.JobCancelled
+			case s.Terminal() && !Satisfied(s, g.allowsFailure(p)):
+				to = cikit.JobSkipped
+			}
+		}
+		if to == cikit.JobPending && allSatisfied(g, i, state) {
+			to = Arrival(g, i)
+		}
+	}
+	return to
+}
+
 // whenDecided settles a job of When always or on_failure once all its
-// needs are terminal: READY for always, and for on_failure when a need was
-// not satisfied; SKIPPED otherwise.
+// needs are terminal: READY (MANUAL for a gated one) for always, and for
+// on_failure when a need was not satisfied; SKIPPED otherwise.
 func whenDecided(g *Graph, i int, state func(int) cikit.JobState) (cikit.JobState, bool) {
 	unsatisfied := false
 	for _, p := range g.Parents(i) {
@@ -477,7 +510,7 @@ func whenDecided(g *Graph, i int, state func(int) cikit.JobState) (cikit.JobStat
 		unsatisfied = unsatisfied || !Satisfied(s, g.allowsFailure(p))
 	}
 	if g.Node(i).When == cikit.WhenAlways || unsatisfied {
-		return cikit.JobReady, true
+		return Arrival(g, i), true
 	}
 	return cikit.JobSkipped, true
 }
@@ -647,8 +680,8 @@ var ErrRunNotFinished = fmt.Errorf("%w: the run has not finished", cikit.ErrInva
 // retryFailed resets the failed, skipped and cancelled jobs of a finished
 // run, and every job that needs one of them, to PENDING, then settles them
 // as a new run would be: READY when their needs are satisfied, and so on.
-// Jobs that never run stay SKIPPED; jobs that succeeded with nothing
-// retried above them are kept.
+// Jobs that never run stay SKIPPED, and those the policy denied FAILED;
+// jobs that succeeded with nothing retried above them are kept.
 // A change whose From is terminal starts a new attempt of that job.
 func retryFailed(g *Graph, states []cikit.JobState) ([]Change, error) {
 	if !RunStatus(g, states).Terminal() {
@@ -666,7 +699,7 @@ func retryFailed(g *Graph, states []cikit.JobState) ([]Change, error) {
 			// and what needs them) runs again after its new attempt.
 			retry = retry || retried[p]
 		}
-		if retry && !g.Node(i).Never {
+		if retry && !g.Node(i).Never && !g.Node(i).Denied {
 			next[i], retried[i] = cikit.JobPending, true
 		}
 	}

@@ -1129,7 +1129,7 @@ func scopeOf(rg *runGraph, je *JobEvent) []int {
 			return scope
 		}
 		return belowScope(rg.g, i)
-	case EventCancelJob:
+	case EventCancelJob, EventReject:
 		return belowScope(rg.g, i)
 	}
 	return []int{i}

@@ -154,16 +154,9 @@ func (s *PostgresStore) rebuildSomeCounters(ctx context.Context, runID string, r
 func initialJobs(g *Graph, specs []*cikit.JobSpec, states []cikit.JobState, runID string, now time.Time) []*Job {
 	jobs := make([]*Job, len(specs))
 	for i, spec := range specs {
-		j := &Job{RunID: runID, Spec: spec, State: states[i], Attempt: 1, FailureAllowed: spec.AllowFailure}
-		switch j.State {
-		case cikit.JobReady:
-			j.ReadyAt = now
-		case cikit.JobDelayed:
-			j.ReadyAt = now.Add(spec.StartIn)
-		case cikit.JobSkipped:
-			j.FinishedAt, j.Reason = now, ConsequenceReason(g, states, i)
-		}
-		jobs[i] = j
+		j := initialJob(g, spec, states, i, now)
+		j.RunID = runID
+		jobs[i] = &j
 	}
 	return jobs
 }

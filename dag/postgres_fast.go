@@ -27,9 +27,9 @@ type runGraph struct {
 	// pipeline and sha are the run's, which its outbox events name.
 	pipeline string
 	sha      string
-	// manual says that a job of the run is of When manual, which may be
-	// left waiting while the run ends: the run's completions take the
-	// locked path, which decides with RunStatus.
+	// manual says that a job of the run is of When manual or gated,
+	// which may be left waiting while the run ends: the run's
+	// completions take the locked path, which decides with RunStatus.
 	manual bool
 	// expansions is the run's count of expansions (pipeline_runs) the
 	// graph was read at; the locked path reads the graph again when the
@@ -47,7 +47,7 @@ type runGraph struct {
 func newRunGraph(g *Graph, specs []*cikit.JobSpec, branch, pipeline, sha string) *runGraph {
 	rg := &runGraph{g: g, specs: specs, branch: branch, pipeline: pipeline, sha: sha}
 	for _, s := range specs {
-		rg.manual = rg.manual || s.When == cikit.WhenManual
+		rg.manual = rg.manual || s.When == cikit.WhenManual || s.Gate != nil
 		rg.placeholders = rg.placeholders || s.Expand != nil
 		rg.conditions = rg.conditions || s.If != nil
 	}
@@ -376,9 +376,10 @@ func fastEligible(rg *runGraph, i int, e *JobEvent) bool {
 			return spec.Concurrency == nil
 		}
 		for _, c := range children {
-			if rg.g.Node(c).Expand || rg.specs[c].If != nil {
+			if rg.g.Node(c).Expand || rg.specs[c].If != nil || rg.g.Node(c).Gated {
 				// A placeholder is expanded, or ends with its variants,
-				// and a run-time condition decided, on the locked path.
+				// a run-time condition decided, and a gated job made
+				// MANUAL, on the locked path.
 				return false
 			}
 			switch rg.g.Node(c).When {

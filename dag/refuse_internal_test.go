@@ -15,7 +15,7 @@ import (
 // whenever refusedAlone refuses, the rules refuse with the same error, and
 // whenever the rules refuse an event of the fast path's kinds for a reason
 // of the job's own, so does refusedAlone. The waiting states (MANUAL,
-// DELAYED) and the events that end them (play, release) are in the lists:
+// DELAYED) and the events that end them (play, release, reject) are in the lists:
 // a queue, start or completion of a job waiting for a person is refused by
 // its row alone, like any other.
 func TestRefusedAloneAgreesWithTheRules(t *testing.T) {
@@ -27,7 +27,7 @@ func TestRefusedAloneAgreesWithTheRules(t *testing.T) {
 		cikit.JobRunning, cikit.JobCancelRequested, cikit.JobSucceeded, cikit.JobFailed, cikit.JobSkipped, cikit.JobCancelled}
 	outcomes := []cikit.JobState{cikit.JobSucceeded, cikit.JobFailed, cikit.JobCancelled, cikit.JobRunning}
 	for _, st := range states {
-		for _, kind := range []EventKind{EventQueue, EventStart, EventComplete, EventPlay, EventRelease} {
+		for _, kind := range []EventKind{EventQueue, EventStart, EventComplete, EventPlay, EventRelease, EventReject} {
 			for _, outcome := range outcomes {
 				for _, attempt := range []int{1, 2} {
 					name := fmt.Sprintf("%s/%v/%s/attempt=%d", st, kind, outcome, attempt)
@@ -46,7 +46,7 @@ func TestRefusedAloneAgreesWithTheRules(t *testing.T) {
 						require.Equal(t, rules, alone, name)
 						continue
 					}
-					if kind == EventPlay || kind == EventRelease {
+					if kind == EventPlay || kind == EventRelease || kind == EventReject {
 						// Never fast: the locked path answers them.
 						continue
 					}

@@ -84,7 +84,7 @@ func Report(g *Graph, run *Run, jobs []*Job, now time.Time) *RunReport {
 	ran := make([]time.Duration, g.Len())
 	for _, j := range jobs {
 		jr := JobReport{ID: j.ID(), State: j.State, Attempt: j.Attempt, Reason: j.Reason}
-		if !j.ReadyAt.IsZero() {
+		if !j.ReadyAt.IsZero() && j.State != cikit.JobManual { // a MANUAL job waits for a person, not a runner
 			jr.QueueDuration = elapsed(j.ReadyAt, firstSet(j.StartedAt, j.FinishedAt, now))
 		}
 		if !j.StartedAt.IsZero() {

@@ -6,14 +6,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
 	"github.com/cikit/cikit"
 )
 
 // genScopeSpecs draws a random acyclic pipeline of up to 12 jobs, with
-// every kind of When, allowed failures (some only with exit code 1) and
-// retries (some only on exit code 2).
+// every kind of When, allowed failures (some only with exit code 1),
+// retries (some only on exit code 2), gates and jobs the policy denied.
 func genScopeSpecs(t *rapid.T) []*cikit.JobSpec {
 	n := rapid.IntRange(1, 12).Draw(t, "jobs")
 	whens := []cikit.When{"", "", "", "", cikit.WhenAlways, cikit.WhenOnFailure, cikit.WhenManual, cikit.WhenDelayed}
@@ -35,6 +36,13 @@ func genScopeSpecs(t *rapid.T) []*cikit.JobSpec {
 		}
 		if specs[i].AllowFailure && rapid.Bool().Draw(t, fmt.Sprintf("exitcodes%d", i)) {
 			specs[i].AllowFailureExitCodes = []int{1}
+		}
+		switch rapid.IntRange(0, 9).Draw(t, fmt.Sprintf("trust%d", i)) {
+		case 0, 1:
+			specs[i].Gate = &cikit.Gate{Reasons: []string{"deployment to production"},
+				WaitTimer: rapid.SampledFrom([]time.Duration{0, time.Minute}).Draw(t, fmt.Sprintf("wait%d", i))}
+		case 2:
+			specs[i].Admission = &cikit.Admission{Decision: cikit.DecisionDeny, Reason: "no"}
 		}
 		if rapid.Bool().Draw(t, fmt.Sprintf("retry%d", i)) {
 			specs[i].Retry = &cikit.Retry{Max: 1}
@@ -109,7 +117,7 @@ func TestPropertyScopedWritesAgreeWithWholeRuns(t *testing.T) {
 		for i, s := range Initial(g) {
 			jobs[i] = &Job{RunID: "r", Spec: specs[i], State: s, Attempt: 1, FailureAllowed: specs[i].AllowFailure}
 		}
-		kinds := []EventKind{EventQueue, EventStart, EventComplete, EventComplete, EventExpire, EventCancelJob, EventPlay, EventRelease}
+		kinds := []EventKind{EventQueue, EventStart, EventComplete, EventComplete, EventExpire, EventCancelJob, EventPlay, EventRelease, EventReject}
 		outcomes := []cikit.JobState{cikit.JobSucceeded, cikit.JobSucceeded, cikit.JobFailed, cikit.JobCancelled}
 		for step := range 40 {
 			if got, want := probed(rg, jobs), RunStatus(g.withJobs(jobs), statesOf(jobs)); got != want {
@@ -135,6 +143,9 @@ func TestPropertyScopedWritesAgreeWithWholeRuns(t *testing.T) {
 			}
 			if je.Kind == EventExpire {
 				je.Outcome = cikit.JobFailed
+				if jobs[i].State == cikit.JobManual {
+					je.FailureClass, je.seen = cikit.FailurePolicy, cikit.JobManual // an expired gate
+				}
 			}
 			if je.Kind == EventComplete && rapid.Float64Range(0, 1).Draw(t, fmt.Sprintf("redeliver%d", step)) < 0.1 {
 				je.Outcome = jobs[i].State // a redelivered completion
@@ -172,4 +183,39 @@ func describe(jobs []*Job) []string {
 		out[i] = fmt.Sprintf("%s:%s@%d exit=%d allowed=%t reason=%q runner=%q", j.ID(), j.State, j.Attempt, j.ExitCode, j.FailureAllowed, j.Reason, j.Runner)
 	}
 	return out
+}
+
+// TestScopedWriteReadsWhatReasonsNeed: a failure that is allowed skips an
+// on_failure job below it, and so the job below that, whose reason reads
+// a job it needs (other) that the rules did not: the write on the jobs
+// scopeOf names asks for them, and is then the write on the whole run.
+func TestScopedWriteReadsWhatReasonsNeed(t *testing.T) {
+	t.Parallel()
+	specs := []*cikit.JobSpec{
+		{ID: "other"},
+		{ID: "lint", AllowFailure: true},
+		{ID: "notify", Needs: []string{"lint"}, When: cikit.WhenOnFailure},
+		{ID: "below", Needs: []string{"other", "notify"}},
+		{ID: "last", Needs: []string{"below", "lint"}},
+	}
+	g, err := FromSpecs(specs)
+	require.NoError(t, err)
+	rg := newRunGraph(g, specs, "", "", "")
+	jobs := []*Job{
+		{RunID: "r", Spec: specs[0], State: cikit.JobRunning, Attempt: 1},
+		{RunID: "r", Spec: specs[1], State: cikit.JobRunning, Attempt: 1, FailureAllowed: true},
+		{RunID: "r", Spec: specs[2], State: cikit.JobPending, Attempt: 1},
+		{RunID: "r", Spec: specs[3], State: cikit.JobPending, Attempt: 1},
+		{RunID: "r", Spec: specs[4], State: cikit.JobPending, Attempt: 1},
+	}
+	je := &JobEvent{Kind: EventComplete, RunID: "r", JobID: "lint", Attempt: 1, Outcome: cikit.JobFailed, FailureClass: cikit.FailureScript, ExitCode: 1}
+	want, err := applyOn(g, cloneJobs(jobs), je)
+	require.NoError(t, err)
+	_, err = applyOn(g, only(jobs, scopeOf(rg, je)), je)
+	var ue *unreadError
+	require.ErrorAs(t, err, &ue, "the reasons need a job the scope lacks")
+	got, err := applyOn(g, only(jobs, belowScope(g, 1)), je)
+	require.NoError(t, err)
+	require.Equal(t, describe(want.changed), describe(got.changed))
+	require.Equal(t, `below:skipped@1 exit=0 allowed=false reason="needs notify, which was skipped" runner=""`, describe(got.changed)[2])
 }

@@ -40,11 +40,17 @@ import (
 // of the run; the placeholder is never READY, QUEUED or RUNNING.
 type Store interface {
 	// RunCreate stores a new run of the given jobs. Jobs that need nothing
-	// are READY at once, the others PENDING. The jobs must form a valid
-	// graph (see FromSpecs). With an IdempotencyKey already used, it
-	// returns the existing run and changes nothing. In the same write,
-	// the new run supersedes the unfinished runs of its pipeline and
-	// branch when its Supersede policy says so (see SupersedePolicy).
+	// are READY at once (or what Arrival says), the others PENDING; a job
+	// the policy denied (cikit.Admission with DecisionDeny) is FAILED,
+	// with the consequences of a failure (see Initial). The jobs must
+	// form a valid graph (see FromSpecs), and their gates and admissions
+	// stay within cikit.MaxGateReasons, MaxGateReviewers and
+	// MaxGateTextBytes (else ErrInvalidParams). With an IdempotencyKey
+	// already used, it returns the existing run and changes nothing. In
+	// the same write, the new run supersedes the unfinished runs of its
+	// pipeline and branch when its Supersede policy says so, and cancels
+	// their gated jobs waiting MANUAL whatever it says (see
+	// SupersedePolicy).
 	RunCreate(ctx context.Context, params *RunCreateParams) (*Run, error)
 	// RunGet returns a run.
 	RunGet(ctx context.Context, runID string) (*Run, error)
@@ -133,7 +139,11 @@ type Store interface {
 	// as a JobComplete failure of class cikit.FailureTimeout with exit
 	// code -1 (so the job's retry policy applies) and conditional on the
 	// attempt and state the job was found in: a job that moved on
-	// meanwhile is left alone. It returns the results of the transitions
+	// meanwhile is left alone. It also fails the gated jobs waiting
+	// MANUAL longer than their gate's Expires, or params.GateTimeout when
+	// it sets none, counted from their ReadyAt: class
+	// cikit.FailurePolicy, never retried, the reason starting with
+	// ReasonApprovalExpired. It returns the results of the transitions
 	// that changed something, runs in ID order and each run's jobs in
 	// plan order. Only invalid params and store failures are errors;
 	// with a store failure come the results of the transitions applied
@@ -141,7 +151,8 @@ type Store interface {
 	JobsExpire(ctx context.Context, params *ExpireParams) ([]*TransitionResult, error)
 	// JobsRelease makes READY the DELAYED jobs of every run whose time
 	// has come at now (EventRelease): those whose ReadyAt, the moment
-	// their needs were satisfied plus their spec's StartIn, is not after
+	// their needs were satisfied plus their spec's StartIn (or their
+	// approval plus their gate's WaitTimer and StartIn), is not after
 	// now. Each release is its own transition, conditional on the
 	// attempt and state the job was found in, as JobsExpire's; it
 	// returns the results of those that changed something, runs in ID
@@ -210,7 +221,7 @@ const (
 	EventPipelineCreated   = "pipeline.created"
 	EventPipelineCompleted = "pipeline.completed"
 	EventJobPending        = "job.pending" // a retried job waiting for its needs
-	EventJobManual         = "job.manual"  // waiting for a person to start it
+	EventJobManual         = "job.manual"  // waiting for a person to start (or approve) it; a gate's Reason says what for
 	EventJobDelayed        = "job.delayed" // waiting for its start_in to pass
 	EventJobReady          = "job.ready"
 	EventJobQueued         = "job.queued"
@@ -279,7 +290,9 @@ type RunCreateParams struct {
 	DefaultBranch bool
 	// Supersede says whether the new run cancels the unfinished runs of
 	// the same Pipeline and Branch. The zero value supersedes on every
-	// branch but the default branch.
+	// branch but the default branch. Whatever it says, the new run
+	// cancels those runs' gated jobs waiting MANUAL (see
+	// SupersedePolicy).
 	Supersede SupersedePolicy
 	// Context, when set, is recorded with the run for its jobs to read
 	// (see Run.Context). Its Payload must be JSON.
@@ -303,8 +316,12 @@ type JobTransitionParams struct {
 
 // JobEvent is one event about a job, for Store.JobApply: the arguments of
 // JobQueue (Kind EventQueue), JobStart (EventStart) or JobComplete
-// (EventComplete) as one value, or a person starting a MANUAL job
-// (EventPlay), which makes it READY.
+// (EventComplete) as one value, a person starting or approving a MANUAL
+// job (EventPlay), which makes it READY (or DELAYED, for a gate with a
+// wait timer), or a person rejecting one (EventReject), which fails it
+// with Reason ("rejected by alice: not today"), of class
+// cikit.FailurePolicy, exit code -1, never retried. The store's clock
+// times them all.
 type JobEvent struct {
 	Kind    EventKind
 	RunID   string
@@ -338,10 +355,10 @@ func (p *JobCompleteParams) event() *JobEvent {
 // validate refuses an event no store could apply.
 func (e *JobEvent) validate() error {
 	switch e.Kind {
-	case EventQueue, EventStart, EventComplete, EventPlay:
+	case EventQueue, EventStart, EventComplete, EventPlay, EventReject:
 		return nil
 	}
-	return fmt.Errorf("dag: job event of kind %v: want queue, start, complete or play", e.Kind)
+	return fmt.Errorf("dag: job event of kind %v: want queue, start, complete, play or reject", e.Kind)
 }
 
 // JobEventResult answers one event of Store.JobApply: its TransitionResult,
@@ -429,8 +446,12 @@ const DefaultInfrastructureRetries = 2
 // RetryOnFailure decides whether attempt of job spec, failed with class
 // and exitCode, gets a new attempt: by the job's retry policy (see
 // cikit.Retry.Retries), or for an infrastructure failure without one, up
-// to DefaultInfrastructureRetries.
+// to DefaultInfrastructureRetries. A failure of class cikit.FailurePolicy
+// (denied, rejected, not approved in time) is never retried.
 func RetryOnFailure(spec *cikit.JobSpec, class cikit.FailureClass, exitCode, attempt int) bool {
+	if class == cikit.FailurePolicy {
+		return false // a person or the policy decided: trying again changes nothing
+	}
 	if spec.Retry != nil {
 		return spec.Retry.Retries(class, exitCode, attempt)
 	}
@@ -507,10 +528,15 @@ type Job struct {
 	Runner string
 	// Reason explains a terminal state that is not success: a failure
 	// message, the job whose failure skipped this one, a cancellation;
-	// and for CANCEL_REQUESTED, why the job is being cancelled.
+	// for CANCEL_REQUESTED, why the job is being cancelled; and for a
+	// gated job waiting MANUAL, what it waits for (GateWaiting).
 	Reason string
 	// ReadyAt is when the job became READY; for a DELAYED job, when it
-	// will: the moment its needs were satisfied plus its StartIn.
+	// will: the moment its needs were satisfied plus its StartIn (for an
+	// approved gated job, the approval plus its gate's WaitTimer and its
+	// StartIn); for a MANUAL job, when it began to wait for a person,
+	// the time a gate's expiry counts from. It is zero for a job that
+	// left MANUAL without running.
 	ReadyAt    time.Time
 	QueuedAt   time.Time
 	StartedAt  time.Time

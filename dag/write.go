@@ -1,6 +1,7 @@
 package dag
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -60,7 +61,11 @@ func newWrite(g *Graph, jobs []*Job, runID string, je *JobEvent, ev Event) (*wri
 	}
 	w.ev.Job = i
 	w.allowed = j.FailureAllowed
-	if je.Outcome == cikit.JobFailed {
+	switch {
+	case je.Kind == EventReject || je.FailureClass == cikit.FailurePolicy:
+		// Nothing ran, so no exit code limits what the spec allows.
+		w.allowed = j.Spec.AllowFailure
+	case je.Outcome == cikit.JobFailed:
 		w.allowed = AllowedFailure(j.Spec, je.FailureClass, je.ExitCode)
 	}
 	failing := j.State == cikit.JobRunning || je.Kind == EventExpire && waiting(j.State)
@@ -69,6 +74,25 @@ func newWrite(g *Graph, jobs []*Job, runID string, je *JobEvent, ev Event) (*wri
 		w.ev.Kind, w.retrying = EventRetryJob, true
 	}
 	return w, nil
+}
+
+// initialJob is job i of a new run of g, whose jobs start in states (see
+// Initial), as it is created at now.
+func initialJob(g *Graph, spec *cikit.JobSpec, states []cikit.JobState, i int, now time.Time) Job {
+	j := Job{Spec: spec, State: states[i], Attempt: 1, FailureAllowed: spec.AllowFailure}
+	switch j.State {
+	case cikit.JobReady:
+		j.ReadyAt = now
+	case cikit.JobDelayed:
+		j.ReadyAt = now.Add(spec.StartIn)
+	case cikit.JobManual:
+		j.ReadyAt, j.Reason = now, GateWaiting(spec.Gate)
+	case cikit.JobFailed: // denied by the policy (Node.Denied)
+		j.FinishedAt, j.ExitCode, j.Reason = now, -1, deniedReason(spec)
+	case cikit.JobSkipped:
+		j.FinishedAt, j.Reason = now, ConsequenceReason(g, states, i)
+	}
+	return j
 }
 
 // applied is what a write changed: the jobs as they are now, in the order
@@ -146,6 +170,16 @@ func (w *write) changes(g *Graph, jobs []*Job) ([]Change, error) {
 			changes, err = Next(g, states, w.ev)
 		}
 	}
+	for k, c := range changes {
+		// The reason apply records for a job a consequence ended reads
+		// the jobs it needs up to the one that blocks it, which the
+		// rules need not have read (a job skipped below an on_failure
+		// job that was skipped): they must have been read all the same.
+		own := k == 0 && w.job != nil && w.ev.Kind != EventRepair
+		if c.To.Terminal() && !own && w.ev.Kind != EventCancel {
+			consequenceReason(g, v.state, c.Job)
+		}
+	}
 	if len(v.unread) > 0 {
 		return nil, &unreadError{jobs: v.unread}
 	}
@@ -180,14 +214,21 @@ func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
 			j.newAttempt()
 		}
 		j.State = c.To
+		if c.From == cikit.JobManual {
+			// What it waited for is over: the gate's sentence and the
+			// time it began to wait go.
+			j.Reason, j.ReadyAt = "", time.Time{}
+		}
 		switch {
+		case c.To == cikit.JobManual:
+			j.ReadyAt, j.Reason = now, GateWaiting(j.Spec.Gate)
 		case c.To == cikit.JobReady:
 			j.ReadyAt = now
 			if own && w.retrying {
 				j.Reason = retryReason(j.Attempt-1, w.job)
 			}
 		case c.To == cikit.JobDelayed:
-			j.ReadyAt = now.Add(j.Spec.StartIn)
+			j.ReadyAt = now.Add(approvalDelay(j.Spec))
 		case c.To == cikit.JobQueued:
 			j.QueuedAt = now
 		case c.To == cikit.JobRunning:
@@ -199,6 +240,9 @@ func (w *write) apply(g *Graph, jobs []*Job, now time.Time) (*applied, error) {
 			switch {
 			case w.ev.Kind == EventCancel || own && w.ev.Kind == EventCancelJob:
 				j.Reason = w.cancelReason()
+			case own && w.ev.Kind == EventReject:
+				// No step ran.
+				j.ExitCode, j.Reason, j.FailureAllowed = -1, cmp.Or(w.job.Reason, "rejected"), w.allowed
 			case own:
 				j.ExitCode, j.Reason, j.Result = w.job.ExitCode, w.job.Reason, w.job.Result.Clone()
 				j.FailureAllowed = w.allowed

@@ -46,7 +46,7 @@ func exerciseBatch(t *testing.T, factory Factory) {
 		require.ErrorIs(t, results[2].Err, cikit.ErrInvalidTransition)
 		require.ErrorContains(t, results[2].Err, "stale attempt")
 		require.ErrorIs(t, results[3].Err, cikit.ErrNotFound)
-		require.ErrorContains(t, results[4].Err, "want queue, start, complete or play")
+		require.ErrorContains(t, results[4].Err, "want queue, start, complete, play or reject")
 		require.NoError(t, results[5].Err)
 		require.Equal(t, cikit.JobRunning, results[5].Changed[0].State)
 		require.Equal(t, "r-build", results[5].Changed[0].Runner)

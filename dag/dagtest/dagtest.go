@@ -551,6 +551,7 @@ func Exercise(t *testing.T, factory Factory) {
 	t.Run("Batch", func(t *testing.T) { exerciseBatch(t, factory) })
 	t.Run("RunList", func(t *testing.T) { exerciseRunList(t, factory) })
 	t.Run("Manual", func(t *testing.T) { exerciseManual(t, factory) })
+	t.Run("Gates", func(t *testing.T) { exerciseGates(t, factory) })
 	t.Run("Results", func(t *testing.T) { exerciseResults(t, factory) })
 	t.Run("ExitCodes", func(t *testing.T) { exerciseExitCodes(t, factory) })
 	t.Run("RunNumbers", func(t *testing.T) { exerciseRunNumbers(t, factory) })

@@ -50,10 +50,11 @@ func (b *bundle) expire(t *testing.T, p dag.ExpireParams) []*dag.TransitionResul
 	return res
 }
 
-// expireAll expires every READY, QUEUED and RUNNING job of the store's runs
-// at once, and returns what changed in run runID as one result.
+// expireAll expires every READY, QUEUED and RUNNING job and every gated
+// MANUAL job of the store's runs at once, and returns what changed in run runID as one result.
 func expireAll(ctx context.Context, store dag.Store, runID string) (*dag.TransitionResult, error) {
-	results, err := store.JobsExpire(ctx, &dag.ExpireParams{Now: time.Now().Add(time.Hour), MaxQueueTime: time.Nanosecond, DefaultTimeout: time.Nanosecond})
+	results, err := store.JobsExpire(ctx, &dag.ExpireParams{Now: time.Now().Add(time.Hour), MaxQueueTime: time.Nanosecond, DefaultTimeout: time.Nanosecond,
+		GateTimeout: time.Nanosecond})
 	if err != nil {
 		return nil, err
 	}

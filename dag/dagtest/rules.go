@@ -27,10 +27,19 @@ var ruleWhens = append(slices.Clone(whens), cikit.WhenManual, cikit.WhenDelayed)
 // only jobs of lower rank, and ranks are shuffled into file order so needs
 // point both forwards and backwards in the file.
 func GenSpecs(t *rapid.T, maxJobs int) []*cikit.JobSpec {
-	return genSpecs(t, maxJobs, whens)
+	return genSpecs(t, maxJobs, whens, false)
 }
 
-func genSpecs(t *rapid.T, maxJobs int, whens []cikit.When) []*cikit.JobSpec {
+// GenGatedSpecs is GenSpecs with manual and delayed jobs too, and about
+// one job in seven held by an approval gate (some with a wait timer, some
+// expiring after a minute) and one in twenty denied by the policy.
+func GenGatedSpecs(t *rapid.T, maxJobs int) []*cikit.JobSpec {
+	return genSpecs(t, maxJobs, ruleWhens, true)
+}
+
+// genSpecs is GenSpecs drawing Whens from whens and, with trust, gates
+// (some with a wait timer or an expiry) and jobs the policy denied.
+func genSpecs(t *rapid.T, maxJobs int, whens []cikit.When, trust bool) []*cikit.JobSpec {
 	n := rapid.IntRange(1, maxJobs).Draw(t, "jobs")
 	order := rapid.Permutation(seq(n)).Draw(t, "order") // order[rank] = file position
 	specs := make([]*cikit.JobSpec, n)
@@ -52,6 +61,17 @@ func genSpecs(t *rapid.T, maxJobs int, whens []cikit.When) []*cikit.JobSpec {
 		if specs[order[rank]].When == cikit.WhenDelayed {
 			specs[order[rank]].StartIn = time.Hour
 		}
+		if !trust {
+			continue
+		}
+		switch rapid.IntRange(0, 19).Draw(t, fmt.Sprintf("trust%d", rank)) {
+		case 0, 1, 2:
+			specs[order[rank]].Gate = &cikit.Gate{Reasons: []string{"deployment to production"},
+				WaitTimer: rapid.SampledFrom([]time.Duration{0, 30 * time.Minute}).Draw(t, fmt.Sprintf("wait%d", rank)),
+				Expires:   rapid.SampledFrom([]time.Duration{0, time.Minute}).Draw(t, fmt.Sprintf("expires%d", rank))}
+		case 3:
+			specs[order[rank]].Admission = &cikit.Admission{Decision: cikit.DecisionDeny, Reason: "fork pull request"}
+		}
 	}
 	return specs
 }
@@ -65,12 +85,14 @@ func seq(n int) []int {
 }
 
 // requiredFailedAncestor reports, for every job, whether some job it needs
-// directly or transitively FAILED without allow_failure.
+// directly or transitively FAILED without allow_failure. A job the policy
+// denied ended before what it needs did, so their failures do not reach
+// below it.
 func requiredFailedAncestor(g *dag.Graph, states []cikit.JobState) []bool {
 	out := make([]bool, g.Len())
 	for _, i := range g.Order() {
 		for _, p := range g.Parents(i) {
-			if out[p] || states[p] == cikit.JobFailed && !g.Node(p).AllowFailure {
+			if out[p] && !g.Node(p).Denied || states[p] == cikit.JobFailed && !g.Node(p).AllowFailure {
 				out[i] = true
 			}
 		}
@@ -142,10 +164,20 @@ func checkInvariants(t *rapid.T, g *dag.Graph, run *dag.Run, jobs []*dag.Job) {
 		}
 		started := j.State == cikit.JobReady || j.State.Active() || j.State == cikit.JobSucceeded || j.State == cikit.JobFailed ||
 			j.State == cikit.JobManual || j.State == cikit.JobDelayed
-		// SAFETY: only manual jobs wait for a person, only delayed ones
-		// for a time.
-		if j.State == cikit.JobManual && g.Node(i).When != cikit.WhenManual || j.State == cikit.JobDelayed && g.Node(i).When != cikit.WhenDelayed {
-			t.Fatalf("%q job %s is %s: %v", g.Node(i).When, j.ID(), j.State, states)
+		// SAFETY: only manual and gated jobs wait for a person, only
+		// delayed ones and approved gates with a delay for a time.
+		n := g.Node(i)
+		if j.State == cikit.JobManual && n.When != cikit.WhenManual && !n.Gated ||
+			j.State == cikit.JobDelayed && (n.Gated && !n.DelayedAfterApproval || !n.Gated && n.When != cikit.WhenDelayed) {
+			t.Fatalf("%q job %s (gated %v) is %s: %v", n.When, j.ID(), n.Gated, j.State, states)
+		}
+		// SAFETY: a job the policy denied never leaves FAILED: it is
+		// never retried, and nothing of it runs.
+		if n.Denied {
+			if j.State != cikit.JobFailed || j.Attempt != 1 {
+				t.Fatalf("denied job %s is %s on attempt %d", j.ID(), j.State, j.Attempt)
+			}
+			continue
 		}
 		switch w := g.Node(i).When; {
 		case w == cikit.WhenAlways || w == cikit.WhenOnFailure:
@@ -175,6 +207,25 @@ func checkInvariants(t *rapid.T, g *dag.Graph, run *dag.Run, jobs []*dag.Job) {
 	}
 	if run.State.Terminal() == run.FinishedAt.IsZero() {
 		t.Fatalf("run %s has FinishedAt %v", run.State, run.FinishedAt)
+	}
+}
+
+// checkGates asserts SAFETY of approval gates: a gated job gets past
+// MANUAL only by an approval (approved, which it forgets whenever the job
+// waits again, PENDING or MANUAL).
+func checkGates(t *rapid.T, g *dag.Graph, jobs []*dag.Job, approved map[string]bool) {
+	for i, j := range jobs {
+		if !g.Node(i).Gated || g.Node(i).Denied {
+			continue
+		}
+		switch j.State {
+		case cikit.JobPending, cikit.JobManual:
+			approved[j.ID()] = false
+		case cikit.JobReady, cikit.JobDelayed, cikit.JobQueued, cikit.JobRunning, cikit.JobCancelRequested, cikit.JobSucceeded:
+			if !approved[j.ID()] {
+				t.Fatalf("gated job %s is %s on attempt %d without an approval", j.ID(), j.State, j.Attempt)
+			}
+		}
 	}
 }
 
@@ -208,7 +259,9 @@ type Derived interface {
 // complete with a random outcome, batches of these applied at once by
 // JobApply, duplicate, stale and illegal completions, retries of failed
 // jobs once a run fails, (in some runs) a cancel and an expiry of every
-// active job, and for a Derived store losing its derived state
+// active job and waiting gate, approvals and rejections of gated and
+// manual jobs (runs with waiting jobs have gates and jobs the policy
+// denied), and for a Derived store losing its derived state
 // (cfg.Flush) and repairing it — checking the safety invariants after
 // every step and the end state once no event applies:
 //
@@ -218,6 +271,9 @@ type Derived interface {
 //     attempt; attempts only grow; refused events change nothing; a
 //     duplicate completion changes nothing;
 //   - SAFETY: the run state is a function of the job states;
+//   - SAFETY: only manual and gated jobs wait MANUAL, and a gated job
+//     leaves it for READY or DELAYED only by an approval; a denied job
+//     is FAILED from the start, on its first attempt, to the end;
 //   - LIVENESS: every job ends terminal;
 //   - SKIPPED iff a required ancestor failed (when nothing was cancelled;
 //     with a cancel of the run or of a job, SKIPPED still implies it, and
@@ -245,7 +301,7 @@ func Rules(t *testing.T, factory Factory, cfg RulesConfig) {
 		if rapid.Bool().Draw(t, "waiting") {
 			gen = ruleWhens
 		}
-		specs := genSpecs(t, 24, gen)
+		specs := genSpecs(t, 24, gen, len(gen) > len(whens))
 		g, err := dag.FromSpecs(specs)
 		if err != nil {
 			t.Fatalf("generator made an invalid graph: %v", err)
@@ -260,8 +316,11 @@ func Rules(t *testing.T, factory Factory, cfg RulesConfig) {
 		expired := false
 		retries := 0
 		cancelled := false
+		// approved holds the gated jobs approved since they last waited.
+		approved := map[string]bool{}
 		jobs, _ := store.JobList(ctx, run.ID)
 		checkInvariants(t, g, run, jobs)
+		checkGates(t, g, jobs, approved)
 		checkCounters(t, derived, g, run, jobs, flushed)
 		for step := 0; ; step++ {
 			type action struct {
@@ -300,9 +359,14 @@ func Rules(t *testing.T, factory Factory, cfg RulesConfig) {
 					}
 					actions = append(actions, action{"stale complete " + j.ID(), complete(j, cikit.JobSucceeded, j.Attempt+1), false})
 				case cikit.JobPending:
-					actions = append(actions, action{"illegal start " + j.ID(), func() (*dag.TransitionResult, error) { return store.JobStart(ctx, tp(j, j.Attempt)) }, false})
+					actions = append(actions, action{"illegal start " + j.ID(), func() (*dag.TransitionResult, error) { return store.JobStart(ctx, tp(j, j.Attempt)) }, false},
+						action{"illegal reject " + j.ID(), func() (*dag.TransitionResult, error) { return reject(ctx, store, j) }, false})
 				case cikit.JobManual:
-					actions = append(actions, action{"play " + j.ID(), func() (*dag.TransitionResult, error) { return play(ctx, store, j) }, true},
+					actions = append(actions, action{"play " + j.ID(), func() (*dag.TransitionResult, error) {
+						approved[j.ID()] = true
+						return play(ctx, store, j)
+					}, true},
+						action{"reject " + j.ID(), func() (*dag.TransitionResult, error) { return reject(ctx, store, j) }, true},
 						action{"illegal queue " + j.ID(), func() (*dag.TransitionResult, error) { return store.JobQueue(ctx, tp(j, j.Attempt)) }, false})
 				case cikit.JobDelayed:
 					actions = append(actions, action{"release", func() (*dag.TransitionResult, error) { return releaseAll(ctx, store, run.ID) }, true},
@@ -334,8 +398,11 @@ func Rules(t *testing.T, factory Factory, cfg RulesConfig) {
 			if !progress {
 				break
 			}
-			if batch := batchEvents(t, step, run.ID, jobs); len(batch) > 1 {
+			if batch := batchEvents(t, g, step, run.ID, jobs); len(batch) > 1 {
 				actions = append(actions, action{fmt.Sprintf("batch of %d", len(batch)), func() (*dag.TransitionResult, error) {
+					for _, e := range batch {
+						approved[e.JobID] = approved[e.JobID] || e.Kind == dag.EventPlay
+					}
 					return applyBatch(ctx, store, run.ID, batch)
 				}, true})
 			}
@@ -422,6 +489,7 @@ func Rules(t *testing.T, factory Factory, cfg RulesConfig) {
 				}
 			}
 			checkInvariants(t, g, run, jobs)
+			checkGates(t, g, jobs, approved)
 			checkCounters(t, derived, g, run, jobs, flushed)
 		}
 		states := statesOf(jobs)
@@ -430,6 +498,9 @@ func Rules(t *testing.T, factory Factory, cfg RulesConfig) {
 		for i, s := range states {
 			if !s.Terminal() {
 				t.Fatalf("no event applies but job %s is %s", specs[i].ID, s)
+			}
+			if g.Node(i).Denied {
+				continue // FAILED whatever its needs did (checkInvariants)
 			}
 			skipped := s == cikit.JobSkipped
 			switch {
@@ -487,7 +558,7 @@ func checkAttempts(t *rapid.T, store dag.Store, jobs []*dag.Job) {
 // batchEvents draws a batch of events that are all legal now: for a
 // random subset of the jobs that can move, the next event, and sometimes
 // the one after it too (a job queued and started in one batch).
-func batchEvents(t *rapid.T, step int, runID string, jobs []*dag.Job) []*dag.JobEvent {
+func batchEvents(t *rapid.T, g *dag.Graph, step int, runID string, jobs []*dag.Job) []*dag.JobEvent {
 	var batch []*dag.JobEvent
 	for _, j := range jobs {
 		var kinds []dag.EventKind
@@ -500,12 +571,21 @@ func batchEvents(t *rapid.T, step int, runID string, jobs []*dag.Job) []*dag.Job
 			kinds = []dag.EventKind{dag.EventComplete}
 		case cikit.JobManual:
 			kinds = []dag.EventKind{dag.EventPlay, dag.EventQueue, dag.EventStart, dag.EventComplete}
+			switch i := must(g.Index(j.ID())); {
+			case rapid.Bool().Draw(t, fmt.Sprintf("batch%d-%s-reject", step, j.ID())):
+				kinds = []dag.EventKind{dag.EventReject}
+			case g.Node(i).DelayedAfterApproval:
+				kinds = kinds[:1] // DELAYED once approved
+			}
 		default:
 			continue
 		}
 		n := rapid.IntRange(0, len(kinds)).Draw(t, fmt.Sprintf("batch%d-%s", step, j.ID()))
 		for _, k := range kinds[:n] {
 			e := &dag.JobEvent{Kind: k, RunID: runID, JobID: j.ID(), Attempt: j.Attempt, Runner: "runner-" + j.ID()}
+			if k == dag.EventReject {
+				e.Reason = "rejected by bob: no"
+			}
 			if k == dag.EventComplete {
 				e.Outcome = rapid.SampledFrom([]cikit.JobState{cikit.JobSucceeded, cikit.JobSucceeded, cikit.JobFailed}).
 					Draw(t, fmt.Sprintf("batch%d-%s-outcome", step, j.ID()))
@@ -598,6 +678,16 @@ func must(i int, ok bool) int {
 // play starts a MANUAL job through JobApply, as the API does.
 func play(ctx context.Context, store dag.Store, j *dag.Job) (*dag.TransitionResult, error) {
 	res, err := store.JobApply(ctx, []*dag.JobEvent{{Kind: dag.EventPlay, RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt}})
+	if err != nil {
+		return nil, err
+	}
+	return res[0].TransitionResult, res[0].Err
+}
+
+// reject rejects a MANUAL job through JobApply, as the API does.
+func reject(ctx context.Context, store dag.Store, j *dag.Job) (*dag.TransitionResult, error) {
+	res, err := store.JobApply(ctx, []*dag.JobEvent{{Kind: dag.EventReject, RunID: j.RunID, JobID: j.ID(), Attempt: j.Attempt,
+		Reason: "rejected by alice: not today"}})
 	if err != nil {
 		return nil, err
 	}
