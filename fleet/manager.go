@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cikit/cikit"
+	"github.com/cikit/cikit/dag"
 	"github.com/cikit/cikit/fleet/autoscale"
 )
 
@@ -519,7 +520,7 @@ func (m *Manager) Why(ctx context.Context, runID, jobID string) (*WaitReason, er
 	switch j.State {
 	case cikit.JobManual:
 		if j.Spec != nil && j.Spec.Gate != nil {
-			w.Code, w.Message = WaitApproval, gateWaiting(j.Spec.Gate)
+			w.Code, w.Message = WaitApproval, dag.GateWaiting(j.Spec.Gate)
 			return w, nil
 		}
 		w.Code, w.Message = WaitManual, "the job is manual: waiting for a person to start it"
@@ -643,15 +644,6 @@ func (m *Manager) WhyHandler() http.Handler {
 		}
 		writeJSON(w, http.StatusOK, resp)
 	})
-}
-
-// gateWaiting says whom a job held by gate g waits for, and why.
-func gateWaiting(g *cikit.Gate) string {
-	who := "a person with the approve role"
-	if len(g.Reviewers) > 0 {
-		who = strings.Join(g.Reviewers, ", ")
-	}
-	return "waiting for approval by " + who + ": " + strings.Join(g.Reasons, "; ")
 }
 
 // notAllowed says that the policy that admitted a job lets none of the

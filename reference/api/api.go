@@ -319,6 +319,9 @@ func (a *API) runDetail(ctx context.Context, runID string) (*RunDetail, error) {
 		return nil, err
 	}
 	d, err := detail(run, jobs, a.now())
+	if err == nil {
+		err = a.addApprovals(ctx, d)
+	}
 	if err != nil || a.arts == nil {
 		return d, err
 	}

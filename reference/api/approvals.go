@@ -199,22 +199,6 @@ func gateUsers(g *cikit.Gate) []string {
 // waitsForApproval reports whether j is a gated job waiting MANUAL.
 func waitsForApproval(j *dag.Job) bool { return j.State == cikit.JobManual && j.Spec.Gate != nil }
 
-// gateWaiting says what a job held by g waits for, in the words of the
-// dag's GateWaiting: "waiting for approval by alice, bob: deployment to
-// production", or "by a person with the approve role" for a gate that
-// names no reviewers.
-func gateWaiting(g *cikit.Gate) string {
-	who := "a person with the approve role"
-	if len(g.Reviewers) > 0 {
-		who = strings.Join(g.Reviewers, ", ")
-	}
-	s := "waiting for approval by " + who
-	if len(g.Reasons) > 0 {
-		s += ": " + strings.Join(g.Reasons, "; ")
-	}
-	return s
-}
-
 // addApprovals adds the recorded decisions to the jobs of d.
 func (a *API) addApprovals(ctx context.Context, d *RunDetail) error {
 	if a.approvals == nil {

@@ -323,7 +323,7 @@ func jobDetail(j *dag.Job, r *dag.JobReport, run map[string]*dag.Job, critical b
 	}
 	switch {
 	case waitsForApproval(j):
-		d.WaitingFor = strings.TrimPrefix(gateWaiting(s.Gate), "waiting for ")
+		d.WaitingFor = strings.TrimPrefix(dag.GateWaiting(s.Gate), "waiting for ")
 	case j.State == cikit.JobManual:
 		d.WaitingFor = "a person to start it"
 	case j.State == cikit.JobDelayed:
