@@ -191,7 +191,7 @@ func (s *Server) jobSecrets(w http.ResponseWriter, r *http.Request) {
 	if g.Withheld {
 		if spec.Format != "github" && (len(spec.Secrets) > 0 || len(spec.IDTokens) > 0) {
 			s.endSecrets(ctx, a)
-			writeJSON(w, http.StatusUnprocessableEntity, missingBody{errorBody: errorBody{Error: "pull requests from forks get no secrets and no ID tokens; the job names " + namesOf(spec), Code: "withheld"}, Missing: spec.Secrets})
+			writeJSON(w, http.StatusUnprocessableEntity, missingBody{errorBody: errorBody{Error: "the job may read no secret scope (by default a pull request from a fork reads none), so it gets no secrets and no ID tokens; the job names " + namesOf(spec), Code: "withheld"}, Missing: spec.Secrets})
 			return
 		}
 		writeJSON(w, http.StatusOK, resp)

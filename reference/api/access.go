@@ -83,11 +83,18 @@ type Rule struct {
 	// call of a route with one is recorded, refusals included. Target
 	// is the entry's target, {name} replaced by the path value ("run/{run}").
 	Action, Target string
+	// HandlerAudits says the handler writes the audit entries of the
+	// calls it serves, with what only it knows (a reviewer's comment):
+	// the rule writes only its own refusals.
+	HandlerAudits bool
 }
 
 func (r Rule) validate() error {
 	if (r.Action == "") != (r.Target == "") {
 		return errors.New("an audited rule has both Action and Target")
+	}
+	if r.HandlerAudits && r.Action == "" {
+		return errors.New("a rule whose handler audits has the Action and Target of its refusals")
 	}
 	switch {
 	case r.Open && (r.AnyUser || r.Role != auth.RoleNone || r.Action != ""):
@@ -193,7 +200,7 @@ func (a *API) guard(rule Rule, h http.Handler) http.Handler {
 			ctx := context.WithValue(auth.NewContext(r.Context(), p), targetKey{}, t)
 			h.ServeHTTP(sw, r.WithContext(ctx))
 		}
-		if rule.Action != "" && !errors.Is(err, auth.ErrRateLimited) {
+		if rule.Action != "" && !errors.Is(err, auth.ErrRateLimited) && (err != nil || !rule.HandlerAudits) {
 			a.audit(r, p, rule.Action, auditTarget(r, rule), sw.status, err)
 		}
 	})

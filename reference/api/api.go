@@ -71,6 +71,13 @@ type Config struct {
 	// and jobs show; approvals.PostgresStore fits. Without it decisions
 	// are applied and audited but not shown.
 	Approvals approvals.Store
+	// Runners lists and revokes the registered runners (platform admins,
+	// /api/v1/runners); a *fleet.Server fits. Without it those routes
+	// answer 404.
+	Runners Runners
+	// Policy is shown and reloaded at /api/v1/policy (platform admins).
+	// Without it those routes answer 404.
+	Policy Policy
 }
 
 // API is the HTTP API; see the package documentation and docs/api.md. It
@@ -90,6 +97,8 @@ type API struct {
 	secrets  secrets.Store // nil without a store
 
 	approvals approvals.Store // nil without one
+	runners   Runners         // nil without one
+	policy    Policy          // nil without one
 
 	// routes are the registered routes; methods the methods of each
 	// path, paths in registration order.
@@ -110,6 +119,7 @@ func New(cfg Config) (*API, error) {
 		runs: cfg.Runs, hub: cfg.Logs, why: cfg.Why, dispatch: cfg.Dispatch, ready: cfg.Ready, arts: cfg.Artifacts,
 		now: cfg.Now, log: cmp.Or(cfg.Logger, slog.Default()), mux: http.NewServeMux(),
 		access: cfg.Access, secrets: cfg.Secrets, methods: map[string][]string{}, approvals: cfg.Approvals,
+		runners: cfg.Runners, policy: cfg.Policy,
 	}
 	if a.now == nil {
 		a.now = time.Now

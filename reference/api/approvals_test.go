@@ -25,9 +25,23 @@ type auditLog struct {
 	f *fixture
 }
 
-// all returns the audit log's job.approve and job.reject entries, oldest
+// all returns the audit log's job.approve and job.reject entries of
+// people (the rules' refusals of anonymous calls are anonymous's), oldest
 // first, each without its ID and with its actor's login alone.
 func (l *auditLog) all() []auth.Entry {
+	l.t.Helper()
+	var out []auth.Entry
+	for _, e := range l.decisions() {
+		if e.Actor != "anonymous" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// decisions returns the audit log's job.approve and job.reject entries,
+// oldest first, each without its ID and with its actor's login alone.
+func (l *auditLog) decisions() []auth.Entry {
 	l.t.Helper()
 	entries, err := l.f.access.AuditList(context.Background(), auth.AuditQuery{Limit: auth.MaxAuditLimit})
 	require.NoError(l.t, err)
@@ -133,6 +147,8 @@ func TestApproveGatedJob(t *testing.T) {
 	rec = f.decide(t, base+"deploy/approve", "", "", "")
 	require.Equal(t, http.StatusUnauthorized, rec.Code, rec.Body.String())
 	require.Contains(t, rec.Body.String(), "sign in")
+	require.Len(t, log.decisions(), 1, "the refusal of nobody is audited")
+	require.Equal(t, "denied", log.decisions()[0].Outcome)
 
 	rec = f.decide(t, base+"deploy/approve", "carol", "application/json", `{"comment": "me too"}`)
 	require.Equal(t, http.StatusForbidden, rec.Code)

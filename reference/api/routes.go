@@ -14,8 +14,13 @@ var (
 	anyUser     = Rule{AnyUser: true}
 	readRun     = Rule{Role: auth.RoleRead, Scope: OnRun}
 	platformAdm = Rule{Role: auth.RoleAdmin, Scope: OnPlatform}
-	approveRun  = Rule{Role: auth.RoleApprove, Scope: OnRun}
 )
+
+// approveRun is a decision on a gated job, which needs approve; decide
+// audits what it decides, with the reviewer's comment.
+func approveRun(action string) Rule {
+	return Rule{Role: auth.RoleApprove, Scope: OnRun, Action: action, Target: "run/{run}/job/{job}", HandlerAudits: true}
+}
 
 // triggerRun is a run's transition a person with trigger asks for.
 func triggerRun(action, target string) Rule {
@@ -50,8 +55,8 @@ func (a *API) register(manual http.Handler) error {
 		{"POST " + Prefix + "/runs/{run}/jobs/{job}/start", triggerRun("job.start", "run/{run}/job/{job}"), a.startJob},
 		// A gate's reviewers, when it names them, are checked by decide,
 		// which writes the audit entry with the reviewer's comment.
-		{"POST " + Prefix + "/runs/{run}/jobs/{job}/approve", approveRun, a.decideRoute(approvals.Approve)},
-		{"POST " + Prefix + "/runs/{run}/jobs/{job}/reject", approveRun, a.decideRoute(approvals.Reject)},
+		{"POST " + Prefix + "/runs/{run}/jobs/{job}/approve", approveRun("job.approve"), a.decideRoute(approvals.Approve)},
+		{"POST " + Prefix + "/runs/{run}/jobs/{job}/reject", approveRun("job.reject"), a.decideRoute(approvals.Reject)},
 
 		{"GET " + Prefix + "/secrets", Rule{Role: auth.RoleAdmin, Scope: OnSecretScope}, a.listSecrets},
 		{"PUT " + Prefix + "/secrets/{name}", Rule{Role: auth.RoleAdmin, Scope: OnSecretScope, Action: "secret.set", Target: "secret/{name}"}, a.setSecret},
@@ -69,6 +74,10 @@ func (a *API) register(manual http.Handler) error {
 		{"POST " + Prefix + "/users/{login}/disable", Rule{Role: auth.RoleAdmin, Scope: OnPlatform, Action: "user.disable", Target: "user/{login}"}, a.disableUser(true)},
 		{"POST " + Prefix + "/users/{login}/enable", Rule{Role: auth.RoleAdmin, Scope: OnPlatform, Action: "user.enable", Target: "user/{login}"}, a.disableUser(false)},
 		{"GET " + Prefix + "/audit", platformAdm, a.listAudit},
+		{"GET " + Prefix + "/runners", platformAdm, a.listRunners},
+		{"POST " + Prefix + "/runners/{id}/revoke", Rule{Role: auth.RoleAdmin, Scope: OnPlatform, Action: "runner.revoke", Target: "runner/{id}"}, a.revokeRunner},
+		{"GET " + Prefix + "/policy", platformAdm, a.getPolicy},
+		{"POST " + Prefix + "/policy/reload", Rule{Role: auth.RoleAdmin, Scope: OnPlatform, Action: "policy.reload", Target: "policy"}, a.reloadPolicy},
 	}
 	var errs []error
 	for _, r := range routes {

@@ -10,13 +10,33 @@ import (
 
 	"github.com/cikit/cikit/internal/httpguard"
 	"github.com/cikit/cikit/reference/auth"
+	"github.com/cikit/cikit/reference/config"
 )
 
-// buildAuth makes the platform's auth.Service, on a memory store, and
+// buildAuth makes the platform's auth.Service, on PostgreSQL when the
+// platform has it (memory otherwise), with the configured sign-in, and
 // bootstraps its first admin: the admin token's secret is kept for the
 // banner and AdminToken.
 func (p *Platform) buildAuth(ctx context.Context) (*auth.Service, error) {
-	cfg := auth.Config{Store: auth.NewMemoryStore(), PlainHTTP: plainLocalhost(p.url), Now: p.now, Logger: p.log.With("component", "auth")}
+	var store auth.Store = auth.NewMemoryStore()
+	if p.pool != nil {
+		ps, err := auth.NewPostgresStore(p.pool)
+		if err != nil {
+			return nil, fmt.Errorf("platform: %w", err)
+		}
+		store = ps
+	}
+	a := p.cfg.Auth
+	cfg := auth.Config{Store: store, PlainHTTP: plainLocalhost(p.url), Now: p.now, Logger: p.log.With("component", "auth"),
+		TokenTTL: a.TokenTTL, MaxTokenTTL: a.TokenMaxTTL, SessionTTL: a.SessionTTL, SessionIdle: a.SessionIdle}
+	if o := a.OIDC; o.Issuer != "" {
+		bindings, err := defaultBindings(o.DefaultRoles)
+		if err != nil {
+			return nil, err
+		}
+		cfg.OIDC = &auth.OIDCConfig{Issuer: o.Issuer, ClientID: o.ClientID, ClientSecret: o.ClientSecret, RedirectURL: p.url + "/auth/callback",
+			Scopes: o.Scopes, AllowedDomains: o.AllowedDomains, DefaultBindings: bindings}
+	}
 	if proxies := p.cfg.HTTP.TrustedProxies; len(proxies) > 0 {
 		// Behind a proxy the connection's address is the proxy's: the
 		// failure limit counts the client the proxy names instead.
@@ -45,6 +65,23 @@ func (p *Platform) buildAuth(ctx context.Context) (*auth.Service, error) {
 		p.log.Warn("platform: secrets.admin-tokens is no longer read: the secrets API takes the tokens of users with the admin role, such as the admin token printed at start")
 	}
 	return svc, nil
+}
+
+// defaultBindings parses auth.oidc.default-roles.
+func defaultBindings(grants []string) ([]auth.Binding, error) {
+	var out []auth.Binding
+	for _, g := range grants {
+		name, org, repo, err := config.ParseRoleGrant(g)
+		if err != nil {
+			return nil, fmt.Errorf("platform: auth.oidc.default-roles: %w", err)
+		}
+		role, err := auth.ParseRole(name)
+		if err != nil {
+			return nil, fmt.Errorf("platform: auth.oidc.default-roles: %w", err)
+		}
+		out = append(out, auth.Binding{Role: role, Org: org, Repo: repo})
+	}
+	return out, nil
 }
 
 // AdminToken returns the secret of the admin token the platform made at

@@ -19,9 +19,12 @@ import (
 	"github.com/cikit/cikit/artifacts"
 	"github.com/cikit/cikit/compiler"
 	"github.com/cikit/cikit/dag"
+	"github.com/cikit/cikit/fleet"
 	"github.com/cikit/cikit/ingest"
 	"github.com/cikit/cikit/lease"
 	"github.com/cikit/cikit/logs"
+	"github.com/cikit/cikit/reference/approvals"
+	"github.com/cikit/cikit/reference/auth"
 	"github.com/cikit/cikit/secrets"
 	"github.com/cikit/cikit/vcs"
 	"github.com/cikit/cikit/vcs/github"
@@ -168,10 +171,23 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 	if err != nil {
 		return err
 	}
+	users, err := auth.NewPostgresStore(pool)
+	if err != nil {
+		return err
+	}
+	decisions, err := approvals.NewPostgresStore(pool)
+	if err != nil {
+		return err
+	}
+	runners, err := fleet.NewPostgresRunnerStore(pool)
+	if err != nil {
+		return err
+	}
 	for _, m := range []struct {
 		name string
 		f    func(context.Context) error
-	}{{"dag", jobs.Migrate}, {"ingest", runs.Migrate}, {"lease", leases.Migrate}, {"logs", segs.Migrate}, {"artifacts", manifest.Migrate}, {"secrets", secretLeases.Migrate}} {
+	}{{"dag", jobs.Migrate}, {"ingest", runs.Migrate}, {"lease", leases.Migrate}, {"logs", segs.Migrate}, {"artifacts", manifest.Migrate},
+		{"secrets", secretLeases.Migrate}, {"auth", users.Migrate}, {"approvals", decisions.Migrate}, {"fleet runners", runners.Migrate}} {
 		if err := m.f(ctx); err != nil {
 			return fmt.Errorf("platform: migrate %s: %w", m.name, err)
 		}

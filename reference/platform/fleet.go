@@ -32,21 +32,29 @@ func (p *Platform) buildFleet(ctx context.Context) error {
 		p.log.Warn("platform: revoking the checkout credential of an ended attempt; it works until it expires", "run", m.job.RunID, "job", m.job.JobID,
 			"attempt", m.job.Attempt, "source", m.src.String(), "expires", m.src.ExpiresAt, "err", err)
 	})
+	runners := fleet.RunnerStore(fleet.NewMemoryRunnerStore())
+	if p.pool != nil {
+		rs, err := fleet.NewPostgresRunnerStore(p.pool)
+		if err != nil {
+			return err
+		}
+		runners = rs
+	}
 	sc := fleet.ServerConfig{
-		Jobs: p.jobs, Leases: p.leases, Logs: p.hub, FailTruncatedLogs: p.cfg.Limits.FailTruncatedLogs,
+		Runners: runners,
+		Jobs:    p.jobs, Leases: p.leases, Logs: p.hub, FailTruncatedLogs: p.cfg.Limits.FailTruncatedLogs,
 		RegistrationTokens: p.cfg.Runners.RegistrationTokens, SigningKeys: keys,
 		HeartbeatInterval: p.cfg.Runners.LeaseTTL / 3,
-		// The reference platform has no user accounts: whoever reaches
-		// the API may read logs, as they may read runs.
-		AuthorizeFollow: logs.AllowAll,
-		Tenant:          tenantOf,
-		Source:          p.sourceMinter(),
-		RunURL:          func(runID string) string { return p.targetURL(runID, "") },
-		Artifacts:       p.artifacts,
-		CacheScopes:     artifacts.Scopes,
-		Secrets:         p.jobSecrets(),
-		Now:             p.now,
-		Logger:          p.log.With("component", "fleet"),
+		// Logs are followed through the API, which checks the reader's
+		// role; the runner API's follow stream is nobody's (the default).
+		Tenant:      tenantOf,
+		Source:      p.sourceMinter(),
+		RunURL:      func(runID string) string { return p.targetURL(runID, "") },
+		Artifacts:   p.artifacts,
+		CacheScopes: artifacts.Scopes,
+		Secrets:     p.jobSecrets(),
+		Now:         p.now,
+		Logger:      p.log.With("component", "fleet"),
 	}
 	if limit := p.cfg.Runners.TenantLimit; limit > 0 {
 		sc.TenantLimit = func(string) int { return limit }

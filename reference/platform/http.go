@@ -13,6 +13,7 @@ import (
 	"github.com/cikit/cikit/ingest"
 	"github.com/cikit/cikit/internal/httpguard"
 	"github.com/cikit/cikit/reference/api"
+	"github.com/cikit/cikit/reference/approvals"
 	"github.com/cikit/cikit/reference/web"
 )
 
@@ -25,7 +26,13 @@ func (p *Platform) buildHTTP(ctx context.Context) error {
 	ac := api.Config{
 		Runs: p.jobs, Logs: p.hub, Why: p.manager.Why, Dispatch: p.fleet.Dispatch,
 		Manual: ingest.NewManualTrigger(p.ingester, p.provider), Ready: p.Ready, Artifacts: p.artifacts,
-		Access: access, Now: p.now, Logger: p.log.With("component", "api"),
+		Access: access, Now: p.now, Logger: p.log.With("component", "api"), Approvals: &approvals.MemoryStore{},
+		Runners: p.fleet, Policy: p,
+	}
+	if p.pool != nil {
+		if ac.Approvals, err = approvals.NewPostgresStore(p.pool); err != nil {
+			return err
+		}
 	}
 	if ps := p.secretsParts; ps != nil {
 		ac.Secrets = ps.store

@@ -41,6 +41,10 @@ func (p *Platform) ReloadPolicy() error {
 	return nil
 }
 
+// PolicyName names the policy in force: "default", or its file's name
+// and digest.
+func (p *Platform) PolicyName() string { return p.policy.Name() }
+
 // policyTasks watch the policy file, when there is one.
 func (p *Platform) policyTasks() map[string]func(context.Context) error {
 	every := p.cfg.Policy.Watch
