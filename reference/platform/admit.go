@@ -38,6 +38,10 @@ type admitter struct {
 	// evaluation's duration and decision (the metrics).
 	evals, evalTime atomic.Int64
 	observe         func(d time.Duration, decision cikit.Decision)
+	// defaultBranch, when set, names a repository's default branch for
+	// an event that does not say (a manual trigger), which the default
+	// branch's protection needs.
+	defaultBranch func(ctx context.Context, repo string) (string, error)
 }
 
 func newAdmitter(engine *policy.Engine, cfg config.Policy, log *slog.Logger) *admitter {
@@ -52,6 +56,15 @@ func newAdmitter(engine *policy.Engine, cfg config.Policy, log *slog.Logger) *ad
 // error, a nonsensical answer) denies that job, saying why: the platform
 // fails closed, and the run shows it. Only the context's end is an error.
 func (a *admitter) admit(ctx context.Context, ev *ingest.Event, run *dag.RunCreateParams, facts ingest.AdmitFacts) error {
+	if ev.DefaultBranch == "" && a.defaultBranch != nil && ev.Kind != ingest.KindPullRequest {
+		b, err := a.defaultBranch(ctx, ev.Org+"/"+ev.Repo)
+		if err != nil {
+			return fmt.Errorf("platform: the default branch of %s/%s, which the policy's protected refs need: %w", ev.Org, ev.Repo, err)
+		}
+		e := *ev
+		e.DefaultBranch = b
+		ev = &e
+	}
 	base := a.input(ev, run, facts)
 	for _, spec := range run.Jobs {
 		in := base

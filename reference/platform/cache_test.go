@@ -233,6 +233,8 @@ func TestForkCacheIsolationPostgres(t *testing.T) {
 func newForkWorld(t *testing.T) *world {
 	w := newWorld(t, map[string]string{".cikit.yml": forkCache, "k.lock": "k 1\n", "origin.txt": "initial\n"})
 	w.cfg.Runners.Local = 2
+	// Not self-hosted: the default policy keeps forks' jobs from those.
+	w.cfg.Runners.Labels = []string{"linux", "ubuntu-latest"}
 	return w
 }
 
@@ -307,7 +309,8 @@ func forkCacheIsolation(t *testing.T, w *world) {
 // headOwner's app: a fork unless headOwner is acme. The fork's commits
 // are in the world's repository, as GitHub keeps a pull request's head
 // in the base repository (refs/pull/N/head); the platform fetches them
-// by SHA.
+// by SHA. Its author has contributed before (CONTRIBUTOR), so the
+// default policy does not hold a fork's run for approval.
 func pullRequestBody(number int, action, headOwner, headRef, sha string) []byte {
 	repo := func(owner string) string {
 		id := 1001
@@ -317,7 +320,7 @@ func pullRequestBody(number int, action, headOwner, headRef, sha string) []byte 
 		return fmt.Sprintf(`{"id": %d, "name": "app", "full_name": "%s/app", "default_branch": "main", "owner": {"login": %q}}`, id, owner, owner)
 	}
 	return fmt.Appendf(nil, `{"action": %q, "number": %d,
-		"pull_request": {"number": %d, "state": "open", "updated_at": %q,
+		"pull_request": {"number": %d, "state": "open", "updated_at": %q, "author_association": "CONTRIBUTOR",
 			"head": {"ref": %q, "sha": %q, "repo": %s},
 			"base": {"ref": "main", "repo": %s}},
 		"repository": %s, "sender": {"login": %q}}`,
