@@ -37,7 +37,7 @@ func (p *Platform) Run(ctx context.Context) error {
 	reqCtx, endRequests := context.WithCancel(context.WithoutCancel(ctx))
 	defer endRequests()
 	srv := p.newHTTPServer(reqCtx)
-	httpDone := make(chan error, 1)
+	httpDone := make(chan error, 2) // the main listener's and the webhooks'
 	go func() { httpDone <- srv.Serve(p.ln) }()
 	var hookSrv *http.Server
 	if p.webhookLn != nil {

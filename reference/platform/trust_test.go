@@ -523,3 +523,24 @@ func TestPolicyFileReloads(t *testing.T) {
 	require.Equal(t, cikit.DecisionAllow, run.job(t, "probe").Admission.Decision)
 	require.NotEqual(t, held, run.job(t, "probe").Admission.Policy)
 }
+
+// TestWebhooksOnTheirOwnListener: with http.webhook-listen, webhooks are
+// taken on that address only, and it serves nothing else: a network that
+// lets forges in need not reach the API.
+func TestWebhooksOnTheirOwnListener(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t, map[string]string{".cikit.yml": trustedPipeline, "k.lock": "k 1\n"})
+	w.cfg.HTTP.WebhookListen = "127.0.0.1:0"
+	w.cfg.Runners.Local = 0
+	s := serve(t, w.cfg)
+	hooks := "http://" + s.p.WebhookAddr()
+	require.NotEqual(t, s.p.URL(), hooks)
+
+	code, out := deliver(t, s.p.URL(), "on-main", pushBody(w.sha))
+	require.Contains(t, []int{http.StatusNotFound, http.StatusMethodNotAllowed}, code, "the main listener takes no webhook: %s", out)
+	code, out = deliver(t, hooks, "on-hooks", pushBody(w.sha))
+	require.Equal(t, http.StatusAccepted, code, out)
+	require.NotEmpty(t, runOf(t, s, "on-hooks"))
+	code, out = getText(t, hooks+"/api/v1/runs")
+	require.Equal(t, http.StatusNotFound, code, "the webhook listener serves no API: %s", out)
+}
