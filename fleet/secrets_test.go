@@ -476,7 +476,7 @@ func TestSecretsCallFork(t *testing.T) {
 		status, out := sb.fetch(t, got[job])
 		require.Equal(t, http.StatusUnprocessableEntity, status, "%s: %v", job, out)
 		require.Equal(t, "withheld", out["code"], job)
-		require.Contains(t, out["error"], "pull requests from forks get no secrets", job)
+		require.Contains(t, out["error"], "the job may read no secret scope (by default a pull request from a fork reads none)", job)
 		require.NotContains(t, out, "secrets", job)
 		require.NotContains(t, out, "id_tokens", job)
 	}

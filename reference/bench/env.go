@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -363,6 +364,19 @@ func (e *env) complete(ctx context.Context, c *claimed) error {
 // logURL is the runner protocol's URL of a job's log.
 func (e *env) logURL(runID, jobID string) string {
 	return e.url + "/v1/jobs/" + url.PathEscape(runID) + "/" + url.PathEscape(jobID) + "/log"
+}
+
+// followRequest is a request of the API's live follow of a job attempt's
+// log, as the platform's admin: the runner API takes log chunks, and
+// people follow logs through the API, which checks their role.
+func (e *env) followRequest(ctx context.Context, runID, jobID string, attempt int) (*http.Request, error) {
+	u := e.url + "/api/v1/runs/" + url.PathEscape(runID) + "/jobs/" + url.PathEscape(jobID) + "/log/follow?attempt=" + strconv.Itoa(attempt)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+e.p.AdminToken())
+	return req, nil
 }
 
 // poll calls cond every interval until it is true, fails, or within

@@ -186,7 +186,7 @@ func logIngestMasked(ctx context.Context, b *bencher, name string, n int) (_ *Re
 				return nil
 			}
 			c := jobs[i]
-			req, err := http.NewRequestWithContext(followCtx, http.MethodGet, e.logURL(c.RunID, c.JobID)+"/follow?attempt="+strconv.Itoa(c.Attempt), nil)
+			req, err := e.followRequest(followCtx, c.RunID, c.JobID, c.Attempt)
 			if err != nil {
 				close(listening[i])
 				return err

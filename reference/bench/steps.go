@@ -177,10 +177,9 @@ func (e *env) waitJob(ctx context.Context, runID, jobID string) (*dag.Job, error
 
 // readLog reads a job attempt's whole log through the follow stream.
 func (e *env) readLog(ctx context.Context, runID, jobID string, attempt int) ([]byte, error) {
-	url := e.logURL(runID, jobID) + "/follow?attempt=" + strconv.Itoa(attempt)
 	var out []byte
 	err := poll(ctx, 10*time.Second, 5*time.Millisecond, "the log of job "+jobID+" of run "+runID, func() (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		req, err := e.followRequest(ctx, runID, jobID, attempt)
 		if err != nil {
 			return false, err
 		}
