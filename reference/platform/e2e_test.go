@@ -158,7 +158,18 @@ func serveLogging(t *testing.T, cfg *config.Config, log *slog.Logger) *serving {
 		require.NoError(t, err)
 	}
 	s := &serving{p: p, done: make(chan error, 1), stop: cancel}
-	rememberAdmin(t, p.URL(), p.AdminToken())
+	token := p.AdminToken()
+	if cfg.Postgres.URL != "" {
+		// The first platform on a database makes its admin; the others
+		// on it, and the restarted ones, make none: theirs is the
+		// first's.
+		if token != "" {
+			dbAdmins.Store(cfg.Postgres.URL, token)
+		} else if tok, ok := dbAdmins.Load(cfg.Postgres.URL); ok {
+			token = tok.(string)
+		}
+	}
+	rememberAdmin(t, p.URL(), token)
 	go func() { s.done <- p.Run(ctx) }()
 	t.Cleanup(func() { s.shutdown(t) })
 	waitFor(t, 20*time.Second, "the platform to be ready", func() bool { return p.Ready(ctx) == nil })
@@ -296,8 +307,9 @@ func getJSON(t *testing.T, url string, into any) int {
 }
 
 // adminTokens are the admin tokens of the platforms the tests serve, by
-// host: asAdmin sends them.
-var adminTokens sync.Map
+// host: asAdmin sends them. dbAdmins are those the first platform on a
+// PostgreSQL database made, by its URL.
+var adminTokens, dbAdmins sync.Map
 
 // rememberAdmin records the admin token of the platform at base.
 func rememberAdmin(t *testing.T, base, token string) {

@@ -144,7 +144,7 @@ func TestApprovalNeedsSignIn(t *testing.T) {
 	if err := p.Click(`[data-testid="reject"]`); err != nil {
 		t.Fatal(err)
 	}
-	if err := p.WaitText("approval-error", "Could not reject the job: a job is rejected by a person: sign in"); err != nil {
+	if err := p.WaitText("approval-error", "Could not reject the job: a rejection says why"); err != nil {
 		t.Fatal(err)
 	}
 	if s, err := f.jobState(run, "deploy-prod"); err != nil || s != cikit.JobManual {
