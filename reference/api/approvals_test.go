@@ -321,3 +321,31 @@ func TestApproveWithoutStore(t *testing.T) {
 	require.Equal(t, cikit.JobReady, d.Jobs[1].State)
 	require.Empty(t, d.Jobs[1].Approvals)
 }
+
+// FuzzDecisionBody: whatever body and content type a reviewer sends, a
+// decision is taken, or refused as bad input (400, 413, 415) or as one
+// the job's state forbids (409): never a server error.
+func FuzzDecisionBody(f *testing.F) {
+	f.Add("application/json", `{"comment": "ship it"}`, false)
+	f.Add("application/json", `{"comment": "not on a Friday"}`, true)
+	f.Add("", "", false)
+	f.Add("text/plain", "yes", true)
+	f.Add("application/json; charset=utf-8", `{"comment": "\u0000"}`, true)
+	f.Add("application/json", `{"comment": 7}`, false)
+	f.Add("application/json", `{"comment": "a", "extra": 1}`, false)
+	f.Add("application/json", `{"comment": "a"} {"comment": "b"}`, true)
+	f.Add("application/json", "\xff\xfe", true)
+	f.Fuzz(func(t *testing.T, contentType, body string, reject bool) {
+		fx, run, _ := approvalFixture(t, "alice")
+		action := "approve"
+		if reject {
+			action = "reject"
+		}
+		rec := fx.decide(t, "/api/v1/runs/"+run.ID+"/jobs/deploy/"+action, "alice", contentType, body)
+		switch rec.Code {
+		case http.StatusAccepted, http.StatusBadRequest, http.StatusRequestEntityTooLarge, http.StatusUnsupportedMediaType, http.StatusConflict:
+		default:
+			t.Fatalf("%s with %q %q: %d %s", action, contentType, body, rec.Code, rec.Body.String())
+		}
+	})
+}
