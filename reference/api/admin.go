@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"time"
 	"unicode/utf8"
 
 	"github.com/cikit/cikit"
@@ -31,7 +32,45 @@ type Policy interface {
 
 // RunnerList is the answer of GET /api/v1/runners.
 type RunnerList struct {
-	Runners []fleet.RunnerStatus `json:"runners"`
+	Runners []RunnerView `json:"runners"`
+}
+
+// RunnerView is a registered runner as the API shows it.
+type RunnerView struct {
+	ID           string    `json:"id"`
+	Name         string    `json:"name"`
+	Labels       []string  `json:"labels"`
+	Version      string    `json:"version,omitempty"`
+	RegisteredAt time.Time `json:"registered_at"`
+	LastSeen     time.Time `json:"last_seen"`
+	// State is idle, busy, away or revoked.
+	State string `json:"state"`
+	// Job is the attempt a busy runner runs.
+	Job *AttemptRef `json:"job,omitempty"`
+	// RevokedAt, RevokedBy and Reason are a revoked runner's.
+	RevokedAt *time.Time `json:"revoked_at,omitempty"`
+	RevokedBy string     `json:"revoked_by,omitempty"`
+	Reason    string     `json:"reason,omitempty"`
+}
+
+// AttemptRef names an attempt of a job.
+type AttemptRef struct {
+	RunID   string `json:"run_id"`
+	JobID   string `json:"job_id"`
+	Attempt int    `json:"attempt"`
+}
+
+func runnerView(r *fleet.RunnerRecord, state string) RunnerView {
+	v := RunnerView{ID: r.ID, Name: r.Name, Labels: r.Labels, Version: r.Version, RegisteredAt: r.RegisteredAt.UTC(),
+		LastSeen: r.LastSeen.UTC(), State: state, RevokedBy: r.RevokedBy, Reason: r.Reason}
+	if v.Labels == nil {
+		v.Labels = []string{}
+	}
+	if r.Revoked() {
+		at := r.RevokedAt.UTC()
+		v.RevokedAt, v.State = &at, string(fleet.RunnerRevoked)
+	}
+	return v
 }
 
 // RevokeRequest is the body of POST /api/v1/runners/{id}/revoke.
@@ -62,10 +101,15 @@ func (a *API) listRunners(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, "listing the runners", err)
 		return
 	}
-	if list == nil {
-		list = []fleet.RunnerStatus{}
+	out := RunnerList{Runners: make([]RunnerView, 0, len(list))}
+	for i := range list {
+		v := runnerView(&list[i].RunnerRecord, string(list[i].State))
+		if j := list[i].Job; j != nil {
+			v.Job = &AttemptRef{RunID: j.RunID, JobID: j.JobID, Attempt: j.Attempt}
+		}
+		out.Runners = append(out.Runners, v)
 	}
-	writeJSON(w, http.StatusOK, RunnerList{Runners: list})
+	writeJSON(w, http.StatusOK, out)
 }
 
 func (a *API) revokeRunner(w http.ResponseWriter, r *http.Request) {
@@ -93,7 +137,7 @@ func (a *API) revokeRunner(w http.ResponseWriter, r *http.Request) {
 		a.fail(w, r, "revoking the runner", err)
 		return
 	}
-	writeJSON(w, http.StatusOK, rec)
+	writeJSON(w, http.StatusOK, runnerView(rec, string(fleet.RunnerRevoked)))
 }
 
 func (a *API) getPolicy(w http.ResponseWriter, r *http.Request) {

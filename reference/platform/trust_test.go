@@ -440,21 +440,26 @@ func TestForkJobTokenIsReadOnly(t *testing.T) {
 	require.Contains(t, pushed, "403", "%s", pushed)
 
 	// The runners registry shows both, and a revoked runner is refused.
+	code, out = getText(t, base+"/api/v1/runners")
+	require.Equal(t, http.StatusOK, code, out)
 	var runners struct {
-		Runners []struct {
-			ID    string `json:"id"`
-			Name  string `json:"name"`
-			State string `json:"state"`
-		} `json:"runners"`
+		Runners []map[string]any `json:"runners"`
 	}
-	require.Equal(t, http.StatusOK, getJSON(t, base+"/api/v1/runners", &runners))
+	require.NoError(t, json.Unmarshal([]byte(out), &runners))
 	ids := map[string]string{}
 	for _, r := range runners.Runners {
-		ids[r.Name] = r.ID
+		ids[r["name"].(string)] = r["id"].(string)
+		if r["name"] == "hosted" {
+			require.Equal(t, "busy", r["state"], "%v", r)
+			require.Equal(t, claim.JobID, r["job"].(map[string]any)["job_id"], "%v", r)
+		}
 	}
 	require.Contains(t, ids, "trusted")
 	code, out = call(t, http.MethodPost, base+"/api/v1/runners/"+ids["trusted"]+"/revoke", adminOf(t, base), map[string]string{"reason": "decommissioned"})
 	require.Equal(t, http.StatusOK, code, out)
+	require.Contains(t, out, `"state":"revoked"`)
+	require.Contains(t, out, `"reason":"decommissioned"`)
+	require.Contains(t, out, `"revoked_by":"admin"`)
 	code, out = call(t, http.MethodGet, base+"/v1/jobs/claim?wait=1s", trusted, nil)
 	require.Equal(t, http.StatusUnauthorized, code, out)
 	require.Contains(t, out, "revoked")
