@@ -817,11 +817,6 @@ func (c *Config) Validate() error {
 			bad("secrets.keys[%d]: %v", i, err)
 		}
 	}
-	for i, t := range c.Secrets.AdminTokens {
-		if len(t) < 16 {
-			bad("secrets.admin-tokens[%d]: must be at least 16 bytes", i)
-		}
-	}
 	if c.Secrets.TokenTTL < 0 || c.Secrets.TokenTTL > time.Hour {
 		bad("secrets.token-ttl: must be between 0 (the default, 10m) and 1h")
 	}
@@ -841,9 +836,6 @@ type Secrets struct {
 	// PostgreSQL for the built-in store; the embedded platform makes one
 	// up and keeps it in the data directory.
 	Keys []string `yaml:"keys" usage:"keys sealing stored secrets and OIDC signing keys, ID:BASE64 of 32 bytes; the first seals (embedded default: one kept in the data directory)"`
-	// AdminTokens are the bearer tokens of the secrets API (`cikit
-	// secret`). The embedded platform makes one up and prints it.
-	AdminTokens []string `yaml:"admin-tokens" usage:"bearer tokens of the secrets API, which cikit secret uses (embedded default: a random one)"`
 	// TokenTTL is how long a job's ID token is valid.
 	TokenTTL time.Duration `yaml:"token-ttl" usage:"how long the OIDC ID tokens of jobs are valid (at most 1h)"`
 	// AWS reads secrets from AWS Secrets Manager too, when Region is set.

@@ -325,7 +325,6 @@ func TestValidate(t *testing.T) {
 		{"s3 secret without key", func(c *Config) { c.S3.SecretAccessKey = "shh" }, "s3: set both access-key-id and secret-access-key, or neither"},
 		{"secrets key not ID:BASE64", func(c *Config) { c.Secrets.Keys = []string{"no-colon"} }, "secrets.keys[0]: secrets: invalid: a key is ID:BASE64"},
 		{"secrets key too short", func(c *Config) { c.Secrets.Keys = []string{"k1:c2hvcnQ="} }, `secrets.keys[0]: secrets: invalid: key "k1" has 5 bytes; a key has 32`},
-		{"short admin token", func(c *Config) { c.Secrets.AdminTokens = []string{"short"} }, "secrets.admin-tokens[0]: must be at least 16 bytes"},
 		{"token ttl", func(c *Config) { c.Secrets.TokenTTL = 2 * time.Hour }, "secrets.token-ttl: must be between 0"},
 		{"postgres roles half set", func(c *Config) { c.Secrets.PostgresRoles.AdminURL = "postgres://db/app" }, "secrets.postgres-roles: set url and roles with admin-url"},
 	} {
@@ -464,7 +463,7 @@ func TestHelpHidesSecrets(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"postgres.url", "redis.url", "s3.access-key-id", "s3.secret-access-key", "vcs.github.token", "vcs.gitlab.token",
 		"webhooks.github-secrets", "webhooks.gitlab-tokens", "webhooks.standard-secrets", "runners.registration-tokens", "runners.signing-keys",
-		"secrets.keys", "secrets.admin-tokens", "secrets.postgres-roles.admin-url", "secrets.postgres-roles.url", "auth.oidc.client-secret"}, secret)
+		"secrets.keys", "secrets.postgres-roles.admin-url", "secrets.postgres-roles.url", "auth.oidc.client-secret"}, secret)
 }
 
 // TestRunnerImages: the local runners' images are under the data

@@ -61,9 +61,6 @@ func (p *Platform) buildAuth(ctx context.Context) (*auth.Service, error) {
 	if created {
 		p.adminToken = secret
 	}
-	if len(p.cfg.Secrets.AdminTokens) > 0 {
-		p.log.Warn("platform: secrets.admin-tokens is no longer read: the secrets API takes the tokens of users with the admin role, such as the admin token printed at start")
-	}
 	return svc, nil
 }
 
