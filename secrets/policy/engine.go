@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/rego"
 )
 
@@ -119,7 +120,7 @@ func (e *Engine) Eval(ctx context.Context, in *Input) (*Decision, error) {
 	}
 	ctx, cancel := context.WithTimeoutCause(ctx, e.cfg.EvalTimeout, errEvalTimeout)
 	defer cancel()
-	rs, err := l.query.Eval(ctx, rego.EvalParsedInput(value(in)))
+	rs, err := l.query.Eval(ctx, rego.EvalParsedInput(value(in)), rego.EvalMetrics(noMetrics))
 	if err != nil {
 		switch cause := context.Cause(ctx); {
 		case errors.Is(cause, errEvalTimeout):
@@ -359,3 +360,7 @@ var unsafeBuiltins = sync.OnceValue(func() map[string]struct{} {
 	}
 	return m
 })
+
+// noMetrics spares each evaluation the metrics OPA would make for it,
+// which nobody reads.
+var noMetrics = metrics.NoOp()
