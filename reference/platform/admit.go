@@ -66,11 +66,12 @@ func (a *admitter) admit(ctx context.Context, ev *ingest.Event, run *dag.RunCrea
 		ev = &e
 	}
 	base := a.input(ev, run, facts)
+	cacheScope, _ := artifacts.Scopes(run.Context)
 	for _, spec := range run.Jobs {
 		in := base
 		in.Job = policy.JobOf(spec)
 		in.Job.DefaultSecretsScopes = defaultScopes(run.Context, spec)
-		in.Job.DefaultCacheScope, _ = artifacts.Scopes(run.Context)
+		in.Job.DefaultCacheScope = cacheScope
 		adm, err := a.decide(ctx, &in)
 		if err != nil {
 			return err

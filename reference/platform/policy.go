@@ -22,7 +22,7 @@ func (p *Platform) buildPolicy(context.Context) error {
 	p.policy = e
 	p.admit = newAdmitter(e, p.cfg.Policy, p.log.With("component", "policy"))
 	p.admit.observe = p.metrics.policyObserved
-	p.admit.defaultBranch = func(ctx context.Context, repo string) (string, error) { return p.provider.DefaultBranch(ctx, repo) }
+	p.admit.defaultBranch = p.provider.DefaultBranch
 	p.log.Info("platform: policy loaded", "policy", e.Name())
 	return nil
 }
